@@ -1,0 +1,103 @@
+"""A small typed async event bus: immutable, past-tense events; isolated subscribers.
+
+Producers (agents, the broker, the memory bank) publish; the GUI, the tray and Telegram subscribe;
+nothing polls. A failing subscriber is logged and the others still run. The bus is used from the event
+loop's thread only; a worker thread hands events over with ``loop.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event; subclasses are frozen dataclasses named in the past tense."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallCompleted(Event):
+    agent_id: str
+    tool_name: str
+    status: str
+    error_code: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFileChanged(Event):
+    """A file in an agent's memory folder was written, appended, created or deleted."""
+
+    agent_id: str
+    path: str
+    kind: str  # "written" | "appended" | "created" | "deleted"
+
+
+E = TypeVar("E", bound=Event)
+Handler = Callable[[Any], Awaitable[None] | None]
+
+
+class EventBus:
+    """Delivers each published event to every subscriber of its type (and of its base types)."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[type[Event], list[Handler]] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def subscribe(self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]) -> None:
+        self._subscribers.setdefault(event_type, []).append(handler)
+
+    def unsubscribe(self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]) -> None:
+        handlers = self._subscribers.get(event_type, [])
+        if handler in handlers:
+            handlers.remove(handler)
+
+    def _handlers_for(self, event: Event) -> list[Handler]:
+        found: list[Handler] = []
+        for klass in type(event).__mro__:
+            found.extend(self._subscribers.get(klass, ()))
+        return found
+
+    async def publish(self, event: Event) -> None:
+        """Deliver ``event`` to every subscriber and wait for async ones; never raises for them."""
+        for handler in self._handlers_for(event):
+            try:
+                outcome = handler(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+
+    def publish_nowait(self, event: Event) -> None:
+        """Publish from synchronous code: sync subscribers run now, async ones as tasks."""
+        for handler in self._handlers_for(event):
+            try:
+                outcome = handler(event)
+                if inspect.isawaitable(outcome):
+                    task = asyncio.ensure_future(self._guard(outcome, handler, event))
+                    self._pending.add(task)
+                    task.add_done_callback(self._pending.discard)
+            except Exception:
+                logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+
+    async def _guard(self, outcome: Awaitable[None], handler: Handler, event: Event) -> None:
+        try:
+            await outcome
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+
+    async def drain(self) -> None:
+        """Wait for async deliveries started by ``publish_nowait``."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)

@@ -1,0 +1,1 @@
+"""Market data: the ``MarketData`` port, kline series, CSV loading, resampling and the replay source."""

@@ -1,0 +1,1 @@
+"""The fixed, audited toolset: protocol, specs, registry, executor and one module per tool group."""

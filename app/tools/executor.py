@@ -1,0 +1,206 @@
+"""The tool executor: permission, validation, execution with a timeout, rendering and recording.
+
+Every tool call from every agent passes through ``ToolExecutor.execute``. It never raises for a bad
+call: each failure becomes an error envelope the model can read and act on. Every call, good or bad,
+is handed to the injected recorder with its parameters, result and duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.domain.clock import Clock, WallClock
+from app.domain.errors import (
+    ErrorCode,
+    InvalidParameterError,
+    PermissionDeniedError,
+    RiskRejection,
+    ToolError,
+    UnknownToolError,
+)
+from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
+from app.tools.protocol.render import (
+    ToolResult,
+    render_error,
+    render_rejected,
+    render_success,
+)
+from app.tools.registry import ToolRegistry
+from app.tools.spec import AgentContext, ToolSpec, validate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """One executed call as the audit trail stores it."""
+
+    agent_id: str
+    tool_name: str
+    params: Mapping[str, Any]
+    status: str
+    error_code: str | None
+    result_xml: str
+    started_ms: int
+    duration_ms: float
+
+
+class ToolCallRecorder(Protocol):
+    def record(self, entry: ToolCallRecord) -> None:
+        """Store one call; must not raise for ordinary storage problems (log them instead)."""
+        ...
+
+
+@dataclass
+class MemoryRecorder:
+    """Keeps the most recent calls in memory: the CLI's recorder and the tests'."""
+
+    capacity: int = 10_000
+    entries: deque[ToolCallRecord] = field(default_factory=deque)
+
+    def record(self, entry: ToolCallRecord) -> None:
+        self.entries.append(entry)
+        while len(self.entries) > self.capacity:
+            self.entries.popleft()
+
+
+class ToolExecutor:
+    """Runs tool calls for agents against one registry."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        recorder: ToolCallRecorder,
+        clock: Clock | None = None,
+        default_timeout_s: float | None = None,
+    ) -> None:
+        self.registry = registry
+        self._recorder = recorder
+        self._clock = clock or WallClock()
+        self._default_timeout_s = default_timeout_s
+
+    def parse(self, response: str | bytes) -> ParsedResponse:
+        return parse_response(response, self.registry.names())
+
+    async def execute_text(self, ctx: AgentContext, response: str | bytes) -> ToolResult | None:
+        """Parse a model response and execute its call; ``None`` when it is a plain text answer."""
+        parsed = self.parse(response)
+        if parsed.is_text:
+            return None
+        return await self.execute_parsed(ctx, parsed)
+
+    async def execute_parsed(self, ctx: AgentContext, parsed: ParsedResponse) -> ToolResult:
+        if parsed.error is not None:
+            started = time.perf_counter()
+            result = render_error(
+                parsed.tool_name or "unknown",
+                parsed.error.code,
+                parsed.error.message,
+                parsed.error.details,
+            )
+            self._record(ctx, parsed.tool_name or "unknown", {}, result, started)
+            return result
+        assert parsed.call is not None
+        return await self.execute(ctx, parsed.call)
+
+    async def execute(self, ctx: AgentContext, call: ToolCall) -> ToolResult:
+        """Check, validate, run and render one call; always returns a result, never raises."""
+        started = time.perf_counter()
+        params: dict[str, Any] = {}
+        try:
+            spec = self._resolve(ctx, call)
+            params = validate(spec, call.params)
+            data = await self._run(spec, ctx, params)
+            result = render_success(call.name, data)
+        except ToolError as exc:
+            result = render_error(call.name, exc.code, exc.message, exc.details)
+        except RiskRejection as exc:
+            result = render_rejected(call.name, exc.rule, exc.reason, exc.details)
+        except Exception as exc:  # a bug in a tool must not kill the agent loop
+            logger.exception("tool %s failed", call.name)
+            result = render_error(
+                call.name,
+                ErrorCode.INTERNAL_ERROR,
+                f"The tool failed with an internal error ({type(exc).__name__}). The call may be "
+                "retried; if it fails again, report it.",
+                {"exception": type(exc).__name__},
+            )
+        self._record(ctx, call.name, params or _raw_params(call), result, started)
+        return result
+
+    def _resolve(self, ctx: AgentContext, call: ToolCall) -> ToolSpec:
+        spec = self.registry.get(call.name)
+        if spec is None:
+            close = self.registry.closest(call.name, ctx.permissions)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise UnknownToolError(
+                f"There is no tool named <{call.name}>.{hint} Only the tools listed under "
+                "Available Tools exist.",
+                details={"tool": call.name, "closest": close},
+            )
+        if spec.permission not in ctx.permissions:
+            raise PermissionDeniedError(
+                f"This agent ({ctx.role}) is not permitted to call <{spec.name}> (permission "
+                f"group '{spec.permission}'). Use the tools in your Available Tools section, or "
+                "dispatch the task to an agent whose role allows it.",
+                details={"tool": spec.name, "permission": spec.permission.value},
+            )
+        if call.attrs:
+            example = "".join(f"<{k}>{v}</{k}>" for k, v in list(call.attrs.items())[:3])
+            raise InvalidParameterError(
+                f"Parameters must be child elements, not attributes: write <{spec.name}>{example}"
+                f"</{spec.name}>.",
+                details={"attributes": sorted(call.attrs)},
+            )
+        if call.stray_text:
+            raise InvalidParameterError(
+                f"<{spec.name}> contains text outside any parameter ({call.stray_text[:40]!r}). "
+                "Put every value inside its parameter's element.",
+            )
+        return spec
+
+    async def _run(self, spec: ToolSpec, ctx: AgentContext, params: dict[str, Any]) -> Any:
+        timeout = self._default_timeout_s or spec.timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                return await spec.handler(ctx, params)
+        except TimeoutError:
+            raise ToolError(
+                f"<{spec.name}> did not finish within {timeout:g} s and was stopped. Try again, "
+                "or ask for less data.",
+                code=ErrorCode.TIMEOUT,
+                details={"timeout_s": timeout},
+            ) from None
+
+    def _record(
+        self,
+        ctx: AgentContext,
+        tool_name: str,
+        params: Mapping[str, Any],
+        result: ToolResult,
+        started: float,
+    ) -> None:
+        entry = ToolCallRecord(
+            agent_id=ctx.agent_id,
+            tool_name=tool_name,
+            params=dict(params),
+            status=result.status,
+            error_code=result.error_code.value if result.error_code else None,
+            result_xml=result.xml,
+            started_ms=self._clock.now_ms(),
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+        try:
+            self._recorder.record(entry)
+        except Exception:  # the audit trail failing must be loud, but must not lose the result
+            logger.exception("could not record the call to %s", tool_name)
+
+
+def _raw_params(call: ToolCall) -> dict[str, Any]:
+    return {node.tag: node.text[:200] for node in call.params}

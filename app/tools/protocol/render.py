@@ -1,0 +1,213 @@
+"""Render tool results in the exact Part A envelope, escaping every piece of data.
+
+Results are built as a small tree of ``Element`` values and serialised here, in one place, so no tool
+can emit unescaped text: a tool result that contains ``<create_order>`` is data, never a call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from app.domain.errors import ErrorCode
+
+# Characters XML 1.0 cannot carry at all, not even as character references.
+_INVALID_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_INDENT = "    "
+
+AttrValue = str | int | Decimal | bool | float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Element:
+    """An XML element of a result payload: tag, attributes, optional text and children."""
+
+    tag: str
+    attrs: tuple[tuple[str, str], ...] = ()
+    text: str | None = None
+    children: tuple[Element, ...] = ()
+
+    def attr(self, name: str) -> str | None:
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        return None
+
+    def find_all(self, tag: str) -> list[Element]:
+        return [child for child in self.children if child.tag == tag]
+
+
+def format_decimal(value: Decimal) -> str:
+    """Render a Decimal without exponent or trailing zeros: ``0.1``, ``1200``, ``0.00000123``."""
+    if not value.is_finite():
+        raise ValueError(f"cannot render non-finite number {value}")
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", ""):
+        text = "0"
+    return text
+
+
+def format_value(value: AttrValue) -> str:
+    """Render one attribute or text value; floats go through their shortest repr, never noise."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format_decimal(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return format_decimal(Decimal(repr(value)))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def el(tag: str, text: AttrValue = None, *children: Element, **attrs: AttrValue) -> Element:
+    """Build an Element; ``None`` attributes are left out, other values are formatted."""
+    rendered = tuple((key, format_value(value)) for key, value in attrs.items() if value is not None)
+    body = None if text is None else format_value(text)
+    return Element(tag=tag, attrs=rendered, text=body, children=tuple(children))
+
+
+def clean_text(text: str) -> str:
+    """Replace characters XML cannot represent with U+FFFD so the envelope always parses."""
+    return _INVALID_XML_CHARS.sub("\ufffd", text)
+
+
+def escape_text(text: str) -> str:
+    return clean_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape_attr(text: str) -> str:
+    return (
+        escape_text(text)
+        .replace('"', "&quot;")
+        .replace("\n", "&#10;")
+        .replace("\r", "&#13;")
+        .replace("\t", "&#9;")
+    )
+
+
+def _serialise(element: Element, depth: int, out: list[str]) -> None:
+    pad = _INDENT * depth
+    attrs = "".join(f' {key}="{escape_attr(value)}"' for key, value in element.attrs)
+    if not element.children and element.text is None:
+        out.append(f"{pad}<{element.tag}{attrs} />")
+        return
+    if not element.children:
+        out.append(f"{pad}<{element.tag}{attrs}>{escape_text(element.text or '')}</{element.tag}>")
+        return
+    out.append(f"{pad}<{element.tag}{attrs}>")
+    if element.text:
+        out.append(f"{pad}{_INDENT}{escape_text(element.text)}")
+    for child in element.children:
+        _serialise(child, depth + 1, out)
+    out.append(f"{pad}</{element.tag}>")
+
+
+def serialise(element: Element, depth: int = 0) -> str:
+    """Serialise an element tree with four-space indentation, as the seeds show it."""
+    out: list[str] = []
+    _serialise(element, depth, out)
+    return "\n".join(out)
+
+
+Status = Literal["success", "error", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A rendered result plus the structured facts the runtime and the audit trail need."""
+
+    tool_name: str
+    status: Status
+    xml: str
+    data: tuple[Element, ...] = ()
+    error_code: ErrorCode | None = None
+    message: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    rule: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+
+def _open(tool_name: str) -> str:
+    return f'<tool_result tool_name="{escape_attr(tool_name)}">'
+
+
+def render_success(tool_name: str, data: Element | Iterable[Element]) -> ToolResult:
+    """Render ``<status>success</status>`` with the payload inside ``<data>``."""
+    payload = (data,) if isinstance(data, Element) else tuple(data)
+    lines = [_open(tool_name), f"{_INDENT}<status>success</status>", f"{_INDENT}<data>"]
+    lines.extend(serialise(item, 2) for item in payload)
+    lines += [f"{_INDENT}</data>", "</tool_result>"]
+    return ToolResult(tool_name=tool_name, status="success", xml="\n".join(lines), data=payload)
+
+
+def _details_json(details: Mapping[str, Any]) -> str:
+    return json.dumps(details, default=format_value, ensure_ascii=False, sort_keys=True)
+
+
+def render_error(
+    tool_name: str,
+    code: ErrorCode,
+    message: str,
+    details: Mapping[str, Any] | None = None,
+) -> ToolResult:
+    """Render ``<status>error</status>`` with code, message and optional JSON details."""
+    lines = [
+        _open(tool_name),
+        f"{_INDENT}<status>error</status>",
+        f"{_INDENT}<error_details>",
+        f"{_INDENT * 2}<error_code>{escape_text(code.value)}</error_code>",
+        f"{_INDENT * 2}<message>{escape_text(message)}</message>",
+    ]
+    if details:
+        lines.append(f"{_INDENT * 2}<details_json>{escape_text(_details_json(details))}</details_json>")
+    lines += [f"{_INDENT}</error_details>", "</tool_result>"]
+    return ToolResult(
+        tool_name=tool_name,
+        status="error",
+        xml="\n".join(lines),
+        error_code=code,
+        message=message,
+        details=dict(details or {}),
+    )
+
+
+def render_rejected(
+    tool_name: str,
+    rule: str,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+) -> ToolResult:
+    """Render a Risk Guard refusal: ``<status>rejected</status>`` with ``<rule>`` and ``<reason>``."""
+    lines = [
+        _open(tool_name),
+        f"{_INDENT}<status>rejected</status>",
+        f"{_INDENT}<rule>{escape_text(rule)}</rule>",
+        f"{_INDENT}<reason>{escape_text(reason)}</reason>",
+    ]
+    if details:
+        lines.append(f"{_INDENT}<details_json>{escape_text(_details_json(details))}</details_json>")
+    lines.append("</tool_result>")
+    return ToolResult(
+        tool_name=tool_name,
+        status="rejected",
+        xml="\n".join(lines),
+        message=reason,
+        details=dict(details or {}),
+        rule=rule,
+    )

@@ -1,0 +1,128 @@
+"""The registry of ToolSpecs and the "Available Tools" prompt section generated from it.
+
+The section is built from the same specs the executor validates against, in the seeds' XML invocation
+format, so the text a model reads can never drift from what the code accepts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+
+from app.tools.spec import ParamSpec, ParamType, ToolSpec
+
+
+class ToolRegistry:
+    """Holds every tool by name; built once per runtime and passed in, never global."""
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> None:
+        """Add a tool.
+
+        Raises:
+            ValueError: if a tool of that name is already registered.
+        """
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._specs)
+
+    def closest(self, name: str, permissions: frozenset[str] | None = None, n: int = 3) -> list[str]:
+        """Names of the tools closest to a misspelt one, for UNKNOWN_TOOL messages."""
+        pool = [
+            spec.name
+            for spec in self._specs.values()
+            if permissions is None or spec.permission in permissions
+        ]
+        close = difflib.get_close_matches(name, pool, n=n, cutoff=0.5)
+        if close:
+            return close
+        lowered = name.lower()
+        parts = [p for p in lowered.replace("-", "_").split("_") if len(p) > 2]
+        return [tool for tool in pool if any(part in tool for part in parts)][:n]
+
+    def permitted(self, permissions: frozenset[str]) -> list[ToolSpec]:
+        return [spec for spec in self._specs.values() if spec.permission in permissions]
+
+    def available_tools_section(self, permissions: frozenset[str]) -> str:
+        """Render the "Available Tools" section for an agent granted ``permissions``."""
+        groups: dict[str, list[ToolSpec]] = {}
+        for spec in self.permitted(permissions):
+            groups.setdefault(spec.group, []).append(spec)
+        blocks: list[str] = []
+        for group, specs in groups.items():
+            blocks.append(f"### {group}")
+            blocks.extend(render_tool(spec) for spec in specs)
+        return "\n\n".join(blocks)
+
+
+def _comment(param: ParamSpec) -> str:
+    parts = ["Required." if param.required else "Optional."]
+    parts.append(param.description.rstrip(".") + ".")
+    if param.type is ParamType.ENUM:
+        parts.append(f"One of: {', '.join(param.choices)}.")
+    if param.default is not None and not param.required:
+        default = param.default
+        if isinstance(default, bool):
+            default = "true" if default else "false"
+        parts.append(f"Default: {default}.")
+    if param.type in (ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL):
+        if param.minimum is not None and param.maximum is not None:
+            parts.append(f"Range: {param.minimum} to {param.maximum}.")
+        elif param.minimum is not None:
+            parts.append(f"Minimum: {param.minimum}.")
+        elif param.maximum is not None:
+            parts.append(f"Max: {param.maximum}.")
+    comment = " ".join(parts).replace("--", "-")
+    return f"<!-- {comment} -->"
+
+
+def _param_lines(param: ParamSpec) -> list[str]:
+    pad = " " * 4
+    if param.type is ParamType.LIST:
+        item = param.item_tag
+        return [
+            f"{pad}<{param.name}> {_comment(param)}",
+            f"{pad * 2}<{item}>{param.example or 'string'}</{item}>",
+            f"{pad * 2}<{item}>{param.example or 'string'}</{item}>",
+            f"{pad}</{param.name}>",
+        ]
+    if param.type is ParamType.MAP:
+        item = param.item_tag
+        return [
+            f"{pad}<{param.name}> {_comment(param)}",
+            f'{pad * 2}<{item} name="{param.example or "name"}">value</{item}>',
+            f"{pad}</{param.name}>",
+        ]
+    return [f"{pad}<{param.name}>{param.placeholder()}</{param.name}> {_comment(param)}"]
+
+
+def render_tool(spec: ToolSpec) -> str:
+    """Render one tool: description, invocation format, rules and what a success returns."""
+    lines = [f"#### `{spec.name}`", spec.description, "Invocation Format:", "```xml", f"<{spec.name}>"]
+    for param in spec.params:
+        lines.extend(_param_lines(param))
+    lines += [f"</{spec.name}>", "```"]
+    for rule in spec.extra_rules:
+        lines.append(f"- {rule}")
+    if spec.returns:
+        lines += ["Success data payload:", "```xml", spec.returns.strip(), "```"]
+    return "\n".join(lines)

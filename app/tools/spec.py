@@ -1,0 +1,345 @@
+"""Tool specifications: the one description of a tool that validation, coercion, permission checks
+and the prompt's "Available Tools" section are all derived from, so they can never drift apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from app.domain.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from app.tools.protocol.parser import ParamNode
+    from app.tools.protocol.render import Element
+
+
+class ParamType(StrEnum):
+    """How a parameter's XML is read; the value is the placeholder the model sees."""
+
+    STRING = "string"
+    INTEGER = "integer"
+    LONG = "long"
+    DECIMAL = "decimal"
+    BOOLEAN = "boolean"
+    ENUM = "enum"
+    LIST = "list"
+    MAP = "map"
+    JSON_OBJECT = "string_json_object"
+    BASE64 = "string_base64_encoded"
+
+
+class Permission(StrEnum):
+    """Permission groups an agent template grants; every tool belongs to exactly one."""
+
+    MARKET = "market"
+    INDICATOR = "indicator"
+    ACCOUNT = "account"
+    TRADE = "trade"
+    MEMORY = "memory"
+    AGENTS = "agents"
+    TASKS = "tasks"
+    JOBS = "jobs"
+    NOTIFY = "notify"
+    ASK_USER = "ask_user"
+
+
+ALL_PERMISSIONS = frozenset(Permission)
+
+_INT_RE = re.compile(r"^[+-]?\d{1,19}$")
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One parameter of a tool.
+
+    Attributes:
+        minimum, maximum: inclusive bounds for numbers; for strings and lists, their length.
+        choices: the allowed values of an ENUM (matched case-insensitively, returned canonical).
+        item_tag: the child tag of a LIST (``symbol`` inside ``symbols``).
+        example: what the invocation format shows between the tags, defaulting to the type.
+    """
+
+    name: str
+    type: ParamType
+    description: str
+    required: bool = False
+    default: Any = None
+    minimum: int | Decimal | None = None
+    maximum: int | Decimal | None = None
+    choices: tuple[str, ...] = ()
+    item_tag: str = ""
+    example: str = ""
+    max_length: int | None = None
+
+    def placeholder(self) -> str:
+        if self.example:
+            return self.example
+        if self.type is ParamType.ENUM:
+            return "|".join(self.choices)
+        return self.type.value
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """Who is calling a tool: identity, granted permissions and the agent's market focus."""
+
+    agent_id: str
+    permissions: frozenset[str] = ALL_PERMISSIONS
+    role: str = "operator"
+    watched_symbols: tuple[str, ...] = ()
+    interval: str = "1h"
+
+
+ToolHandler = Callable[[AgentContext, dict[str, Any]], Awaitable["Element | Sequence[Element]"]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """Everything about one tool: what it is called, what it takes, who may call it, how it runs."""
+
+    name: str
+    group: str
+    description: str
+    params: tuple[ParamSpec, ...]
+    permission: Permission
+    handler: ToolHandler
+    returns: str = ""
+    timeout_s: float = 30.0
+    extra_rules: tuple[str, ...] = field(default_factory=tuple)
+
+    def param(self, name: str) -> ParamSpec | None:
+        for spec in self.params:
+            if spec.name == name:
+                return spec
+        return None
+
+
+def _fail(spec: ParamSpec, message: str, **details: Any) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"Parameter <{spec.name}> {message}",
+        details={"parameter": spec.name, **details},
+    )
+
+
+def _check_range(spec: ParamSpec, value: int | Decimal, what: str = "") -> None:
+    if spec.minimum is not None and value < spec.minimum:
+        raise _fail(
+            spec,
+            f"must be at least {spec.minimum}{what}, got {value}.",
+            minimum=str(spec.minimum),
+            got=str(value),
+        )
+    if spec.maximum is not None and value > spec.maximum:
+        raise _fail(
+            spec,
+            f"must be at most {spec.maximum}{what}, got {value}.",
+            maximum=str(spec.maximum),
+            got=str(value),
+        )
+
+
+def _scalar_text(spec: ParamSpec, node: ParamNode) -> str:
+    if node.children:
+        raise _fail(
+            spec,
+            f"must be plain text, not nested elements (found <{node.children[0].tag}>).",
+        )
+    return node.text
+
+
+def coerce(spec: ParamSpec, node: ParamNode) -> Any:
+    """Turn one parsed parameter element into a typed value, or raise INVALID_PARAMETER.
+
+    Raises:
+        InvalidParameterError: the message names the parameter, the expected type and the range.
+    """
+    kind = spec.type
+    if kind is ParamType.LIST:
+        return _coerce_list(spec, node)
+    if kind is ParamType.MAP:
+        return _coerce_map(spec, node)
+    text = _scalar_text(spec, node)
+    if kind is ParamType.BASE64:
+        return _coerce_base64(spec, text)
+    text = text.strip()
+    if kind is ParamType.STRING:
+        if spec.max_length is not None and len(text) > spec.max_length:
+            raise _fail(spec, f"is too long: {len(text)} characters > {spec.max_length}.")
+        if spec.required and not text:
+            raise _fail(spec, "must not be empty.")
+        return text
+    if kind in (ParamType.INTEGER, ParamType.LONG):
+        if not _INT_RE.match(text):
+            raise _fail(spec, f"must be a whole number ({kind.value}), got {text[:40]!r}.")
+        value = int(text)
+        _check_range(spec, value)
+        return value
+    if kind is ParamType.DECIMAL:
+        return _coerce_decimal(spec, text)
+    if kind is ParamType.BOOLEAN:
+        lowered = text.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise _fail(spec, f"must be true or false, got {text[:40]!r}.")
+    if kind is ParamType.ENUM:
+        for choice in spec.choices:
+            if choice.lower() == text.lower():
+                return choice
+        raise _fail(
+            spec,
+            f"must be one of {', '.join(spec.choices)}; got {text[:40]!r}.",
+            allowed=list(spec.choices),
+        )
+    if kind is ParamType.JSON_OBJECT:
+        return _coerce_json(spec, text)
+    raise AssertionError(f"unhandled parameter type {kind}")
+
+
+def _coerce_decimal(spec: ParamSpec, text: str) -> Decimal:
+    if len(text) > 64:
+        raise _fail(spec, "is not a number: the text is longer than 64 characters.")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise _fail(spec, f"must be a decimal number such as 0.5 or 25000, got {text!r}.") from None
+    if not value.is_finite():
+        raise _fail(spec, f"must be a finite number, got {text!r}.")
+    if abs(value.adjusted()) > 30:
+        raise _fail(spec, f"is out of any sensible range: {text!r}.")
+    _check_range(spec, value)
+    return value
+
+
+def _coerce_base64(spec: ParamSpec, text: str) -> bytes:
+    compact = "".join(text.split())
+    try:
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        raise _fail(
+            spec,
+            "is not valid base64: encode the content with the standard alphabet (A-Z a-z 0-9 + /) "
+            "and '=' padding.",
+        ) from None
+
+
+def _coerce_json(spec: ParamSpec, text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(spec, f"is not valid JSON: {exc.msg} at character {exc.pos}.") from None
+    if not isinstance(value, dict):
+        raise _fail(spec, f"must be a JSON object ({{...}}), got a JSON {type(value).__name__}.")
+    return value
+
+
+def _coerce_list(spec: ParamSpec, node: ParamNode) -> list[str]:
+    items: list[str] = []
+    for child in node.children:
+        if child.tag != spec.item_tag:
+            raise _fail(
+                spec,
+                f"may only contain <{spec.item_tag}> elements, found <{child.tag}>.",
+            )
+        if child.children:
+            raise _fail(spec, f"items <{spec.item_tag}> must be plain text.")
+        value = child.text.strip()
+        if not value:
+            raise _fail(spec, f"has an empty <{spec.item_tag}>.")
+        items.append(value)
+    if not node.children and node.text.strip():
+        raise _fail(
+            spec,
+            f"must list each value in its own <{spec.item_tag}> element, e.g. "
+            f"<{spec.name}><{spec.item_tag}>...</{spec.item_tag}></{spec.name}>.",
+        )
+    if spec.required and not items:
+        raise _fail(spec, f"needs at least one <{spec.item_tag}>.")
+    if spec.maximum is not None and len(items) > int(spec.maximum):
+        raise _fail(spec, f"has {len(items)} items; at most {spec.maximum} are allowed.")
+    return items
+
+
+def _coerce_map(spec: ParamSpec, node: ParamNode) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for child in node.children:
+        name = child.attrs.get("name", "").strip()
+        if child.tag != spec.item_tag or not name:
+            raise _fail(
+                spec,
+                f'must contain only <{spec.item_tag} name="...">value</{spec.item_tag}> elements.',
+            )
+        if name in values:
+            raise _fail(spec, f'names "{name}" twice.')
+        values[name] = child.text.strip()
+    if not node.children and node.text.strip():
+        raise _fail(
+            spec,
+            f'must hold <{spec.item_tag} name="...">value</{spec.item_tag}> elements, not text.',
+        )
+    return values
+
+
+def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
+    """Check a call's parameters against the spec and return typed values with defaults filled.
+
+    Raises:
+        MissingParameterError, InvalidParameterError: naming the parameter and what is allowed.
+    """
+    from app.domain.errors import MissingParameterError
+
+    values: dict[str, Any] = {}
+    known = {p.name for p in spec.params}
+    for node in params:
+        param = spec.param(node.tag)
+        if param is None:
+            allowed = ", ".join(sorted(known)) or "none"
+            raise InvalidParameterError(
+                f"<{spec.name}> has no parameter <{node.tag}>. Its parameters are: {allowed}.",
+                details={"parameter": node.tag, "allowed": sorted(known)},
+            )
+        if param.name in values:
+            raise InvalidParameterError(
+                f"Parameter <{param.name}> is given twice; give it once.",
+                details={"parameter": param.name},
+            )
+        if node.attrs and param.type is not ParamType.MAP:
+            raise InvalidParameterError(
+                f"Parameter <{param.name}> must not carry attributes; put the value between the "
+                f"tags: <{param.name}>{param.placeholder()}</{param.name}>.",
+                details={"parameter": param.name, "attributes": sorted(node.attrs)},
+            )
+        values[param.name] = coerce(param, node)
+    for param in spec.params:
+        if param.name in values:
+            continue
+        if param.required:
+            raise MissingParameterError(
+                f"<{spec.name}> needs <{param.name}> ({param.description}). Add "
+                f"<{param.name}>{param.placeholder()}</{param.name}> inside <{spec.name}>.",
+                details={"parameter": param.name},
+            )
+        values[param.name] = param.default
+    return values
+
+
+def describe_params(params: Mapping[str, Any]) -> str:
+    """Summarise parameters for cards and logs, shortening long values."""
+    parts = []
+    for key, value in params.items():
+        text = str(value)
+        parts.append(f"{key}={text[:40]}{'…' if len(text) > 40 else ''}")
+    return ", ".join(parts)
