@@ -1,8 +1,8 @@
 """A small typed async event bus: immutable, past-tense events; isolated subscribers.
 
 Producers (agents, the broker, the memory bank) publish; the GUI, the tray and Telegram subscribe;
-nothing polls. A failing subscriber is logged and the others still run. The bus is used from the event
-loop's thread only; a worker thread hands events over with ``loop.call_soon_threadsafe``.
+nothing polls. A failing subscriber is logged and the others still run. The bus is used from the
+event loop's thread only; a worker thread hands events over with ``loop.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -51,10 +51,14 @@ class EventBus:
         self._subscribers: dict[type[Event], list[Handler]] = {}
         self._pending: set[asyncio.Task[None]] = set()
 
-    def subscribe(self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]) -> None:
+    def subscribe(
+        self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]
+    ) -> None:
         self._subscribers.setdefault(event_type, []).append(handler)
 
-    def unsubscribe(self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]) -> None:
+    def unsubscribe(
+        self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]
+    ) -> None:
         handlers = self._subscribers.get(event_type, [])
         if handler in handlers:
             handlers.remove(handler)

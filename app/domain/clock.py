@@ -1,7 +1,7 @@
 """The ``Clock`` port: wall time in paper and live, the replay cursor in a backtest.
 
-Everything that asks "what time is it" asks a Clock, so a backtest's agents, scheduler and journal see
-simulated time and can never see past the cursor.
+Everything that asks "what time is it" asks a Clock, so a backtest's agents, scheduler and journal
+see simulated time and can never see past the cursor.
 """
 
 from __future__ import annotations

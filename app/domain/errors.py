@@ -1,8 +1,8 @@
 """The one error tree of Kestrel and the protocol's error codes.
 
-Tools raise ``ToolError`` subclasses carrying a protocol ``ErrorCode``; the executor renders them into
-the ``<error_details>`` envelope. Foreign exceptions (ccxt, sqlite, OS) are translated at the border,
-once, into one of these, so the code above never sees a library's exception type.
+Tools raise ``ToolError`` subclasses carrying a protocol ``ErrorCode``; the executor renders them
+into the ``<error_details>`` envelope. Foreign exceptions (ccxt, sqlite, OS) are translated at the
+border, once, into one of these, so the code above never sees a library's exception type.
 """
 
 from __future__ import annotations

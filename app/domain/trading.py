@@ -45,7 +45,8 @@ class OrderStatus(StrEnum):
 
 
 class ExitKind(StrEnum):
-    """Why an order exists beyond a plain entry: reduce-only exits are never blocked by entry rules."""
+    """Why an order exists beyond a plain entry: reduce-only exits are never blocked by entry
+    rules."""
 
     NONE = "NONE"
     TAKE_PROFIT = "TAKE_PROFIT"

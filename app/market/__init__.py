@@ -1,1 +1,3 @@
-"""Market data: the ``MarketData`` port, kline series, CSV loading, resampling and the replay source."""
+"""Market data: the ``MarketData`` port, kline series, CSV loading, resampling and the replay
+source.
+"""

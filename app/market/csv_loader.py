@@ -116,9 +116,7 @@ def load_csv(
     for i, row in enumerate(body):
         line = i + 2
         if len(row) != 6:
-            raise DataFileError(
-                f"{path.name}, row {line}: expected 6 cells, found {len(row)}."
-            )
+            raise DataFileError(f"{path.name}, row {line}: expected 6 cells, found {len(row)}.")
         stamp = row[0].strip()
         if not stamp.isdigit():
             raise DataFileError(
@@ -135,7 +133,9 @@ def load_csv(
                     f"{path.name}, row {line}, field {name}: {cell!r} is not a number."
                 ) from None
             if not math.isfinite(number):
-                raise DataFileError(f"{path.name}, row {line}, field {name}: {cell!r} is not finite.")
+                raise DataFileError(
+                    f"{path.name}, row {line}, field {name}: {cell!r} is not finite."
+                )
             if number < 0 or (number == 0 and name != "volume"):
                 raise DataFileError(
                     f"{path.name}, row {line}, field {name}: {cell} must be "

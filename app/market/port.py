@@ -2,7 +2,8 @@
 
 The replay source (backtest and the offline demo) and ccxt (paper and live) both implement it. A
 source whose visible history is a prefix of a fixed series says so through ``prefix_source``, so the
-indicator layer can compute a whole series once and slice it at the cursor (causality makes that safe).
+indicator layer can compute a whole series once and slice it at the cursor (causality makes that
+safe).
 """
 
 from __future__ import annotations
@@ -54,11 +55,9 @@ class MarketData(Protocol):
         """
         ...
 
-    async def ticker(self, symbol: str) -> Ticker:
-        ...
+    async def ticker(self, symbol: str) -> Ticker: ...
 
-    async def order_book(self, symbol: str, limit: int) -> OrderBook:
-        ...
+    async def order_book(self, symbol: str, limit: int) -> OrderBook: ...
 
     def prefix_source(self, symbol: str, interval: str) -> PrefixSource | None:
         """The full fixed series when the visible one is exactly its prefix; else ``None``."""

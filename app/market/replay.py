@@ -1,9 +1,10 @@
 """The replay market: kline files served behind a cursor that hides every candle after it.
 
-The cursor is the injected ``Clock``. A candle is visible once it has closed (``open + bar <= now``);
-a coarser interval resampled from finer files shows its current bucket as a forming candle built only
-from the finer candles already closed. The 24h ticker and the order book are derived from the visible
-candles, consistently (best bid <= last price <= best ask), so offline agents see a coherent market.
+The cursor is the injected ``Clock``. A candle is visible once it has closed (``open + bar <=
+now``); a coarser interval resampled from finer files shows its current bucket as a forming candle
+built only from the finer candles already closed. The 24h ticker and the order book are derived from
+the visible candles, consistently (best bid <= last price <= best ask), so offline agents see a
+coherent market.
 """
 
 from __future__ import annotations
@@ -63,8 +64,22 @@ class ReplayMarketData:
     def intervals(self, symbol: str) -> tuple[str, ...]:
         native = self._known(symbol)
         served = set(native)
-        for target in ("1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d",
-                       "3d", "1w"):
+        for target in (
+            "1m",
+            "3m",
+            "5m",
+            "15m",
+            "30m",
+            "1h",
+            "2h",
+            "4h",
+            "6h",
+            "8h",
+            "12h",
+            "1d",
+            "3d",
+            "1w",
+        ):
             if any(can_resample(source, target) for source in native):
                 served.add(target)
         return tuple(sorted(served, key=interval_ms))
@@ -121,8 +136,11 @@ class ReplayMarketData:
                 raise NotFoundError(
                     f"{symbol} has no {interval} candles and none can be built from its data. "
                     f"Available intervals: {', '.join(self.intervals(symbol))}.",
-                    details={"symbol": symbol, "interval": interval,
-                             "available": list(self.intervals(symbol))},
+                    details={
+                        "symbol": symbol,
+                        "interval": interval,
+                        "available": list(self.intervals(symbol)),
+                    },
                 )
             source = max(sources, key=interval_ms)
             cached = (resample(native[source].series, interval), source)
@@ -163,8 +181,15 @@ class ReplayMarketData:
             return visible
         forming = resample(base._slice(slice(first, base_visible)), interval)
         forming = KlineSeries(
-            forming.symbol, interval, forming.timestamp_ms, forming.open, forming.high,
-            forming.low, forming.close, forming.volume, last_complete=False,
+            forming.symbol,
+            interval,
+            forming.timestamp_ms,
+            forming.open,
+            forming.high,
+            forming.low,
+            forming.close,
+            forming.volume,
+            last_complete=False,
         )
         return concat_one(visible, forming)
 

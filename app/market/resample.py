@@ -1,7 +1,8 @@
-"""Aggregate candles into a coarser interval, aligned to UTC (weeks start on Monday, as exchanges do).
+"""Aggregate candles into a coarser interval, aligned to UTC (weeks start on Monday, as exchanges
+do).
 
-A bucket's open is its first candle's open, high/low the extremes, close the last close and volume the
-sum. Buckets with no source candles (gaps) are left out, exactly as an exchange leaves them out.
+A bucket's open is its first candle's open, high/low the extremes, close the last close and volume
+the sum. Buckets with no source candles (gaps) are left out, exactly as an exchange leaves them out.
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ def bucket_start(timestamp_ms: np.ndarray | int, target_interval: str) -> np.nda
 
 
 def resample(series: KlineSeries, target_interval: str) -> KlineSeries:
-    """Aggregate every candle of ``series``; the last bucket is marked complete or not by the caller."""
+    """Aggregate every candle of ``series``; the last bucket is marked complete or not by the
+    caller."""
     if len(series) == 0:
         return KlineSeries(
-            series.symbol, target_interval, series.timestamp_ms.copy(), series.open.copy(),
-            series.high.copy(), series.low.copy(), series.close.copy(), series.volume.copy(),
+            series.symbol,
+            target_interval,
+            series.timestamp_ms.copy(),
+            series.open.copy(),
+            series.high.copy(),
+            series.low.copy(),
+            series.close.copy(),
+            series.volume.copy(),
         )
     buckets = bucket_start(series.timestamp_ms, target_interval)
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])

@@ -41,7 +41,7 @@ def synthetic_order_book(
     half_spread = max(float(tick), last * min(volatility * 0.02, 0.001))
     step = max(float(tick), last * volatility * 0.05)
     mean_volume = float(recent.volume.mean()) if len(recent) else 1.0
-    base_qty = max(mean_volume / 200.0, 10.0 ** -QUANTITY_DECIMALS * 10)
+    base_qty = max(mean_volume / 200.0, 10.0**-QUANTITY_DECIMALS * 10)
     seed = zlib.crc32(f"{symbol}|{int(series.timestamp_ms[-1])}".encode())
     rng = random.Random(seed)  # noqa: S311 - a deterministic book shape, not security
     qty_quant = Decimal(1).scaleb(-QUANTITY_DECIMALS)

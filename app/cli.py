@@ -1,0 +1,149 @@
+"""The headless command line: run any tool, print the tool section or the indicator catalogue.
+
+``kestrel tool '<get_order_book>…</get_order_book>'`` prints the ``<tool_result>`` exactly as an
+agent would receive it, so a person or a script can test the toolset without the GUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from app import __version__
+from app.domain.clock import parse_time
+from app.domain.errors import KestrelError
+from app.tools.spec import ALL_PERMISSIONS, AgentContext
+from app.workspace import Workspace, setup_logging
+
+EXIT_OK = 0
+EXIT_TOOL_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _add_market_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="kline CSV to replay (repeatable); default: the bundled sample data",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="put the replay cursor at this time (ISO 8601 or Unix ms); default: end of the data",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        help="workspace folder (database, memory); default: this checkout or the user data folder",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kestrel",
+        description=(
+            "Kestrel: LLM agents that analyse crypto markets and trade through one fixed, audited "
+            "toolset. Runs fully offline on bundled market data."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    tool = sub.add_parser(
+        "tool",
+        help="run one XML tool call and print its <tool_result>",
+        description="Run one tool call against the offline market and print the result envelope.",
+    )
+    tool.add_argument("call", help="the XML tool call, or - to read it from standard input")
+    tool.add_argument("--agent", default="operator", help="agent id to run the call as")
+    _add_market_options(tool)
+
+    tools = sub.add_parser("tools", help="print the generated Available Tools prompt section")
+    _add_market_options(tools)
+
+    sub.add_parser("indicators", help="list the technical indicator catalogue")
+    return parser
+
+
+def _workspace(args: argparse.Namespace) -> Workspace:
+    if getattr(args, "workspace", None):
+        return Workspace.at(args.workspace).ensure()
+    return Workspace.default()
+
+
+def _runtime(args: argparse.Namespace):  # noqa: ANN202 - the runtime type lives in app.runtime
+    from app.runtime import build_offline_runtime
+
+    at_ms = parse_time(args.at) if args.at else None
+    return build_offline_runtime(_workspace(args), args.data, at_ms)
+
+
+def _read_call(text: str) -> bytes:
+    if text == "-":
+        return sys.stdin.buffer.read()
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def cmd_tool(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    ctx = AgentContext(
+        agent_id=args.agent,
+        permissions=ALL_PERMISSIONS,
+        role="operator",
+        watched_symbols=runtime.market.symbols(),
+    )
+    raw = _read_call(args.call)
+    parsed = runtime.executor.parse(raw)
+    if parsed.is_text:
+        print(
+            "kestrel: that is not a tool call. Give XML such as "
+            "'<get_order_book><symbol>BTC/USD</symbol></get_order_book>'.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    result = asyncio.run(runtime.executor.execute_parsed(ctx, parsed))
+    print(result.xml)
+    return EXIT_OK if result.ok else EXIT_TOOL_FAILED
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    print(runtime.registry.available_tools_section(ALL_PERMISSIONS))
+    return EXIT_OK
+
+
+def cmd_indicators(args: argparse.Namespace) -> int:
+    from app.indicators.catalogue import CATALOGUE
+
+    width = max(len(spec.name) for spec in CATALOGUE)
+    for spec in CATALOGUE:
+        params = ", ".join(f"{p.name}={p.default}" for p in spec.params)
+        print(f"{spec.name:<{width}}  {spec.category:<10}  {','.join(spec.outputs):<32}  {params}")
+    return EXIT_OK
+
+
+COMMANDS = {"tool": cmd_tool, "tools": cmd_tools, "indicators": cmd_indicators}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    setup_logging(None)
+    try:
+        return COMMANDS[args.command](args)
+    except KestrelError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_USAGE

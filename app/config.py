@@ -1,0 +1,82 @@
+"""Typed, frozen settings with their defaults and descriptions in one place.
+
+Settings come from ``settings.toml`` in the workspace (optional). Unknown keys are an error naming
+the key, so a typo can never silently fall back to a default. Secrets are never settings: API keys
+live in the OS keyring.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.domain.errors import OperationalError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MarketSettings(_Section):
+    data_files: tuple[str, ...] = Field(
+        default=(), description="Kline CSV files to replay; empty means the bundled sample data."
+    )
+    default_interval: str = Field(default="1h", description="Interval agents use unless told.")
+
+
+class ToolSettings(_Section):
+    default_timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="Longest a tool call may run before TIMEOUT."
+    )
+
+
+class LoggingSettings(_Section):
+    level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
+
+
+class Settings(_Section):
+    """Every setting Kestrel reads; construct with no arguments for the defaults."""
+
+    market: MarketSettings = MarketSettings()
+    tools: ToolSettings = ToolSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+
+def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:
+    """Validate a mapping into Settings.
+
+    Raises:
+        OperationalError: naming the source, the key path and what is wrong.
+    """
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            if error["type"] == "extra_forbidden":
+                problems.append(f"unknown key '{where}'")
+            else:
+                problems.append(f"'{where}': {error['msg']}")
+        raise OperationalError(f"{source}: " + "; ".join(problems)) from None
+
+
+def load_settings(path: Path) -> Settings:
+    """Read settings from a TOML file; a missing file means the defaults.
+
+    Raises:
+        OperationalError: when the file cannot be read, is not TOML, or has unknown keys.
+    """
+    if not path.exists():
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OperationalError(f"{path}: cannot read the settings file ({exc}).") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise OperationalError(f"{path}: not valid TOML ({exc}).") from exc
+    return settings_from_mapping(data, str(path))

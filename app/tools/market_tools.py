@@ -1,0 +1,271 @@
+"""Market data tools (Part A §1 and Part B §1b) over the ``MarketData`` port.
+
+The same four tools serve a backtest, the offline demo and a live exchange: they only ask the port,
+and the port shows nothing after its clock's cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.domain.clock import ms_to_iso
+from app.domain.errors import InvalidParameterError, NotFoundError
+from app.domain.market import is_interval
+from app.market.port import MarketData
+from app.market.series import to_decimal
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+
+GROUP = "Market Data Tools"
+KLINES_MAX = 1000
+KLINES_DEFAULT = 100
+BOOK_MAX = 100
+BOOK_DEFAULT = 10
+TICKER_MAX_SYMBOLS = 50
+
+SYMBOL = ParamSpec(
+    "symbol",
+    ParamType.STRING,
+    'The trading symbol, e.g. "BTC/USDT"',
+    required=True,
+    max_length=40,
+)
+
+
+def _check_interval(market: MarketData, symbol: str, interval: str) -> str:
+    if not is_interval(interval):
+        raise InvalidParameterError(
+            f"Parameter <interval> must look like 1m, 5m, 15m, 1h, 4h or 1d; got {interval!r}.",
+            details={"parameter": "interval", "got": interval},
+        )
+    served = market.intervals(symbol)
+    if interval not in served:
+        raise NotFoundError(
+            f"{symbol} is not available in {interval}. Available intervals: {', '.join(served)}.",
+            details={"symbol": symbol, "interval": interval, "available": list(served)},
+        )
+    return interval
+
+
+def _bar_attrs(series: Any, index: int, decimals: int) -> dict[str, Any]:
+    return {
+        "open": to_decimal(series.open[index], decimals),
+        "high": to_decimal(series.high[index], decimals),
+        "low": to_decimal(series.low[index], decimals),
+        "close": to_decimal(series.close[index], decimals),
+        "volume": to_decimal(series.volume[index], 8),
+    }
+
+
+def build_market_tools(market: MarketData) -> list[ToolSpec]:
+    """The market data tools bound to one market."""
+
+    async def get_historical_klines(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        symbol = args["symbol"]
+        market.intervals(symbol)  # unknown symbol -> NOT_FOUND listing what exists
+        interval = _check_interval(market, symbol, args["interval"])
+        series = await market.series(symbol, interval)
+        if args["end_time_ms"] is not None:
+            series = series.before(args["end_time_ms"])
+        series = series.tail(args["limit"])
+        decimals = market.price_decimals(symbol)
+        klines = [
+            el(
+                "kline",
+                None,
+                timestamp_ms=int(series.timestamp_ms[i]),
+                **_bar_attrs(series, i, decimals),
+            )
+            for i in range(len(series))
+        ]
+        return el("klines_data", None, *klines, symbol=symbol, interval=interval)
+
+    async def get_current_ticker_info(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        symbols: list[str] = args["symbols"]
+        unknown = [
+            s for s in symbols if s not in market.symbols() and s.upper() not in market.symbols()
+        ]
+        if unknown:
+            raise NotFoundError(
+                f"Unknown symbol(s): {', '.join(unknown)}. Available symbols: "
+                f"{', '.join(market.symbols())}.",
+                details={"unknown": unknown, "available": list(market.symbols())},
+            )
+        tickers = []
+        for symbol in dict.fromkeys(symbols):
+            ticker = await market.ticker(symbol)
+            tickers.append(
+                el(
+                    "ticker",
+                    None,
+                    symbol=ticker.symbol,
+                    last_price=ticker.last_price,
+                    high_24h=ticker.high_24h,
+                    low_24h=ticker.low_24h,
+                    volume_24h=ticker.volume_24h,
+                    change_percent_24h=ticker.change_percent_24h,
+                )
+            )
+        return el("tickers_data", None, *tickers)
+
+    async def get_order_book(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        book = await market.order_book(args["symbol"], args["limit"])
+        bids = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.bids]
+        asks = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.asks]
+        return el(
+            "order_book_data",
+            None,
+            el("bids", None, *bids),
+            el("asks", None, *asks),
+            symbol=book.symbol,
+        )
+
+    async def get_market_snapshot(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        if args["symbol"]:
+            symbols: Sequence[str] = [args["symbol"]]
+        else:
+            symbols = ctx.watched_symbols or market.symbols()
+        interval = args["interval"] or ctx.interval
+        now = market.now_ms()
+        bars = []
+        for symbol in symbols:
+            checked = _check_interval(market, symbol, interval)
+            series = await market.series(symbol, checked)
+            if len(series) == 0:
+                continue
+            decimals = market.price_decimals(symbol)
+            bars.append(
+                el(
+                    "bar",
+                    None,
+                    symbol=series.symbol,
+                    interval=checked,
+                    timestamp_ms=int(series.timestamp_ms[-1]),
+                    complete=series.last_complete,
+                    **_bar_attrs(series, len(series) - 1, decimals),
+                )
+            )
+        return el("market_snapshot", None, *bars, time_ms=now, time_iso=ms_to_iso(now))
+
+    return [
+        ToolSpec(
+            name="get_historical_klines",
+            group=GROUP,
+            description=(
+                "Fetches historical K-line (candlestick) data for a trading symbol, oldest first. "
+                "timestamp_ms is each candle's open time (UTC ms); the newest candle may still "
+                "be forming."
+            ),
+            params=(
+                SYMBOL,
+                ParamSpec(
+                    "interval",
+                    ParamType.STRING,
+                    'The K-line interval, e.g. "1m", "5m", "15m", "1h", "4h", "1d"',
+                    required=True,
+                    max_length=8,
+                ),
+                ParamSpec(
+                    "limit",
+                    ParamType.INTEGER,
+                    "Number of K-lines to fetch",
+                    default=KLINES_DEFAULT,
+                    minimum=1,
+                    maximum=KLINES_MAX,
+                ),
+                ParamSpec(
+                    "end_time_ms",
+                    ParamType.LONG,
+                    "Unix timestamp in milliseconds; fetches K-lines that open before this time",
+                    minimum=0,
+                ),
+            ),
+            permission=Permission.MARKET,
+            handler=get_historical_klines,
+            returns=(
+                '<klines_data symbol="BTC/USDT" interval="1h">\n'
+                '    <kline timestamp_ms="long" open="decimal" high="decimal" low="decimal" '
+                'close="decimal" volume="decimal" />\n</klines_data>'
+            ),
+        ),
+        ToolSpec(
+            name="get_current_ticker_info",
+            group=GROUP,
+            description="Fetches the last price and 24h statistics for one or more symbols",
+            params=(
+                ParamSpec(
+                    "symbols",
+                    ParamType.LIST,
+                    "Trading symbol(s), at least one",
+                    required=True,
+                    item_tag="symbol",
+                    maximum=TICKER_MAX_SYMBOLS,
+                ),
+            ),
+            permission=Permission.MARKET,
+            handler=get_current_ticker_info,
+            returns=(
+                "<tickers_data>\n"
+                '    <ticker symbol="string" last_price="decimal" high_24h="decimal" '
+                'low_24h="decimal" volume_24h="decimal" change_percent_24h="decimal" />\n'
+                "</tickers_data>"
+            ),
+        ),
+        ToolSpec(
+            name="get_order_book",
+            group=GROUP,
+            description=(
+                "Fetches the current order book (depth of market) for a symbol; best prices first."
+            ),
+            params=(
+                SYMBOL,
+                ParamSpec(
+                    "limit",
+                    ParamType.INTEGER,
+                    "Number of bid and ask levels to return",
+                    default=BOOK_DEFAULT,
+                    minimum=1,
+                    maximum=BOOK_MAX,
+                ),
+            ),
+            permission=Permission.MARKET,
+            handler=get_order_book,
+            returns=(
+                '<order_book_data symbol="string">\n'
+                '    <bids><level price="decimal" quantity="decimal" /></bids>\n'
+                '    <asks><level price="decimal" quantity="decimal" /></asks>\n'
+                "</order_book_data>"
+            ),
+        ),
+        ToolSpec(
+            name="get_market_snapshot",
+            group=GROUP,
+            description=(
+                "The current candle of one symbol or of every symbol you watch (market.observe). "
+                'complete="false" marks a candle that is still forming.'
+            ),
+            params=(
+                ParamSpec(
+                    "symbol",
+                    ParamType.STRING,
+                    "One symbol; default: every symbol you watch",
+                    max_length=40,
+                ),
+                ParamSpec(
+                    "interval",
+                    ParamType.STRING,
+                    "Candle interval; default: your configured interval",
+                    max_length=8,
+                ),
+            ),
+            permission=Permission.MARKET,
+            handler=get_market_snapshot,
+            returns=(
+                '<market_snapshot time_ms="long" time_iso="string">\n'
+                '    <bar symbol="string" interval="1h" timestamp_ms="long" complete="true" '
+                'open="decimal" high="decimal" low="decimal" close="decimal" volume="decimal" />\n'
+                "</market_snapshot>"
+            ),
+        ),
+    ]

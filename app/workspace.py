@@ -1,0 +1,123 @@
+"""The workspace: one folder holding the SQLite database, the agents' memory and the logs.
+
+In a source checkout the default workspace is the repository itself (memory in its ``memory/``
+folder); an installed or bundled app uses the platform's data folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from app.config import Settings, load_settings
+from app.domain.errors import OperationalError
+from app.resources import source_root
+
+APP_NAME = "Kestrel"
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    root: Path
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / "kestrel.db"
+
+    @property
+    def memory_root(self) -> Path:
+        return self.root / "memory"
+
+    @property
+    def settings_path(self) -> Path:
+        return self.root / "settings.toml"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "logs"
+
+    @classmethod
+    def default(cls) -> Workspace:
+        root = source_root()
+        if root is not None:
+            return cls(root)
+        return cls(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+
+    @classmethod
+    def at(cls, path: Path) -> Workspace:
+        return cls(Path(path).expanduser().resolve())
+
+    def ensure(self) -> Workspace:
+        """Create the folders; raises OperationalError naming the folder when that fails."""
+        for folder in (self.root, self.memory_root, self.log_dir):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OperationalError(f"cannot create workspace folder {folder}: {exc}") from exc
+        return self
+
+    def settings(self) -> Settings:
+        return load_settings(self.settings_path)
+
+
+class SecretRedactor(logging.Filter):
+    """Masks registered secrets and key-shaped strings in every log record."""
+
+    _KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|[A-Fa-f0-9]{40,})\b")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._secrets: set[str] = set()
+
+    def add_secret(self, secret: str) -> None:
+        if len(secret) >= 6:
+            self._secrets.add(secret)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return self._KEY_SHAPED.sub("***", text)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redact(record.getMessage())
+        record.args = None
+        return True
+
+
+REDACTOR = SecretRedactor()
+_configured = False
+
+
+def setup_logging(workspace: Workspace | None, level: str = "INFO", to_file: bool = True) -> None:
+    """Configure logging once per process: warnings to stderr, everything to a rotating file."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    root = logging.getLogger()
+    root.setLevel(level)
+    console = logging.StreamHandler()
+    console.setLevel(logging.WARNING)
+    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    console.addFilter(REDACTOR)
+    root.addHandler(console)
+    if workspace is not None and to_file:
+        try:
+            workspace.log_dir.mkdir(parents=True, exist_ok=True)
+            handler = logging.handlers.RotatingFileHandler(
+                workspace.log_dir / "kestrel.log",
+                maxBytes=5_000_000,
+                backupCount=3,
+                encoding="utf-8",
+            )
+        except OSError as exc:
+            logging.getLogger(__name__).warning("file logging disabled: %s", exc)
+            return
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(REDACTOR)
+        root.addHandler(handler)
