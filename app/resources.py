@@ -1,4 +1,4 @@
-"""Find bundled resources in a source checkout, an installed package and a PyInstaller bundle alike."""
+"""Find bundled resources in a source checkout, an installed package and a PyInstaller bundle."""
 
 from __future__ import annotations
 

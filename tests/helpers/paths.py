@@ -1,4 +1,4 @@
-"""Where test data lives: the bundled sample data and the shared real market data beside the repo."""
+"""Where test data lives: the bundled sample data and the shared real market data."""
 
 from pathlib import Path
 

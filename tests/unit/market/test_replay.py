@@ -1,4 +1,4 @@
-"""The replay market hides the future, resamples correctly and derives a coherent ticker and book."""
+"""The replay market hides the future, resamples correctly, derives a coherent ticker and book."""
 
 import numpy as np
 import pandas as pd
