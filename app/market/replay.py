@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import InsufficientDataError, NotFoundError
-from app.domain.market import OrderBook, Ticker, interval_ms
+from app.domain.errors import InsufficientDataError, InvalidParameterError, NotFoundError
+from app.domain.market import OrderBook, Ticker, interval_ms, is_interval
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.port import PrefixSource
 from app.market.resample import bucket_start, can_resample, resample
@@ -35,6 +35,7 @@ class ReplayMarketData:
         self._files: dict[str, dict[str, LoadedFile]] = {}
         self._close_ms: dict[tuple[str, str], np.ndarray] = {}
         self._resampled: dict[tuple[str, str], tuple[KlineSeries, str]] = {}
+        self._served: dict[str, tuple[str, ...]] = {}
         for loaded in files:
             symbol, interval = loaded.series.symbol, loaded.series.interval
             by_interval = self._files.setdefault(symbol, {})
@@ -62,6 +63,13 @@ class ReplayMarketData:
         return tuple(sorted(self._known(symbol), key=interval_ms))
 
     def intervals(self, symbol: str) -> tuple[str, ...]:
+        """Native and resampled intervals; computed once per symbol since the files never change."""
+        cached = self._served.get(symbol)
+        if cached is None:
+            cached = self._served[symbol] = self._compute_intervals(symbol)
+        return cached
+
+    def _compute_intervals(self, symbol: str) -> tuple[str, ...]:
         native = self._known(symbol)
         served = set(native)
         for target in (
@@ -126,7 +134,16 @@ class ReplayMarketData:
     def _visible_count(self, symbol: str, interval: str, now: int) -> int:
         return int(np.searchsorted(self._close_ms[(symbol, interval)], now, side="right"))
 
+    def _check_interval(self, symbol: str, interval: str) -> None:
+        if not is_interval(interval):
+            raise InvalidParameterError(
+                f"{interval!r} is not an interval; use e.g. 1m, 5m, 15m, 1h, 4h or 1d. "
+                f"{symbol} is available in: {', '.join(self.intervals(symbol))}.",
+                details={"parameter": "interval", "got": interval},
+            )
+
     def _resampled_full(self, symbol: str, interval: str) -> tuple[KlineSeries, str]:
+        self._check_interval(symbol, interval)
         key = (symbol, interval)
         cached = self._resampled.get(key)
         if cached is None:

@@ -1,7 +1,7 @@
 """What the Risk Guard judges: an order intent, a view of the account, and the decision.
 
-The broker builds the ``RiskView`` from its ledger; the guard is pure and sees nothing else, so every
-rule can be tested with plain values and no order can reach a broker without passing it.
+The broker builds the ``RiskView`` from its ledger; the guard is pure and sees nothing else, so
+every rule can be tested with plain values and no order can reach a broker without passing it.
 """
 
 from __future__ import annotations

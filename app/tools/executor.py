@@ -27,6 +27,7 @@ from app.domain.errors import (
 from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
 from app.tools.protocol.render import (
     ToolResult,
+    escape_text,
     render_error,
     render_rejected,
     render_success,
@@ -35,6 +36,8 @@ from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext, ToolSpec, validate
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +99,26 @@ class ToolExecutor:
         return await self.execute_parsed(ctx, parsed)
 
     async def execute_parsed(self, ctx: AgentContext, parsed: ParsedResponse) -> ToolResult:
+        """Execute a parsed call, or render the parse error; a text answer is an error here."""
         if parsed.error is not None:
             started = time.perf_counter()
+            started_ms = self._clock.now_ms()
             result = render_error(
                 parsed.tool_name or "unknown",
                 parsed.error.code,
                 parsed.error.message,
                 parsed.error.details,
             )
-            self._record(ctx, parsed.tool_name or "unknown", {}, result, started)
+            self._record(ctx, parsed.tool_name or "unknown", {}, result, started, started_ms)
             return result
-        assert parsed.call is not None
+        if parsed.call is None:
+            raise ValueError("execute_parsed needs a call or an error, not a text answer")
         return await self.execute(ctx, parsed.call)
 
     async def execute(self, ctx: AgentContext, call: ToolCall) -> ToolResult:
         """Check, validate, run and render one call; always returns a result, never raises."""
         started = time.perf_counter()
+        started_ms = self._clock.now_ms()
         params: dict[str, Any] = {}
         try:
             spec = self._resolve(ctx, call)
@@ -131,12 +138,19 @@ class ToolExecutor:
                 "retried; if it fails again, report it.",
                 {"exception": type(exc).__name__},
             )
-        self._record(ctx, call.name, params or _raw_params(call), result, started)
+        self._record(ctx, call.name, params or _raw_params(call), result, started, started_ms)
         return result
 
     def _resolve(self, ctx: AgentContext, call: ToolCall) -> ToolSpec:
         spec = self.registry.get(call.name)
         if spec is None:
+            inner = [node.tag for node in call.params if node.tag in self.registry]
+            if inner:
+                raise UnknownToolError(
+                    f"<{call.name}> is not a tool; write the call itself with nothing around it: "
+                    f"<{inner[0]}>...</{inner[0]}>.",
+                    details={"tool": call.name, "wrapped": inner[0]},
+                )
             close = self.registry.closest(call.name, ctx.permissions)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise UnknownToolError(
@@ -152,31 +166,45 @@ class ToolExecutor:
                 details={"tool": spec.name, "permission": spec.permission.value},
             )
         if call.attrs:
-            example = "".join(f"<{k}>{v}</{k}>" for k, v in list(call.attrs.items())[:3])
+            example = "".join(
+                f"<{k}>{escape_text(v)}</{k}>" for k, v in list(call.attrs.items())[:3]
+            )
             raise InvalidParameterError(
                 f"Parameters must be child elements, not attributes: write <{spec.name}>{example}"
                 f"</{spec.name}>.",
                 details={"attributes": sorted(call.attrs)},
             )
         if call.stray_text:
+            shape = " Parameters are XML elements, not JSON." if call.stray_text[0] in "{[" else ""
+            loose = call.stray_text[:40]
             raise InvalidParameterError(
-                f"<{spec.name}> contains text outside any parameter ({call.stray_text[:40]!r}). "
-                "Put every value inside its parameter's element.",
+                f"<{spec.name}> contains text outside any parameter ({loose!r}).{shape} Put every "
+                f"value inside its parameter's element: {_example(spec)}.",
+                details={"text": call.stray_text[:200]},
             )
         return spec
 
     async def _run(self, spec: ToolSpec, ctx: AgentContext, params: dict[str, Any]) -> Any:
-        timeout = self._default_timeout_s or spec.timeout_s
+        timeout = spec.timeout_s
+        if timeout is None:
+            timeout = self._default_timeout_s or DEFAULT_TIMEOUT_S
+        scope = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with scope:
                 return await spec.handler(ctx, params)
         except TimeoutError:
-            raise ToolError(
-                f"<{spec.name}> did not finish within {timeout:g} s and was stopped. Try again, "
-                "or ask for less data.",
-                code=ErrorCode.TIMEOUT,
-                details={"timeout_s": timeout},
-            ) from None
+            if scope.expired():
+                message = (
+                    f"<{spec.name}> did not finish within {timeout:g} s and was stopped. Try "
+                    "again, or ask for less data."
+                )
+                details: dict[str, Any] = {"timeout_s": timeout}
+            else:  # the tool's own wait on a service timed out, not our deadline
+                message = (
+                    f"<{spec.name}> timed out waiting for a service it depends on. Try again later."
+                )
+                details = {"timeout_s": timeout, "source": "service"}
+            raise ToolError(message, code=ErrorCode.TIMEOUT, details=details) from None
 
     def _record(
         self,
@@ -185,6 +213,7 @@ class ToolExecutor:
         params: Mapping[str, Any],
         result: ToolResult,
         started: float,
+        started_ms: int,
     ) -> None:
         entry = ToolCallRecord(
             agent_id=ctx.agent_id,
@@ -193,13 +222,21 @@ class ToolExecutor:
             status=result.status,
             error_code=result.error_code.value if result.error_code else None,
             result_xml=result.xml,
-            started_ms=self._clock.now_ms(),
+            started_ms=started_ms,
             duration_ms=(time.perf_counter() - started) * 1000,
         )
         try:
             self._recorder.record(entry)
         except Exception:  # the audit trail failing must be loud, but must not lose the result
             logger.exception("could not record the call to %s", tool_name)
+
+
+def _example(spec: ToolSpec) -> str:
+    """The call with its required parameters, as the prompt's invocation format shows them."""
+    inner = "".join(
+        f"<{p.name}>{escape_text(p.placeholder())}</{p.name}>" for p in spec.params if p.required
+    )
+    return f"<{spec.name}>{inner}</{spec.name}>"
 
 
 def _raw_params(call: ToolCall) -> dict[str, Any]:

@@ -1,15 +1,19 @@
 """The registry of ToolSpecs and the "Available Tools" prompt section generated from it.
 
-The section is built from the same specs the executor validates against, in the seeds' XML invocation
-format, so the text a model reads can never drift from what the code accepts.
+The section is built from the same specs the executor validates against, in the seeds' XML
+invocation format, so the text a model reads can never drift from what the code accepts.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 
+from app.tools.protocol.render import escape_attr, escape_text, format_value
 from app.tools.spec import ParamSpec, ParamType, ToolSpec
+
+_DASHES = re.compile(r"-{2,}")  # "--" may not appear inside an XML comment
 
 
 class ToolRegistry:
@@ -45,7 +49,9 @@ class ToolRegistry:
     def names(self) -> frozenset[str]:
         return frozenset(self._specs)
 
-    def closest(self, name: str, permissions: frozenset[str] | None = None, n: int = 3) -> list[str]:
+    def closest(
+        self, name: str, permissions: frozenset[str] | None = None, n: int = 3
+    ) -> list[str]:
         """Names of the tools closest to a misspelt one, for UNKNOWN_TOOL messages."""
         pool = [
             spec.name
@@ -80,18 +86,28 @@ def _comment(param: ParamSpec) -> str:
     if param.type is ParamType.ENUM:
         parts.append(f"One of: {', '.join(param.choices)}.")
     if param.default is not None and not param.required:
-        default = param.default
-        if isinstance(default, bool):
-            default = "true" if default else "false"
-        parts.append(f"Default: {default}.")
+        parts.append(f"Default: {format_value(param.default)}.")
     if param.type in (ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL):
-        if param.minimum is not None and param.maximum is not None:
-            parts.append(f"Range: {param.minimum} to {param.maximum}.")
-        elif param.minimum is not None:
-            parts.append(f"Minimum: {param.minimum}.")
-        elif param.maximum is not None:
-            parts.append(f"Max: {param.maximum}.")
-    comment = " ".join(parts).replace("--", "-")
+        low = None if param.minimum is None else format_value(param.minimum)
+        high = None if param.maximum is None else format_value(param.maximum)
+        if low is not None and high is not None:
+            parts.append(f"Range: {low} to {high}.")
+        elif low is not None:
+            parts.append(f"Minimum: {low}.")
+        elif high is not None:
+            parts.append(f"Max: {high}.")
+    if param.type is ParamType.LIST:
+        if param.minimum is not None:
+            parts.append(f"At least {param.minimum} items.")
+        if param.maximum is not None:
+            parts.append(f"At most {param.maximum} items.")
+    if param.type is ParamType.STRING and param.minimum is not None:
+        parts.append(f"At least {param.minimum} characters.")
+    if param.type is ParamType.STRING and param.maximum is not None:
+        parts.append(f"At most {param.maximum} characters.")
+    if param.max_length is not None:
+        parts.append(f"At most {param.max_length} characters.")
+    comment = _DASHES.sub("-", " ".join(parts)).rstrip("-")
     return f"<!-- {comment} -->"
 
 
@@ -99,25 +115,28 @@ def _param_lines(param: ParamSpec) -> list[str]:
     pad = " " * 4
     if param.type is ParamType.LIST:
         item = param.item_tag
+        value = escape_text(param.example or "string")
         return [
             f"{pad}<{param.name}> {_comment(param)}",
-            f"{pad * 2}<{item}>{param.example or 'string'}</{item}>",
-            f"{pad * 2}<{item}>{param.example or 'string'}</{item}>",
+            f"{pad * 2}<{item}>{value}</{item}>",
+            f"{pad * 2}<{item}>{value}</{item}>",
             f"{pad}</{param.name}>",
         ]
     if param.type is ParamType.MAP:
         item = param.item_tag
         return [
             f"{pad}<{param.name}> {_comment(param)}",
-            f'{pad * 2}<{item} name="{param.example or "name"}">value</{item}>',
+            f'{pad * 2}<{item} name="{escape_attr(param.example or "name")}">value</{item}>',
             f"{pad}</{param.name}>",
         ]
-    return [f"{pad}<{param.name}>{param.placeholder()}</{param.name}> {_comment(param)}"]
+    placeholder = escape_text(param.placeholder())
+    return [f"{pad}<{param.name}>{placeholder}</{param.name}> {_comment(param)}"]
 
 
 def render_tool(spec: ToolSpec) -> str:
     """Render one tool: description, invocation format, rules and what a success returns."""
-    lines = [f"#### `{spec.name}`", spec.description, "Invocation Format:", "```xml", f"<{spec.name}>"]
+    lines = [f"#### `{spec.name}`", spec.description, "Invocation Format:", "```xml"]
+    lines.append(f"<{spec.name}>")
     for param in spec.params:
         lines.extend(_param_lines(param))
     lines += [f"</{spec.name}>", "```"]

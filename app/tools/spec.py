@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -14,7 +15,8 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from app.domain.errors import InvalidParameterError
+from app.domain.errors import InvalidParameterError, MissingParameterError
+from app.tools.protocol.render import format_value
 
 if TYPE_CHECKING:
     from app.tools.protocol.parser import ParamNode
@@ -53,7 +55,11 @@ class Permission(StrEnum):
 
 ALL_PERMISSIONS = frozenset(Permission)
 
-_INT_RE = re.compile(r"^[+-]?\d{1,19}$")
+_INT_RE = re.compile(r"^[+-]?[0-9]{1,19}$")
+_LONG_LIMIT = 2**63 - 1
+_EMPTY_MEANS_DEFAULT = frozenset(
+    {ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL, ParamType.BOOLEAN, ParamType.ENUM}
+)
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
@@ -114,7 +120,7 @@ class ToolSpec:
     permission: Permission
     handler: ToolHandler
     returns: str = ""
-    timeout_s: float = 30.0
+    timeout_s: float | None = None  # None: the executor's default (settings.tools)
     extra_rules: tuple[str, ...] = field(default_factory=tuple)
 
     def param(self, name: str) -> ParamSpec | None:
@@ -132,20 +138,13 @@ def _fail(spec: ParamSpec, message: str, **details: Any) -> InvalidParameterErro
 
 
 def _check_range(spec: ParamSpec, value: int | Decimal, what: str = "") -> None:
+    """Check bounds, naming them as the prompt shows them (0.00000001, never 1E-8)."""
     if spec.minimum is not None and value < spec.minimum:
-        raise _fail(
-            spec,
-            f"must be at least {spec.minimum}{what}, got {value}.",
-            minimum=str(spec.minimum),
-            got=str(value),
-        )
+        low, got = format_value(spec.minimum), format_value(value)
+        raise _fail(spec, f"must be at least {low}{what}, got {got}.", minimum=low, got=got)
     if spec.maximum is not None and value > spec.maximum:
-        raise _fail(
-            spec,
-            f"must be at most {spec.maximum}{what}, got {value}.",
-            maximum=str(spec.maximum),
-            got=str(value),
-        )
+        high, got = format_value(spec.maximum), format_value(value)
+        raise _fail(spec, f"must be at most {high}{what}, got {got}.", maximum=high, got=got)
 
 
 def _scalar_text(spec: ParamSpec, node: ParamNode) -> str:
@@ -177,11 +176,21 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
             raise _fail(spec, f"is too long: {len(text)} characters > {spec.max_length}.")
         if spec.required and not text:
             raise _fail(spec, "must not be empty.")
+        if text:
+            _check_range(spec, len(text), " characters")
         return text
     if kind in (ParamType.INTEGER, ParamType.LONG):
         if not _INT_RE.match(text):
-            raise _fail(spec, f"must be a whole number ({kind.value}), got {text[:40]!r}.")
+            if re.fullmatch(r"[+-]?[0-9]+", text):
+                raise _fail(spec, f"is far too large: {len(text)} digits.", got=text[:40])
+            raise _fail(
+                spec,
+                f"must be a whole number ({kind.value}) in digits only, got {text[:40]!r}.",
+                got=text[:40],
+            )
         value = int(text)
+        if abs(value) > _LONG_LIMIT:
+            raise _fail(spec, f"is out of range: {value} does not fit in 64 bits.", got=text)
         _check_range(spec, value)
         return value
     if kind is ParamType.DECIMAL:
@@ -215,8 +224,8 @@ def _coerce_decimal(spec: ParamSpec, text: str) -> Decimal:
     except InvalidOperation:
         raise _fail(spec, f"must be a decimal number such as 0.5 or 25000, got {text!r}.") from None
     if not value.is_finite():
-        raise _fail(spec, f"must be a finite number, got {text!r}.")
-    if abs(value.adjusted()) > 30:
+        raise _fail(spec, f"must be a finite number such as 0.5 or 25000, got {text!r}.")
+    if value and abs(value.adjusted()) > 30:
         raise _fail(spec, f"is out of any sensible range: {text!r}.")
     _check_range(spec, value)
     return value
@@ -240,7 +249,15 @@ def _coerce_json(spec: ParamSpec, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _fail(spec, f"is not valid JSON: {exc.msg} at character {exc.pos}.") from None
+        raise _fail(
+            spec,
+            f"is not valid JSON: {exc.msg} at character {exc.pos}. Write a JSON object such as "
+            '{"key": "value"}, with & escaped as &amp; and < as &lt;.',
+        ) from None
+    except (ValueError, RecursionError):  # absurd nesting or a number of thousands of digits
+        raise _fail(
+            spec, "is not usable JSON: it is nested too deeply or holds a huge number."
+        ) from None
     if not isinstance(value, dict):
         raise _fail(spec, f"must be a JSON object ({{...}}), got a JSON {type(value).__name__}.")
     return value
@@ -268,6 +285,8 @@ def _coerce_list(spec: ParamSpec, node: ParamNode) -> list[str]:
         )
     if spec.required and not items:
         raise _fail(spec, f"needs at least one <{spec.item_tag}>.")
+    if spec.minimum is not None and items and len(items) < int(spec.minimum):
+        raise _fail(spec, f"has {len(items)} items; at least {spec.minimum} are needed.")
     if spec.maximum is not None and len(items) > int(spec.maximum):
         raise _fail(spec, f"has {len(items)} items; at most {spec.maximum} are allowed.")
     return items
@@ -284,6 +303,8 @@ def _coerce_map(spec: ParamSpec, node: ParamNode) -> dict[str, str]:
             )
         if name in values:
             raise _fail(spec, f'names "{name}" twice.')
+        if child.children:
+            raise _fail(spec, f'entry "{name}" must hold plain text, not elements.')
         values[name] = child.text.strip()
     if not node.children and node.text.strip():
         raise _fail(
@@ -299,9 +320,8 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
     Raises:
         MissingParameterError, InvalidParameterError: naming the parameter and what is allowed.
     """
-    from app.domain.errors import MissingParameterError
-
     values: dict[str, Any] = {}
+    seen: set[str] = set()
     known = {p.name for p in spec.params}
     for node in params:
         param = spec.param(node.tag)
@@ -311,28 +331,36 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
                 f"<{spec.name}> has no parameter <{node.tag}>. Its parameters are: {allowed}.",
                 details={"parameter": node.tag, "allowed": sorted(known)},
             )
-        if param.name in values:
+        if param.name in seen:
             raise InvalidParameterError(
                 f"Parameter <{param.name}> is given twice; give it once.",
                 details={"parameter": param.name},
             )
+        seen.add(param.name)
         if node.attrs and param.type is not ParamType.MAP:
             raise InvalidParameterError(
                 f"Parameter <{param.name}> must not carry attributes; put the value between the "
                 f"tags: <{param.name}>{param.placeholder()}</{param.name}>.",
                 details={"parameter": param.name, "attributes": sorted(node.attrs)},
             )
+        if (
+            not param.required
+            and param.type in _EMPTY_MEANS_DEFAULT
+            and not node.children
+            and not node.text.strip()
+        ):
+            continue  # an optional number/flag/choice left empty means "use the default"
         values[param.name] = coerce(param, node)
     for param in spec.params:
         if param.name in values:
             continue
         if param.required:
             raise MissingParameterError(
-                f"<{spec.name}> needs <{param.name}> ({param.description}). Add "
+                f"<{spec.name}> needs <{param.name}> ({param.description.rstrip('.')}). Add "
                 f"<{param.name}>{param.placeholder()}</{param.name}> inside <{spec.name}>.",
                 details={"parameter": param.name},
             )
-        values[param.name] = param.default
+        values[param.name] = copy.deepcopy(param.default)  # a tool may mutate its list
     return values
 
 

@@ -1,4 +1,4 @@
-"""The XML tool protocol: parse an LLM response into one call, render results in the Part A envelope."""
+"""The XML tool protocol: parse a response into one call; render results in the Part A envelope."""
 
 from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
 from app.tools.protocol.render import (

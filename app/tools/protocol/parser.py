@@ -2,8 +2,10 @@
 
 LLM output is sloppy and sometimes hostile. Every way it can go wrong ends in a ``ParsedResponse``
 carrying a ``ToolError`` whose message tells the model how to fix its call; nothing here raises or
-hangs. The XML itself is read by lxml with entity resolution, DTD loading, network access and huge
-trees all off, after DTDs, entity declarations and CDATA have been refused outright.
+hangs. The XML is read by lxml with entity resolution, DTD loading, network access and huge trees
+all off, inside a wrapper element of our own: a DOCTYPE can therefore never take effect (it is not
+allowed inside an element), so no entity is ever declared, let alone expanded. DTDs, entity
+declarations and CDATA are also refused by name first, so the model is told exactly what to change.
 """
 
 from __future__ import annotations
@@ -15,29 +17,65 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from app.domain.errors import ErrorCode, ParseError, ToolError
+from app.tools.protocol.diagnose import (
+    NAMESPACE_HINT,
+    WRAPPER,
+    ampersand_message,
+    bad_ampersand,
+    explain_syntax_error,
+    line_col,
+    misplaced_call,
+    non_xml_call,
+    tag_name_at_start,
+)
 
 MAX_RESPONSE_CHARS = 2_000_000
 MAX_CALL_DEPTH = 4  # call > parameter > item; one level of slack
+MAX_CALL_ELEMENTS = 5_000  # keeps a hostile call with 300,000 empty elements cheap
 
-_WRAPPER = "kestrel_response_root"
 _NAME_START = re.compile(r"<[A-Za-z_]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
-_BAD_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#\d{1,7}|#x[0-9A-Fa-f]{1,6});)")
-_BAD_LT = re.compile(r"<(?![A-Za-z_/!?])")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _FENCE = re.compile(r"```[A-Za-z]*\s*(<[A-Za-z_][\s\S]*?)```")
 _XML_DECL = re.compile(r"^<\?xml[^>]*\?>\s*")
+_THINKING_OPEN = re.compile(r"^<thinking\s*>")
+_THINKING_CLOSE = re.compile(r"</thinking\s*>")
+_THINKING_ANY = re.compile(r"</?thinking\s*>")
+_CHUNK = 64 * 1024
+_MAX_TAGS = 20 * MAX_CALL_ELEMENTS
+_FENCES_TRIED = 20
 
-_PARSER = etree.XMLParser(
-    resolve_entities=False,
-    no_network=True,
-    load_dtd=False,
-    dtd_validation=False,
-    huge_tree=False,
-    remove_comments=True,
-    remove_pis=True,
-    recover=False,
-    collect_ids=False,
-)
+
+def _parser() -> etree.XMLParser:
+    """A fresh hardened parser: cheap (microseconds), never shared between threads or calls."""
+    return etree.XMLParser(
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        dtd_validation=False,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+        recover=False,
+        collect_ids=False,
+    )
+
+
+def _read_xml(body: str) -> etree._Element:
+    """Parse ``body`` inside the wrapper element, fed in chunks.
+
+    Feeding stops at the chunk holding the first error, so a broken 2 MB response costs about a
+    millisecond instead of libxml2 collecting errors to the end. Undefined entities, which the
+    push parser reports late and garbled, are refused before (``bad_ampersand``).
+
+    Raises:
+        etree.XMLSyntaxError: the first well-formedness error.
+    """
+    parser = _parser()
+    parser.feed(f"<{WRAPPER}>")
+    for start in range(0, len(body), _CHUNK):
+        parser.feed(body[start:start + _CHUNK])
+    parser.feed(f"</{WRAPPER}>")
+    return parser.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,35 +126,6 @@ def _error(message: str, tool_name: str = "", code: ErrorCode = ErrorCode.PARSE_
     )
 
 
-def _line_col(text: str, index: int) -> tuple[int, int]:
-    line = text.count("\n", 0, index) + 1
-    col = index - (text.rfind("\n", 0, index) + 1) + 1
-    return line, col
-
-
-def _decode(raw: str | bytes) -> tuple[str | None, ParsedResponse | None]:
-    if isinstance(raw, bytes):
-        if len(raw) > MAX_RESPONSE_CHARS * 4:
-            return None, _too_large(len(raw))
-        try:
-            return raw.decode("utf-8"), None
-        except UnicodeDecodeError as exc:
-            return None, _error(
-                f"The response is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                f"{exc.start}). Send plain UTF-8 text.",
-                offset=exc.start,
-            )
-    try:
-        raw.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return None, _error(
-            f"The response contains a character that is not valid UTF-8 (a lone surrogate at "
-            f"position {exc.start}). Send plain UTF-8 text.",
-            offset=exc.start,
-        )
-    return raw, None
-
-
 def _too_large(size: int) -> ParsedResponse:
     return _error(
         f"The response is {size:,} characters long; the limit is {MAX_RESPONSE_CHARS:,}. Send one "
@@ -126,9 +135,29 @@ def _too_large(size: int) -> ParsedResponse:
     )
 
 
-def _tag_name_at_start(text: str) -> str:
-    match = re.match(r"<([A-Za-z_][\w.\-]*)", text)
-    return match.group(1) if match else ""
+def _decode(raw: str | bytes) -> str | ParsedResponse:
+    if isinstance(raw, bytes):
+        if len(raw) > MAX_RESPONSE_CHARS * 4:
+            return _too_large(len(raw))
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return _error(
+                f"The response is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+                f"{exc.start}). Send plain UTF-8 text.",
+                offset=exc.start,
+            )
+    if len(raw) > MAX_RESPONSE_CHARS:
+        return _too_large(len(raw))
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return _error(
+            f"The response contains a character that is not valid UTF-8 (a lone surrogate at "
+            f"position {exc.start}). Send plain UTF-8 text.",
+            offset=exc.start,
+        )
+    return raw
 
 
 def parse_response(raw: str | bytes, known_tools: Collection[str] = ()) -> ParsedResponse:
@@ -136,24 +165,23 @@ def parse_response(raw: str | bytes, known_tools: Collection[str] = ()) -> Parse
 
     Args:
         raw: the model's whole answer, as text or bytes.
-        known_tools: tool names; a known tool's tag inside prose marks a misplaced call.
+        known_tools: tool names; a known tool's call inside prose marks a misplaced call.
     """
-    text, failure = _decode(raw)
-    if failure is not None or text is None:
-        return failure or _error("The response could not be read.")
-    if len(text) > MAX_RESPONSE_CHARS:
-        return _too_large(len(text))
-    body = text.strip()
+    text = _decode(raw)
+    if isinstance(text, ParsedResponse):
+        return text
+    body = _XML_DECL.sub("", text.lstrip("\ufeff").strip(), count=1)
     thinking: str | None = None
-    if body.startswith("<thinking>"):
-        end = body.find("</thinking>")
-        if end < 0:
+    opening = _THINKING_OPEN.match(body)
+    if opening is not None:
+        closing = _THINKING_CLOSE.search(body, opening.end())
+        if closing is None:
             return _error(
                 "The <thinking> block is never closed. End it with </thinking> before the tool "
                 "call or answer."
             )
-        thinking = body[len("<thinking>"):end].strip()
-        body = body[end + len("</thinking>"):].strip()
+        thinking = body[opening.end():closing.start()].strip()
+        body = body[closing.end():].strip()
     if not body:
         if thinking is not None:
             return _error(
@@ -162,100 +190,79 @@ def parse_response(raw: str | bytes, known_tools: Collection[str] = ()) -> Parse
                 thinking=thinking,
             )
         return _error("The response is empty. Reply with one tool call or a plain text answer.")
-    body = _XML_DECL.sub("", body)
+    body = _XML_DECL.sub("", body, count=1)
     if body.startswith("```"):
         fenced = _FENCE.match(body)
         if fenced is not None:
             return _error(
                 "The tool call is wrapped in markdown code fences (```). Send the bare XML call "
                 "with nothing around it.",
-                tool_name=_tag_name_at_start(fenced.group(1)),
+                tool_name=tag_name_at_start(fenced.group(1)),
                 thinking=thinking,
             )
     if body.startswith("<!") and not body.startswith("<!--"):
         return _error(
-            "DOCTYPE, ENTITY and CDATA constructs are not accepted. Write the call as plain "
-            "elements with escaped values (&amp; for &, &lt; for <).",
+            "DOCTYPE, ENTITY and CDATA constructs are not accepted and entities are never "
+            "expanded. Write the call as plain elements with the values written out and escaped "
+            "(&amp; for &, &lt; for <).",
             thinking=thinking,
         )
-    if _NAME_START.match(body) or body.startswith("<!--"):
-        return _parse_call(body, thinking)
+    if _NAME_START.match(body) or body.startswith(("<!--", "</")):
+        return _parse_call(body, thinking, known_tools)
     return _classify_prose(body, thinking, known_tools)
 
 
-def _classify_prose(body: str, thinking: str | None, known_tools: Collection[str]) -> ParsedResponse:
-    fenced = _FENCE.search(body)
-    if fenced is not None and _tag_name_at_start(fenced.group(1)) in known_tools:
+def _find_fence(body: str) -> re.Match[str] | None:
+    """The first fenced block that starts with a tag, among the first few fences only."""
+    pos = body.find("```")
+    for _ in range(_FENCES_TRIED):
+        if pos < 0:
+            return None
+        match = _FENCE.match(body, pos)
+        if match is not None:
+            return match
+        pos = body.find("```", pos + 3)
+    return None
+
+
+def _classify_prose(
+    body: str, thinking: str | None, known_tools: Collection[str]
+) -> ParsedResponse:
+    fenced = _find_fence(body)
+    if fenced is not None and tag_name_at_start(fenced.group(1)) in known_tools:
         return _error(
             "The tool call is wrapped in markdown code fences and surrounded by prose. Send only "
             "the bare XML call (optionally after a <thinking> block).",
-            tool_name=_tag_name_at_start(fenced.group(1)),
+            tool_name=tag_name_at_start(fenced.group(1)),
             thinking=thinking,
         )
-    for match in re.finditer(r"<([A-Za-z_][\w]*)[\s>/]", body):
-        if match.group(1) in known_tools:
-            return _error(
-                f"Text comes before the <{match.group(1)}> call. Put reasoning inside "
-                "<thinking>...</thinking> first, then the tool call alone, with no other text.",
-                tool_name=match.group(1),
-                thinking=thinking,
-            )
-    if match_thinking := re.search(r"</?thinking>", body):
+    name = non_xml_call(body, known_tools)
+    if name:
+        return _error(
+            f"Tool calls are written in XML, not as JSON or a function call: "
+            f"<{name}><parameter>value</parameter></{name}>, one element per parameter.",
+            tool_name=name,
+            thinking=thinking,
+        )
+    name = misplaced_call(body, known_tools)
+    if name:
+        return _error(
+            f"Text comes before the <{name}> call. Put reasoning inside "
+            "<thinking>...</thinking> first, then the tool call alone, with no other text.",
+            tool_name=name,
+            thinking=thinking,
+        )
+    if stray := _THINKING_ANY.search(body):
         return _error(
             "A <thinking> block must come first in the response, before anything else "
-            f"(found {match_thinking.group(0)} later).",
+            f"(found {stray.group(0)} later).",
             thinking=thinking,
         )
     return ParsedResponse(thinking=thinking, text=body)
 
 
-def _diagnose(body: str, lxml_message: str) -> str:
-    """Explain a well-formedness failure in words a model can act on."""
-    amp = _BAD_AMP.search(body)
-    if amp is not None:
-        line, col = _line_col(body, amp.start())
-        return (
-            f"An unescaped '&' at line {line}, column {col}. Inside values write &amp; for &, "
-            "&lt; for < and &gt; for >."
-        )
-    lt = _BAD_LT.search(body)
-    if lt is not None:
-        line, col = _line_col(body, lt.start())
-        return (
-            f"An unescaped '<' at line {line}, column {col} does not start a tag. Inside values "
-            "write &lt; for <, &gt; for > and &amp; for &."
-        )
-    cleaned = lxml_message.replace(_WRAPPER, "end of response")
-    if "Premature end" in cleaned or "mismatch" in cleaned or "end of response" in cleaned:
-        return (
-            f"The XML is not well-formed: a tag is not closed ({cleaned}). Close every "
-            "<tag> with its matching </tag>, and make one call per response."
-        )
-    if "depth" in cleaned.lower():
-        return "The XML is nested far too deeply. A call is <tool><parameter>value</parameter></tool>."
-    return (
-        f"The XML is not well-formed ({cleaned}). Write <tool_name><param>value</param></tool_name>, "
-        "closing every tag and escaping & and < inside values."
-    )
-
-
-def _node(element: etree._Element, depth: int) -> ParamNode:
-    if depth > MAX_CALL_DEPTH:
-        raise ParseError(
-            f"The call is nested more than {MAX_CALL_DEPTH} levels deep. A call is "
-            "<tool><parameter>value</parameter></tool>; lists add one level."
-        )
-    children = tuple(_node(child, depth + 1) for child in element)
-    return ParamNode(
-        tag=str(element.tag),
-        text=element.text or "",
-        attrs={str(k): str(v) for k, v in element.attrib.items()},
-        children=children,
-    )
-
-
-def _parse_call(body: str, thinking: str | None) -> ParsedResponse:
-    tool_name = _tag_name_at_start(body)
+def _parse_call(body: str, thinking: str | None, known_tools: Collection[str]) -> ParsedResponse:
+    tool_name = tag_name_at_start(body)
     if "<![CDATA[" in body:
         return _error(
             "CDATA sections are not accepted. Put the value directly between the tags and escape "
@@ -272,19 +279,70 @@ def _parse_call(body: str, thinking: str | None) -> ParsedResponse:
         )
     control = _CONTROL.search(body)
     if control is not None:
-        line, col = _line_col(body, control.start())
         return _error(
-            f"The call contains a control character (U+{ord(control.group()):04X}) at line {line}, "
-            f"column {col}. Remove it; binary content goes in base64 parameters.",
+            f"The call contains a control character (U+{ord(control.group()):04X}) at "
+            f"{line_col(body, control.start())}. Remove it; binary content goes in base64 "
+            "parameters.",
             tool_name=tool_name,
             thinking=thinking,
         )
+    if body.count("<") > _MAX_TAGS:  # lxml would spend ~0.1 µs on each before we could refuse
+        return _error(
+            f"The response holds more than {MAX_CALL_ELEMENTS:,} elements. Make one call with "
+            "fewer items; ask for less at a time.",
+            tool_name=tool_name,
+            thinking=thinking,
+        )
+    amp = bad_ampersand(body)
     try:
-        root = etree.fromstring(f"<{_WRAPPER}>{body}</{_WRAPPER}>", _PARSER)
+        if amp >= 0:
+            return _text_after_call(body, tool_name, known_tools, thinking) or _error(
+                ampersand_message(body, amp), tool_name=tool_name, thinking=thinking
+            )
+        root = _read_xml(body)
     except etree.XMLSyntaxError as exc:
-        return _error(_diagnose(body, str(exc.msg or exc)), tool_name=tool_name, thinking=thinking)
+        after = _text_after_call(body, tool_name, known_tools, thinking)
+        if after is not None:
+            return after
+        return _error(explain_syntax_error(body, exc), tool_name=tool_name, thinking=thinking)
     except (ValueError, RecursionError) as exc:
         return _error(f"The XML could not be read ({exc}).", tool_name=tool_name, thinking=thinking)
+    return _single_call(root, thinking)
+
+
+def _text_after_call(body: str, tool_name: str, known_tools: Collection[str],
+                     thinking: str | None) -> ParsedResponse | None:
+    """A well-formed call followed by text that broke the parse: name the real problem."""
+    end = body.find(f"</{tool_name}>") if tool_name else -1
+    if end < 0:
+        return None
+    end += len(tool_name) + 3
+    rest = body[end:].strip()
+    if not rest or bad_ampersand(body[:end]) >= 0:
+        return None
+    try:
+        _read_xml(body[:end])
+    except (etree.XMLSyntaxError, ValueError):
+        return None
+    second = tag_name_at_start(rest)
+    if second and (second in known_tools or not known_tools):
+        return _error(
+            f"The response holds more than one tool call (<{tool_name}> then <{second}>). Make "
+            "exactly one call per response and wait for its result before the next.",
+            tool_name=tool_name,
+            code=ErrorCode.MULTIPLE_TOOL_CALLS,
+            thinking=thinking,
+            calls=[tool_name, second],
+        )
+    return _error(
+        f"Text follows the </{tool_name}> closing tag. Send the tool call alone; reasoning goes "
+        "in a <thinking> block before it.",
+        tool_name=tool_name,
+        thinking=thinking,
+    )
+
+
+def _single_call(root: etree._Element, thinking: str | None) -> ParsedResponse:
     elements = [child for child in root if isinstance(child.tag, str)]
     if not elements:
         return _error(
@@ -293,36 +351,78 @@ def _parse_call(body: str, thinking: str | None) -> ParsedResponse:
             thinking=thinking,
         )
     first = elements[0]
-    if first.tag == "thinking":
+    name = str(first.tag)
+    names = [str(e.tag) for e in elements]
+    if "thinking" in names:
         return _error(
-            "The <thinking> block must be the very first thing in the response.",
+            "The <thinking> block must be the very first thing in the response, before the call.",
+            tool_name="" if name == "thinking" else name,
             thinking=thinking,
         )
     if len(elements) > 1:
-        names = [str(e.tag) for e in elements]
         return _error(
             f"The response holds {len(elements)} tool calls ({', '.join(names[:5])}). Make exactly "
             "one call per response and wait for its result before the next.",
-            tool_name=str(first.tag),
+            tool_name=name,
             code=ErrorCode.MULTIPLE_TOOL_CALLS,
             thinking=thinking,
             calls=names[:20],
         )
+    if (root.text or "").strip():
+        return _error(
+            f"Text comes before the <{name}> call. Put reasoning inside "
+            "<thinking>...</thinking> first, then the tool call alone, with no other text.",
+            tool_name=name,
+            thinking=thinking,
+        )
     if (first.tail or "").strip():
         return _error(
-            f"Text follows the </{first.tag}> closing tag. Send the tool call alone; reasoning goes "
-            "in a <thinking> block before it.",
-            tool_name=str(first.tag),
+            f"Text follows the </{name}> closing tag. Send the tool call alone; reasoning goes in "
+            "a <thinking> block before it.",
+            tool_name=name,
+            thinking=thinking,
+        )
+    if name.startswith("{"):
+        return _error(NAMESPACE_HINT, thinking=thinking)
+    if name == "tool_result":
+        return _error(
+            "<tool_result> is what the system sends back after a call; never write one yourself. "
+            "Reply with one tool call from Available Tools, or with a plain text answer.",
+            tool_name=name,
+            code=ErrorCode.UNKNOWN_TOOL,
             thinking=thinking,
         )
     try:
-        params = tuple(_node(child, 2) for child in first)
+        budget = [MAX_CALL_ELEMENTS]
+        params = tuple(_node(child, 2, budget) for child in first)
     except ParseError as exc:
-        return ParsedResponse(thinking=thinking, error=exc, tool_name=str(first.tag))
+        return ParsedResponse(thinking=thinking, error=exc, tool_name=name)
     call = ToolCall(
-        name=str(first.tag),
+        name=name,
         params=params,
         attrs={str(k): str(v) for k, v in first.attrib.items()},
         stray_text=(first.text or "").strip() + "".join((c.tail or "").strip() for c in first),
     )
-    return ParsedResponse(thinking=thinking, call=call, tool_name=call.name)
+    return ParsedResponse(thinking=thinking, call=call, tool_name=name)
+
+
+def _node(element: etree._Element, depth: int, budget: list[int]) -> ParamNode:
+    if depth > MAX_CALL_DEPTH:
+        raise ParseError(
+            f"The call is nested more than {MAX_CALL_DEPTH} levels deep. A call is "
+            "<tool><parameter>value</parameter></tool>; lists add one level."
+        )
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ParseError(
+            f"The call holds more than {MAX_CALL_ELEMENTS:,} elements. Ask for less at a time."
+        )
+    tag = str(element.tag)
+    if tag.startswith("{"):
+        raise ParseError(NAMESPACE_HINT)
+    return ParamNode(
+        tag=tag,
+        text=element.text or "",
+        attrs={str(k): str(v) for k, v in element.attrib.items()},
+        children=tuple(_node(child, depth + 1, budget) for child in element),
+    )

@@ -1,7 +1,7 @@
 """Render tool results in the exact Part A envelope, escaping every piece of data.
 
-Results are built as a small tree of ``Element`` values and serialised here, in one place, so no tool
-can emit unescaped text: a tool result that contains ``<create_order>`` is data, never a call.
+Results are built as a small tree of ``Element`` values and serialised here, in one place, so no
+tool can emit unescaped text: a tool result that contains ``<create_order>`` is data, never a call.
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from app.domain.errors import ErrorCode
 # Characters XML 1.0 cannot carry at all, not even as character references.
 _INVALID_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _INDENT = "    "
+# Plain XML names, no namespace prefix: what every tag and attribute of a result uses.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_GOOD_NAMES: set[str] = set()
+_TEXT_SPECIAL = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_ATTR_SPECIAL = re.compile('[&<>"\r\n\t\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]')
 
-AttrValue = str | int | Decimal | bool | float | None
+AttrValue = str | int | Decimal | bool | float | datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,9 @@ def format_decimal(value: Decimal) -> str:
     """Render a Decimal without exponent or trailing zeros: ``0.1``, ``1200``, ``0.00000123``."""
     if not value.is_finite():
         raise ValueError(f"cannot render non-finite number {value}")
-    text = format(value, "f")
+    text = str(value)  # the fast path; exponent forms (1E+3, 1E-8) need the slower "f" format
+    if "E" in text:
+        text = format(value, "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     if text in ("-0", ""):
@@ -57,6 +64,13 @@ def format_decimal(value: Decimal) -> str:
 
 def format_value(value: AttrValue) -> str:
     """Render one attribute or text value; floats go through their shortest repr, never noise."""
+    kind = type(value)  # exact-type fast paths first: this runs for every attribute of every row
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if kind is Decimal:
+        return format_decimal(value)  # type: ignore[arg-type]
+    if kind is int:
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Decimal):
@@ -74,9 +88,11 @@ def format_value(value: AttrValue) -> str:
 
 def el(tag: str, text: AttrValue = None, *children: Element, **attrs: AttrValue) -> Element:
     """Build an Element; ``None`` attributes are left out, other values are formatted."""
-    rendered = tuple((key, format_value(value)) for key, value in attrs.items() if value is not None)
+    rendered = tuple(
+        [(key, format_value(value)) for key, value in attrs.items() if value is not None]
+    )
     body = None if text is None else format_value(text)
-    return Element(tag=tag, attrs=rendered, text=body, children=tuple(children))
+    return Element(tag, rendered, body, children)  # positional: ~25% cheaper, once per result row
 
 
 def clean_text(text: str) -> str:
@@ -85,22 +101,43 @@ def clean_text(text: str) -> str:
 
 
 def escape_text(text: str) -> str:
-    return clean_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape element text; a carriage return becomes ``&#13;`` (parsers turn a raw one to LF)."""
+    if _TEXT_SPECIAL.search(text) is None:
+        return text
+    return (
+        clean_text(text)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", "&#13;")
+    )
 
 
 def escape_attr(text: str) -> str:
-    return (
-        escape_text(text)
-        .replace('"', "&quot;")
-        .replace("\n", "&#10;")
-        .replace("\r", "&#13;")
-        .replace("\t", "&#9;")
-    )
+    if _ATTR_SPECIAL.search(text) is None:
+        return text
+    return escape_text(text).replace('"', "&quot;").replace("\n", "&#10;").replace("\t", "&#9;")
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a plain XML name; a tool building any other tag has a bug.
+
+    Raises:
+        ValueError: for a name that would make the envelope malformed (spaces, ``<``, ``:``, ...).
+    """
+    if name in _GOOD_NAMES:
+        return name
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a valid XML element or attribute name")
+    if len(_GOOD_NAMES) < 10_000:  # tags repeat on every row; remember the ones seen
+        _GOOD_NAMES.add(name)
+    return name
 
 
 def _serialise(element: Element, depth: int, out: list[str]) -> None:
     pad = _INDENT * depth
-    attrs = "".join(f' {key}="{escape_attr(value)}"' for key, value in element.attrs)
+    check_name(element.tag)
+    attrs = "".join([f' {check_name(key)}="{escape_attr(value)}"' for key, value in element.attrs])
     if not element.children and element.text is None:
         out.append(f"{pad}<{element.tag}{attrs} />")
         return
@@ -150,14 +187,39 @@ def _open(tool_name: str) -> str:
 def render_success(tool_name: str, data: Element | Iterable[Element]) -> ToolResult:
     """Render ``<status>success</status>`` with the payload inside ``<data>``."""
     payload = (data,) if isinstance(data, Element) else tuple(data)
+    for item in payload:
+        if not isinstance(item, Element):
+            raise TypeError(f"{tool_name} returned {type(item).__name__}, not an Element")
     lines = [_open(tool_name), f"{_INDENT}<status>success</status>", f"{_INDENT}<data>"]
     lines.extend(serialise(item, 2) for item in payload)
     lines += [f"{_INDENT}</data>", "</tool_result>"]
     return ToolResult(tool_name=tool_name, status="success", xml="\n".join(lines), data=payload)
 
 
+def _json_safe(value: Any, depth: int = 0) -> Any:
+    """Make details JSON-safe whatever a tool put in them: str keys, no NaN, bounded depth."""
+    if depth > 20:
+        return "…"
+    if isinstance(value, Mapping):
+        return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [_json_safe(item, depth + 1) for item in items]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<integer of {value.bit_length()} bits>"
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    if isinstance(value, Decimal) and not value.is_finite():
+        return str(value)
+    if isinstance(value, (float, Decimal, datetime)):
+        return format_value(value)
+    return str(value)
+
+
 def _details_json(details: Mapping[str, Any]) -> str:
-    return json.dumps(details, default=format_value, ensure_ascii=False, sort_keys=True)
+    return json.dumps(_json_safe(details), ensure_ascii=False, sort_keys=True)
 
 
 def render_error(
@@ -175,7 +237,8 @@ def render_error(
         f"{_INDENT * 2}<message>{escape_text(message)}</message>",
     ]
     if details:
-        lines.append(f"{_INDENT * 2}<details_json>{escape_text(_details_json(details))}</details_json>")
+        details_text = escape_text(_details_json(details))
+        lines.append(f"{_INDENT * 2}<details_json>{details_text}</details_json>")
     lines += [f"{_INDENT}</error_details>", "</tool_result>"]
     return ToolResult(
         tool_name=tool_name,
@@ -193,7 +256,7 @@ def render_rejected(
     reason: str,
     details: Mapping[str, Any] | None = None,
 ) -> ToolResult:
-    """Render a Risk Guard refusal: ``<status>rejected</status>`` with ``<rule>`` and ``<reason>``."""
+    """Render a Risk Guard refusal: ``<status>rejected</status>``, ``<rule>`` and ``<reason>``."""
     lines = [
         _open(tool_name),
         f"{_INDENT}<status>rejected</status>",

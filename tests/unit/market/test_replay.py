@@ -116,3 +116,13 @@ def test_replay_clock_never_moves_backwards():
     clock = ReplayClock(100)
     with pytest.raises(ValueError, match="backwards"):
         clock.advance_to(99)
+
+
+def test_a_malformed_interval_is_an_invalid_parameter_not_a_crash():
+    from app.domain.errors import InvalidParameterError
+
+    market, _ = make_market(1546300800000)
+    with pytest.raises(InvalidParameterError, match="'7x' is not an interval"):
+        market.series_now("BTC/USD", "7x")
+    with pytest.raises(InvalidParameterError):
+        market.prefix_source("BTC/USD", "7x")

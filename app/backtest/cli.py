@@ -1,0 +1,128 @@
+"""The ``kestrel backtest`` sub-command: its arguments and its handler, for ``app/cli.py`` to mount.
+
+``add_backtest_arguments(parser)`` declares the options; ``backtest_command(args)`` runs and
+returns the exit code: 0 done, 1 the strategy could not go on, 2 bad input (an unusable data file,
+invalid parameters or risk file), with one clear line on standard error instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from app.backtest.report import summary_table
+from app.backtest.runner import RunOptions, run_backtest
+from app.backtest.session import BrokerSettings
+from app.backtest.sma_cross import SmaCross
+from app.backtest.strategy import Strategy, StrategyError
+from app.domain.errors import DataFileError
+from app.risk.config import RiskConfig, all_in_backtest_config
+
+EXIT_OK = 0
+EXIT_STRATEGY_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+STRATEGIES: dict[str, Callable[[argparse.Namespace], Strategy]] = {
+    "sma_cross": lambda args: SmaCross(fast=args.fast, slow=args.slow),
+}
+
+
+def _decimal(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value.is_finite():
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``kestrel backtest``'s options on ``parser``."""
+    parser.add_argument("--data", action="append", required=True, type=Path, metavar="FILE",
+                        help="kline CSV (timestamp_ms,open,high,low,close,volume), named like "
+                             "BTC-USDT_1h_….csv; repeat for several symbols sharing one account")
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="sma_cross",
+                        help="the strategy to replay (default: sma_cross)")
+    parser.add_argument("--fast", type=int, default=10, help="sma_cross fast SMA period (10)")
+    parser.add_argument("--slow", type=int, default=30, help="sma_cross slow SMA period (30)")
+    parser.add_argument("--cash", type=_decimal, default=Decimal(10_000),
+                        help="starting cash in the quote currency (10000)")
+    parser.add_argument("--fee", type=_decimal, default=Decimal("0.001"),
+                        help="maker and taker fee as a fraction (0.001 = 0.1%%)")
+    parser.add_argument("--slippage-bps", type=_decimal, default=Decimal(2),
+                        help="market-order slippage in basis points (2)")
+    parser.add_argument("--risk-config", type=Path, metavar="YAML",
+                        help="Risk Guard limits (RiskConfig keys); default: the all-in backtest "
+                             "profile (position weight up to 100%%, loss halts off)")
+    parser.add_argument("--allow-gaps", action="store_true",
+                        help="accept data files with missing candles (refused by default)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="folder for summary.json, equity.csv, trades.csv, equity.png and "
+                             "the run's ledger backtest.db (replaced if present)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _risk_config(path: Path | None) -> RiskConfig:
+    if path is None:
+        return all_in_backtest_config()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ValueError(f"cannot read the risk config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a mapping of RiskConfig keys")
+    return RiskConfig.model_validate(raw)
+
+
+def backtest_command(args: argparse.Namespace) -> int:
+    """Run ``kestrel backtest``; print the summary and the output files; return the exit code."""
+    try:
+        if args.cash <= 0:
+            raise ValueError(f"--cash must be positive, got {args.cash}")
+        if not 0 <= args.fee < 1:
+            raise ValueError(f"--fee must be a fraction in [0, 1), got {args.fee}")
+        if not 0 <= args.slippage_bps <= 1000:
+            raise ValueError(f"--slippage-bps must be within 0..1000, got {args.slippage_bps}")
+        strategy = STRATEGIES[args.strategy](args)
+        options = RunOptions(
+            broker=BrokerSettings(cash=args.cash, fee_rate=args.fee,
+                                  slippage_bps=args.slippage_bps),
+            risk=_risk_config(args.risk_config),
+            out_dir=args.out,
+            allow_gaps=args.allow_gaps,
+            progress=not args.no_progress,
+        )
+        result = run_backtest(args.data, strategy, options)
+    except DataFileError as exc:
+        print(f"kestrel backtest: bad data file: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValidationError as exc:
+        print(f"kestrel backtest: invalid risk config: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as exc:
+        print(f"kestrel backtest: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"kestrel backtest: cannot write to {args.out}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StrategyError as exc:
+        print(f"kestrel backtest: the strategy stopped: {exc}", file=sys.stderr)
+        return EXIT_STRATEGY_FAILED
+    print(summary_table(result))
+    stats = result.stats
+    print(f"\n{result.time_ms.size} bars in {stats['seconds']} s "
+          f"({stats['bars_per_second']} bars/s); risk rejections: {stats['risk_rejections']}; "
+          f"failed tool calls: {stats['failed_tool_calls']}")
+    print(f"report: {args.out / 'summary.json'}, equity.csv, trades.csv, equity.png "
+          f"(ledger: {args.out / 'backtest.db'})")
+    return EXIT_OK

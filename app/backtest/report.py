@@ -1,0 +1,184 @@
+"""Write a backtest's result: ``summary.json``, ``equity.csv``, ``trades.csv`` and ``equity.png``.
+
+The result is produced once (``BacktestResult``) and only formatted here, so the CLI, the tests and
+later the GUI read the same numbers. The chart uses matplotlib's Agg backend: it renders to a file
+with no display, and importing it never touches Qt.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.backtest.metrics import Metrics, RoundTrip, drawdown_pct
+from app.domain.clock import ms_to_iso
+
+TRADE_FIELDS = (
+    "symbol", "entry_time_iso", "exit_time_iso", "entry_time_ms", "exit_time_ms", "quantity",
+    "entry_price", "exit_price", "pnl", "return_pct", "fees", "bars_held", "open",
+)
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Everything one run produced, before any formatting.
+
+    Attributes:
+        time_ms: close time of each step; ``equity`` and ``baseline_equity`` align with it.
+        settings: what was run (data files, strategy and parameters, cash, fees), for the record.
+    """
+
+    time_ms: np.ndarray
+    equity: np.ndarray
+    baseline_equity: np.ndarray
+    exposed: np.ndarray
+    trades: list[RoundTrip]
+    metrics: Metrics
+    baseline: Metrics
+    settings: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 10) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def summary(result: BacktestResult) -> dict[str, Any]:
+    """The JSON summary: strategy metrics and the buy-and-hold baseline side by side."""
+    return _clean(
+        {
+            "settings": result.settings,
+            "strategy": result.metrics.as_dict(),
+            "buy_and_hold": result.baseline.as_dict(),
+            "bars": int(result.time_ms.size),
+            "start_iso": ms_to_iso(int(result.time_ms[0])),
+            "end_iso": ms_to_iso(int(result.time_ms[-1])),
+            "stats": result.stats,
+        }
+    )
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def summary_table(result: BacktestResult) -> str:
+    """A plain-text table of the strategy beside buy-and-hold, for the terminal."""
+    rows = [
+        ("Final equity", _fmt(result.metrics.final_equity), _fmt(result.baseline.final_equity)),
+        ("Total return %", _fmt(result.metrics.total_return_pct),
+         _fmt(result.baseline.total_return_pct)),
+        ("CAGR %", _fmt(result.metrics.cagr_pct), _fmt(result.baseline.cagr_pct)),
+        ("Sharpe", _fmt(result.metrics.sharpe), _fmt(result.baseline.sharpe)),
+        ("Sortino", _fmt(result.metrics.sortino), _fmt(result.baseline.sortino)),
+        ("Max drawdown %", _fmt(result.metrics.max_drawdown_pct),
+         _fmt(result.baseline.max_drawdown_pct)),
+        ("Trades", str(result.metrics.trades), str(result.baseline.trades)),
+        ("Win rate %", _fmt(result.metrics.win_rate_pct), _fmt(result.baseline.win_rate_pct)),
+        ("Profit factor", _fmt(result.metrics.profit_factor),
+         _fmt(result.baseline.profit_factor)),
+        ("Exposure %", _fmt(result.metrics.exposure_pct), _fmt(result.baseline.exposure_pct)),
+        ("Fees paid", _fmt(result.metrics.fees_paid, 4), _fmt(result.baseline.fees_paid, 4)),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':<{width}}  {'strategy':>16}  {'buy & hold':>16}"]
+    lines += [f"{name:<{width}}  {a:>16}  {b:>16}" for name, a, b in rows]
+    return "\n".join(lines)
+
+
+def write_report(result: BacktestResult, out_dir: Path) -> dict[str, Path]:
+    """Write every output file into ``out_dir`` (created if needed) and return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "summary": out_dir / "summary.json",
+        "equity": out_dir / "equity.csv",
+        "trades": out_dir / "trades.csv",
+        "chart": out_dir / "equity.png",
+    }
+    paths["summary"].write_text(json.dumps(summary(result), indent=2) + "\n", encoding="utf-8")
+    _write_equity(result, paths["equity"])
+    _write_trades(result, paths["trades"])
+    write_chart(result, paths["chart"])
+    return paths
+
+
+def _write_equity(result: BacktestResult, path: Path) -> None:
+    dd = drawdown_pct(result.equity)
+    base_dd = drawdown_pct(result.baseline_equity)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["time_ms", "time_iso", "equity", "drawdown_pct", "in_market",
+                         "buy_hold_equity", "buy_hold_drawdown_pct"])
+        for i in range(result.time_ms.size):
+            writer.writerow([
+                int(result.time_ms[i]), ms_to_iso(int(result.time_ms[i])),
+                f"{result.equity[i]:.8f}", f"{dd[i]:.6f}", int(bool(result.exposed[i])),
+                f"{result.baseline_equity[i]:.8f}", f"{base_dd[i]:.6f}",
+            ])
+
+
+def _write_trades(result: BacktestResult, path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(TRADE_FIELDS)
+        for t in result.trades:
+            writer.writerow([
+                t.symbol, ms_to_iso(t.entry_time_ms),
+                "" if t.exit_time_ms is None else ms_to_iso(t.exit_time_ms),
+                t.entry_time_ms, "" if t.exit_time_ms is None else t.exit_time_ms,
+                f"{t.quantity:.10g}", f"{t.entry_price:.10g}",
+                "" if t.exit_price is None else f"{t.exit_price:.10g}",
+                f"{t.pnl:.8f}", f"{t.return_pct:.6f}", f"{t.fees:.8f}", t.bars_held,
+                int(t.open),
+            ])
+
+
+def write_chart(result: BacktestResult, path: Path) -> None:
+    """Equity of the strategy and buy-and-hold above, their drawdowns below."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    times = (result.time_ms.astype("datetime64[ms]")).astype(object)
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(11, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    try:
+        top.plot(times, result.equity, label="strategy", color="#1f77b4", linewidth=1.1)
+        top.plot(times, result.baseline_equity, label="buy & hold", color="#999999",
+                 linewidth=0.9)
+        top.set_ylabel("equity")
+        top.legend(loc="upper left")
+        top.grid(alpha=0.3)
+        name = result.settings.get("strategy", "strategy")
+        top.set_title(
+            f"{name}: return {result.metrics.total_return_pct:.2f}% vs buy & hold "
+            f"{result.baseline.total_return_pct:.2f}%"
+        )
+        bottom.fill_between(times, -drawdown_pct(result.equity), 0, color="#d62728", alpha=0.5,
+                            label="strategy")
+        bottom.plot(times, -drawdown_pct(result.baseline_equity), color="#999999",
+                    linewidth=0.8, label="buy & hold")
+        bottom.set_ylabel("drawdown %")
+        bottom.grid(alpha=0.3)
+        locator = AutoDateLocator()
+        bottom.xaxis.set_major_locator(locator)
+        bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,108 @@
+"""The ``Broker`` port: what tools and the backtest engine ask of any broker, simulated or real.
+
+The paper broker implements it now; a ccxt broker implements it for live trading later. Tools never
+see which one they talk to, except through ``mode``, which every agent can read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
+from app.exchange.market_rules import MarketRules
+from app.risk.types import RiskView
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRequest:
+    """An order as the tools hand it to a broker, after the Risk Guard accepted it.
+
+    Attributes:
+        quantity: base amount. For a MARKET BUY given ``quote_amount`` it is the estimate at the
+            reference price; the broker re-computes it from the fill price so that the spend
+            (fee included) never exceeds ``quote_amount``.
+        quote_amount: spend at most this much quote currency, fee included (MARKET BUY only).
+        client_order_id: empty means "generate one"; a repeated id returns the existing order.
+    """
+
+    agent_id: str
+    symbol: str
+    side: Side
+    order_type: OrderType
+    quantity: Decimal
+    price: Decimal | None = None
+    stop_price: Decimal | None = None
+    client_order_id: str = ""
+    reduce_only: bool = False
+    exit_kind: ExitKind = ExitKind.NONE
+    reason: str = ""
+    quote_amount: Decimal | None = None
+
+
+class Broker(Protocol):
+    mode: Mode
+
+    async def create_order(self, req: OrderRequest) -> Order:
+        """Place an order, or return the existing one with the same client order id.
+
+        Raises:
+            InvalidOrderError, InsufficientFundsError, NotFoundError: naming the field and numbers.
+        """
+        ...
+
+    async def cancel_order(
+        self,
+        agent_id: str,
+        symbol: str,
+        order_id: str | None = None,
+        client_order_id: str | None = None,
+    ) -> Order:
+        ...
+
+    async def get_order(self, agent_id: str, symbol: str, order_id: str) -> Order:
+        ...
+
+    async def open_orders(
+        self, agent_id: str | None = None, symbol: str | None = None
+    ) -> list[Order]:
+        ...
+
+    async def account(self) -> AccountState:
+        ...
+
+    async def positions(self, symbol: str | None = None) -> list[Position]:
+        ...
+
+    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+        ...
+
+    def risk_view(self) -> RiskView:
+        ...
+
+
+class TradingBroker(Broker, Protocol):
+    """What the account and trading tools need beyond ``Broker``: symbols, rules, prices, checks."""
+
+    quote_currency: str
+
+    def canonical_symbol(self, symbol: str) -> str:
+        """The broker's spelling of a symbol; NOT_FOUND when it is unknown."""
+        ...
+
+    def market_rules(self, symbol: str) -> MarketRules:
+        ...
+
+    async def last_price(self, symbol: str) -> Decimal:
+        ...
+
+    def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
+        ...
+
+    def position_size(self, symbol: str) -> Decimal:
+        ...
+
+    async def precheck(self, req: OrderRequest) -> tuple[str, Decimal, Decimal]:
+        """Validate without placing; return (symbol, base quantity, last price)."""
+        ...

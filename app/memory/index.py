@@ -1,0 +1,313 @@
+"""The recall index of one agent: SQLite FTS5 (trigram tokenizer, BM25 ranking) over its chunks.
+
+One database per agent, ``<memory root>/.index/<agent_id>.sqlite3``, outside every agent's folder
+so no memory tool can read or damage it, and per agent so one agent's query can never see another's
+rows. ``chunks`` says where each chunk came from; ``fts`` holds its text under the same row id;
+``files`` remembers each file's size, mtime and inode at indexing, so a rescan re-reads only files
+changed by hand, and re-indexing one file deletes its chunks through the ``chunks.path`` index.
+
+The row id *is* the market time: ``market_ms << 20 | sequence``. "Written at or before now" is then
+a row-id range FTS5 applies while it walks its doclists, not a filter after the fact, and "the most
+recent matches" is a reverse row-id walk that stops early. FTS5 finds; ``ranking.bm25_rank`` ranks.
+Ranking is exact Okapi BM25 whenever at most ``RANK_WINDOW`` chunks match. Past that, scoring every
+match would grow without bound, so the candidates are the ``RANK_WINDOW`` most recent matches plus
+every match of the query's *rare* terms (those in at most ``RARE_TERM_DF`` chunks): an old entry is
+still found by what makes it distinctive; only old chunks sharing nothing but common words with the
+query are left out. Term and chunk counts only ever include chunks visible at the market time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.memory.ranking import bm25_rank
+from app.memory.text import Chunk, Query, chunk_text, grams, locate, normalise
+
+SCHEMA_VERSION = 4
+SEQ_BITS = 20
+SEQ_MASK = (1 << SEQ_BITS) - 1
+RANK_WINDOW = 800
+RARE_TERM_DF = 250
+DF_SAMPLE = 4000
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+    "mtime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, newlines INTEGER NOT NULL, "
+    "ends_newline INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
+    "line INTEGER NOT NULL, digest BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path)",
+    "CREATE TABLE IF NOT EXISTS appends(path TEXT PRIMARY KEY, ino INTEGER NOT NULL, "
+    "old_size INTEGER NOT NULL, new_size INTEGER NOT NULL, market_ms INTEGER NOT NULL)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, grams, tokenize='trigram')",
+)
+_RECENT = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
+_TERM_ROWS = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? LIMIT ?"
+_NTH_CHUNK = "SELECT id FROM chunks WHERE id <= ? ORDER BY id DESC LIMIT 1 OFFSET ?"
+_COUNT_IN = "SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What a file looked like when it was last indexed."""
+
+    size: int
+    mtime_ns: int
+    ino: int
+    newlines: int
+    ends_newline: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled snippet: source file, 1-based line, BM25 score (higher is better)."""
+
+    path: str
+    line: int
+    score: float
+    snippet: str
+    market_ms: int
+
+
+def market_ms_of(rowid: int) -> int:
+    return rowid >> SEQ_BITS
+
+
+class RecallIndex:
+    """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
+
+    def __init__(self, db_path: Path) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            db_path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self.lock = threading.Lock()
+        with self.lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            with self._transaction():
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, SCHEMA_VERSION):  # an index is a cache: rebuild it
+                    for table in ("files", "chunks", "fts", "appends"):
+                        self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    version = 0
+                if version == 0:
+                    for statement in _SCHEMA:
+                        self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def close(self) -> None:
+        with self.lock:
+            self._conn.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def file_state(self, path: str) -> FileState | None:
+        with self.lock:
+            row = self._conn.execute(
+                "SELECT size, mtime_ns, ino, newlines, ends_newline FROM files WHERE path = ?",
+                (path,),
+            ).fetchone()
+        return None if row is None else FileState(row[0], row[1], row[2], row[3], bool(row[4]))
+
+    def indexed_files(self) -> dict[str, FileState]:
+        """Every indexed file's state (also re-reads the chunk count other processes may change)."""
+        with self.lock:
+            self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            rows = self._conn.execute(
+                "SELECT path, size, mtime_ns, ino, newlines, ends_newline FROM files"
+            ).fetchall()
+        return {r[0]: FileState(r[1], r[2], r[3], r[4], bool(r[5])) for r in rows}
+
+    def _next_id(self, market_ms: int) -> int:
+        """A free row id for a chunk written at ``market_ms`` (spilling to a later ms if full)."""
+        market_ms = max(0, market_ms)
+        while True:
+            base = market_ms << SEQ_BITS
+            top = self._conn.execute(
+                "SELECT max(id) FROM chunks WHERE id BETWEEN ? AND ?", (base, base | SEQ_MASK)
+            ).fetchone()[0]
+            if top is None:
+                return base
+            if top < base | SEQ_MASK:
+                return top + 1
+            market_ms += 1  # never earlier: a chunk may show up late, never early
+
+    def _insert(self, path: str, chunks: list[Chunk], times: list[int]) -> None:
+        for chunk, market_ms in zip(chunks, times, strict=True):
+            chunk_id = self._next_id(market_ms)
+            self._conn.execute(
+                "INSERT INTO chunks(id, path, line, digest) VALUES (?, ?, ?, ?)",
+                (chunk_id, path, chunk.line, chunk.digest),
+            )
+            body = normalise(chunk.text)
+            self._conn.execute(
+                "INSERT INTO fts(rowid, body, grams) VALUES (?, ?, ?)",
+                (chunk_id, body, grams(body)),
+            )
+            self._total += 1
+
+    def _delete(self, path: str) -> dict[bytes, list[int]]:
+        rows = self._conn.execute(
+            "SELECT id, digest FROM chunks WHERE path = ?", (path,)
+        ).fetchall()
+        old: dict[bytes, list[int]] = defaultdict(list)
+        for chunk_id, digest in rows:
+            old[bytes(digest)].append(market_ms_of(chunk_id))
+            self._conn.execute("DELETE FROM fts WHERE rowid = ?", (chunk_id,))
+        self._conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self._total -= len(rows)
+        return old
+
+    def begin_append(
+        self, path: str, ino: int, old_size: int, new_size: int, market_ms: int
+    ) -> None:
+        """Record, before any byte is appended, that ``path`` is growing from ``old_size`` to
+        ``new_size``: committed to the WAL, it outlives a killed process (a write-ahead intent)."""
+        with self.lock, self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO appends(path, ino, old_size, new_size, market_ms) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (path, ino, old_size, new_size, market_ms),
+            )
+
+    def pending_append(self, path: str) -> tuple[int, int, int, int] | None:
+        """``(ino, old_size, new_size, market_ms)`` of an append that never finished, if any."""
+        with self.lock:
+            row = self._conn.execute(
+                "SELECT ino, old_size, new_size, market_ms FROM appends WHERE path = ?", (path,)
+            ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], row[3])
+
+    def clear_append(self, path: str) -> None:
+        with self.lock, self._transaction():
+            self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
+
+    def _save_state(self, path: str, state: FileState) -> None:
+        self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO files(path, size, mtime_ns, ino, newlines, ends_newline) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (path, state.size, state.mtime_ns, state.ino, state.newlines, int(state.ends_newline)),
+        )
+
+    def replace_file(
+        self,
+        path: str,
+        text: str,
+        state: FileState,
+        *,
+        write_ms: int | None,
+        unknown_ms: int,
+    ) -> None:
+        """Re-index a whole file.
+
+        A chunk identical to one the file had before keeps that chunk's market time (its text
+        already existed then). A new chunk written through the tools gets the write's market time
+        (or its entry header's, if later); a new chunk found in a file edited by hand gets its entry
+        header's time, else ``unknown_ms``.
+        """
+        chunks = chunk_text(text)
+        with self.lock, self._transaction():
+            old = self._delete(path)
+            times = []
+            for chunk in chunks:
+                kept = old.get(chunk.digest)
+                if kept:
+                    times.append(kept.pop())
+                elif write_ms is not None:
+                    times.append(max(chunk.header_ms or 0, write_ms))
+                else:
+                    times.append(chunk.header_ms if chunk.header_ms is not None else unknown_ms)
+            self._insert(path, chunks, times)
+            self._save_state(path, state)
+
+    def append_text(
+        self, path: str, text: str, first_line: int, state: FileState, *, write_ms: int
+    ) -> None:
+        """Index text appended at ``first_line`` without touching the file's earlier chunks."""
+        chunks = chunk_text(text, first_line)
+        times = [max(chunk.header_ms or 0, write_ms) for chunk in chunks]
+        with self.lock, self._transaction():
+            self._insert(path, chunks, times)
+            self._save_state(path, state)
+
+    def remove_file(self, path: str) -> None:
+        with self.lock, self._transaction():
+            self._delete(path)
+            self._conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
+
+    def _visible(self, high: int) -> int:
+        """How many chunks were written at or before the cut-off (future ones are few to count)."""
+        future = self._conn.execute("SELECT count(*) FROM chunks WHERE id > ?", (high,)).fetchone()
+        return self._total - int(future[0])
+
+    def _frequencies(
+        self, query: Query, high: int, total: int
+    ) -> tuple[dict[str, int], dict[int, str]]:
+        """Each term's document frequency, and every match of the rare ones (at most
+        ``RARE_TERM_DF``, counted exactly); common terms' frequency is estimated from a sample."""
+        dfs: dict[str, int] = {}
+        rare_rows: dict[int, str] = {}
+        sample_low: int | None = None
+        for term, phrase in zip(query.terms, query.phrases, strict=True):
+            rows = self._conn.execute(_TERM_ROWS, (phrase, high, RARE_TERM_DF + 1)).fetchall()
+            if len(rows) <= RARE_TERM_DF:
+                dfs[term] = len(rows)
+                rare_rows.update(rows)
+                continue
+            if sample_low is None:
+                found = self._conn.execute(_NTH_CHUNK, (high, DF_SAMPLE - 1)).fetchone()
+                sample_low = 0 if found is None else found[0]
+            sampled = self._conn.execute(_COUNT_IN, (phrase, sample_low, high)).fetchone()[0]
+            size = min(DF_SAMPLE, total)
+            dfs[term] = max(RARE_TERM_DF + 1, round(total * sampled / max(size, 1)))
+        return dfs, rare_rows
+
+    def search(self, query: Query, limit: int, until_ms: int) -> list[Hit]:
+        """The best ``limit`` chunks written at or before ``until_ms``, best first.
+
+        Candidates are the ``RANK_WINDOW`` most recent matches plus every match of the query's
+        rare terms; when fewer chunks match than the window holds, that is every match.
+        """
+        high = (max(0, until_ms) << SEQ_BITS) | SEQ_MASK
+        with self.lock:
+            total = self._visible(high)
+            if total <= 0:
+                return []
+            recent = self._conn.execute(_RECENT, (query.expression, high, RANK_WINDOW)).fetchall()
+            if not recent:
+                return []
+            dfs, candidates = self._frequencies(query, high, total)
+            candidates.update(recent)
+            ranked = bm25_rank(candidates.items(), query.terms, query.short, dfs, total, limit)
+            rows = []
+            for rowid, score in ranked:
+                path, line = self._conn.execute(
+                    "SELECT path, line FROM chunks WHERE id = ?", (rowid,)
+                ).fetchone()
+                rows.append((rowid, score, path, line, candidates[rowid]))
+        hits = []
+        for rowid, score, path, line, body in rows:
+            offset, snippet = locate(body, query.terms)
+            hits.append(Hit(path, line + offset, round(score, 3), snippet, market_ms_of(rowid)))
+        return hits
+
+    def chunk_count(self) -> int:
+        with self.lock:
+            return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])

@@ -1,0 +1,111 @@
+"""The Risk Guard: runs an order intent past every rule and records each decision.
+
+The guard is the single gate between an order-creating tool and a broker. It is pure apart from the
+recorder and the rules' own latches (the daily loss limit), so it can be tested with plain values.
+
+Exits are never blocked: an intent with ``reduces_position`` set (close, reduce-only TP/SL, a sell
+that only shrinks a long) is accepted without consulting any rule, not even the allowed-symbols
+list, because refusing to reduce risk can only ever increase it. The acceptance is still recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.domain.errors import RiskRejection
+from app.risk.types import OrderIntent, RiskDecision, RiskView
+
+EXIT_REASON = "reduces an existing position; exits are never blocked"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """Why a rule refuses an order: a sentence with the numbers and the limit, plus specifics."""
+
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class RiskRule(Protocol):
+    """One entry rule. ``name`` is what ``<rule>`` shows when it refuses."""
+
+    name: str
+
+    def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
+        """Return a violation, or ``None`` when the order passes this rule."""
+        ...
+
+
+class RiskDecisionRecorder(Protocol):
+    def record(self, decision: RiskDecision) -> None:
+        """Store one decision of the guard (the audit trail)."""
+        ...
+
+
+@dataclass
+class MemoryDecisionRecorder:
+    """Keeps every decision in a list: the backtest's and the tests' recorder."""
+
+    decisions: list[RiskDecision] = field(default_factory=list)
+
+    def record(self, decision: RiskDecision) -> None:
+        self.decisions.append(decision)
+
+    @property
+    def rejected(self) -> list[RiskDecision]:
+        return [d for d in self.decisions if not d.accepted]
+
+
+class RiskGuard:
+    """Checks order intents against rules in order; the first failing rule refuses the order."""
+
+    def __init__(self, rules: Sequence[RiskRule], recorder: RiskDecisionRecorder) -> None:
+        names = [rule.name for rule in rules]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"risk rules must have distinct names; repeated: {duplicates}")
+        self.rules = tuple(rules)
+        self._recorder = recorder
+
+    def check(self, intent: OrderIntent, view: RiskView) -> None:
+        """Accept the intent or raise ``RiskRejection`` naming the rule; record either way.
+
+        Raises:
+            RiskRejection: the first rule that refuses, with its plain-words reason and details.
+        """
+        if intent.reduces_position:
+            self._record(intent, view, accepted=True, reason=EXIT_REASON)
+            return
+        for rule in self.rules:
+            violation = rule.evaluate(intent, view)
+            if violation is not None:
+                self._record(intent, view, accepted=False, rule=rule.name,
+                             reason=violation.reason)
+                raise RiskRejection(rule.name, violation.reason, violation.details)
+        self._record(intent, view, accepted=True)
+
+    def _record(
+        self,
+        intent: OrderIntent,
+        view: RiskView,
+        *,
+        accepted: bool,
+        rule: str = "",
+        reason: str = "",
+    ) -> None:
+        self._recorder.record(
+            RiskDecision(
+                now_ms=view.now_ms,
+                agent_id=intent.agent_id,
+                symbol=intent.symbol,
+                side=intent.side,
+                order_type=intent.order_type,
+                quantity=intent.quantity,
+                notional=intent.notional,
+                accepted=accepted,
+                rule=rule,
+                reason=reason,
+            )
+        )

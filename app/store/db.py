@@ -1,0 +1,150 @@
+"""SQLite connection and schema migrations for the durable ledger.
+
+The schema version lives in ``PRAGMA user_version``; ``MIGRATIONS`` is an ordered list of SQL
+steps and step *n* brings a database from version *n* to *n + 1*. Each step runs in its own
+transaction together with the version bump, so a crash during an upgrade leaves the old version
+intact, never half a schema.
+WAL mode lets the UI read while the broker writes, and makes each commit cheap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from app.domain.errors import OperationalError
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: the trading core.
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE orders (
+        seq INTEGER PRIMARY KEY,
+        order_id TEXT NOT NULL UNIQUE,
+        client_order_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        side TEXT NOT NULL,
+        order_type TEXT NOT NULL,
+        quantity TEXT NOT NULL,
+        price TEXT,
+        stop_price TEXT,
+        reduce_only INTEGER NOT NULL,
+        exit_kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        filled_quantity TEXT NOT NULL,
+        average_price TEXT,
+        fee TEXT NOT NULL,
+        fee_currency TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        triggered INTEGER NOT NULL,
+        quote_amount TEXT,
+        reserved TEXT NOT NULL,
+        UNIQUE (agent_id, client_order_id)
+    );
+    CREATE TABLE fills (
+        seq INTEGER PRIMARY KEY,
+        fill_id TEXT NOT NULL UNIQUE,
+        order_id TEXT NOT NULL REFERENCES orders(order_id),
+        agent_id TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        side TEXT NOT NULL,
+        quantity TEXT NOT NULL,
+        price TEXT NOT NULL,
+        fee TEXT NOT NULL,
+        fee_currency TEXT NOT NULL,
+        time_ms INTEGER NOT NULL,
+        realized_pnl TEXT NOT NULL,
+        is_maker INTEGER NOT NULL
+    );
+    CREATE TABLE balances (asset TEXT PRIMARY KEY, total TEXT NOT NULL);
+    CREATE TABLE positions (
+        symbol TEXT PRIMARY KEY, size TEXT NOT NULL, avg_price TEXT NOT NULL,
+        realized_pnl TEXT NOT NULL
+    );
+    CREATE TABLE equity_curve (
+        time_ms INTEGER PRIMARY KEY, equity TEXT NOT NULL, cash TEXT NOT NULL
+    );
+    CREATE TABLE risk_decisions (
+        id INTEGER PRIMARY KEY,
+        now_ms INTEGER NOT NULL, agent_id TEXT NOT NULL, symbol TEXT NOT NULL,
+        side TEXT NOT NULL, order_type TEXT NOT NULL, quantity TEXT NOT NULL,
+        notional TEXT NOT NULL, accepted INTEGER NOT NULL, rule TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
+    CREATE TABLE tool_calls (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL, tool_name TEXT NOT NULL, params_json TEXT NOT NULL,
+        status TEXT NOT NULL, error_code TEXT, result_xml TEXT NOT NULL,
+        started_ms INTEGER NOT NULL, duration_ms REAL NOT NULL
+    );
+    """,
+    # 1 -> 2: per-agent holdings (capital budgets) and lookup indexes.
+    """
+    CREATE TABLE holdings (
+        agent_id TEXT NOT NULL, symbol TEXT NOT NULL, size TEXT NOT NULL, cost TEXT NOT NULL,
+        PRIMARY KEY (agent_id, symbol)
+    );
+    CREATE INDEX fills_symbol_time ON fills (symbol, time_ms);
+    CREATE INDEX orders_open ON orders (status, symbol);
+    CREATE INDEX tool_calls_agent ON tool_calls (agent_id, started_ms);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
+    """Open (or create) a ledger database, in WAL mode, migrated to the current schema.
+
+    Args:
+        durable: ``synchronous=FULL`` (every commit survives power loss) when true; NORMAL
+            (survives a killed process, the OS may lose the last commits) otherwise.
+
+    Raises:
+        OperationalError: the file is not a database, or was written by a newer Kestrel.
+    """
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        raise OperationalError(f"cannot open the ledger {path}: {exc}") from exc
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply the missing migration steps up to ``target``; return the resulting version.
+
+    Raises:
+        OperationalError: the database is newer than this code knows.
+    """
+    current = schema_version(conn)
+    if current > SCHEMA_VERSION:
+        raise OperationalError(
+            f"the ledger has schema version {current} but this Kestrel knows only up to "
+            f"{SCHEMA_VERSION}; upgrade Kestrel to open it"
+        )
+    for version in range(current, target):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version + 1}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return schema_version(conn)
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]

@@ -1,0 +1,223 @@
+"""Indicator Tools (TOOLS_PART_B.md section 2): calculate, list and describe technical indicators.
+
+The handlers only translate between the protocol and the indicator layer: the catalogue validates
+names and parameters, the engine computes (cached in a replay), and values leave as decimal strings
+of ten significant digits, so a model never reads float noise such as ``0.30000000000000004``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from app.domain.errors import InvalidParameterError
+from app.domain.market import is_interval
+from app.indicators.engine import IndicatorEngine, IndicatorValues
+from app.indicators.model import (
+    CATEGORIES,
+    IndicatorDef,
+    bind_params,
+    describe_values,
+    format_number,
+)
+from app.market.port import MarketData
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+
+GROUP = "Indicator Tools"
+SIGNIFICANT_DIGITS = 10
+MAX_VALUES = 500
+
+_CALCULATE_RETURNS = """
+<indicator_data name="MACD" symbol="BTC/USDT" interval="1h" params="fast=12,slow=26,signal=9">
+    <point timestamp_ms="1700000000000" macd="35.1" signal="12.4" histogram="22.7" />
+    <point timestamp_ms="1700003600000" macd="36.0" signal="17.0" histogram="19.0" />
+</indicator_data>
+"""
+
+_LIST_RETURNS = """
+<indicators>
+    <indicator name="MACD" category="momentum" outputs="macd,signal,histogram" />
+    <indicator name="RSI" category="momentum" outputs="value" />
+</indicators>
+"""
+
+_DESCRIBE_RETURNS = """
+<indicator name="RSI" category="momentum" description="Relative Strength Index, 0-100 ..." outputs="value" min_bars="15">
+    <param name="length" type="int" default="14" min="2" max="500" description="Look-back in bars." />
+</indicator>
+"""  # noqa: E501 - an example payload, kept on one line as the model will see it
+
+
+def indicator_number(value: float) -> str | Decimal:
+    """Ten significant digits as an exact Decimal (rendered without exponent), or ``NaN``."""
+    if math.isnan(value):
+        return "NaN"
+    return Decimal(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def render_values(values: IndicatorValues) -> Element:
+    """The ``<indicator_data>`` payload: one ``<point>`` per bar, newest last."""
+    names = list(values.columns)
+    columns = [values.columns[name] for name in names]
+    points = []
+    for row, stamp in enumerate(values.timestamps):
+        attrs: dict[str, Any] = {"timestamp_ms": int(stamp)}
+        for name, column in zip(names, columns, strict=True):
+            attrs[name] = indicator_number(float(column[row]))
+        points.append(el("point", **attrs))
+    return el(
+        "indicator_data",
+        None,
+        *points,
+        name=values.indicator.name,
+        symbol=values.symbol,
+        interval=values.interval,
+        params=describe_values(values.params),
+    )
+
+
+def _summary(indicator: IndicatorDef) -> Element:
+    return el(
+        "indicator",
+        name=indicator.name,
+        category=indicator.category,
+        outputs=",".join(indicator.output_names),
+    )
+
+
+def _description(indicator: IndicatorDef) -> Element:
+    params = [
+        el(
+            "param",
+            name=param.name,
+            type=param.type_name,
+            default=format_number(param.default),
+            min=format_number(param.minimum),
+            max=format_number(param.maximum),
+            description=param.description,
+        )
+        for param in indicator.params
+    ]
+    return el(
+        "indicator",
+        None,
+        *params,
+        name=indicator.name,
+        category=indicator.category,
+        description=indicator.description,
+        outputs=",".join(indicator.output_names),
+        min_bars=int(indicator.min_bars(indicator.defaults())),
+    )
+
+
+def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[ToolSpec]:
+    """The three indicator tools, closing over one market and one engine (and its cache)."""
+    catalogue = engine.catalogue
+
+    async def calculate(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        indicator = catalogue.get(args["indicator_name"])
+        params = bind_params(indicator, args.get("params") or {})
+        interval = args["interval"]
+        if not is_interval(interval):
+            raise InvalidParameterError(
+                f"Parameter <interval> must be an interval such as 1m, 15m, 1h, 4h or 1d, got "
+                f"{interval!r}.",
+                details={"parameter": "interval", "got": interval},
+            )
+        values = await engine.latest(
+            market, args["symbol"], interval, indicator, params, args["values"]
+        )
+        return render_values(values)
+
+    async def list_all(ctx: AgentContext, args: dict[str, Any]) -> Sequence[Element]:
+        chosen = catalogue.in_category(args.get("category"))
+        return [el("indicators", None, *(_summary(indicator) for indicator in chosen))]
+
+    async def describe(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        return _description(catalogue.get(args["indicator_name"]))
+
+    name_param = ParamSpec(
+        "indicator_name",
+        ParamType.STRING,
+        "Indicator id, case-insensitive, e.g. RSI, MACD, BBANDS, EMA (see "
+        "list_technical_indicators)",
+        required=True,
+        max_length=40,
+    )
+    return [
+        ToolSpec(
+            name="calculate_technical_indicator",
+            group=GROUP,
+            description=(
+                "Calculate a technical indicator on the candles visible now and return its most "
+                "recent values, newest last, one attribute per output column (e.g. MACD gives "
+                "macd, signal, histogram). The value at a bar uses that bar and earlier bars only. "
+                "Parameters you omit take their documented defaults; the result's params attribute "
+                "lists every parameter used. A value undefined at a bar (e.g. a division by a zero "
+                "range in a flat market) is shown as NaN. Errors: UNKNOWN_INDICATOR (with the "
+                "closest names), INVALID_PARAMETER (unknown parameter, wrong type or out of its "
+                "range), INSUFFICIENT_DATA (fewer bars than the indicator needs)."
+            ),
+            params=(
+                ParamSpec("symbol", ParamType.STRING, 'Market symbol, e.g. "BTC/USDT"',
+                          required=True, max_length=40),
+                ParamSpec("interval", ParamType.STRING, 'Candle interval, e.g. "1h"',
+                          required=True, max_length=8),
+                name_param,
+                ParamSpec(
+                    "params",
+                    ParamType.MAP,
+                    "Indicator parameters by name, e.g. length (period is accepted for it); "
+                    "describe_technical_indicator lists each one with its default and range",
+                    item_tag="param",
+                    example="length",
+                ),
+                ParamSpec(
+                    "values",
+                    ParamType.INTEGER,
+                    "How many most recent values to return (current and previous by default)",
+                    default=2,
+                    minimum=1,
+                    maximum=MAX_VALUES,
+                ),
+            ),
+            permission=Permission.INDICATOR,
+            handler=calculate,
+            returns=_CALCULATE_RETURNS,
+        ),
+        ToolSpec(
+            name="list_technical_indicators",
+            group=GROUP,
+            description=(
+                "List every technical indicator calculate_technical_indicator accepts, with its "
+                "category and output columns."
+            ),
+            params=(
+                ParamSpec(
+                    "category",
+                    ParamType.ENUM,
+                    "Only indicators of this category",
+                    choices=CATEGORIES,
+                ),
+            ),
+            permission=Permission.INDICATOR,
+            handler=list_all,
+            returns=_LIST_RETURNS,
+        ),
+        ToolSpec(
+            name="describe_technical_indicator",
+            group=GROUP,
+            description=(
+                "Describe one technical indicator: what it measures, its output columns, the bars "
+                "it needs before its first value (min_bars, at default parameters) and each "
+                "parameter with its type, default and allowed range."
+            ),
+            params=(name_param,),
+            permission=Permission.INDICATOR,
+            handler=describe,
+            returns=_DESCRIBE_RETURNS,
+        ),
+    ]

@@ -1,0 +1,326 @@
+"""Agent memory tools (Part C §4 and Part B §4b) over one ``MemoryBank``.
+
+The calling agent is always ``AgentContext.agent_id``: no tool takes an agent or a folder outside
+the caller's own, so the sandbox does not depend on the model behaving. Blocking work (files, fsync,
+SQLite) runs in a worker thread inside the bank's ``a``-methods, which also announce every change on
+the event bus.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import yaml
+
+from app.domain.clock import ms_to_iso
+from app.domain.errors import InvalidParameterError
+from app.memory.bank import MemoryBank
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+
+GROUP = "Agent Memory Tools"
+LIST_MAX_FILES = 1000
+TYPE_HINTS = ("YAML", "MARKDOWN", "TEXT")
+
+FILE_PATH = ParamSpec(
+    "file_path",
+    ParamType.STRING,
+    "Relative path inside your own memory folder, e.g. 'notes/BTCUSDT_plan.md' or "
+    "'market_beliefs/BTCUSDT_context.yaml'",
+    required=True,
+    max_length=1024,
+)
+
+
+def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
+    """With a hint, the content must be UTF-8 text, and YAML must parse: refuse before writing."""
+    if hint is None:
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError(
+            f"<file_type_hint> is {hint} but the decoded content is not UTF-8 text (byte "
+            f"{exc.start}). Encode the text as UTF-8 before base64.",
+            details={"parameter": "content_base64", "path": path},
+        ) from None
+    if hint == "YAML":
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise InvalidParameterError(
+                f"<file_type_hint> is YAML but the content is not valid YAML{where}: "
+                f"{getattr(exc, 'problem', None) or exc}. Nothing was written.",
+                details={"parameter": "content_base64", "path": path},
+            ) from None
+
+
+def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
+    """The seven memory tools, each acting on the calling agent's own memory folder."""
+
+    async def read_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        content = await bank.aread_file(ctx.agent_id, args["file_path"])
+        return el(
+            "memory_file_content",
+            None,
+            el("content_base64", base64.b64encode(content.data).decode("ascii")),
+            el("file_exists", content.exists),
+            el("file_type_hint", content.type_hint),
+            file_path_read=content.path,
+        )
+
+    async def write_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        data: bytes = args["content_base64"]
+        _check_text_hint(args["file_type_hint"], data, args["file_path"])
+        outcome = await bank.awrite_file(ctx.agent_id, args["file_path"], data)
+        return el(
+            "memory_file_written",
+            file_path_written=outcome.path,
+            status_message="File saved successfully.",
+        )
+
+    async def append_to_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        outcome = await bank.aappend_file(
+            ctx.agent_id,
+            args["file_path"],
+            args["content_to_append_base64"],
+            ensure_newline=args["ensure_newline_before_append"],
+        )
+        return el(
+            "memory_file_appended",
+            file_path_appended=outcome.path,
+            status_message="Content appended successfully.",
+        )
+
+    async def log_journal_entry(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        outcome = await bank.alog_journal_entry(ctx.agent_id, args["content"])
+        return el(
+            "journal_entry_logged",
+            file_path=outcome.path,
+            line=outcome.line,
+            time_ms=outcome.market_ms,
+            time_iso=ms_to_iso(outcome.market_ms),
+            status_message="Journal entry logged.",
+        )
+
+    async def write_note(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        outcome = await bank.awrite_note(ctx.agent_id, args["key"], args["content"])
+        return el(
+            "note_written",
+            key=args["key"],
+            file_path=outcome.path,
+            status_message="Note saved successfully.",
+        )
+
+    async def recall_memory(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        hits = await bank.arecall(ctx.agent_id, args["query"], args["limit"])
+        return el(
+            "memories",
+            None,
+            *(
+                el("memory", hit.snippet, source=hit.path, line=hit.line, score=hit.score)
+                for hit in hits
+            ),
+        )
+
+    async def list_agent_memory_files(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        files = await bank.alist_files(ctx.agent_id, args["folder"] or "")
+        shown = files[:LIST_MAX_FILES]
+        return el(
+            "memory_files",
+            None,
+            *(
+                el("file", path=f.path, size=f.size, modified_iso=ms_to_iso(f.modified_ms))
+                for f in shown
+            ),
+            truncated=True if len(files) > len(shown) else None,
+        )
+
+    return [
+        ToolSpec(
+            name="read_agent_memory_file",
+            group=GROUP,
+            description=(
+                "Reads a file (typically YAML or Markdown) from your own memory folder. A missing "
+                "file is not an error: it returns empty content with file_exists false."
+            ),
+            params=(FILE_PATH,),
+            permission=Permission.MEMORY,
+            handler=read_agent_memory_file,
+            returns=(
+                '<memory_file_content file_path_read="string">\n'
+                "    <content_base64>string_base64_encoded</content_base64>\n"
+                "    <file_exists>boolean</file_exists>\n"
+                "    <file_type_hint>YAML|MARKDOWN|TEXT|UNKNOWN</file_type_hint>\n"
+                "</memory_file_content>"
+            ),
+        ),
+        ToolSpec(
+            name="write_agent_memory_file",
+            group=GROUP,
+            description=(
+                "Writes (or overwrites) a file in your memory folder, creating subfolders as "
+                "needed. The file is replaced atomically: readers see the old or the new content."
+            ),
+            params=(
+                FILE_PATH,
+                ParamSpec(
+                    "content_base64",
+                    ParamType.BASE64,
+                    "The content to write, base64 encoded (at most 1 MiB once decoded)",
+                    required=True,
+                ),
+                ParamSpec(
+                    "file_type_hint",
+                    ParamType.ENUM,
+                    "A hint about the file type; with YAML the content must parse as YAML",
+                    choices=TYPE_HINTS,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=write_agent_memory_file,
+            returns=(
+                '<memory_file_written file_path_written="string" '
+                'status_message="File saved successfully." />'
+            ),
+        ),
+        ToolSpec(
+            name="append_to_agent_memory_file",
+            group=GROUP,
+            description=(
+                "Appends content to a file in your memory folder (created if it does not exist). "
+                "Content is appended as whole lines: a final newline is added if missing."
+            ),
+            params=(
+                FILE_PATH,
+                ParamSpec(
+                    "content_to_append_base64",
+                    ParamType.BASE64,
+                    "The content to append, base64 encoded",
+                    required=True,
+                ),
+                ParamSpec(
+                    "ensure_newline_before_append",
+                    ParamType.BOOLEAN,
+                    "Adds a newline before appending if the file is not empty and does not end "
+                    "with one",
+                    default=True,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=append_to_agent_memory_file,
+            returns=(
+                '<memory_file_appended file_path_appended="string" '
+                'status_message="Content appended successfully." />'
+            ),
+        ),
+        ToolSpec(
+            name="log_journal_entry",
+            group=GROUP,
+            description=(
+                "Appends a timestamped entry to today's journal, journal/YYYY-MM-DD.md (the "
+                "market date: in a backtest, the simulated day)."
+            ),
+            params=(
+                ParamSpec(
+                    "content",
+                    ParamType.STRING,
+                    "What you observed, decided or learned, in plain text (not base64)",
+                    required=True,
+                    max_length=65536,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=log_journal_entry,
+            returns=(
+                '<journal_entry_logged file_path="journal/2024-02-20.md" line="12" '
+                'time_ms="1708437600000" time_iso="2024-02-20T14:00:00Z" '
+                'status_message="Journal entry logged." />'
+            ),
+        ),
+        ToolSpec(
+            name="write_note",
+            group=GROUP,
+            description="Creates or overwrites the topic note notes/{key}.md.",
+            params=(
+                ParamSpec(
+                    "key",
+                    ParamType.STRING,
+                    "The note's name: letters, digits, '_', '-' and '.', e.g. 'position_BTCUSDT'",
+                    required=True,
+                    max_length=120,
+                ),
+                ParamSpec(
+                    "content",
+                    ParamType.STRING,
+                    "The whole note, in plain text or Markdown (not base64)",
+                    required=True,
+                    max_length=262144,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=write_note,
+            returns=(
+                '<note_written key="position_BTCUSDT" file_path="notes/position_BTCUSDT.md" '
+                'status_message="Note saved successfully." />'
+            ),
+        ),
+        ToolSpec(
+            name="recall_memory",
+            group=GROUP,
+            description=(
+                "Searches every file of your memory (journal, notes, logs, YAML) and returns the "
+                "best-ranked snippets with their file, line and score. Words, symbols such as "
+                "BTC/USDT, numbers and Chinese text all work."
+            ),
+            params=(
+                ParamSpec(
+                    "query",
+                    ParamType.STRING,
+                    "What to look for, e.g. 'BTC/USDT RSI oversold stop loss'",
+                    required=True,
+                    max_length=1000,
+                ),
+                ParamSpec(
+                    "limit",
+                    ParamType.INTEGER,
+                    "How many snippets to return",
+                    default=5,
+                    minimum=1,
+                    maximum=50,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=recall_memory,
+            returns=(
+                "<memories>\n"
+                '    <memory source="journal/2024-02-20.md" line="4" score="2.31">'
+                "snippet</memory>\n"
+                "</memories>"
+            ),
+        ),
+        ToolSpec(
+            name="list_agent_memory_files",
+            group=GROUP,
+            description="Lists the files of your memory folder, or of one folder inside it.",
+            params=(
+                ParamSpec(
+                    "folder",
+                    ParamType.STRING,
+                    "A folder inside your memory, e.g. 'journal'; omit for everything",
+                    max_length=1024,
+                ),
+            ),
+            permission=Permission.MEMORY,
+            handler=list_agent_memory_files,
+            returns=(
+                "<memory_files>\n"
+                '    <file path="journal/2024-02-20.md" size="1840" '
+                'modified_iso="2024-02-20T15:02:11Z" />\n'
+                "</memory_files>"
+            ),
+        ),
+    ]

@@ -1,0 +1,249 @@
+"""Trading tools (Part B §3.3, 3.4, 3.7, 3.8): create and cancel orders, TP/SL exits, close.
+
+Every tool that creates an order builds an ``OrderIntent`` and passes the Risk Guard before the
+broker sees anything; the broker is only reached through ``_place``, which calls the guard first.
+A repeated ``client_order_id`` returns the order already placed without a second guard decision,
+because nothing new would reach the broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any, Protocol
+
+from app.domain.errors import InvalidOrderError, InvalidParameterError, MissingParameterError
+from app.domain.trading import ExitKind, Order, OrderType, Side
+from app.exchange.port import OrderRequest, TradingBroker
+from app.risk.types import OrderIntent, RiskView
+from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+
+GROUP = "Trading Tools"
+
+
+class Guard(Protocol):
+    def check(self, intent: OrderIntent, view: RiskView) -> None:
+        """Return when the order may go ahead; raise ``RiskRejection`` when it may not."""
+        ...
+
+
+def _decimal(name: str, description: str) -> ParamSpec:
+    return ParamSpec(name, ParamType.DECIMAL, description)
+
+
+def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
+    """The order-placing tools bound to one broker and the Risk Guard in front of it."""
+
+    async def _place(req: OrderRequest) -> Order:
+        """The only path to ``broker.create_order``: validate, ask the guard, then place."""
+        symbol, quantity, ref = await broker.precheck(req)
+        reduces = req.reduce_only or (
+            req.side is Side.SELL and quantity <= broker.position_size(symbol)
+        )
+        intent = OrderIntent(
+            agent_id=req.agent_id, symbol=symbol, side=req.side, order_type=req.order_type,
+            quantity=quantity, reference_price=ref, price=req.price, stop_price=req.stop_price,
+            reduces_position=reduces, exit_kind=req.exit_kind,
+        )
+        guard.check(intent, broker.risk_view())
+        return await broker.create_order(req)
+
+    def _created(order: Order, tag: str = "order_created") -> Element:
+        rules = broker.market_rules(order.symbol)
+        return el(
+            tag, None, order_id=order.order_id, client_order_id=order.client_order_id,
+            symbol=order.symbol, status=order.status.value,
+            quantity=amount(order.quantity, rules),
+            filled_quantity=amount(order.filled_quantity, rules),
+            average_price=price(order.average_price, rules), fee=money(order.fee),
+            fee_currency=order.fee_currency,
+        )
+
+    async def create_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        client_id = args["client_order_id"]
+        if client_id:
+            existing = broker.find_order(ctx.agent_id, client_id)
+            if existing is not None:
+                return _created(existing)
+        quantity, quote_amount = args["quantity"], args["quote_amount"]
+        if (quantity is None) == (quote_amount is None):
+            raise (MissingParameterError if quantity is None else InvalidParameterError)(
+                "Give exactly one of <quantity> (base amount) or <quote_amount> (quote currency "
+                "to spend), not " + ("neither." if quantity is None else "both."),
+                details={"parameter": "quantity"},
+            )
+        req = OrderRequest(
+            agent_id=ctx.agent_id, symbol=args["symbol"], side=Side(args["side"]),
+            order_type=OrderType(args["order_type"]), quantity=quantity or Decimal(0),
+            price=args["price"], stop_price=args["stop_price"], client_order_id=client_id,
+            reason=args["reason"], quote_amount=quote_amount,
+        )
+        return _created(await _place(req))
+
+    async def cancel_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        if not args["order_id"] and not args["client_order_id"]:
+            raise MissingParameterError(
+                "<cancel_order> needs <order_id> (or <client_order_id>) to say which order.",
+                details={"parameter": "order_id"},
+            )
+        order = await broker.cancel_order(
+            ctx.agent_id, broker.canonical_symbol(args["symbol"]),
+            args["order_id"] or None, args["client_order_id"] or None,
+        )
+        return el("order_cancelled", None, order_id=order.order_id, status=order.status.value)
+
+    def _held(symbol: str) -> Decimal:
+        size = broker.position_size(symbol)
+        if size <= 0:
+            raise InvalidOrderError(
+                f"There is no open {symbol} position to protect or close.",
+                details={"symbol": symbol, "size": "0"},
+            )
+        return size
+
+    async def set_position_tp_sl_orders(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        symbol = broker.canonical_symbol(args["symbol"])
+        take_profit, stop_loss = args["take_profit_price"], args["stop_loss_price"]
+        if take_profit is None and stop_loss is None:
+            raise MissingParameterError(
+                "Give <take_profit_price>, <stop_loss_price> or both.",
+                details={"parameter": "take_profit_price"},
+            )
+        size = _held(symbol)
+        last = await broker.last_price(symbol)
+        if take_profit is not None and take_profit <= last:
+            raise InvalidOrderError(
+                f"take_profit_price {take_profit} must be above the last price {last} for a long "
+                "position; at or below it, it would sell at once.",
+                details={"field": "take_profit_price", "last_price": str(last)},
+            )
+        if stop_loss is not None and stop_loss >= last:
+            raise InvalidOrderError(
+                f"stop_loss_price {stop_loss} must be below the last price {last} for a long "
+                "position; at or above it, it would sell at once.",
+                details={"field": "stop_loss_price", "last_price": str(last)},
+            )
+        requests = []
+        if take_profit is not None:
+            requests.append(OrderRequest(
+                ctx.agent_id, symbol, Side.SELL, OrderType.LIMIT, size, price=take_profit,
+                reduce_only=True, exit_kind=ExitKind.TAKE_PROFIT, reason="take profit",
+            ))
+        if stop_loss is not None:
+            requests.append(OrderRequest(
+                ctx.agent_id, symbol, Side.SELL, OrderType.STOP, size, stop_price=stop_loss,
+                reduce_only=True, exit_kind=ExitKind.STOP_LOSS, reason="stop loss",
+            ))
+        for req in requests:
+            await broker.precheck(req)  # everything valid before the old exits go
+        for old in await broker.open_orders(ctx.agent_id, symbol):
+            if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS):
+                await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
+        placed = {req.exit_kind: await _place(req) for req in requests}
+        tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
+        return el(
+            "tp_sl_set", None, symbol=symbol,
+            take_profit_order_id=tp.order_id if tp else None,
+            stop_loss_order_id=sl.order_id if sl else None,
+        )
+
+    async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        symbol = broker.canonical_symbol(args["symbol"])
+        _held(symbol)
+        for old in await broker.open_orders(ctx.agent_id, symbol):
+            if old.side is Side.SELL and not old.reduce_only:
+                await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
+        req = OrderRequest(
+            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, broker.position_size(symbol),
+            reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",
+        )
+        return _created(await _place(req))
+
+    specs: Sequence[ToolSpec] = (
+        ToolSpec(
+            name="create_order",
+            group=GROUP,
+            description=(
+                "Places a spot order after the Risk Guard accepts it. MARKET fills at the next "
+                "bar's open; LIMIT/STOP/STOP_LIMIT wait for their price. Give quantity (base "
+                "amount) or quote_amount (quote currency to spend, fee included). Sells can only "
+                "reduce what you hold (long-only)."
+            ),
+            params=(
+                SYMBOL_REQUIRED,
+                ParamSpec("side", ParamType.ENUM, "BUY or SELL", required=True,
+                          choices=("BUY", "SELL")),
+                ParamSpec("order_type", ParamType.ENUM, "Default MARKET", default="MARKET",
+                          choices=("MARKET", "LIMIT", "STOP", "STOP_LIMIT")),
+                _decimal("quantity", "Base-currency amount; or give quote_amount instead"),
+                _decimal("quote_amount", "Spend this much quote currency (fee included)"),
+                _decimal("price", "Limit price; required for LIMIT and STOP_LIMIT"),
+                _decimal("stop_price", "Trigger price; required for STOP and STOP_LIMIT"),
+                ParamSpec("client_order_id", ParamType.STRING,
+                          "Your id for the order; repeating it returns the same order",
+                          default="", max_length=64),
+                ParamSpec("reason", ParamType.STRING, "One-line rationale kept with the order",
+                          default="", max_length=500),
+            ),
+            permission=Permission.TRADE,
+            handler=create_order,
+            returns=(
+                '<order_created order_id="P00000001" client_order_id="c1" status="SUBMITTED" '
+                'filled_quantity="0" fee="0" fee_currency="USDT" />'
+            ),
+        ),
+        ToolSpec(
+            name="cancel_order",
+            group=GROUP,
+            description="Cancels one of your own open orders.",
+            params=(
+                SYMBOL_REQUIRED,
+                ParamSpec("order_id", ParamType.STRING, "The order's id", default="",
+                          max_length=64),
+                ParamSpec("client_order_id", ParamType.STRING, "Or your client order id",
+                          default="", max_length=64),
+            ),
+            permission=Permission.TRADE,
+            handler=cancel_order,
+            returns='<order_cancelled order_id="P00000001" status="CANCELLED" />',
+        ),
+        ToolSpec(
+            name="set_position_tp_sl_orders",
+            group=GROUP,
+            description=(
+                "Places (or replaces) reduce-only take-profit and/or stop-loss exits for the "
+                "whole open position; when one fills the other is cancelled."
+            ),
+            params=(
+                SYMBOL_REQUIRED,
+                _decimal("take_profit_price", "Sell everything when the price reaches this"),
+                _decimal("stop_loss_price", "Sell everything when the price falls to this"),
+            ),
+            permission=Permission.TRADE,
+            handler=set_position_tp_sl_orders,
+            returns=(
+                '<tp_sl_set symbol="BTC/USDT" take_profit_order_id="P00000003" '
+                'stop_loss_order_id="P00000004" />'
+            ),
+        ),
+        ToolSpec(
+            name="close_position",
+            group=GROUP,
+            description="Market-sells the whole open position of a symbol at the next bar's open.",
+            params=(
+                SYMBOL_REQUIRED,
+                ParamSpec("reason", ParamType.STRING, "One-line rationale", default="",
+                          max_length=500),
+            ),
+            permission=Permission.TRADE,
+            handler=close_position,
+            returns=(
+                '<order_created order_id="P00000005" client_order_id="auto-P00000005" '
+                'symbol="BTC/USDT" status="SUBMITTED" quantity="0.5" filled_quantity="0" '
+                'fee="0" fee_currency="USDT" />'
+            ),
+        ),
+    )
+    return list(specs)

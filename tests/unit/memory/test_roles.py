@@ -1,0 +1,223 @@
+"""Role layouts: the Trader's and Analyst's files are valid YAML that loads back into schemas."""
+
+import asyncio
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from app.domain.trading import Side
+from app.memory.bank import MemoryBank
+from app.memory.role_store import (
+    append_analysis,
+    load_analysis_log,
+    load_assessment,
+    load_performance,
+    load_trades,
+    record_trade,
+    update_assessment,
+)
+from app.memory.roles import (
+    AnalysisEntry,
+    MarketAssessment,
+    PerformanceSummary,
+    Signal,
+    SymbolAssessment,
+    TradeRecord,
+    TradesFile,
+    load_yaml,
+    parse_analysis_log,
+    performance_path,
+    render_analysis_entry,
+    symbol_key,
+    to_yaml,
+    trades_path,
+)
+
+TRADER = "trader-1"
+ANALYST = "analyst-1"
+
+
+def trade(trade_id: str, pnl: str | None, reflection: str | None = None) -> TradeRecord:
+    return TradeRecord(
+        trade_id=trade_id,
+        side=Side.BUY,
+        quantity=Decimal("0.5"),
+        entry_price=Decimal("43000.5"),
+        opened_at="2024-02-20T14:00:00Z",
+        exit_price=None if pnl is None else Decimal("43100"),
+        closed_at=None if pnl is None else "2024-02-20T18:00:00Z",
+        realized_pnl=None if pnl is None else Decimal(pnl),
+        signal_source=ANALYST,
+        signal="RSI(14)=27 oversold + MACD bullish cross",
+        confidence=Decimal("0.7"),
+        reasoning="Past RSI<30 entries on BTC/USDT won 3 of 4.",
+        reflection=reflection,
+        order_ids=["o-1"],
+    )
+
+
+def test_symbols_map_to_per_symbol_folders() -> None:
+    assert symbol_key("BTC/USDT") == "BTCUSDT"
+    assert symbol_key("btc/usdt:usdt") == "BTCUSDT_USDT"
+    assert trades_path("ETH/USDT") == "symbols/ETHUSDT/trades.yaml"
+    assert performance_path("ETH/USDT") == "symbols/ETHUSDT/performance_summary.yaml"
+    with pytest.raises(ValueError):
+        symbol_key("../x")
+
+
+def test_trader_files_are_valid_yaml_that_loads_back(bank: MemoryBank) -> None:
+    async def scenario() -> None:
+        await record_trade(bank, TRADER, "BTC/USDT", trade("t1", None))
+        await record_trade(bank, TRADER, "BTC/USDT", trade("t1", "49.75", "Exit was early."))
+        await record_trade(bank, TRADER, "BTC/USDT", trade("t2", "-20"))
+        await record_trade(bank, TRADER, "BTC/USDT", trade("t3", None))
+
+    asyncio.run(scenario())
+    raw = bank.read_file(TRADER, "symbols/BTCUSDT/trades.yaml").data.decode()
+    plain = yaml.safe_load(raw)
+    assert plain["symbol"] == "BTC/USDT" and plain["schema_version"] == 1
+    assert plain["trades"][0]["entry_price"] == "43000.5"  # decimals as strings, never floats
+    trades = asyncio.run(load_trades(bank, TRADER, "BTC/USDT"))
+    assert [t.trade_id for t in trades.trades] == ["t1", "t2", "t3"]
+    assert trades.trades[0].realized_pnl == Decimal("49.75")
+    summary = asyncio.run(load_performance(bank, TRADER, "BTC/USDT"))
+    assert summary is not None
+    assert (summary.total_trades, summary.open_trades, summary.wins, summary.losses) == (3, 1, 1, 1)
+    assert summary.net_pnl == Decimal("29.75")
+    assert summary.win_rate_pct == Decimal("50.00")
+    assert summary.profit_factor == Decimal("2.4875")
+    assert summary.max_consecutive_losses == 1
+    assert summary.lessons == ["Exit was early."]
+    assert summary.updated_at == "2024-02-20T14:00:00Z"
+
+
+def test_a_trader_without_history_gets_empty_files() -> None:
+    empty = TradesFile(symbol="SOL/USDT")
+    assert load_yaml(TradesFile, to_yaml(empty)) == empty
+
+
+def test_analyst_log_entries_append_and_parse_back(bank: MemoryBank) -> None:
+    entries = [
+        AnalysisEntry(
+            time="2024-02-20T14:00:00Z",
+            symbol="BTC/USDT",
+            interval="1h",
+            signal=Signal.BUY,
+            confidence=Decimal("0.72"),
+            indicators={"RSI(14)": "28.4", "MACD.histogram": "12.1"},
+            observations="Three red candles on falling volume, then a hammer.",
+            reasoning="Oversold with bullish divergence.\n## not a header inside the yaml",
+            dispatched_to=TRADER,
+        ),
+        AnalysisEntry(
+            time="2024-02-20T15:00:00Z",
+            symbol="ETH/USDT",
+            interval="4h",
+            signal=Signal.HOLD,
+            confidence=Decimal("0.4"),
+        ),
+    ]
+
+    async def scenario() -> list[AnalysisEntry]:
+        for entry in entries:
+            await append_analysis(bank, ANALYST, entry)
+        return await load_analysis_log(bank, ANALYST)
+
+    assert asyncio.run(scenario()) == entries
+    text = bank.read_file(ANALYST, "analysis_log.md").data.decode()
+    assert "## 2024-02-20T14:00:00Z · BTC/USDT 1h · BUY (confidence 0.72)" in text
+    assert bank.recall(ANALYST, "hammer")[0].path == "analysis_log.md"
+
+
+def test_a_damaged_analysis_log_names_the_entry_line() -> None:
+    good = render_analysis_entry(
+        AnalysisEntry(
+            time="2024-02-20T14:00:00Z",
+            symbol="BTC/USDT",
+            interval="1h",
+            signal=Signal.NONE,
+            confidence=Decimal("0"),
+        )
+    )
+    broken = good + "\n## 2024-02-20T15:00:00Z · edited by hand\nno yaml here\n"
+    with pytest.raises(ValueError, match="line"):
+        parse_analysis_log(broken)
+
+
+def test_market_assessment_keeps_every_symbol_and_loads_back(bank: MemoryBank) -> None:
+    btc = SymbolAssessment(
+        trend="UP",
+        regime="trending, ADX 31",
+        bias=Signal.BUY,
+        confidence=Decimal("0.65"),
+        support=[Decimal("42000"), Decimal("41250.5")],
+        resistance=[Decimal("44800")],
+        indicators={"EMA(50)": "42710.2"},
+        summary="Higher lows since Monday.",
+        assessed_at="2024-02-20T14:00:00Z",
+    )
+    eth = btc.model_copy(update={"trend": "SIDEWAYS", "bias": Signal.HOLD})
+
+    async def scenario() -> MarketAssessment | None:
+        await update_assessment(bank, ANALYST, "BTC/USDT", btc)
+        await update_assessment(bank, ANALYST, "ETH/USDT", eth)
+        return await load_assessment(bank, ANALYST)
+
+    loaded = asyncio.run(scenario())
+    assert loaded is not None
+    assert loaded.symbols == {"BTC/USDT": btc, "ETH/USDT": eth}
+    raw = yaml.safe_load(bank.read_file(ANALYST, "current_market_assessment.yaml").data)
+    assert raw["symbols"]["BTC/USDT"]["support"] == ["42000", "41250.5"]
+
+
+@pytest.mark.parametrize(
+    ("model", "data"),
+    [
+        (
+            TradeRecord,
+            {
+                "trade_id": "x",
+                "side": "BUY",
+                "quantity": "-1",
+                "entry_price": "1",
+                "opened_at": "2024-02-20T14:00:00Z",
+            },
+        ),
+        (
+            TradeRecord,
+            {
+                "trade_id": "x",
+                "side": "LONG",
+                "quantity": "1",
+                "entry_price": "1",
+                "opened_at": "2024-02-20T14:00:00Z",
+            },
+        ),
+        (
+            TradeRecord,
+            {
+                "trade_id": "x",
+                "side": "BUY",
+                "quantity": "1",
+                "entry_price": "1",
+                "opened_at": "yesterday",
+            },
+        ),
+        (
+            PerformanceSummary,
+            {
+                "symbol": "X",
+                "updated_at": "2024-02-20T14:00:00Z",
+                "total_trades": 1,
+                "open_trades": 0,
+                "wins": 0,
+                "losses": 1,
+                "surprise": True,
+            },
+        ),
+    ],
+)
+def test_off_schema_documents_are_refused(model, data) -> None:
+    with pytest.raises(ValueError):
+        load_yaml(model, yaml.safe_dump(data))

@@ -1,0 +1,128 @@
+"""What the parser accepts: thinking plus one call, a text answer, and the nodes a call carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.errors import ErrorCode
+from app.tools.protocol.parser import ParamNode, parse_response
+from tests.unit.protocol.timing import fastest_of
+
+KNOWN = ("get_order_book", "get_current_ticker_info", "create_order")
+
+
+def test_thinking_then_call_gives_both() -> None:
+    parsed = parse_response(
+        "<thinking>\nSpread looks wide; check depth.\n</thinking>\n\n"
+        "<get_order_book>\n    <symbol>BTC/USDT</symbol>\n    <limit>20</limit>\n"
+        "</get_order_book>\n",
+        KNOWN,
+    )
+    assert parsed.thinking == "Spread looks wide; check depth."
+    assert parsed.call is not None and parsed.is_call and not parsed.is_text
+    assert parsed.call.name == "get_order_book"
+    assert parsed.call.params == (ParamNode("symbol", "BTC/USDT"), ParamNode("limit", "20"))
+    assert parsed.call.stray_text == ""
+    assert parsed.error is None and parsed.tool_name == "get_order_book"
+
+
+def test_list_items_become_child_nodes() -> None:
+    parsed = parse_response(
+        "<get_current_ticker_info><symbols><symbol>BTC/USDT</symbol><symbol>ETH/USDT</symbol>"
+        "</symbols></get_current_ticker_info>",
+        KNOWN,
+    )
+    assert parsed.call is not None
+    (symbols,) = parsed.call.params
+    assert [(child.tag, child.text) for child in symbols.children] == [
+        ("symbol", "BTC/USDT"),
+        ("symbol", "ETH/USDT"),
+    ]
+
+
+def test_escaped_values_are_unescaped_once() -> None:
+    parsed = parse_response(
+        "<create_order><symbol>A&amp;B &lt;1&gt; &#x41;&#66; &quot;q&apos;</symbol></create_order>",
+        KNOWN,
+    )
+    assert parsed.call is not None
+    assert parsed.call.params[0].text == "A&B <1> AB \"q'"
+
+
+def test_plain_prose_is_a_text_answer_even_with_angle_brackets_and_ampersands() -> None:
+    answer = "BTC is at 25,000 & RSI < 30, so the dip rule -> fired. I used <get_order_book>."
+    parsed = parse_response(f"<thinking>summarise</thinking>{answer}", KNOWN)
+    assert (parsed.text, parsed.thinking, parsed.call, parsed.error) == (
+        answer,
+        "summarise",
+        None,
+        None,
+    )
+
+
+def test_an_unknown_call_is_still_a_call_so_the_executor_can_name_the_closest_tool() -> None:
+    parsed = parse_response("<get_orderbook><symbol>BTC/USDT</symbol></get_orderbook>", KNOWN)
+    assert parsed.call is not None and parsed.call.name == "get_orderbook"
+
+
+def test_attributes_and_loose_text_are_kept_for_the_executor_to_explain() -> None:
+    parsed = parse_response('<create_order side="BUY">oops<symbol>X</symbol> tail</create_order>')
+    assert parsed.call is not None
+    assert parsed.call.attrs == {"side": "BUY"}
+    assert parsed.call.stray_text == "oopstail"
+
+
+def test_the_error_names_the_tool_it_was_meant_for() -> None:
+    parsed = parse_response("<get_order_book><symbol>A & B</symbol></get_order_book>", KNOWN)
+    assert parsed.error is not None and parsed.tool_name == "get_order_book"
+    assert parsed.error.code is ErrorCode.PARSE_ERROR
+    assert "line 1, column 27" in parsed.error.message
+
+
+def test_a_cut_off_response_is_called_cut_off() -> None:
+    parsed = parse_response("<get_order_book><symbol>BTC/USDT</symbol></get_ord", KNOWN)
+    assert parsed.error is not None
+    assert "looks cut off" in parsed.error.message
+
+
+def test_an_ampersand_inside_a_comment_is_fine() -> None:
+    parsed = parse_response(
+        "<get_order_book><!-- bids & asks --><symbol>BTC/USDT</symbol></get_order_book>", KNOWN
+    )
+    assert parsed.call is not None and parsed.call.params == (ParamNode("symbol", "BTC/USDT"),)
+
+
+def test_the_mismatch_message_points_at_the_tags_line() -> None:
+    parsed = parse_response(
+        "<create_order>\n  <symbol>BTC/USDT\n  <side>BUY</side>\n</create_order>"
+    )
+    assert parsed.error is not None
+    assert "<symbol> opened on line 2 is closed by </create_order>" in parsed.error.message
+
+
+TWO_MB = 1_990_000
+WORST_CASES = {
+    "thousands of unescaped ampersands": "<create_order><symbol>"
+    + "&" * TWO_MB
+    + "</symbol></create_order>",
+    "a million unterminated tags": "<a " * (TWO_MB // 3),
+    "a quarter million empty elements": "<create_order>"
+    + "<a/>" * (TWO_MB // 4 - 10)
+    + "</create_order>",
+    "known tags throughout prose": "x " + "<get_order_book " * (TWO_MB // 17),
+    "fences without a call": "```" * (TWO_MB // 3),
+    "function-call lookalike": "get_order_book" * (TWO_MB // 14),
+    "a tag with a hundred thousand attributes": "<create_order "
+    + 'a="1" ' * (TWO_MB // 6 - 10)
+    + "/>",
+    "an endless xml declaration": "<?xml" + "?" * (TWO_MB - 10),
+    "an endless thinking block": "<thinking>" * (TWO_MB // 10),
+    "unclosed comments": "<create_order>" + "<!--&" * (TWO_MB // 5 - 10),
+}
+
+
+@pytest.mark.parametrize("text", WORST_CASES.values(), ids=WORST_CASES.keys())
+def test_two_megabytes_of_hostile_input_is_answered_quickly(text: str) -> None:
+    parsed, elapsed = fastest_of(lambda: parse_response(text, KNOWN), budget_s=0.1)
+    assert parsed.call is None
+    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"  # typically 2-45 ms
