@@ -11,12 +11,16 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import __version__
 from app.domain.clock import parse_time
 from app.domain.errors import KestrelError
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 from app.workspace import Workspace, setup_logging
+
+if TYPE_CHECKING:
+    from app.runtime import OfflineRuntime
 
 EXIT_OK = 0
 EXIT_TOOL_FAILED = 1
@@ -69,6 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_market_options(tools)
 
     sub.add_parser("indicators", help="list the technical indicator catalogue")
+
+    from app.backtest.cli import add_backtest_arguments
+    from app.demo import add_demo_arguments
+
+    backtest = sub.add_parser(
+        "backtest",
+        help="replay a strategy over kline files through the full tool path and write a report",
+    )
+    add_backtest_arguments(backtest)
+    demo = sub.add_parser(
+        "demo",
+        help="watch a strategy trade the bundled market data offline, narrated in the terminal",
+    )
+    add_demo_arguments(demo)
     return parser
 
 
@@ -78,7 +96,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     return Workspace.default()
 
 
-def _runtime(args: argparse.Namespace):  # noqa: ANN202 - the runtime type lives in app.runtime
+def _runtime(args: argparse.Namespace) -> OfflineRuntime:
     from app.runtime import build_offline_runtime
 
     at_ms = parse_time(args.at) if args.at else None
@@ -93,6 +111,13 @@ def _read_call(text: str) -> bytes:
 
 def cmd_tool(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
+    try:
+        return _run_tool(runtime, args)
+    finally:
+        runtime.close()
+
+
+def _run_tool(runtime: OfflineRuntime, args: argparse.Namespace) -> int:
     ctx = AgentContext(
         agent_id=args.agent,
         permissions=ALL_PERMISSIONS,
@@ -115,21 +140,48 @@ def cmd_tool(args: argparse.Namespace) -> int:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
-    print(runtime.registry.available_tools_section(ALL_PERMISSIONS))
+    try:
+        print(runtime.registry.available_tools_section(ALL_PERMISSIONS))
+    finally:
+        runtime.close()
     return EXIT_OK
 
 
 def cmd_indicators(args: argparse.Namespace) -> int:
-    from app.indicators.catalogue import CATALOGUE
+    from app.indicators.catalogue import ALL_INDICATORS
 
-    width = max(len(spec.name) for spec in CATALOGUE)
-    for spec in CATALOGUE:
+    width = max(len(spec.name) for spec in ALL_INDICATORS)
+    for spec in sorted(ALL_INDICATORS, key=lambda s: (s.category, s.name)):
         params = ", ".join(f"{p.name}={p.default}" for p in spec.params)
-        print(f"{spec.name:<{width}}  {spec.category:<10}  {','.join(spec.outputs):<32}  {params}")
+        outputs = ",".join(spec.output_names)
+        print(f"{spec.name:<{width}}  {spec.category:<10}  {outputs:<40}  {params}")
+    print(
+        f"\n{len(ALL_INDICATORS)} indicators; details: kestrel tool "
+        "'<describe_technical_indicator><indicator_name>RSI</indicator_name>"
+        "</describe_technical_indicator>'"
+    )
     return EXIT_OK
 
 
-COMMANDS = {"tool": cmd_tool, "tools": cmd_tools, "indicators": cmd_indicators}
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from app.backtest.cli import backtest_command
+
+    return backtest_command(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.demo import demo_command
+
+    return demo_command(args)
+
+
+COMMANDS = {
+    "tool": cmd_tool,
+    "tools": cmd_tools,
+    "indicators": cmd_indicators,
+    "backtest": cmd_backtest,
+    "demo": cmd_demo,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

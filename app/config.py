@@ -8,12 +8,14 @@ live in the OS keyring.
 from __future__ import annotations
 
 import tomllib
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.domain.errors import OperationalError
+from app.risk.config import RiskConfig
 
 
 class _Section(BaseModel):
@@ -33,6 +35,18 @@ class ToolSettings(_Section):
     )
 
 
+class PaperSettings(_Section):
+    initial_cash: Decimal = Field(
+        default=Decimal(10_000), gt=0, description="Quote currency a new paper account starts with."
+    )
+    fee_rate: Decimal = Field(
+        default=Decimal("0.001"), ge=0, lt=1, description="Maker and taker fee (0.001 = 0.1%)."
+    )
+    slippage_bps: Decimal = Field(
+        default=Decimal(2), ge=0, le=1000, description="Adverse slippage of market and stop fills."
+    )
+
+
 class LoggingSettings(_Section):
     level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
@@ -43,6 +57,8 @@ class Settings(_Section):
 
     market: MarketSettings = MarketSettings()
     tools: ToolSettings = ToolSettings()
+    paper: PaperSettings = PaperSettings()
+    risk: RiskConfig = RiskConfig()
     logging: LoggingSettings = LoggingSettings()
 
 

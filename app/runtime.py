@@ -1,7 +1,9 @@
-"""Assemble the offline runtime: replay clock, market, tools, registry and executor.
+"""Assemble the offline runtime: replay clock, market, memory, paper account, tools and executor.
 
 One place wires the services together so the CLI, the tests and (later) the GUI build the same
-thing. Dependencies are passed in, never looked up globally.
+thing. The workspace's paper account lives in its SQLite ledger and moves forward with the replay
+cursor: each start settles every candle that closed since the account was last settled, and a cursor
+earlier than that is refused, because history an account has already traded through cannot change.
 """
 
 from __future__ import annotations
@@ -10,37 +12,44 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.domain.clock import ReplayClock
+from app.domain.clock import ReplayClock, ms_to_iso
+from app.domain.errors import OperationalError
+from app.domain.trading import Mode
+from app.events import EventBus
+from app.exchange.paper import PaperBroker
+from app.indicators.engine import IndicatorEngine
 from app.market.replay import ReplayMarketData
+from app.memory.bank import MemoryBank
 from app.resources import sample_data_files
-from app.tools.executor import MemoryRecorder, ToolCallRecorder, ToolExecutor
+from app.risk.config import build_guard
+from app.store.ledger import Ledger
+from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
+from app.tools.account_tools import build_account_tools
+from app.tools.executor import ToolCallRecorder, ToolExecutor
+from app.tools.indicator_tools import build_indicator_tools
 from app.tools.market_tools import build_market_tools
+from app.tools.memory_tools import build_memory_tools
 from app.tools.registry import ToolRegistry
-from app.tools.spec import ToolSpec
+from app.tools.trade_tools import build_trade_tools
 from app.workspace import Workspace
 
 
 @dataclass
 class OfflineRuntime:
-    """Everything a headless caller needs to run tools against replayed data."""
+    """Everything a headless caller needs to run any tool against replayed data."""
 
     workspace: Workspace
     clock: ReplayClock
     market: ReplayMarketData
+    memory: MemoryBank
+    ledger: Ledger
+    broker: PaperBroker
     registry: ToolRegistry
     executor: ToolExecutor
 
-
-def core_tool_specs(
-    market: ReplayMarketData, clock: ReplayClock, workspace: Workspace
-) -> list[ToolSpec]:
-    """Every tool group that is available offline, bound to the given services."""
-    from app.indicators.engine import IndicatorEngine
-    from app.tools.indicator_tools import build_indicator_tools
-
-    specs = build_market_tools(market)
-    specs += build_indicator_tools(market, IndicatorEngine())
-    return specs
+    def close(self) -> None:
+        self.memory.close()
+        self.ledger.close()
 
 
 def build_offline_runtime(
@@ -48,20 +57,63 @@ def build_offline_runtime(
     data_files: Sequence[Path] = (),
     at_ms: int | None = None,
     recorder: ToolCallRecorder | None = None,
+    bus: EventBus | None = None,
 ) -> OfflineRuntime:
     """Replay ``data_files`` (default: the bundled sample data) with the cursor at ``at_ms``.
 
     Without ``at_ms`` the cursor sits at the end of the data, so every candle is visible.
+
+    Raises:
+        OperationalError: the workspace cannot be used, or the cursor is before the point the
+            workspace's paper account was already settled to.
+        DataFileError: a data file is unusable.
     """
+    workspace.ensure()
+    settings = workspace.settings()
     files = list(data_files) or sample_data_files()
     clock = ReplayClock(0)
     market = ReplayMarketData.from_paths(clock, files)
     clock.advance_to(market.end_ms() if at_ms is None else at_ms)
-    registry = ToolRegistry(core_tool_specs(market, clock, workspace))
+    ledger = Ledger(workspace.db_path)
+    memory: MemoryBank | None = None
+    try:
+        broker = PaperBroker(
+            market,
+            clock,
+            ledger,
+            initial_cash=settings.paper.initial_cash,
+            mode=Mode.PAPER,
+            fee_maker=settings.paper.fee_rate,
+            fee_taker=settings.paper.fee_rate,
+            slippage_bps=settings.paper.slippage_bps,
+        )
+        if clock.now_ms() < broker.settled_ms:
+            raise OperationalError(
+                f"the paper account in {workspace.db_path} is already settled to "
+                f"{ms_to_iso(broker.settled_ms)}; the replay cursor cannot go back to "
+                f"{ms_to_iso(clock.now_ms())}. Use a later --at or another --workspace."
+            )
+        broker.settle()
+        memory = MemoryBank(workspace.memory_root, clock, bus)
+        guard = build_guard(settings.risk, SqliteRiskRecorder(ledger))
+        registry = ToolRegistry(
+            [
+                *build_market_tools(market),
+                *build_indicator_tools(market, IndicatorEngine()),
+                *build_account_tools(broker),
+                *build_trade_tools(broker, guard),
+                *build_memory_tools(memory),
+            ]
+        )
+    except BaseException:
+        if memory is not None:
+            memory.close()
+        ledger.close()
+        raise
     executor = ToolExecutor(
         registry,
-        recorder or MemoryRecorder(),
+        recorder or SqliteToolCallRecorder(ledger),
         clock,
-        default_timeout_s=workspace.settings().tools.default_timeout_s,
+        default_timeout_s=settings.tools.default_timeout_s,
     )
-    return OfflineRuntime(workspace, clock, market, registry, executor)
+    return OfflineRuntime(workspace, clock, market, memory, ledger, broker, registry, executor)

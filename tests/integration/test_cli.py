@@ -3,14 +3,25 @@
 import subprocess
 import sys
 
+import pytest
 from lxml import etree
 
 from tests.helpers.paths import BTC_USD_1H, REPO
 
+WORKSPACE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _workspace(tmp_path):
+    """Every command runs in a fresh workspace, never in the checkout's own."""
+    WORKSPACE[:] = ["--workspace", str(tmp_path / "ws")]
+    yield
+
 
 def kestrel(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    extra = WORKSPACE if args and args[0] in {"tool", "tools", "demo"} else []
     return subprocess.run(
-        [sys.executable, "-m", "app", *args],
+        [sys.executable, "-m", "app", *args[:1], *extra, *args[1:]],
         input=stdin,
         capture_output=True,
         timeout=120,
@@ -83,3 +94,78 @@ def test_tools_prints_the_generated_available_tools_section():
     assert done.returncode == 0
     out = done.stdout.decode()
     assert "<get_historical_klines>" in out and "</get_order_book>" in out
+
+
+def test_indicators_lists_the_whole_catalogue():
+    done = kestrel("indicators")
+    assert done.returncode == 0
+    out = done.stdout.decode()
+    assert "MACD" in out and "macd,signal,histogram" in out
+    assert "76 indicators" in out
+
+
+def test_memory_tools_run_as_the_named_agent_in_the_workspace(tmp_path):
+    call = "<write_note><key>plan</key><content>buy dips</content></write_note>"
+    assert kestrel("tool", "--agent", "analyst-7", call).returncode == 0
+    note = tmp_path / "ws" / "memory" / "analyst-7" / "notes" / "plan.md"
+    assert note.read_text(encoding="utf-8").strip() == "buy dips"
+    done = kestrel(
+        "tool", "--agent", "analyst-7", "<recall_memory><query>dips</query></recall_memory>"
+    )
+    assert done.returncode == 0
+    assert etree.fromstring(done.stdout).find(".//memory").get("source") == "notes/plan.md"
+    other = kestrel(
+        "tool",
+        "--agent",
+        "trader-1",
+        "<read_agent_memory_file><file_path>../analyst-7/notes/plan.md</file_path></read_agent_memory_file>",
+    )
+    assert other.returncode == 1
+    assert etree.fromstring(other.stdout).findtext(".//error_code") == "ACCESS_DENIED"
+
+
+def test_the_workspace_paper_account_fills_a_market_order_at_a_later_cursor():
+    order = (
+        "<create_order><symbol>BTC/USD</symbol><side>BUY</side><quote_amount>500</quote_amount>"
+        "</create_order>"
+    )
+    placed = kestrel("tool", "--at", "2019-10-10T00:00:00Z", order)
+    assert placed.returncode == 0, placed.stdout.decode()
+    later = kestrel("tool", "--at", "2019-10-10T02:00:00Z", "<get_open_positions/>")
+    position = etree.fromstring(later.stdout).find(".//position")
+    assert position.get("symbol") == "BTC/USD"
+    assert float(position.get("size")) > 0
+    rewind = kestrel("tool", "--at", "2019-10-01T00:00:00Z", "<get_open_positions/>")
+    assert rewind.returncode == 2
+    assert b"cannot go back" in rewind.stderr
+
+
+def test_demo_trades_the_bundled_data_and_writes_journal_and_report(tmp_path):
+    done = kestrel("demo", "--days", "10", "--speed", "0")
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode()
+    assert "not an LLM" in out
+    assert "FILL  BUY" in out and "buy & hold" in out
+    ws = tmp_path / "ws"
+    assert (ws / "demo" / "summary.json").is_file() and (ws / "demo" / "equity.png").is_file()
+    journal = list((ws / "memory" / "demo-trader" / "journal").glob("2019-10-*.md"))
+    assert journal, "the demo journals each fill on the simulated date"
+
+
+def test_backtest_command_is_wired(tmp_path):
+    done = kestrel(
+        "backtest",
+        "--data",
+        str(BTC_USD_1H),
+        "--fast",
+        "10",
+        "--slow",
+        "30",
+        "--cash",
+        "10000",
+        "--out",
+        str(tmp_path / "bt"),
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert (tmp_path / "bt" / "summary.json").is_file()
