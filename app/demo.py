@@ -35,6 +35,7 @@ from app.workspace import Workspace
 DEMO_FILE = "BTC-USD_1h_20170701-20191017_coinbase.csv"
 DEMO_AGENT = "demo-trader"
 HOURS_PER_DAY = 24
+CENT = Decimal("0.01")
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +131,8 @@ class NarratedStrategy:
         snapshot = (await self._data(ctx, "<get_market_snapshot/>")).find(".//bar")
         print(
             f"{ms_to_iso(ctx.now_ms)}  {symbol} close {snapshot.get('close')}  RSI(14) {rsi_text}"
-            f"  equity {balance.get('equity')} {balance.get('quote_currency')}"
+            f"  equity {Decimal(balance.get('equity')).quantize(CENT)} "
+            f"{balance.get('quote_currency')}"
             f"  drawdown {balance.get('max_drawdown_pct')}%",
             file=self.out,
         )

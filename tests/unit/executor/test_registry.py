@@ -33,7 +33,29 @@ def _market_specs() -> list[ToolSpec]:
     return build_market_tools(ReplayMarketData.from_paths(ReplayClock(0), [BTC_USDT_1H]))
 
 
-SPEC_SETS = {"sample tools": SAMPLE_SPECS, "market tools": _market_specs()}
+def _every_real_spec() -> list:
+    """Every tool the offline runtime registers (market, indicator, account, trade, memory)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from app.runtime import build_offline_runtime
+    from app.workspace import Workspace
+
+    folder = Path(tempfile.mkdtemp(prefix="kestrel-registry-"))
+    runtime = build_offline_runtime(Workspace.at(folder))
+    try:
+        return list(runtime.registry)
+    finally:
+        runtime.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+SPEC_SETS = {
+    "sample tools": SAMPLE_SPECS,
+    "market tools": _market_specs(),
+    "every real tool": _every_real_spec(),
+}
 ALL_SPECS = [spec for specs in SPEC_SETS.values() for spec in specs]
 
 
