@@ -98,23 +98,19 @@ async def replay(
 ) -> ReplayOutput:
     """Run ``strategy`` over every step of ``timeline``; the broker's ledger keeps the results."""
     symbols = tuple(timeline.intervals)
-    exposed = np.zeros(len(timeline), dtype=bool)
+    exposed = [False] * len(timeline)
     bar = _progress_bar(len(timeline), strategy.name) if progress else None
     try:
-        for k in range(len(timeline)):
-            now = int(timeline.time_ms[k])
+        for k, now in enumerate(timeline.time_ms.tolist()):
             clock.advance_to(now)
             broker.settle()
-            exposed[k] = any(broker.position_size(s) != 0 for s in symbols)
+            for s in symbols:
+                if broker.position_size(s) != 0:
+                    exposed[k] = True
+                    break
             await strategy.on_bar(
-                BarContext(
-                    now_ms=now,
-                    step=k,
-                    closed=timeline.closed[k],
-                    symbols=symbols,
-                    intervals=timeline.intervals,
-                    agent=agent,
-                    executor=executor,
+                BarContext(  # positional, in field order: one per bar
+                    now, k, timeline.closed[k], symbols, timeline.intervals, agent, executor
                 )
             )
             if bar is not None and k % 256 == 255:
@@ -123,7 +119,7 @@ async def replay(
         if bar is not None:
             bar.update(len(timeline) - bar.n)
             bar.close()
-    return ReplayOutput(exposed=exposed, steps=len(timeline))
+    return ReplayOutput(exposed=np.array(exposed, dtype=bool), steps=len(timeline))
 
 
 def _progress_bar(total: int, name: str) -> tqdm[Any]:

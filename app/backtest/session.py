@@ -29,6 +29,11 @@ from app.tools.market_tools import build_market_tools
 from app.tools.registry import ToolRegistry
 from app.tools.trade_tools import build_trade_tools
 
+# Audit rows (tool calls, risk decisions) wait for the next order/fill commit or this many rows: a
+# transaction per call would cost more than the call. A replay runs in memory and is simply run
+# again after a crash, so a lost tail costs nothing there.
+AUDIT_BATCH = 256
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
@@ -82,7 +87,7 @@ def build_session(
     probe = ReplayMarketData(ReplayClock(0), files)
     clock = ReplayClock(probe.start_ms() if start_ms is None else start_ms)
     market = ReplayMarketData(clock, files)
-    ledger = Ledger(ledger_path, durable=False)
+    ledger = Ledger(ledger_path, durable=False, audit_batch=AUDIT_BATCH)
     broker = PaperBroker(
         market, clock, ledger,
         initial_cash=costs.cash, mode=Mode.BACKTEST,

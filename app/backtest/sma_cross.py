@@ -22,10 +22,22 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
+from itertools import islice
 from xml.sax.saxutils import escape
 
 from app.backtest.strategy import BarContext, StrategyError
 from app.tools.protocol.render import ToolResult
+
+
+@lru_cache(maxsize=256)
+def _klines_request(symbol: str, interval: str, limit: int) -> str:
+    """The strategy's own request text: the same few strings every bar, so written once each."""
+    return (
+        f"<get_historical_klines><symbol>{escape(symbol)}</symbol>"
+        f"<interval>{escape(interval)}</interval><limit>{limit}</limit>"
+        "</get_historical_klines>"
+    )
 
 
 @dataclass
@@ -69,11 +81,7 @@ class SmaCross:
         if state is None:
             state = self._state[symbol] = _SymbolState(closes=deque(maxlen=self.slow))
         limit = self.slow + 1 if first else 1
-        result = await ctx.call(
-            f"<get_historical_klines><symbol>{escape(symbol)}</symbol>"
-            f"<interval>{escape(ctx.intervals[symbol])}</interval><limit>{limit}</limit>"
-            "</get_historical_klines>"
-        )
+        result = await ctx.call(_klines_request(symbol, ctx.intervals[symbol], limit))
         if not result.ok:
             self.failures.append(result.message)
             return None
@@ -92,7 +100,7 @@ class SmaCross:
         if len(closes) < self.slow:
             return None
         slow = math.fsum(closes) / self.slow
-        fast = math.fsum(list(closes)[-self.fast:]) / self.fast
+        fast = math.fsum(islice(closes, self.slow - self.fast, None)) / self.fast
         prev_fast, prev_slow = state.prev_fast, state.prev_slow
         state.prev_fast, state.prev_slow = fast, slow
         if prev_fast is None or prev_slow is None:

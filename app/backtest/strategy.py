@@ -21,9 +21,10 @@ class StrategyError(RuntimeError):
     """A strategy got something it cannot act on (e.g. a plain-text reply where a call was sent)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BarContext:
-    """What a strategy gets at one step of the replay.
+    """What a strategy gets at one step of the replay (one per bar: slotted, not frozen, to keep
+    its construction cheap; a strategy has no reason to change it).
 
     Attributes:
         now_ms: the replay cursor; every candle that closed at or before it is visible.

@@ -58,7 +58,10 @@ class AccountBook:
         self.reserved[asset] = left
 
     def position(self, symbol: str) -> PositionBook:
-        return self.positions.setdefault(symbol, PositionBook())
+        book = self.positions.get(symbol)  # not setdefault: that builds a book on every call
+        if book is None:
+            book = self.positions[symbol] = PositionBook()
+        return book
 
     def position_record(self, symbol: str) -> PositionRecord:
         book = self.position(symbol)

@@ -81,6 +81,8 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         self.fee_taker = fee_taker
         self.slippage = slippage_bps * BPS
         self._rules = dict(rules or {})
+        self._price_decimals: dict[str, int] = {}
+        self._finest: dict[str, str] = {}
         self._book = AccountBook(quote_currency)
         self._records: dict[str, OrderRecord] = {}
         self._open: dict[str, OrderRecord] = {}
@@ -93,6 +95,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         self._stats: dict[str, Decimal] = {}
         self._day = -1
         self._last_settle_ms = -1
+        self._trough: Decimal | None = None  # lowest equity since the peak (None: not known)
         self._restore_or_initialize(initial_cash)
 
     # -- start-up ------------------------------------------------------------------------------
@@ -179,13 +182,25 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     def market_rules(self, symbol: str) -> MarketRules:
         rules = self._rules.get(symbol)
         if rules is None:
-            rules = default_rules(symbol, self.market.price_decimals(symbol))
+            rules = default_rules(symbol, self._decimals(symbol))
             self._rules[symbol] = rules
         return rules
 
+    def _decimals(self, symbol: str) -> int:
+        """The symbol's price precision, asked once: the market rules are built on it too."""
+        decimals = self._price_decimals.get(symbol)
+        if decimals is None:
+            decimals = self._price_decimals[symbol] = self.market.price_decimals(symbol)
+        return decimals
+
     def _interval(self, symbol: str) -> str:
-        finest = getattr(self.market, "finest_interval", None)
-        return finest(symbol) if finest is not None else self.market.intervals(symbol)[0]
+        """The finest interval of ``symbol``, asked once (settle needs it every bar)."""
+        interval = self._finest.get(symbol)
+        if interval is None:
+            finest = getattr(self.market, "finest_interval", None)
+            interval = finest(symbol) if finest is not None else self.market.intervals(symbol)[0]
+            self._finest[symbol] = interval
+        return interval
 
     def _bars(self, symbol: str) -> tuple[KlineSeries, int]:
         """The symbol's finest candles and how many of them are visible and complete now."""
@@ -199,12 +214,18 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         series: KlineSeries = series_now(symbol, interval)
         return series, len(series) if series.last_complete else len(series) - 1
 
-    def _mark(self, symbol: str) -> Decimal | None:
-        """The last visible close: the price positions are valued at and market orders refer to."""
-        full, visible = self._bars(symbol)
+    def _mark(
+        self, symbol: str, bars: tuple[KlineSeries, int] | None = None
+    ) -> Decimal | None:
+        """The last visible close: the price positions are valued at and market orders refer to.
+
+        Args:
+            bars: ``_bars(symbol)`` when the caller has just computed it at the same clock time.
+        """
+        full, visible = self._bars(symbol) if bars is None else bars
         if visible <= 0:
             return None
-        return to_decimal(float(full.close[visible - 1]), self.market.price_decimals(symbol))
+        return to_decimal(full.close.item(visible - 1), self._decimals(symbol))
 
     async def last_price(self, symbol: str) -> Decimal:
         """The last traded price (the newest visible close, as ``market.ticker`` reports it)."""
@@ -405,11 +426,11 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     # used by SettlementMixin
     def _bar(self, full: KlineSeries, index: int, decimals: int) -> Bar:
         return Bar(
-            int(full.timestamp_ms[index]),
-            to_decimal(float(full.open[index]), decimals),
-            to_decimal(float(full.high[index]), decimals),
-            to_decimal(float(full.low[index]), decimals),
-            to_decimal(float(full.close[index]), decimals),
+            full.timestamp_ms.item(index),
+            to_decimal(full.open.item(index), decimals),
+            to_decimal(full.high.item(index), decimals),
+            to_decimal(full.low.item(index), decimals),
+            to_decimal(full.close.item(index), decimals),
         )
 
     def _match(self, order: Order, bar: Bar) -> Match | None:

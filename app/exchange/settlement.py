@@ -12,9 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from app.domain.trading import ExitKind, Fill, OrderStatus, OrderType, Side
+from app.domain.trading import ExitKind, Fill, Mode, OrderStatus, OrderType, Side
 from app.exchange.book import ZERO, quote_down, quote_up
 from app.exchange.market_rules import fmt
 from app.exchange.matching import Bar, Match, priority
@@ -34,27 +32,29 @@ class SettlementMixin:
     def settle(self: PaperBroker) -> list[Fill]:
         """Process every candle visible since the last settle; return the fills it produced."""
         now = self.clock.now_ms()
-        open_symbols = {r.order.symbol for r in self._open.values()}
+        open_symbols = {r.order.symbol for r in self._open.values()} if self._open else ()
         events: list[tuple[int, str, int]] = []
         sources: dict[str, KlineSeries] = {}
+        seen: dict[str, tuple[KlineSeries, int]] = {}
         for symbol in self.market.symbols():
             full, visible = self._bars(symbol)
             if visible <= 0:
                 continue
+            seen[symbol] = (full, visible)
             if symbol in open_symbols:
                 cursor = self._cursor_ms.get(symbol)
                 start = 0 if cursor is None else int(
-                    np.searchsorted(full.timestamp_ms, cursor, side="right")
+                    full.timestamp_ms.searchsorted(cursor, side="right")
                 )
                 sources[symbol] = full
                 events.extend((int(full.timestamp_ms[i]), symbol, i) for i in range(start, visible))
-            self._cursor_ms[symbol] = int(full.timestamp_ms[visible - 1])
+            self._cursor_ms[symbol] = full.timestamp_ms.item(visible - 1)
         events.sort()
         fills: list[Fill] = []
         for _ts, symbol, index in events:
             fills.extend(self._settle_bar(symbol, sources[symbol], index))
         if fills or now != self._last_settle_ms:
-            self._record_point(now)
+            self._record_point(now, seen)
         return fills
 
     def _settle_bar(self: PaperBroker, symbol: str, full: KlineSeries, index: int) -> list[Fill]:
@@ -66,7 +66,7 @@ class SettlementMixin:
             if order.symbol != symbol or order.created_ms > bar_open:
                 continue
             if bar is None:
-                bar = self._bar(full, index, self.market.price_decimals(symbol))
+                bar = self._bar(full, index, self._decimals(symbol))
             match = self._match(order, bar)
             if match is not None:
                 candidates.append((priority(order, match), order.order_id, record, match))
@@ -186,8 +186,10 @@ class SettlementMixin:
                 out.append(record)
         return out
 
-    def _record_point(self: PaperBroker, now: int) -> None:
-        equity = self._equity(self._marks())
+    def _record_point(
+        self: PaperBroker, now: int, bars: dict[str, tuple[KlineSeries, int]] | None = None
+    ) -> None:
+        equity = self._equity(self._marks(bars))
         day = now // DAY_MS
         stats = self._stats
         if day != self._day:
@@ -197,17 +199,27 @@ class SettlementMixin:
                 on_boundary = now % DAY_MS == 0
                 stats["day_start_equity"] = equity if on_boundary else stats["last_equity"]
             self._day = day
-        stats["peak_equity"] = max(stats["peak_equity"], equity)
         peak = stats["peak_equity"]
-        drawdown = (peak - equity) / peak * 100 if peak > 0 else ZERO
-        stats["max_drawdown_pct"] = max(stats["max_drawdown_pct"], drawdown.quantize(_DD_STEP))
+        if equity > peak:
+            stats["peak_equity"] = equity  # a new high: no drawdown, the maximum stands
+            self._trough = equity
+        elif equity < peak and peak > 0 and (self._trough is None or equity < self._trough):
+            # under one peak the drawdown only grows as equity falls, so the deepest one is at the
+            # lowest equity since that peak: a higher low cannot raise the maximum
+            self._trough = equity
+            drawdown = ((peak - equity) / peak * 100).quantize(_DD_STEP)
+            stats["max_drawdown_pct"] = max(stats["max_drawdown_pct"], drawdown)
         stats["last_equity"] = equity
         self._last_settle_ms = now
-        meta = {f"cursor:{s}": str(ms) for s, ms in self._cursor_ms.items()}
-        meta.update({key: str(value) for key, value in stats.items()})
-        meta["day"] = str(day)
-        meta["settled_ms"] = str(now)
-        self.ledger.record_settle(now, equity, self._book.total(self.quote_currency), meta)
+        # immutable values (ints, Decimals); the ledger writes each as str() when it commits them
+        meta: dict[str, object] = {f"cursor:{s}": ms for s, ms in self._cursor_ms.items()}
+        meta.update(stats)
+        meta["day"] = day
+        meta["settled_ms"] = now
+        self.ledger.record_settle(
+            now, equity, self._book.total(self.quote_currency), meta,
+            defer=self.mode is Mode.BACKTEST,  # the next order or fill commits it (see Ledger)
+        )
 
 
 _DD_STEP = Decimal("0.0001")

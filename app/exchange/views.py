@@ -16,6 +16,7 @@ from app.risk.types import PositionView, RiskView
 
 if TYPE_CHECKING:
     from app.exchange.paper import PaperBroker
+    from app.market.series import KlineSeries
 
 
 class AccountViewsMixin:
@@ -24,17 +25,22 @@ class AccountViewsMixin:
     def position_size(self: PaperBroker, symbol: str) -> Decimal:
         return self._book.position(symbol).size
 
-    def _marks(self: PaperBroker) -> dict[str, Decimal]:
+    def _marks(
+        self: PaperBroker, bars: Mapping[str, tuple[KlineSeries, int]] | None = None
+    ) -> dict[str, Decimal]:
+        """The mark of every open position; ``bars`` reuses a settle's ``_bars`` of this moment."""
         marks = {}
         for symbol, book in self._book.positions.items():
             if book.size > 0:
-                marks[symbol] = self._mark(symbol) or book.avg_price
+                seen = None if bars is None else bars.get(symbol)
+                marks[symbol] = self._mark(symbol, seen) or book.avg_price
         return marks
 
     def _equity(self: PaperBroker, marks: Mapping[str, Decimal]) -> Decimal:
-        value = sum(
-            (self._book.positions[s].size * price for s, price in marks.items()), start=ZERO
-        )
+        value = ZERO
+        positions = self._book.positions
+        for symbol, price in marks.items():
+            value += positions[symbol].size * price
         return quote_down(self._book.total(self.quote_currency) + value)
 
     async def positions(self: PaperBroker, symbol: str | None = None) -> list[Position]:

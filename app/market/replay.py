@@ -132,7 +132,7 @@ class ReplayMarketData:
     # -- candles -------------------------------------------------------------------------------
 
     def _visible_count(self, symbol: str, interval: str, now: int) -> int:
-        return int(np.searchsorted(self._close_ms[(symbol, interval)], now, side="right"))
+        return int(self._close_ms[(symbol, interval)].searchsorted(now, side="right"))
 
     def _check_interval(self, symbol: str, interval: str) -> None:
         if not is_interval(interval):
@@ -160,8 +160,10 @@ class ReplayMarketData:
                     },
                 )
             source = max(sources, key=interval_ms)
-            cached = (resample(native[source].series, interval), source)
+            full = resample(native[source].series, interval)
+            cached = (full, source)
             self._resampled[key] = cached
+            self._close_ms[key] = full.timestamp_ms + interval_ms(interval)
         return cached
 
     def prefix_source(self, symbol: str, interval: str) -> PrefixSource | None:
@@ -172,7 +174,7 @@ class ReplayMarketData:
             visible = self._visible_count(symbol, interval, now)
             return PrefixSource((id(self), symbol, interval), native[interval].series, visible)
         full, _ = self._resampled_full(symbol, interval)
-        visible = int(np.searchsorted(full.timestamp_ms + interval_ms(interval), now, side="right"))
+        visible = self._visible_count(symbol, interval, now)
         return PrefixSource((id(self), symbol, interval), full, visible)
 
     def series_now(self, symbol: str, interval: str) -> KlineSeries:
@@ -183,8 +185,7 @@ class ReplayMarketData:
         if interval in native:
             return native[interval].series.head(self._visible_count(symbol, interval, now))
         full, source = self._resampled_full(symbol, interval)
-        size = interval_ms(interval)
-        complete = int(np.searchsorted(full.timestamp_ms + size, now, side="right"))
+        complete = self._visible_count(symbol, interval, now)
         visible = full.head(complete)
         base = native[source].series
         base_visible = self._visible_count(symbol, source, now)

@@ -15,11 +15,15 @@ import pandas as pd
 from app.domain.market import Kline
 
 COLUMNS = ("open", "high", "low", "close", "volume")
+_FIXED = tuple(f".{d}f" for d in range(19))  # format specs of decimal_text, built once
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KlineSeries:
-    """Candles of one symbol and interval, oldest first.
+    """Candles of one symbol and interval, oldest first; treat as read-only.
+
+    Not frozen: a series is sliced on every market tool call and every settle, and a frozen
+    dataclass's ``__init__`` (nine ``object.__setattr__`` calls) would cost more than the slicing.
 
     Attributes:
         last_complete: False when the newest candle is still forming (a resampled bucket whose
@@ -49,8 +53,11 @@ class KlineSeries:
 
     def before(self, end_time_ms: int) -> KlineSeries:
         """Candles that open strictly before ``end_time_ms``."""
-        stop = int(np.searchsorted(self.timestamp_ms, end_time_ms, side="left"))
-        return self.head(stop)
+        return self.head(self.count_before(end_time_ms))
+
+    def count_before(self, end_time_ms: int) -> int:
+        """How many candles open strictly before ``end_time_ms`` (they are the first ones)."""
+        return int(np.searchsorted(self.timestamp_ms, end_time_ms, side="left"))
 
     def _slice(self, part: slice, last_complete: bool | None = None) -> KlineSeries:
         return KlineSeries(
@@ -93,6 +100,24 @@ class KlineSeries:
 def to_decimal(value: float, decimals: int) -> Decimal:
     """Round a float to ``decimals`` places and return an exact Decimal of that rounded value."""
     return Decimal(f"{float(value):.{decimals}f}")
+
+
+def decimal_text(value: float, decimals: int) -> str:
+    """The rendered text of ``to_decimal(value, decimals)`` (no exponent, no trailing zeros).
+
+    Result rows render thousands of prices; going straight from the rounded digits to the text
+    skips building a Decimal only to print it again. The digits are the same ones ``to_decimal``
+    reads, so the text is the one ``format_value`` would give for that Decimal.
+
+    Raises:
+        ValueError: for NaN or an infinity, as rendering a non-finite Decimal does.
+    """
+    text = format(value, _FIXED[decimals] if 0 <= decimals < len(_FIXED) else f".{decimals}f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    elif not text[-1:].isdigit():  # nan, inf, -inf
+        raise ValueError(f"cannot render non-finite number {value}")
+    return "0" if text == "-0" else text
 
 
 def concat_one(series: KlineSeries, extra: KlineSeries) -> KlineSeries:

@@ -4,6 +4,23 @@ The broker keeps its working state in memory and writes every change here before
 is committed before it can have any effect, and a fill commits in one transaction together with the
 balances, position, holdings and order status it changes. Restarting from the file therefore gives
 back the account exactly as at the last committed fill.
+
+Two kinds of record may wait in memory, because a transaction per record would cost more than the
+work it records (a backtest makes one tool call and one settle per bar):
+
+- the audit trail (tool calls, Risk Guard decisions), when the ledger is opened with
+  ``audit_batch > 1``: rows wait until the next transaction of any kind (every order and fill),
+  until ``audit_batch`` of them are waiting, or until ``flush``/``close``/a read. The tail a kill -9
+  can lose is therefore at most ``audit_batch - 1`` records made since the last order or fill,
+  none of which changed the account. The default (1) writes each record at once.
+- deferred settle points (``record_settle(..., defer=True)``, the broker's BACKTEST mode): the
+  equity point and the settle cursor wait for the next order or fill commit,
+  ``MAX_DEFERRED_POINTS`` of them, or ``flush``/``close``. A crash then resumes from an older
+  cursor, which is safe because settling candles again is idempotent (filled orders are no longer
+  open); a PAPER or LIVE broker never defers.
+
+Pending rows are written at the START of the next transaction, so they commit together with it
+and before anything newer; they are dropped from memory only after that commit succeeded.
 """
 
 from __future__ import annotations
@@ -83,30 +100,119 @@ def _dec(value: str | None) -> Decimal | None:
     return None if value is None else Decimal(value)
 
 
+MAX_DEFERRED_POINTS = 4096  # bounds the memory a long run without orders keeps pending
+_INSERT_TOOL_CALL = (
+    "INSERT INTO tool_calls (agent_id, tool_name, params_json, status, error_code, result_xml, "
+    "started_ms, duration_ms) VALUES (?,?,?,?,?,?,?,?)"
+)
+_INSERT_RISK = (
+    "INSERT INTO risk_decisions (now_ms, agent_id, symbol, side, order_type, quantity, notional, "
+    "accepted, rule, reason) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+_UPSERT_META = (
+    "INSERT INTO meta (key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
+)
+_UPSERT_POINT = (
+    "INSERT INTO equity_curve (time_ms, equity, cash) VALUES (?,?,?) "
+    "ON CONFLICT(time_ms) DO UPDATE SET equity=excluded.equity, cash=excluded.cash"
+)
+
+
 class Ledger:
     """One account's durable record; the only code that writes the trading tables."""
 
-    def __init__(self, path: Path | str = ":memory:", *, durable: bool = True) -> None:
+    def __init__(
+        self, path: Path | str = ":memory:", *, durable: bool = True, audit_batch: int = 1
+    ) -> None:
+        """Open the ledger.
+
+        Args:
+            audit_batch: how many audit records (tool calls, risk decisions) may wait in memory
+                for the next transaction; 1 writes each at once (see the module docstring).
+        """
+        if audit_batch < 1:
+            raise ValueError(f"audit_batch must be at least 1, got {audit_batch}")
         self.path = path
         self._conn = connect(path, durable=durable)
+        self._audit_batch = audit_batch
+        self._calls: list[tuple[Any, ...]] = []
+        self._risk: list[tuple[Any, ...]] = []
+        self._points: list[tuple[int, Decimal, Decimal]] = []
+        self._meta: dict[str, object] = {}
+        # deferred meta values as last committed, so an unchanged value is not written again;
+        # cleared whenever meta is written any other way
+        self._meta_written: dict[str, str] = {}
+        self._meta_overwritten = False
 
     @property
     def connection(self) -> sqlite3.Connection:
+        """The connection, after writing anything pending, so a reader sees every record."""
+        self.flush()
         return self._conn
 
+    @property
+    def pending(self) -> int:
+        """How many records wait in memory for the next transaction."""
+        return len(self._calls) + len(self._risk) + len(self._points) + bool(self._meta)
+
+    def flush(self) -> None:
+        """Commit every pending record now (an empty transaction when there are some)."""
+        if self._calls or self._risk or self._points or self._meta:
+            with self.transaction():
+                pass
+
     def close(self) -> None:
-        self._conn.close()
+        try:
+            self.flush()
+        finally:
+            self._conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic unit of work: everything inside commits together or not at all."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One atomic unit of work: everything inside commits together or not at all.
+
+        Pending records go first, so they commit with this unit and before anything newer.
+        """
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        self._meta_overwritten = False
         try:
-            yield self._conn
+            written = self._write_pending(conn)
+            yield conn
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
+        conn.execute("COMMIT")
+        if written:
+            self._drop_pending(*written)
+
+    def _write_pending(self, conn: sqlite3.Connection) -> tuple[int, int, int, bool] | None:
+        calls, risk, points, meta = self._calls, self._risk, self._points, self._meta
+        if not (calls or risk or points or meta):
+            return None
+        if points:
+            conn.executemany(_UPSERT_POINT, [(t, str(e), str(c)) for t, e, c in points])
+        if meta:
+            written = self._meta_written  # a backtest's day, peak and drawdown rarely change
+            changed = [(k, text) for k, v in meta.items() if written.get(k) != (text := str(v))]
+            if changed:
+                conn.executemany(_UPSERT_META, changed)
+        if risk:
+            conn.executemany(_INSERT_RISK, risk)
+        if calls:
+            conn.executemany(_INSERT_TOOL_CALL, calls)
+        return len(calls), len(risk), len(points), bool(meta)
+
+    def _drop_pending(self, calls: int, risk: int, points: int, meta: bool) -> None:
+        del self._calls[:calls]
+        del self._risk[:risk]
+        del self._points[:points]
+        if meta:
+            if self._meta_overwritten:  # the same transaction also wrote meta directly
+                self._meta_written.clear()
+            else:
+                self._meta_written.update((k, str(v)) for k, v in self._meta.items())
+            self._meta = {}
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -161,40 +267,46 @@ class Ledger:
                 )
 
     def record_settle(
-        self, time_ms: int, equity: Decimal, cash: Decimal, meta: Mapping[str, str]
+        self,
+        time_ms: int,
+        equity: Decimal,
+        cash: Decimal,
+        meta: Mapping[str, object],
+        *,
+        defer: bool = False,
     ) -> None:
-        """Commit an equity-curve point together with the settle cursor and running statistics."""
+        """Commit an equity-curve point together with the settle cursor and running statistics.
+
+        Args:
+            meta: values are stored as ``str(value)``; give immutable ones (str, int, Decimal),
+                since a deferred write reads them later.
+            defer: keep both for the next transaction instead (a backtest's per-bar point; see
+                the module docstring for why a lost tail is safe there).
+        """
+        if defer:
+            self._points.append((time_ms, equity, cash))
+            self._meta.update(meta)
+            if len(self._points) >= MAX_DEFERRED_POINTS:
+                self.flush()
+            return
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO equity_curve (time_ms, equity, cash) VALUES (?,?,?) "
-                "ON CONFLICT(time_ms) DO UPDATE SET equity=excluded.equity, cash=excluded.cash",
-                (time_ms, str(equity), str(cash)),
-            )
+            conn.execute(_UPSERT_POINT, (time_ms, str(equity), str(cash)))
             self._put_meta(conn, meta)
 
     def record_risk_decision(self, row: tuple[Any, ...]) -> None:
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO risk_decisions (now_ms, agent_id, symbol, side, order_type, quantity, "
-                "notional, accepted, rule, reason) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                row,
-            )
+        self._risk.append(row)
+        if len(self._risk) + len(self._calls) >= self._audit_batch:
+            self.flush()
 
     def record_tool_call(self, row: tuple[Any, ...]) -> None:
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO tool_calls (agent_id, tool_name, params_json, status, error_code, "
-                "result_xml, started_ms, duration_ms) VALUES (?,?,?,?,?,?,?,?)",
-                row,
-            )
+        self._calls.append(row)
+        if len(self._risk) + len(self._calls) >= self._audit_batch:
+            self.flush()
 
-    @staticmethod
-    def _put_meta(conn: sqlite3.Connection, meta: Mapping[str, str]) -> None:
-        conn.executemany(
-            "INSERT INTO meta (key, value) VALUES (?,?) "
-            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-            list(meta.items()),
-        )
+    def _put_meta(self, conn: sqlite3.Connection, meta: Mapping[str, object]) -> None:
+        self._meta_written.clear()
+        self._meta_overwritten = True
+        conn.executemany(_UPSERT_META, [(key, str(value)) for key, value in meta.items()])
 
     @staticmethod
     def _put_balances(conn: sqlite3.Connection, balances: Mapping[str, Decimal]) -> None:
@@ -220,7 +332,7 @@ class Ledger:
 
     def load(self) -> LedgerSnapshot:
         """Read the whole account state back, as the last committed transaction left it."""
-        conn = self._conn
+        conn = self.connection
         snap = LedgerSnapshot()
         for row in conn.execute(_SELECT_ORDERS):
             snap.orders.append(_order_record(row))
@@ -245,23 +357,23 @@ class Ledger:
         else:
             sql += " ORDER BY seq DESC LIMIT ?"
             args.append(limit)
-        return [_fill(row) for row in self._conn.execute(sql, args)]
+        return [_fill(row) for row in self.connection.execute(sql, args)]
 
     def equity_curve(self) -> list[tuple[int, Decimal, Decimal]]:
         return [
             (t, Decimal(e), Decimal(c))
-            for t, e, c in self._conn.execute(
+            for t, e, c in self.connection.execute(
                 "SELECT time_ms, equity, cash FROM equity_curve ORDER BY time_ms"
             )
         ]
 
     def risk_decisions(self) -> list[dict[str, Any]]:
-        cur = self._conn.execute("SELECT * FROM risk_decisions ORDER BY id")
+        cur = self.connection.execute("SELECT * FROM risk_decisions ORDER BY id")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
     def tool_calls(self) -> list[dict[str, Any]]:
-        cur = self._conn.execute("SELECT * FROM tool_calls ORDER BY id")
+        cur = self.connection.execute("SELECT * FROM tool_calls ORDER BY id")
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, row, strict=True)) for row in cur]
         for row in rows:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Mapping
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any
 
 from app.risk.types import RiskDecision
 from app.store.ledger import Ledger
@@ -40,7 +43,7 @@ class SqliteToolCallRecorder:
 
     def record(self, entry: ToolCallRecord) -> None:
         try:
-            params = json.dumps(dict(entry.params), default=_json_value, sort_keys=True)
+            params = params_json(entry.params)
             self._ledger.record_tool_call(
                 (entry.agent_id, entry.tool_name, params, entry.status, entry.error_code,
                  entry.result_xml, entry.started_ms, entry.duration_ms)
@@ -53,3 +56,37 @@ def _json_value(value: object) -> str:
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
     return format_value(value)  # type: ignore[arg-type]
+
+
+# json.dumps with a ``default`` builds a new encoder per call; this one is built once.
+_PARAMS_JSON = json.JSONEncoder(default=_json_value, sort_keys=True)
+
+
+def params_json(params: Mapping[str, Any]) -> str:
+    """``json.dumps(params, sort_keys=True, default=...)``, exactly, for any parameters.
+
+    Most calls hold only strings, integers and absent values under plain names; those are
+    written directly, a good deal cheaper than the general encoder every other value goes through.
+    """
+    try:
+        keys = sorted(params)
+    except TypeError:  # keys of mixed types: the encoder says what it makes of them
+        keys = ()
+    parts = []
+    for key in keys:
+        if type(key) is not str or not (key.isascii() and key.isidentifier()):
+            break
+        value = params[key]
+        kind = type(value)
+        if kind is str:
+            parts.append(f'"{key}": {encode_basestring_ascii(value)}')
+        elif kind is int:
+            parts.append(f'"{key}": {int.__repr__(value)}')
+        elif value is None:
+            parts.append(f'"{key}": null')
+        else:
+            break
+    else:
+        if len(parts) == len(params):
+            return "{" + ", ".join(parts) + "}"
+    return _PARAMS_JSON.encode(params if type(params) is dict else dict(params))

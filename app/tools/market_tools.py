@@ -13,7 +13,7 @@ from app.domain.clock import ms_to_iso
 from app.domain.errors import InvalidParameterError, NotFoundError
 from app.domain.market import is_interval
 from app.market.port import MarketData
-from app.market.series import to_decimal
+from app.market.series import KlineSeries, decimal_text
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
 
@@ -23,6 +23,7 @@ KLINES_DEFAULT = 100
 BOOK_MAX = 100
 BOOK_DEFAULT = 10
 TICKER_MAX_SYMBOLS = 50
+_FEW_ROWS = 8
 
 SYMBOL = ParamSpec(
     "symbol",
@@ -34,12 +35,14 @@ SYMBOL = ParamSpec(
 
 
 def _check_interval(market: MarketData, symbol: str, interval: str) -> str:
+    served = market.intervals(symbol)
+    if interval in served:  # every served interval is well-formed: the common case, checked first
+        return interval
     if not is_interval(interval):
         raise InvalidParameterError(
             f"Parameter <interval> must look like 1m, 5m, 15m, 1h, 4h or 1d; got {interval!r}.",
             details={"parameter": "interval", "got": interval},
         )
-    served = market.intervals(symbol)
     if interval not in served:
         raise NotFoundError(
             f"{symbol} is not available in {interval}. Available intervals: {', '.join(served)}.",
@@ -48,14 +51,55 @@ def _check_interval(market: MarketData, symbol: str, interval: str) -> str:
     return interval
 
 
-def _bar_attrs(series: Any, index: int, decimals: int) -> dict[str, Any]:
+def _bar_attrs(series: KlineSeries, index: int, decimals: int) -> dict[str, Any]:
     return {
-        "open": to_decimal(series.open[index], decimals),
-        "high": to_decimal(series.high[index], decimals),
-        "low": to_decimal(series.low[index], decimals),
-        "close": to_decimal(series.close[index], decimals),
-        "volume": to_decimal(series.volume[index], 8),
+        "open": decimal_text(series.open.item(index), decimals),
+        "high": decimal_text(series.high.item(index), decimals),
+        "low": decimal_text(series.low.item(index), decimals),
+        "close": decimal_text(series.close.item(index), decimals),
+        "volume": decimal_text(series.volume.item(index), 8),
     }
+
+
+def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> list[Element]:
+    """``<kline>`` elements for candles ``start:stop``, built straight from the float columns.
+
+    This is the busiest result of all (a strategy polls it every bar), so the attributes are
+    formatted here, once, in the order the spec shows, instead of through ``el``'s keywords.
+    """
+    if stop - start <= _FEW_ROWS:  # reading single items beats slicing six columns
+        ts_, open_, high_, low_, close_, volume_ = (
+            series.timestamp_ms.item, series.open.item, series.high.item, series.low.item,
+            series.close.item, series.volume.item,
+        )
+        return [
+            Element("kline", (
+                ("timestamp_ms", str(ts_(i))),
+                ("open", decimal_text(open_(i), decimals)),
+                ("high", decimal_text(high_(i), decimals)),
+                ("low", decimal_text(low_(i), decimals)),
+                ("close", decimal_text(close_(i), decimals)),
+                ("volume", decimal_text(volume_(i), 8)),
+            ))
+            for i in range(start, stop)
+        ]
+    part = slice(start, stop)
+    columns = zip(
+        series.timestamp_ms[part].tolist(), series.open[part].tolist(),
+        series.high[part].tolist(), series.low[part].tolist(), series.close[part].tolist(),
+        series.volume[part].tolist(), strict=True,
+    )
+    return [
+        Element("kline", (
+            ("timestamp_ms", str(ts)),
+            ("open", decimal_text(o, decimals)),
+            ("high", decimal_text(h, decimals)),
+            ("low", decimal_text(low, decimals)),
+            ("close", decimal_text(c, decimals)),
+            ("volume", decimal_text(v, 8)),
+        ))
+        for ts, o, h, low, c, v in columns
+    ]
 
 
 def build_market_tools(market: MarketData) -> list[ToolSpec]:
@@ -63,23 +107,16 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
 
     async def get_historical_klines(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = args["symbol"]
-        market.intervals(symbol)  # unknown symbol -> NOT_FOUND listing what exists
+        # its first step, market.intervals(symbol), answers an unknown symbol with NOT_FOUND
         interval = _check_interval(market, symbol, args["interval"])
         series = await market.series(symbol, interval)
+        stop = len(series)
         if args["end_time_ms"] is not None:
-            series = series.before(args["end_time_ms"])
-        series = series.tail(args["limit"])
-        decimals = market.price_decimals(symbol)
-        klines = [
-            el(
-                "kline",
-                None,
-                timestamp_ms=int(series.timestamp_ms[i]),
-                **_bar_attrs(series, i, decimals),
-            )
-            for i in range(len(series))
-        ]
-        return el("klines_data", None, *klines, symbol=symbol, interval=interval)
+            stop = series.count_before(args["end_time_ms"])
+        start = max(stop - args["limit"], 0)
+        klines = _kline_rows(series, start, stop, market.price_decimals(symbol))
+        return Element("klines_data", (("symbol", symbol), ("interval", interval)), None,
+                       tuple(klines))
 
     async def get_current_ticker_info(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbols: list[str] = args["symbols"]
@@ -141,7 +178,7 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                     None,
                     symbol=series.symbol,
                     interval=checked,
-                    timestamp_ms=int(series.timestamp_ms[-1]),
+                    timestamp_ms=series.timestamp_ms.item(len(series) - 1),
                     complete=series.last_complete,
                     **_bar_attrs(series, len(series) - 1, decimals),
                 )

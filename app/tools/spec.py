@@ -60,6 +60,7 @@ _LONG_LIMIT = 2**63 - 1
 _EMPTY_MEANS_DEFAULT = frozenset(
     {ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL, ParamType.BOOLEAN, ParamType.ENUM}
 )
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes, Decimal})  # defaults used as-is
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
@@ -122,12 +123,14 @@ class ToolSpec:
     returns: str = ""
     timeout_s: float | None = None  # None: the executor's default (settings.tools)
     extra_rules: tuple[str, ...] = field(default_factory=tuple)
+    _by_name: dict[str, ParamSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # validate() looks every parameter of every call up by name
+        object.__setattr__(self, "_by_name", {p.name: p for p in reversed(self.params)})
 
     def param(self, name: str) -> ParamSpec | None:
-        for spec in self.params:
-            if spec.name == name:
-                return spec
-        return None
+        return self._by_name.get(name)
 
 
 def _fail(spec: ParamSpec, message: str, **details: Any) -> InvalidParameterError:
@@ -139,6 +142,8 @@ def _fail(spec: ParamSpec, message: str, **details: Any) -> InvalidParameterErro
 
 def _check_range(spec: ParamSpec, value: int | Decimal, what: str = "") -> None:
     """Check bounds, naming them as the prompt shows them (0.00000001, never 1E-8)."""
+    if spec.minimum is None and spec.maximum is None:
+        return
     if spec.minimum is not None and value < spec.minimum:
         low, got = format_value(spec.minimum), format_value(value)
         raise _fail(spec, f"must be at least {low}{what}, got {got}.", minimum=low, got=got)
@@ -176,7 +181,7 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
             raise _fail(spec, f"is too long: {len(text)} characters > {spec.max_length}.")
         if spec.required and not text:
             raise _fail(spec, "must not be empty.")
-        if text:
+        if text and (spec.minimum is not None or spec.maximum is not None):
             _check_range(spec, len(text), " characters")
         return text
     if kind in (ParamType.INTEGER, ParamType.LONG):
@@ -322,10 +327,11 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
     """
     values: dict[str, Any] = {}
     seen: set[str] = set()
-    known = {p.name for p in spec.params}
+    by_name = spec._by_name
     for node in params:
-        param = spec.param(node.tag)
+        param = by_name.get(node.tag)
         if param is None:
+            known = {p.name for p in spec.params}
             allowed = ", ".join(sorted(known)) or "none"
             raise InvalidParameterError(
                 f"<{spec.name}> has no parameter <{node.tag}>. Its parameters are: {allowed}.",
@@ -351,6 +357,8 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
         ):
             continue  # an optional number/flag/choice left empty means "use the default"
         values[param.name] = coerce(param, node)
+    if len(values) == len(spec.params):
+        return values  # every parameter was given: no default to fill, none missing
     for param in spec.params:
         if param.name in values:
             continue
@@ -360,7 +368,10 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
                 f"<{param.name}>{param.placeholder()}</{param.name}> inside <{spec.name}>.",
                 details={"parameter": param.name},
             )
-        values[param.name] = copy.deepcopy(param.default)  # a tool may mutate its list
+        default = param.default
+        if type(default) not in _IMMUTABLE:
+            default = copy.deepcopy(default)  # a tool may mutate its list
+        values[param.name] = default
     return values
 
 

@@ -15,7 +15,9 @@ executor parses, validates and records the call (SQLite audit table), the Risk G
 order, the PaperBroker fills and commits each fill, cursor and equity point to its SQLite ledger
 (in memory, as ``kestrel backtest`` runs it). The peers run the same rules (fast 10 / slow 30,
 all-in long, close on the opposite cross, 0.1% commission, fills at the next open) in their
-fastest configuration (backtrader: preload + runonce, no observers; backtesting.py: defaults).
+fastest configuration (backtrader: preload + runonce, no observers; backtesting.py: defaults);
+backtrader also runs a second time with its default observers (``Cerebro()``), for reference. The
+ratio target is judged against the faster of the two backtrader runs.
 backtrader sizes its all-in buy at the signal bar's close with a 1% cushion (it rejects an order
 that the next open makes unaffordable), so its final equity differs a little; the trades do not.
 """
@@ -136,6 +138,16 @@ def run_backtesting_py(path: Path) -> dict[str, float]:
 
 
 def run_backtrader(path: Path) -> dict[str, float]:
+    """backtrader in its fastest configuration: no observers (``stdstats=False``)."""
+    return _backtrader(path, observers=False)
+
+
+def run_backtrader_observers(path: Path) -> dict[str, float]:
+    """backtrader as ``Cerebro()`` runs by default: with its standard observers."""
+    return _backtrader(path, observers=True)
+
+
+def _backtrader(path: Path, observers: bool) -> dict[str, float]:
     import backtrader as bt
 
     data = _frame(path)
@@ -154,7 +166,7 @@ def run_backtrader(path: Path) -> dict[str, float]:
             elif self.cross < 0 and self.position:
                 self.close()
 
-    cerebro = bt.Cerebro(stdstats=False)
+    cerebro = bt.Cerebro(stdstats=observers)
     cerebro.adddata(bt.feeds.PandasData(dataname=data))
     cerebro.addstrategy(SmaCross)
     cerebro.broker.setcash(CASH)
@@ -166,6 +178,7 @@ def run_backtrader(path: Path) -> dict[str, float]:
 
 
 ENGINES = {"kestrel": run_kestrel, "backtrader": run_backtrader,
+           "backtrader+observers": run_backtrader_observers,
            "backtesting.py": run_backtesting_py}
 
 
@@ -190,7 +203,9 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = extend(SOURCE, args.bars, Path(tmp) / "BTC-USD_1h_bench.csv")
-        print(f"data: {SOURCE.name} extended to {args.bars:,} 1h bars (shifted, rescaled copies)")
+        print(f"data: the real {SOURCE.name} (20,111 candles) continued to {args.bars:,} 1h "
+              "bars by appending copies of itself, shifted in time and rescaled to open where "
+              "the previous copy closed")
         results = {}
         for _ in range(max(args.repeat, 1)):
             for engine in ENGINES:  # interleaved, so a burst of load hits every engine alike
@@ -210,16 +225,18 @@ def main() -> int:
     for engine, r in results.items():
         rate = r["bars"] / r["seconds"]
         r["bars_per_s"] = rate
-        print(f"{engine:>15}: {rate:>10,.0f} bars/s  ({r['seconds']:.2f} s, "
+        print(f"{engine:>20}: {rate:>10,.0f} bars/s  ({r['seconds']:.2f} s, "
               f"max RSS {r['max_rss_mb']:.0f} MB, final equity {r['final_equity']:,.2f})")
     k = results["kestrel"]
     print(f"kestrel: {k['tool_calls']:,} tool calls, {k['fills']:,} fills, "
           f"{k['failures']} failed calls; {1e6 / k['bars_per_s']:.0f} µs per bar")
-    for peer in ("backtrader", "backtesting.py"):
+    for peer in ("backtrader", "backtrader+observers", "backtesting.py"):
         print(f"ratio kestrel / {peer}: {k['bars_per_s'] / results[peer]['bars_per_s']:.2f}")
+    fastest_bt = max(results["backtrader"]["bars_per_s"],
+                     results["backtrader+observers"]["bars_per_s"])
     targets = {
         ">= 5,000 bars/s": k["bars_per_s"] >= 5000,
-        ">= backtrader (ratio >= 1.0)": k["bars_per_s"] >= results["backtrader"]["bars_per_s"],
+        ">= the fastest backtrader (ratio >= 1.0)": k["bars_per_s"] >= fastest_bt,
         "resident set < 500 MB": k["max_rss_mb"] < 500,
     }
     for name, met in targets.items():

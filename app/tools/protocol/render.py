@@ -29,7 +29,10 @@ _ATTR_SPECIAL = re.compile('[&<>"\r\n\t\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud
 AttrValue = str | int | Decimal | bool | float | datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+# Element and ToolResult are slotted but not frozen: several are built for every tool call of every
+# agent, and a frozen dataclass's __init__ costs about four times as much. Nothing changes them
+# after they are built; the rendered text is made from them once, when the result is created.
+@dataclass(slots=True)
 class Element:
     """An XML element of a result payload: tag, attributes, optional text and children."""
 
@@ -134,10 +137,22 @@ def check_name(name: str) -> str:
     return name
 
 
+def _attr_text(pairs: tuple[tuple[str, str], ...]) -> str:
+    """The attributes as ``' k="v"'`` pieces; one scan decides whether any value needs escaping,
+    since almost none do (numbers, symbols, times)."""
+    for key, _value in pairs:
+        if key not in _GOOD_NAMES:
+            check_name(key)
+    if _ATTR_SPECIAL.search("".join([value for _key, value in pairs])) is None:
+        return "".join([f' {key}="{value}"' for key, value in pairs])
+    return "".join([f' {key}="{escape_attr(value)}"' for key, value in pairs])
+
+
 def _serialise(element: Element, depth: int, out: list[str]) -> None:
     pad = _INDENT * depth
-    check_name(element.tag)
-    attrs = "".join([f' {check_name(key)}="{escape_attr(value)}"' for key, value in element.attrs])
+    if element.tag not in _GOOD_NAMES:
+        check_name(element.tag)
+    attrs = _attr_text(element.attrs) if element.attrs else ""
     if not element.children and element.text is None:
         out.append(f"{pad}<{element.tag}{attrs} />")
         return
@@ -162,7 +177,7 @@ def serialise(element: Element, depth: int = 0) -> str:
 Status = Literal["success", "error", "rejected"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResult:
     """A rendered result plus the structured facts the runtime and the audit trail need."""
 
@@ -181,7 +196,15 @@ class ToolResult:
 
 
 def _open(tool_name: str) -> str:
-    return f'<tool_result tool_name="{escape_attr(tool_name)}">'
+    opening = _OPENINGS.get(tool_name)
+    if opening is None:
+        opening = f'<tool_result tool_name="{escape_attr(tool_name)}">'
+        if len(_OPENINGS) < 1_000:  # the registry's names, plus a few misspelt ones at most
+            _OPENINGS[tool_name] = opening
+    return opening
+
+
+_OPENINGS: dict[str, str] = {}
 
 
 def render_success(tool_name: str, data: Element | Iterable[Element]) -> ToolResult:
@@ -190,10 +213,15 @@ def render_success(tool_name: str, data: Element | Iterable[Element]) -> ToolRes
     for item in payload:
         if not isinstance(item, Element):
             raise TypeError(f"{tool_name} returned {type(item).__name__}, not an Element")
-    lines = [_open(tool_name), f"{_INDENT}<status>success</status>", f"{_INDENT}<data>"]
-    lines.extend(serialise(item, 2) for item in payload)
-    lines += [f"{_INDENT}</data>", "</tool_result>"]
-    return ToolResult(tool_name=tool_name, status="success", xml="\n".join(lines), data=payload)
+    lines = [_open(tool_name), _SUCCESS_HEAD]
+    for item in payload:
+        _serialise(item, 2, lines)
+    lines.append(_SUCCESS_TAIL)
+    return ToolResult(tool_name, "success", "\n".join(lines), payload)
+
+
+_SUCCESS_HEAD = f"{_INDENT}<status>success</status>\n{_INDENT}<data>"
+_SUCCESS_TAIL = f"{_INDENT}</data>\n</tool_result>"
 
 
 def _json_safe(value: Any, depth: int = 0) -> Any:
