@@ -87,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch a strategy trade the bundled market data offline, narrated in the terminal",
     )
     add_demo_arguments(demo)
+
+    from app.agents.cli import add_chat_arguments, add_run_arguments
+
+    run = sub.add_parser(
+        "run", help="run the workspace's agents on the offline market (paper), printing events"
+    )
+    add_run_arguments(run)
+    chat = sub.add_parser("chat", help="talk to the Orchestrator in the terminal")
+    add_chat_arguments(chat)
     return parser
 
 
@@ -175,7 +184,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_command(args)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from app.agents.cli import run_command
+
+    return run_command(args)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from app.agents.cli import chat_command
+
+    return chat_command(args)
+
+
 COMMANDS = {
+    "run": cmd_run,
+    "chat": cmd_chat,
     "tool": cmd_tool,
     "tools": cmd_tools,
     "indicators": cmd_indicators,

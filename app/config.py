@@ -10,11 +10,13 @@ from __future__ import annotations
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.agents.approval import ApprovalSettings
 from app.domain.errors import OperationalError
+from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
 
 
@@ -52,6 +54,35 @@ class LoggingSettings(_Section):
     to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
 
 
+class LLMSettings(_Section):
+    """Which model answers for the agents; keys are never here, only the keyring entry's name."""
+
+    provider: Literal["template", "rule-engine", "openai-compatible", "anthropic"] = Field(
+        default="template",
+        description="'template': each agent template's own provider (the rule engine by "
+        "default); otherwise every new agent uses this provider.",
+    )
+    model: str = Field(default="", description="Model name, e.g. gpt-4o-mini or llama3.1.")
+    base_url: str = Field(
+        default="", description="OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1."
+    )
+    api_key_name: str = Field(
+        default="", description="Name of the keyring entry (or KESTREL_<NAME> variable)."
+    )
+    timeout_s: float = Field(default=120.0, gt=0, le=900)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    stream: bool = Field(default=True, description="Show answers as they arrive.")
+
+
+class AgentSettings(_Section):
+    run_budget_usd: Decimal | None = Field(
+        default=None, gt=0, description="Stop agents once a run has spent this much on LLMs."
+    )
+    replay_speed: float = Field(
+        default=60.0, gt=0, le=100_000, description="Simulated seconds per wall second."
+    )
+
+
 class Settings(_Section):
     """Every setting Kestrel reads; construct with no arguments for the defaults."""
 
@@ -60,6 +91,10 @@ class Settings(_Section):
     paper: PaperSettings = PaperSettings()
     risk: RiskConfig = RiskConfig()
     logging: LoggingSettings = LoggingSettings()
+    llm: LLMSettings = LLMSettings()
+    agents: AgentSettings = AgentSettings()
+    approval: ApprovalSettings = ApprovalSettings()
+    email: EmailSettings | None = None
 
 
 def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:

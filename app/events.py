@@ -40,6 +40,119 @@ class MemoryFileChanged(Event):
     kind: str  # "written" | "appended" | "created" | "deleted"
 
 
+@dataclass(frozen=True, slots=True)
+class AgentStateChanged(Event):
+    """An agent was created, changed lifecycle state, or was deleted (``state == "deleted"``)."""
+
+    agent_id: str
+    state: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentActed(Event):
+    """An agent started a task or called a tool: what the agent list shows as its last action."""
+
+    agent_id: str
+    task_id: str | None
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationMessageAdded(Event):
+    """One message of an agent's conversation was stored (what the chat panel draws).
+
+    ``kind``: ``task`` (what started the work), ``assistant`` (the model's whole answer),
+    ``tool_result`` (the envelope fed back), ``user_reply`` (a person's answer), ``final``
+    (the agent's text answer), ``notice`` (the loop's own remark, e.g. the step limit).
+    """
+
+    agent_id: str
+    task_id: str
+    step: int
+    role: str
+    kind: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerStreamed(Event):
+    """A piece of a streaming answer arrived; the final text follows as a message."""
+
+    agent_id: str
+    task_id: str
+    step: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsked(Event):
+    """An agent waits for the person: a clarification or an order approval."""
+
+    question_id: str
+    agent_id: str
+    task_id: str
+    kind: str
+    text: str
+    suggested_replies: tuple[str, ...]
+    format_hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAnswered(Event):
+    question_id: str
+    agent_id: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRaised(Event):
+    """``send_notification`` (or the app itself) raised an alert for the UI and the tray."""
+
+    notification_id: str
+    agent_id: str
+    channel: str  # "UI_ALERT" or "TRAY"
+    message: str
+    subject: str
+    urgency: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQueued(Event):
+    task_id: str
+    agent_id: str
+    task_type: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished(Event):
+    task_id: str
+    agent_id: str
+    status: str
+    result: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallRecorded(Event):
+    agent_id: str
+    task_id: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: str
+    latency_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClockAdvanced(Event):
+    """The market clock moved (replay/backtest): candles closed, orders settled, jobs fired."""
+
+    now_ms: int
+    fills: int
+
+
 E = TypeVar("E", bound=Event)
 Handler = Callable[[Any], Awaitable[None] | None]
 

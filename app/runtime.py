@@ -58,6 +58,7 @@ def build_offline_runtime(
     at_ms: int | None = None,
     recorder: ToolCallRecorder | None = None,
     bus: EventBus | None = None,
+    mode: Mode = Mode.PAPER,
 ) -> OfflineRuntime:
     """Replay ``data_files`` (default: the bundled sample data) with the cursor at ``at_ms``.
 
@@ -82,7 +83,7 @@ def build_offline_runtime(
             clock,
             ledger,
             initial_cash=settings.paper.initial_cash,
-            mode=Mode.PAPER,
+            mode=mode,
             fee_maker=settings.paper.fee_rate,
             fee_taker=settings.paper.fee_rate,
             slippage_bps=settings.paper.slippage_bps,

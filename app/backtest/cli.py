@@ -67,6 +67,22 @@ def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for summary.json, equity.csv, trades.csv, equity.png and "
                              "the run's ledger backtest.db (replaced if present)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    agents = parser.add_argument_group(
+        "agents", "run agent templates instead of --strategy (e.g. --agents "
+        "AnalystAgent_Trend_v1 TraderAgent_Default_v1)")
+    agents.add_argument("--agents", nargs="+", metavar="TEMPLATE",
+                        help="agent templates to run bar by bar (at least one analyst)")
+    agents.add_argument("--warmup", type=int, default=60,
+                        help="bars of history before the agents start (60)")
+    agents.add_argument("--bars", type=int, help="bars to run after the warm-up (all)")
+    agents.add_argument("--provider", choices=["rule-engine", "openai-compatible", "anthropic"],
+                        help="run every agent on this provider instead of its template's")
+    agents.add_argument("--model", default="", help="model for --provider")
+    agents.add_argument("--base-url", default="", help="server for --provider openai-compatible")
+    agents.add_argument("--api-key-name", default="",
+                        help="keyring entry (or KESTREL_<NAME> variable) holding the API key")
+    agents.add_argument("--yes", action="store_true",
+                        help="start a run that calls a language model without asking")
 
 
 def _risk_config(path: Path | None) -> RiskConfig:
@@ -85,6 +101,14 @@ def _risk_config(path: Path | None) -> RiskConfig:
 
 def backtest_command(args: argparse.Namespace) -> int:
     """Run ``kestrel backtest``; print the summary and the output files; return the exit code."""
+    if args.agents:
+        from app.agents.cli import agents_backtest_command
+
+        try:
+            return agents_backtest_command(args)
+        except DataFileError as exc:
+            print(f"kestrel backtest: bad data file: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         if args.cash <= 0:
             raise ValueError(f"--cash must be positive, got {args.cash}")

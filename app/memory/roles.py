@@ -83,6 +83,8 @@ class TradeRecord(_Schema):
     reasoning: str = ""  # why the Trader acted on the signal
     reflection: str | None = None  # the post-trade lesson
     order_ids: list[str] = Field(default_factory=list)
+    stop_loss: Decimal | None = Field(default=None, gt=0)  # the planned exits, set on entry
+    take_profit: Decimal | None = Field(default=None, gt=0)
 
     @field_validator("opened_at", "closed_at")
     @classmethod

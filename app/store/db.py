@@ -1,4 +1,4 @@
-"""SQLite connection and schema migrations for the durable ledger.
+"""SQLite connection and schema migrations for the workspace database (ledger, agents, queues).
 
 The schema version lives in ``PRAGMA user_version``; ``MIGRATIONS`` is an ordered list of SQL
 steps and step *n* brings a database from version *n* to *n + 1*. Each step runs in its own
@@ -91,6 +91,65 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX orders_open ON orders (status, symbol);
     CREATE INDEX tool_calls_agent ON tool_calls (agent_id, started_ms);
     """,
+    # 2 -> 3: agents, their inboxes, jobs, conversations, questions, notifications, LLM usage.
+    """
+    CREATE TABLE agents (
+        agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, template TEXT NOT NULL,
+        role TEXT NOT NULL, state TEXT NOT NULL, config_json TEXT NOT NULL,
+        provider TEXT NOT NULL, model TEXT NOT NULL, created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL, fault_reason TEXT, current_task_id TEXT,
+        last_action TEXT NOT NULL DEFAULT '', last_action_ms INTEGER,
+        deleted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE tasks (
+        seq INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL UNIQUE, agent_id TEXT NOT NULL, task_type TEXT NOT NULL,
+        payload_json TEXT NOT NULL, source TEXT NOT NULL, reply_to TEXT,
+        reply_expected INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL, taken_ms INTEGER, done_ms INTEGER, result TEXT,
+        dedupe_key TEXT UNIQUE
+    );
+    CREATE INDEX tasks_inbox ON tasks (agent_id, status, seq);
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, job_type TEXT NOT NULL,
+        cron TEXT, interval_s INTEGER, target_agent_id TEXT NOT NULL, task_type TEXT NOT NULL,
+        payload_json TEXT NOT NULL, enabled INTEGER NOT NULL, created_ms INTEGER NOT NULL,
+        next_run_ms INTEGER, last_run_ms INTEGER, created_by TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        step INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
+        market_ms INTEGER NOT NULL, wall_ms INTEGER NOT NULL
+    );
+    CREATE INDEX messages_task ON messages (task_id, id);
+    CREATE INDEX messages_agent ON messages (agent_id, id);
+    CREATE TABLE llm_usage (
+        id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        run_id TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL, cost TEXT NOT NULL, latency_ms REAL NOT NULL,
+        market_ms INTEGER NOT NULL, wall_ms INTEGER NOT NULL
+    );
+    CREATE INDEX llm_usage_agent ON llm_usage (agent_id, wall_ms);
+    CREATE TABLE questions (
+        question_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        kind TEXT NOT NULL, text TEXT NOT NULL, suggested_json TEXT NOT NULL,
+        format_hint TEXT NOT NULL, asked_ms INTEGER NOT NULL, answer TEXT,
+        answered_ms INTEGER, details_json TEXT NOT NULL
+    );
+    CREATE INDEX questions_open ON questions (agent_id, answered_ms);
+    CREATE TABLE notifications (
+        notification_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, channels TEXT NOT NULL,
+        message TEXT NOT NULL, subject TEXT NOT NULL, urgency TEXT NOT NULL,
+        created_ms INTEGER NOT NULL, statuses_json TEXT NOT NULL
+    );
+    CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY, question_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        task_id TEXT NOT NULL, client_order_id TEXT, tool_name TEXT NOT NULL,
+        params_json TEXT NOT NULL, reason TEXT NOT NULL, decision TEXT,
+        decided_ms INTEGER, order_id TEXT
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -111,6 +170,8 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys=ON")
+        # several stores (ledger, agents, queue, scheduler) each hold a connection to one file
+        conn.execute("PRAGMA busy_timeout=10000")
         migrate(conn)
     except sqlite3.DatabaseError as exc:
         raise OperationalError(f"cannot open the ledger {path}: {exc}") from exc

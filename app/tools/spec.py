@@ -105,6 +105,11 @@ class AgentContext:
     role: str = "operator"
     watched_symbols: tuple[str, ...] = ()
     interval: str = "1h"
+    # the task being worked on, and a key unique to this call within it ("<task_id>:<step>"):
+    # a task redelivered after a crash repeats its keys, so tools that create things (orders,
+    # dispatched tasks) recognise the repeat instead of doing it twice
+    task_id: str = ""
+    call_key: str = ""
 
 
 ToolHandler = Callable[[AgentContext, dict[str, Any]], Awaitable["Element | Sequence[Element]"]]

@@ -62,7 +62,9 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         )
 
     async def create_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        client_id = args["client_order_id"]
+        # without an id of the model's own, the call's key stands in: a task redelivered after a
+        # crash repeats the call with the same key and gets the order already placed
+        client_id = args["client_order_id"] or (f"k-{ctx.call_key}" if ctx.call_key else "")
         if client_id:
             existing = broker.find_order(ctx.agent_id, client_id)
             if existing is not None:

@@ -34,20 +34,22 @@ def _market_specs() -> list[ToolSpec]:
 
 
 def _every_real_spec() -> list:
-    """Every tool the offline runtime registers (market, indicator, account, trade, memory)."""
+    """Every tool the agent runtime registers (market, indicator, account, trade, memory and the
+    orchestration tools)."""
+    import asyncio
     import shutil
     import tempfile
     from pathlib import Path
 
-    from app.runtime import build_offline_runtime
+    from app.agents.runtime import build_agent_runtime
     from app.workspace import Workspace
 
     folder = Path(tempfile.mkdtemp(prefix="kestrel-registry-"))
-    runtime = build_offline_runtime(Workspace.at(folder))
+    runtime = build_agent_runtime(Workspace.at(folder))
     try:
-        return list(runtime.registry)
+        return list(runtime.base.registry)
     finally:
-        runtime.close()
+        asyncio.run(runtime.aclose())
         shutil.rmtree(folder, ignore_errors=True)
 
 

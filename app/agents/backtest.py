@@ -1,0 +1,226 @@
+"""Backtest agents: run agent templates bar by bar over replayed history and report the result.
+
+The agents, tools, queue and scheduler are the ones the app runs; only the clock is the replay
+cursor, advanced a bar at a time and only once every running agent's inbox is idle. Each Analyst
+gets a job that fires when each bar closes; the Traders receive its signals and their fills. The
+report puts the agents beside buy-and-hold, and, when the agents use a language model, beside the
+same templates run on the rule engine, so what the model adds is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.agents.approval import ApprovalSettings
+from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
+from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
+from app.backtest.engine import ReplayOutput, Timeline, build_timeline
+from app.backtest.report import BacktestResult, write_report
+from app.backtest.runner import collect_result
+from app.domain.agents import AgentInfo, AgentRole
+from app.domain.clock import ms_to_iso
+from app.domain.errors import OperationalError
+from app.domain.trading import Mode
+from app.orchestration.ids import SeededIds
+from app.workspace import Workspace
+
+RUN_ANALYSIS = "RUN_ANALYSIS"
+# per bar, an analyst makes about this many model calls, and a trader this many per signal
+CALLS_PER_ANALYSIS = 8
+TOKENS_IN_PER_CALL = 6_000
+TOKENS_OUT_PER_CALL = 250
+
+
+@dataclass
+class AgentBacktestOptions:
+    templates: Sequence[str]
+    cash: Decimal = Decimal(10_000)
+    warmup_bars: int = 60
+    bars: int | None = None  # how many bars to run after the warm-up; None: to the end
+    seed: str = "kestrel-backtest"
+    provider_override: ProviderOverride | None = None
+    # every agent on this provider instead of its template's: ("rule-engine", "rules") for the
+    # baseline, or e.g. ("openai-compatible", "llama3.1") with ``llm_settings`` saying where
+    force_provider: tuple[str, str] | None = None
+    llm_settings: dict[str, Any] = field(default_factory=dict)
+    progress: Callable[[int, int], None] | None = None
+    cancelled: Callable[[], bool] | None = None
+
+
+@dataclass
+class AgentBacktestResult:
+    result: BacktestResult
+    agents: list[AgentInfo]
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    cost: Decimal
+    tool_calls: int
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def estimate(
+    bars: int, analysts: int, model: str, prices: PriceTable, provider: str
+) -> CostEstimate:
+    """Before a run with a language model: calls x bars x tokens, priced."""
+    return estimate_backtest(
+        bars=bars, calls_per_bar=CALLS_PER_ANALYSIS * max(analysts, 1),
+        input_tokens_per_call=TOKENS_IN_PER_CALL, output_tokens_per_call=TOKENS_OUT_PER_CALL,
+        model=model, prices=prices, provider=provider,
+    )
+
+
+def _fresh_workspace(folder: Path, cash: Decimal, llm: dict[str, Any]) -> Workspace:
+    if folder.exists():
+        shutil.rmtree(folder)
+    workspace = Workspace.at(folder).ensure()
+    lines = [f'[paper]\ninitial_cash = "{cash}"\n\n[logging]\nto_file = false\n']
+    if llm:
+        lines.append("\n[llm]\n")
+        lines.extend(f"{key} = {json.dumps(value)}\n" for key, value in sorted(llm.items()))
+    workspace.settings_path.write_text("".join(lines), encoding="utf-8")
+    return workspace
+
+
+async def run_agent_backtest(
+    data_files: Sequence[Path], options: AgentBacktestOptions, out_dir: Path
+) -> AgentBacktestResult:
+    """Run the templates over the data; write the report and the run's workspace to ``out_dir``.
+
+    Raises:
+        OperationalError: no analyst among the templates, or too little data for the warm-up.
+        DataFileError: a data file is unusable.
+    """
+    workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm_settings)
+    runtime = build_agent_runtime(
+        workspace, data_files=data_files, at_ms=0, mode=Mode.BACKTEST,
+        ids=SeededIds(options.seed), provider_override=options.provider_override,
+        approval=ApprovalSettings(live_orders=False), run_id=options.seed,
+        force_provider=options.force_provider,
+    )
+    try:
+        return await _run(runtime, options, out_dir)
+    finally:
+        await runtime.aclose()
+
+
+async def _run(
+    runtime: AgentRuntime, options: AgentBacktestOptions, out_dir: Path
+) -> AgentBacktestResult:
+    full = build_timeline(runtime.base.market)
+    first = options.warmup_bars
+    last = full.time_ms.size - 1
+    if options.bars is not None:
+        last = min(last, first + options.bars)
+    if first >= last:
+        raise OperationalError(
+            f"the data has {full.time_ms.size} bars; a warm-up of {options.warmup_bars} bars "
+            "leaves nothing to trade"
+        )
+    timeline = _slice(full, first, last + 1)
+    runtime.driver.advance_to(int(timeline.time_ms[0]))
+    await runtime.start()
+    agents = await _create_agents(runtime, options.templates, full)
+    exposed = np.zeros(timeline.time_ms.size, dtype=bool)
+    symbols = list(full.intervals)
+    steps = timeline.time_ms.size
+    index = {"k": 0}
+
+    def on_step(_t: int) -> None:
+        k = index["k"] = index["k"] + 1
+        exposed[k] = any(runtime.base.broker.position_size(s) > 0 for s in symbols)
+        if options.progress is not None:
+            options.progress(k, steps - 1)
+
+    bar_ms = int(full.time_ms[1] - full.time_ms[0])
+    await runtime.driver.run_bars(
+        int(timeline.time_ms[1]), int(timeline.time_ms[-1]), bar_ms,
+        on_step=on_step, cancelled=options.cancelled,
+    )
+    runtime.base.ledger.flush()
+    usage = runtime.conversations.usage(run_id=runtime.run_id)
+    tool_calls = int(
+        runtime.base.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
+    )
+    settings: dict[str, Any] = {
+        "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
+        "cash": str(options.cash), "fee_rate": float(runtime.base.broker.fee_taker),
+        "start": ms_to_iso(int(timeline.time_ms[0])), "end": ms_to_iso(int(timeline.time_ms[-1])),
+    }
+    stats = {
+        "llm_calls": usage.calls, "tokens_in": usage.input_tokens,
+        "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
+    }
+    result = collect_result(
+        runtime.base, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
+    )
+    files = write_report(result, out_dir)
+    return AgentBacktestResult(
+        result, agents, usage.calls, usage.input_tokens, usage.output_tokens, usage.cost,
+        tool_calls, files,
+    )
+
+
+def _slice(timeline: Timeline, start: int, stop: int) -> Timeline:
+    return Timeline(
+        time_ms=timeline.time_ms[start:stop], closed=timeline.closed[start:stop],
+        intervals=timeline.intervals,
+        last_index={s: idx[start:stop] for s, idx in timeline.last_index.items()},
+    )
+
+
+async def _create_agents(
+    runtime: AgentRuntime, templates: Sequence[str], timeline: Timeline
+) -> list[AgentInfo]:
+    """Traders first (analysts need their id), then analysts, each with a job per bar."""
+    manager = runtime.manager
+    known = manager.templates
+    unknown = [t for t in templates if t not in known]
+    if unknown:
+        raise OperationalError(
+            f"unknown agent template(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    symbols = list(timeline.intervals)
+    interval = timeline.intervals[symbols[0]]
+    roles = {t: known[t].role for t in templates}
+    if AgentRole.ANALYST not in roles.values():
+        raise OperationalError("a backtest needs at least one analyst template to produce signals")
+    created: list[AgentInfo] = []
+    trader_id = ""
+    for template in [t for t in templates if roles[t] is AgentRole.TRADER]:
+        info = await manager.create_agent(
+            template, f"{template} (backtest)", {"symbols": symbols}, start=True,
+            created_by="backtest",
+        )
+        trader_id = trader_id or info.agent_id
+        created.append(info)
+    step_s = int(timeline.time_ms[1] - timeline.time_ms[0]) // 1000
+    for template in [t for t in templates if roles[t] is AgentRole.ANALYST]:
+        config: dict[str, Any] = {"symbols": symbols, "interval": interval}
+        if trader_id:
+            config["trader_agent_id"] = trader_id
+        info = await manager.create_agent(
+            template, f"{template} (backtest)", config, start=True, created_by="backtest"
+        )
+        created.append(info)
+        for symbol in symbols:
+            runtime.scheduler.add_job(
+                f"{info.agent_id}:{symbol}:analysis", "PERIODIC_AGENT_TRIGGER", info.agent_id,
+                RUN_ANALYSIS, {"symbol": symbol, "interval": interval}, interval_s=step_s,
+                created_by="backtest",
+            )
+    return created
+
+
+def print_progress(done: int, total: int) -> None:
+    if total and (done == total or done % max(1, total // 50) == 0):
+        print(f"\r{done}/{total} bars", end="\n" if done == total else "", file=sys.stderr)

@@ -1,0 +1,291 @@
+"""Headless agent commands: ``kestrel run``, ``kestrel chat`` and ``kestrel backtest --agents``.
+
+They build the same agent runtime as the window, on the offline market in paper mode (backtest
+mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
+measure templates without a display. Output is plain lines: who did what, at which market time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
+from app.domain.clock import ms_to_iso, parse_time
+from app.events import (
+    AgentStateChanged,
+    ClockAdvanced,
+    ConversationMessageAdded,
+    NotificationRaised,
+    QuestionAsked,
+)
+from app.workspace import Workspace
+
+DAY_MS = 86_400_000
+_DURATION_UNITS = {"m": 60_000, "h": 3_600_000, "d": DAY_MS}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``90m``, ``4h``, ``2d`` -> milliseconds."""
+    text = text.strip().lower()
+    if len(text) < 2 or text[-1] not in _DURATION_UNITS or not text[:-1].isdigit():
+        raise ValueError(f"not a duration: {text!r}; write e.g. 30m, 4h or 2d")
+    return int(text[:-1]) * _DURATION_UNITS[text[-1]]
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, metavar="DIR",
+                        help="workspace folder (database, memory); default: this checkout's")
+    parser.add_argument("--data", action="append", type=Path, default=[], metavar="FILE",
+                        help="kline CSV to replay (repeatable); default: the bundled data")
+    parser.add_argument("--start", metavar="TIME",
+                        help="where a new workspace's replay starts (ISO 8601); default: "
+                             "--days before the end of the data; a used workspace resumes")
+    parser.add_argument("--days", type=int, default=30,
+                        help="a new workspace starts this many days before the data ends (30)")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    add_runtime_arguments(parser)
+    parser.add_argument("--speed", type=float, default=600.0,
+                        help="simulated seconds per wall second (600: an hour in 6 s)")
+    parser.add_argument("--for", dest="duration", default="24h",
+                        help="how much market time to run, e.g. 12h or 3d (24h)")
+    parser.add_argument("--setup", metavar="TEXT",
+                        help="first tell the Orchestrator this, e.g. \"watch BTC/USDT on 1h "
+                             "every 1h with a trend analyst and a trader\"")
+
+
+def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+    add_runtime_arguments(parser)
+
+
+def _build(args: argparse.Namespace) -> AgentRuntime:
+    workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
+    start = workspace_resume_ms(workspace)
+    if start is None:
+        from app.domain.clock import ReplayClock
+        from app.market.replay import ReplayMarketData
+        from app.resources import sample_data_files
+
+        probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
+        start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
+    return build_agent_runtime(workspace, data_files=args.data, at_ms=start)
+
+
+class TerminalNarrator:
+    """Prints what the agents do as plain lines (the headless stand-in for the window)."""
+
+    def __init__(self, runtime: AgentRuntime, out: Callable[[str], None] = print) -> None:
+        self.rt = runtime
+        self.out = out
+        bus = runtime.bus
+        bus.subscribe(ConversationMessageAdded, self._message)
+        bus.subscribe(NotificationRaised, self._notification)
+        bus.subscribe(QuestionAsked, self._question)
+        bus.subscribe(AgentStateChanged, self._state)
+        bus.subscribe(ClockAdvanced, self._clock)
+
+    def _name(self, agent_id: str) -> str:
+        info = self.rt.agents.get(agent_id)
+        return info.name if info is not None else agent_id[:8]
+
+    def _stamp(self) -> str:
+        return ms_to_iso(self.rt.clock.now_ms())[:16].replace("T", " ")
+
+    def _message(self, event: ConversationMessageAdded) -> None:
+        if event.kind == "final":
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: {event.content.strip()}")
+        elif event.kind == "notice":
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)} (note): {event.content}")
+        elif event.kind == "tool_result" and 'status="rejected"' in event.content[:200]:
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: an order was rejected")
+
+    def _notification(self, event: NotificationRaised) -> None:
+        if event.channel == "UI_ALERT":
+            self.out(f"[{self._stamp()}] ALERT ({event.urgency}) {event.message}")
+
+    def _question(self, event: QuestionAsked) -> None:
+        self.out(f"[{self._stamp()}] {self._name(event.agent_id)} asks: {event.text}")
+        for number, reply in enumerate(event.suggested_replies, 1):
+            self.out(f"    {number}) {reply}")
+
+    def _state(self, event: AgentStateChanged) -> None:
+        if event.state in ("faulted", "stopped", "deleted") or event.reason:
+            why = f": {event.reason}" if event.reason else ""
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)} is {event.state}{why}")
+
+    def _clock(self, event: ClockAdvanced) -> None:
+        if event.fills:
+            self.out(f"[{self._stamp()}] {event.fills} fill(s)")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    duration = parse_duration_ms(args.duration)
+    if args.speed <= 0:
+        raise ValueError(f"--speed must be positive, got {args.speed}")
+    runtime = _build(args)
+    try:
+        TerminalNarrator(runtime)
+        await runtime.start()
+        orchestrator = await runtime.ensure_orchestrator()
+        print(f"Offline replay from {ms_to_iso(runtime.clock.now_ms())} at {args.speed:g}x; "
+              "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
+        if args.setup:
+            runtime.manager.send_user_message(orchestrator.agent_id, args.setup)
+            await runtime.manager.wait_idle()
+        end = min(runtime.base.market.end_ms(), runtime.clock.now_ms() + duration)
+        runtime.driver.set_speed(args.speed)
+        await runtime.driver.run_paced(end, max_step_ms=60_000)
+        await runtime.manager.wait_idle()
+        _print_summary(runtime)
+    finally:
+        await runtime.aclose()
+    return 0
+
+
+def _print_summary(runtime: AgentRuntime) -> None:
+    state = runtime.base.ledger.load()
+    fills = runtime.base.ledger.fills()
+    usage = runtime.conversations.usage(run_id=runtime.run_id)
+    print(f"\nMarket time now {ms_to_iso(runtime.clock.now_ms())}; {len(fills)} fills in total.")
+    for info in runtime.manager.list_agents():
+        print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
+              f"{info.last_action}")
+    balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
+    print(f"Balances: {balances}. LLM calls this run: {usage.calls}, cost ${usage.cost}.")
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    runtime = _build(args)
+    try:
+        TerminalNarrator(runtime)
+        await runtime.start()
+        orchestrator = await runtime.ensure_orchestrator()
+        engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
+            "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
+        print(f"Talking to {orchestrator.name} ({engine}). Market time "
+              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /quit. "
+              "Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+        while True:
+            line = await asyncio.to_thread(_read_line)
+            if line is None or line.strip() in ("/quit", "/exit"):
+                break
+            if not line.strip():
+                continue
+            await _chat_line(runtime, orchestrator.agent_id, line.strip())
+    finally:
+        await runtime.aclose()
+    return 0
+
+
+async def _chat_line(runtime: AgentRuntime, orchestrator_id: str, line: str) -> None:
+    if line.startswith("/advance"):
+        parts = line.split()
+        try:
+            step = parse_duration_ms(parts[1] if len(parts) > 1 else "1h")
+        except ValueError as exc:
+            print(exc)
+            return
+        end = runtime.clock.now_ms() + step
+        while runtime.clock.now_ms() < end:
+            runtime.driver.advance_to(min(end, runtime.clock.now_ms() + 3_600_000))
+            await runtime.manager.wait_idle()
+        print(f"Market time now {ms_to_iso(runtime.clock.now_ms())}.")
+        return
+    if line == "/agents":
+        _print_summary(runtime)
+        return
+    pending = [q for q in runtime.questions.pending(orchestrator_id) if q.answer is None]
+    if pending and line.isdigit():
+        replies = pending[0].suggested_replies
+        if 1 <= int(line) <= len(replies):
+            line = replies[int(line) - 1]
+    runtime.manager.send_user_message(orchestrator_id, line)
+    await runtime.manager.wait_idle()
+
+
+def _read_line() -> str | None:
+    try:
+        return input("you> ")
+    except EOFError:
+        return None
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_chat(args))
+
+
+def agents_backtest_command(args: argparse.Namespace) -> int:
+    """``kestrel backtest --agents T…``: run the templates; print metrics beside the baselines.
+
+    A run that calls a language model first prints its estimated calls and cost and needs
+    ``--yes``; it is then repeated on the rule engine, so the model's contribution is measured.
+    """
+    from app.agents.backtest import AgentBacktestOptions, print_progress, run_agent_backtest
+    from app.agents.costs import PriceTable
+    from app.agents.templates import load_templates
+    from app.backtest.report import summary_table
+    from app.domain.clock import ReplayClock
+    from app.market.replay import ReplayMarketData
+
+    templates = load_templates()
+    unknown = [t for t in args.agents if t not in templates]
+    if unknown:
+        raise ValueError(f"unknown agent template(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(sorted(templates))}")
+    force = (args.provider, args.model or f"rules-{args.provider}") if args.provider else None
+    kinds = {force[0]} if force else {templates[t].provider.kind for t in args.agents}
+    uses_llm = bool(kinds - {"rule-engine"})
+    llm = {key: value for key, value in (
+        ("provider", args.provider), ("model", args.model), ("base_url", args.base_url),
+        ("api_key_name", args.api_key_name)) if value}
+    if uses_llm:
+        market = ReplayMarketData.from_paths(ReplayClock(0), args.data)
+        first = market.symbols()[0]
+        size = market.loaded(first, market.finest_interval(first)).series.timestamp_ms.size
+        bars = args.bars or max(0, size - args.warmup)
+        kind = force[0] if force else next(iter(kinds - {"rule-engine"}))
+        model = force[1] if force else next(
+            templates[t].provider.model for t in args.agents
+            if templates[t].provider.kind == kind)
+        analysts = sum(1 for t in args.agents if templates[t].role.value == "analyst")
+        from app.agents.backtest import estimate
+
+        est = estimate(bars, analysts, model, PriceTable.load(None), kind)
+        print(f"Estimate before starting: {est.describe()}")
+        if not args.yes:
+            print("Nothing was run. Add --yes to start this run.", file=sys.stderr)
+            return 1
+    options = AgentBacktestOptions(
+        templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
+        bars=args.bars, progress=None if args.no_progress else print_progress,
+        force_provider=force, llm_settings=llm,
+    )
+    outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
+    print(summary_table(outcome.result))
+    print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
+    print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
+          f"tokens, ${outcome.cost}); tool calls {outcome.tool_calls}.")
+    if uses_llm:
+        options.force_provider, options.llm_settings = ("rule-engine", "rules"), {}
+        baseline = asyncio.run(run_agent_backtest(args.data, options, args.out / "rule_engine"))
+        mine, rules = outcome.result.metrics, baseline.result.metrics
+        print("\nSame templates on the built-in rule engine (not an LLM):")
+        print(f"  total return  agents {mine.total_return_pct:.2f}%  rule engine "
+              f"{rules.total_return_pct:.2f}%")
+        print(f"  max drawdown  agents {mine.max_drawdown_pct:.2f}%  rule engine "
+              f"{rules.max_drawdown_pct:.2f}%")
+    else:
+        print("These agents ran on the built-in rule engine (not an LLM): this run is the "
+              "rule-engine baseline itself.")
+    print(f"report: {args.out / 'summary.json'} (workspace: {args.out / 'workspace'})")
+    return 0

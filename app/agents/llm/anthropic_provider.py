@@ -1,0 +1,260 @@
+"""The Anthropic Messages adapter, through the ``anthropic`` SDK.
+
+Why it differs from the OpenAI-compatible one: the system prompt is a separate field, sent as a
+block list with ``cache_control`` so the static prefix (prompt template, role, tools) is cached and
+re-read at a tenth of the price on every step of an agent; the conversation also gets a cache
+breakpoint on its last message, so each step re-reads the previous steps from the cache. Messages
+must alternate user/assistant, so consecutive same-role messages are merged. SDK exceptions are
+translated once, here, into the port's error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx2
+
+from app.agents.llm.port import (
+    ChatMessage,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    LLMUsage,
+    PermanentLLMError,
+    StreamCallback,
+    TemporaryLLMError,
+)
+from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+
+NAME = "anthropic"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+EPHEMERAL = {"type": "ephemeral"}
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    text: str
+    usage: LLMUsage
+    model: str
+    finish_reason: str
+
+
+EMPTY_TURN = "(empty)"
+
+
+def merge_alternating(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Join consecutive messages of the same role with a blank line (the API requires turns to
+    alternate); the order and every character of the content are kept. An empty message (a model
+    that answered nothing) becomes "(empty)": the API refuses empty text blocks."""
+    merged: list[ChatMessage] = []
+    for original in messages:
+        message = original if original.content else ChatMessage(original.role, EMPTY_TURN)
+        if merged and merged[-1].role == message.role:
+            merged[-1] = ChatMessage(message.role, f"{merged[-1].content}\n\n{message.content}")
+        else:
+            merged.append(message)
+    return merged
+
+
+class AnthropicProvider:
+    """Answers ``LLMRequest``s through ``POST {base_url}/v1/messages``.
+
+    Args:
+        api_key: the Anthropic key (required; the factory explains where to set it).
+        base_url: ``None`` for Anthropic's own endpoint.
+        default_model: used when a request names no model.
+        timeout_s: the longest one attempt may take.
+        max_retries: extra attempts after a temporary error.
+        stream: stream the answer through the SDK's ``messages.stream``. A retried stream sends
+            ``on_delta`` the new attempt's pieces from its start.
+        base_delay_s / max_delay_s / sleep / jitter: the backoff policy (see ``with_retries``).
+    """
+
+    name = NAME
+    is_llm = True
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        base_url: str | None = None,
+        default_model: str,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        stream: bool = True,
+        base_delay_s: float = 1.0,
+        max_delay_s: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.default_model = default_model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.stream = stream
+        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                         "sleep": sleep, "jitter": jitter}
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout_s
+        )
+
+    async def complete(
+        self, request: LLMRequest, on_delta: StreamCallback | None = None
+    ) -> LLMResponse:
+        model = request.model or self.default_model
+        timeout_s = min(self.timeout_s, request.timeout_s)
+        params = self.request_params(request, model)
+        started = time.perf_counter()
+        answer = await with_retries(
+            lambda: self._attempt(params, model, timeout_s, on_delta),
+            attempts=self.max_retries + 1, **self._backoff,
+        )
+        return LLMResponse(
+            text=answer.text, usage=answer.usage, model=answer.model, provider=self.name,
+            latency_ms=(time.perf_counter() - started) * 1000.0, finish_reason=answer.finish_reason,
+        )
+
+    def request_params(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        """The Messages API arguments, with cache breakpoints on the system prompt and on the
+        conversation's last message.
+
+        ``request.temperature`` is not sent: API version 2026-10-21 (which anthropic 2.x sends)
+        rejects ``temperature``/``top_p``/``top_k`` with HTTP 400, and the SDK removed them.
+        """
+        messages: list[dict[str, Any]] = [
+            {"role": m.role, "content": m.content} for m in merge_alternating(request.messages)
+        ]
+        if messages:
+            last = messages[-1]
+            last["content"] = [
+                {"type": "text", "text": last["content"], "cache_control": EPHEMERAL}
+            ]
+        params: dict[str, Any] = {
+            "model": model, "messages": messages, "max_tokens": request.max_output_tokens,
+        }
+        if request.system:
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": EPHEMERAL}
+            ]
+        return params
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _attempt(
+        self, params: dict[str, Any], model: str, timeout_s: float,
+        on_delta: StreamCallback | None,
+    ) -> _Answer:
+        try:
+            async with asyncio.timeout(timeout_s + 1.0):
+                if self.stream:
+                    return await self._streamed(params, model, timeout_s, on_delta)
+                message = await self._client.messages.create(**params, timeout=timeout_s)
+                answer = _answer(message, model)
+        except anthropic.AnthropicError as exc:
+            raise translate_anthropic_error(exc, base_url=self.base_url, model=model,
+                                            timeout_s=timeout_s) from exc
+        except httpx2.TimeoutException as exc:
+            raise TemporaryLLMError(
+                self.name, f"the server at {self.base_url} stopped answering for {timeout_s:g} s"
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise TemporaryLLMError(
+                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
+        except TimeoutError as exc:
+            raise TemporaryLLMError(
+                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s"
+            ) from exc
+        if on_delta is not None and answer.text:
+            on_delta(answer.text)
+        return answer
+
+    async def _streamed(
+        self, params: dict[str, Any], model: str, timeout_s: float,
+        on_delta: StreamCallback | None,
+    ) -> _Answer:
+        async with self._client.messages.stream(**params, timeout=timeout_s) as stream:
+            async for piece in stream.text_stream:
+                if piece and on_delta is not None:
+                    on_delta(piece)
+            message = await stream.get_final_message()
+        return _answer(message, model)
+
+
+def _answer(message: Any, model: str) -> _Answer:
+    text = "".join(
+        block.text for block in message.content if getattr(block, "type", "") == "text"
+    )
+    reason = message.stop_reason or "end_turn"
+    return _Answer(text, usage_from_anthropic(message.usage), message.model or model,
+                   _STOP_REASONS.get(reason, reason))
+
+
+def usage_from_anthropic(usage: Any) -> LLMUsage:
+    """Anthropic counts cache reads and writes apart from ``input_tokens``; the port's
+    ``input_tokens`` is the whole prompt (as OpenAI counts it), ``cached_input_tokens`` the reads.
+    """
+    if usage is None:
+        return LLMUsage(0, 0)
+    cached = int(getattr(usage, "cache_read_input_tokens", None) or 0)
+    written = int(getattr(usage, "cache_creation_input_tokens", None) or 0)
+    return LLMUsage(
+        input_tokens=int(usage.input_tokens or 0) + cached + written,
+        output_tokens=int(usage.output_tokens or 0),
+        cached_input_tokens=cached,
+    )
+
+
+def _detail(body: object, fallback: str) -> str:
+    """The server's message from ``{"type": "error", "error": {"message": ...}}``."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:300]
+    return fallback
+
+
+def translate_anthropic_error(
+    exc: anthropic.AnthropicError, *, base_url: str, model: str, timeout_s: float
+) -> LLMError:
+    """Map one SDK exception to the port's error tree, in words that say what to do."""
+    where = f"the server at {base_url}"
+    if isinstance(exc, anthropic.APITimeoutError):
+        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return TemporaryLLMError(NAME, f"cannot reach {where} ({exc})")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        detail = _detail(exc.body, str(exc))
+        hint = parse_retry_after(exc.response.headers)
+        if isinstance(exc, anthropic.RateLimitError):
+            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}", hint)
+        if isinstance(exc, anthropic.InternalServerError) or status in (408, 409) or status >= 500:
+            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}", hint)
+        if isinstance(exc, anthropic.AuthenticationError):
+            return PermanentLLMError(
+                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
+                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
+        if isinstance(exc, anthropic.PermissionDeniedError):
+            return PermanentLLMError(
+                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
+        if isinstance(exc, anthropic.NotFoundError):
+            return PermanentLLMError(
+                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail})")
+        if status == 402:
+            return PermanentLLMError(NAME, f"{where} asks for payment (HTTP 402): {detail}")
+        return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
+    if isinstance(exc, anthropic.APIError):
+        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
+    return PermanentLLMError(NAME, f"the anthropic client failed: {exc}")

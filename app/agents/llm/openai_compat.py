@@ -1,0 +1,264 @@
+"""The OpenAI-compatible chat-completions adapter (OpenAI, DeepSeek, OpenRouter, Ollama, LM Studio,
+vLLM, llama.cpp's server), through the ``openai`` SDK with a configurable base URL.
+
+Why one adapter for all of them: they speak the same ``/chat/completions`` wire format, so the
+differences (key or no key, usage reported or not, cache fields) are handled as data here. SDK
+exceptions are translated once, at this border, into ``TemporaryLLMError`` (retried by
+``with_retries``) or ``PermanentLLMError`` with a sentence a person can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import openai
+
+from app.agents.llm.port import (
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    LLMUsage,
+    PermanentLLMError,
+    StreamCallback,
+    TemporaryLLMError,
+)
+from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+
+NAME = "openai-compatible"
+# Local servers (Ollama, LM Studio, llama.cpp) accept any key, but the SDK sends what it is given.
+PLACEHOLDER_API_KEY = "not-needed"  # noqa: S105 - not a secret: sent to servers that need none
+OPENAI_HOST = "api.openai.com"
+# OpenAI's reasoning models refuse a temperature other than their default (HTTP 400).
+_NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    text: str
+    usage: LLMUsage
+    model: str
+    finish_reason: str
+
+
+class OpenAICompatibleProvider:
+    """Answers ``LLMRequest``s through ``POST {base_url}/chat/completions``.
+
+    Args:
+        base_url: e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:11434/v1``.
+        api_key: the key; empty or ``None`` sends a placeholder (local servers need none).
+        default_model: used when a request names no model.
+        timeout_s: the longest one attempt may take (the request's own ``timeout_s`` may shorten
+            it).
+        max_retries: extra attempts after a temporary error (0 = try once).
+        stream: stream the answer (``on_delta`` gets each piece as it arrives). When a stream
+            breaks and the call is retried, ``on_delta`` then gets the new attempt's pieces from
+            its start; the returned text is the successful attempt's alone.
+        extra_headers: sent with every call (e.g. OpenRouter's ``HTTP-Referer``).
+        base_delay_s / max_delay_s / sleep / jitter: the backoff policy (see ``with_retries``).
+    """
+
+    name = NAME
+    is_llm = True
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        default_model: str,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        stream: bool = True,
+        extra_headers: dict[str, str] | None = None,
+        base_delay_s: float = 1.0,
+        max_delay_s: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.default_model = default_model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.stream = stream
+        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                         "sleep": sleep, "jitter": jitter}
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key or PLACEHOLDER_API_KEY, max_retries=0,
+            timeout=timeout_s, default_headers=extra_headers,
+        )
+
+    async def complete(
+        self, request: LLMRequest, on_delta: StreamCallback | None = None
+    ) -> LLMResponse:
+        model = request.model or self.default_model
+        timeout_s = min(self.timeout_s, request.timeout_s)
+        params = self.request_params(request, model)
+        started = time.perf_counter()
+        answer = await with_retries(
+            lambda: self._attempt(params, model, timeout_s, on_delta),
+            attempts=self.max_retries + 1, **self._backoff,
+        )
+        return LLMResponse(
+            text=answer.text, usage=answer.usage, model=answer.model, provider=self.name,
+            latency_ms=(time.perf_counter() - started) * 1000.0, finish_reason=answer.finish_reason,
+        )
+
+    def request_params(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        """The chat-completions arguments: the static system prompt first, then the conversation."""
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        # OpenAI itself wants max_completion_tokens (newer models refuse max_tokens); every other
+        # compatible server (Ollama, vLLM, DeepSeek, OpenRouter...) knows max_tokens.
+        on_openai = urlsplit(self.base_url).hostname == OPENAI_HOST
+        limit_field = "max_completion_tokens" if on_openai else "max_tokens"
+        params: dict[str, Any] = {
+            "model": model, "messages": messages, limit_field: request.max_output_tokens,
+        }
+        if not model.lower().split("/")[-1].startswith(_NO_TEMPERATURE_PREFIXES):
+            params["temperature"] = request.temperature
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _attempt(
+        self, params: dict[str, Any], model: str, timeout_s: float,
+        on_delta: StreamCallback | None,
+    ) -> _Answer:
+        try:
+            # The SDK's timeout bounds each read; this bounds the whole answer (a trickling stream).
+            async with asyncio.timeout(timeout_s + 1.0):
+                if self.stream:
+                    return await self._streamed(params, model, timeout_s, on_delta)
+                answer = await self._plain(params, model, timeout_s)
+        except openai.OpenAIError as exc:
+            raise translate_openai_error(exc, base_url=self.base_url, model=model,
+                                         timeout_s=timeout_s) from exc
+        except httpx2.TransportError as exc:
+            raise TemporaryLLMError(
+                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
+        except TimeoutError as exc:
+            raise TemporaryLLMError(
+                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s"
+            ) from exc
+        if on_delta is not None and answer.text:
+            on_delta(answer.text)
+        return answer
+
+    async def _plain(self, params: dict[str, Any], model: str, timeout_s: float) -> _Answer:
+        completion = await self._client.chat.completions.create(**params, timeout=timeout_s)
+        if not completion.choices:
+            raise PermanentLLMError(self.name, f"the server at {self.base_url} sent no answer")
+        choice = completion.choices[0]
+        return _Answer(
+            text=choice.message.content or "", usage=usage_from_openai(completion.usage),
+            model=completion.model or model, finish_reason=choice.finish_reason or "stop",
+        )
+
+    async def _streamed(
+        self, params: dict[str, Any], model: str, timeout_s: float,
+        on_delta: StreamCallback | None,
+    ) -> _Answer:
+        pieces: list[str] = []
+        usage = LLMUsage(0, 0)
+        finish = "stop"
+        reported_model = ""
+        stream = await self._client.chat.completions.create(**params, timeout=timeout_s)
+        try:
+            async for chunk in stream:
+                reported_model = chunk.model or reported_model
+                if chunk.usage is not None:
+                    usage = usage_from_openai(chunk.usage)
+                for choice in chunk.choices:
+                    piece = choice.delta.content if choice.delta is not None else None
+                    if piece:
+                        pieces.append(piece)
+                        if on_delta is not None:
+                            on_delta(piece)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        finally:
+            await stream.close()
+        return _Answer("".join(pieces), usage, reported_model or model, finish)
+
+
+def usage_from_openai(usage: Any) -> LLMUsage:
+    """Token counts, cached prompt tokens included (OpenAI's ``prompt_tokens_details.cached_tokens``
+    or DeepSeek's ``prompt_cache_hit_tokens``). A server that reports none gives zeros."""
+    if usage is None:
+        return LLMUsage(0, 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if cached is None:
+        extra = getattr(usage, "model_extra", None) or {}
+        cached = extra.get("prompt_cache_hit_tokens")
+    return LLMUsage(
+        input_tokens=int(usage.prompt_tokens or 0),
+        output_tokens=int(usage.completion_tokens or 0),
+        cached_input_tokens=int(cached or 0),
+    )
+
+
+def _detail(body: object, fallback: str) -> str:
+    """The server's own message from an error body (``{"error": {"message": ...}}`` or similar)."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:300]
+    return fallback
+
+
+def translate_openai_error(
+    exc: openai.OpenAIError, *, base_url: str, model: str, timeout_s: float
+) -> LLMError:
+    """Map one SDK exception to the port's error tree, in words that say what to do."""
+    where = f"the server at {base_url}"
+    if isinstance(exc, openai.APITimeoutError):
+        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
+    if isinstance(exc, openai.APIConnectionError):
+        return TemporaryLLMError(NAME, f"cannot reach {where} (is it running? {exc})")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        detail = _detail(exc.body, str(exc))
+        if isinstance(exc, openai.RateLimitError):
+            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}",
+                                     parse_retry_after(exc.response.headers))
+        if isinstance(exc, openai.InternalServerError) or status in (408, 409):
+            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}",
+                                     parse_retry_after(exc.response.headers))
+        if isinstance(exc, openai.AuthenticationError):
+            return PermanentLLMError(
+                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
+                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
+        if isinstance(exc, openai.PermissionDeniedError):
+            return PermanentLLMError(
+                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
+        if isinstance(exc, openai.NotFoundError):
+            return PermanentLLMError(
+                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail}); check "
+                "the model name, and that the base URL ends in /v1")
+        if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+            return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
+        return PermanentLLMError(NAME, f"{where} answered HTTP {status}: {detail}")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
+    if isinstance(exc, openai.APIError):
+        # An error event in the middle of a stream: the server gave up on this answer.
+        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
+    return PermanentLLMError(NAME, f"the openai client failed: {exc}")

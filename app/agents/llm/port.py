@@ -1,0 +1,101 @@
+"""The ``LLMProvider`` port: what the agent loop needs from any model, and its error tree.
+
+Every adapter (OpenAI-compatible, Anthropic, the rule engine, replay) answers one ``LLMRequest``
+with one ``LLMResponse``. Foreign SDK exceptions are translated at the adapter's border, once, into
+``TemporaryLLMError`` (retry with backoff: timeouts, 429, 5xx, dropped connections) or
+``PermanentLLMError`` (a person must act: a wrong key, an unknown model, a refused request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+MessageRole = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: MessageRole
+    content: str
+
+
+@dataclass(slots=True)
+class LLMRequest:
+    """One call. ``system`` is the static prefix (prompt template, role, tools): it comes first and
+    stays byte-identical across the calls of an agent, so providers' prompt caches hit.
+
+    ``role`` and ``agent_config`` are for the rule engine, which reads them instead of the prompt;
+    real providers never send them anywhere.
+    """
+
+    agent_id: str
+    task_id: str
+    model: str
+    system: str
+    messages: list[ChatMessage]
+    max_output_tokens: int = 2048
+    temperature: float = 0.0
+    role: str = ""
+    agent_config: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    text: str
+    usage: LLMUsage
+    model: str
+    provider: str
+    latency_ms: float
+    finish_reason: str = "stop"
+
+
+StreamCallback = Callable[[str], None]
+
+
+class LLMProvider(Protocol):
+    """An adapter that answers requests.
+
+    Attributes:
+        name: the provider kind shown to the person ("openai-compatible", "anthropic",
+            "rule-engine", "replay").
+        is_llm: false for the rule engine, which must never be presented as a language model.
+    """
+
+    name: str
+    is_llm: bool
+
+    async def complete(
+        self, request: LLMRequest, on_delta: StreamCallback | None = None
+    ) -> LLMResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LLMError(Exception):
+    """A provider could not answer; ``provider`` names which, the message says why in words."""
+
+    def __init__(self, provider: str, message: str) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+
+
+class TemporaryLLMError(LLMError):
+    """Worth retrying later: timeout, rate limit, server error, connection dropped."""
+
+
+class PermanentLLMError(LLMError):
+    """Retrying will not help: authentication, unknown model, invalid request, bad configuration."""
+
+
+class ReplayMismatchError(PermanentLLMError):
+    """A replayed run asked something the recording never answered: reported, never papered over."""

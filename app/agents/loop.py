@@ -1,0 +1,433 @@
+"""The agent step loop: one task, from its first message to a text answer, a question or a limit.
+
+Each turn builds the request (static system prompt first, so provider prompt caches hit, then the
+task's conversation), asks the provider, stores the answer *before* acting on it, parses it
+(thinking plus one tool call, or text), runs the call through the executor and stores the result.
+Because the conversation is rebuilt from the store on every turn, a task redelivered after a crash
+resumes where it stopped: a stored tool call without its result is executed again under the same
+call key, which the order and dispatch tools recognise, so nothing is done twice.
+
+The loop stops at a text answer (the task is done; a reply goes back when one was expected), at
+``ask_user_clarification`` or an order the approval policy holds (the task is parked and the agent
+waits, durably, for the person), at the step limit, when a budget is spent, or when the provider
+fails (the agent becomes FAULTED with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any, Protocol
+from xml.sax.saxutils import escape, quoteattr
+
+from app.agents.approval import (
+    APPROVE_REPLY,
+    REFUSE_REPLY,
+    ApprovalSettings,
+    approval_reason,
+    is_approval,
+)
+from app.agents.approval_log import ApprovalLog
+from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
+from app.agents.llm.port import (
+    ChatMessage,
+    LLMError,
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    LLMUsage,
+)
+from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
+from app.domain.clock import Clock, ms_to_iso
+from app.domain.errors import ToolError
+from app.domain.trading import Mode
+from app.events import AnswerStreamed, EventBus
+from app.tools.executor import ToolExecutor
+from app.tools.protocol.parser import ParsedResponse
+from app.tools.protocol.render import ToolResult, render_rejected
+from app.tools.spec import AgentContext, validate
+
+logger = logging.getLogger(__name__)
+
+USER_MESSAGE = "USER_MESSAGE"
+TASK_REPLY = "TASK_REPLY"
+CLARIFY_TOOL = "ask_user_clarification"
+
+
+class TaskOutcome(StrEnum):
+    DONE = "done"
+    WAITING = "waiting"
+    STEP_LIMIT = "step_limit"
+    BUDGET = "budget"
+    FAULTED = "faulted"
+    INTERRUPTED = "interrupted"  # paused or stopped between steps; the task resumes later
+
+
+class Pricer(Protocol):
+    def cost(self, provider: LLMProvider, model: str, usage: LLMUsage) -> Decimal | None: ...
+
+
+@dataclass
+class LoopServices:
+    """What every agent's loop shares: one per runtime."""
+
+    clock: Clock
+    executor: ToolExecutor
+    agents: Any  # AgentStore
+    conversations: ConversationStore
+    queue: Any  # TaskQueue
+    questions: Any  # QuestionStore
+    approvals: ApprovalLog
+    pricer: Pricer
+    bus: EventBus | None
+    mode: Mode
+    run_id: str
+    approval: ApprovalSettings
+    last_price: Callable[[str], Awaitable[Decimal | None]]
+    traded_symbols: Callable[[], set[str]]
+    run_budget_usd: Decimal | None = None
+
+
+@dataclass
+class AgentProfile:
+    """One agent as its loop needs it: identity, prompt, permissions, limits and provider."""
+
+    info: AgentInfo
+    system_prompt: str
+    permissions: frozenset[str]
+    provider: LLMProvider
+    max_steps: int = 12
+    max_output_tokens: int = 2048
+    budget_usd: Decimal | None = None
+    timeout_s: float = 120.0
+
+
+def task_message(task: Task) -> str:
+    """The first user message of a task (the format the prompts and the rule engine document)."""
+    if task.task_type == USER_MESSAGE:
+        return str(task.payload.get("text", ""))
+    payload = json.dumps(task.payload, sort_keys=True, ensure_ascii=False)
+    return (
+        f"<task task_id={quoteattr(task.task_id)} task_type={quoteattr(task.task_type)} "
+        f"source={quoteattr(task.source)} market_time={quoteattr(ms_to_iso(task.created_ms))} "
+        f'reply_expected="{"true" if task.reply_expected else "false"}">'
+        f"{escape(payload)}</task>"
+    )
+
+
+class AgentLoop:
+    """Runs the tasks of one agent, one at a time."""
+
+    def __init__(self, services: LoopServices, profile: AgentProfile) -> None:
+        self.s = services
+        self.profile = profile
+        self._unpriced_noted = False
+
+    @property
+    def agent_id(self) -> str:
+        return self.profile.info.agent_id
+
+    def _context(self, task: Task) -> AgentContext:
+        config = self.profile.info.config
+        symbols = config.get("symbols") or ()
+        return AgentContext(
+            agent_id=self.agent_id,
+            permissions=self.profile.permissions,
+            role=self.profile.info.role.value,
+            watched_symbols=tuple(str(s) for s in symbols),
+            interval=str(config.get("interval", "1h")),
+            task_id=task.task_id,
+        )
+
+    async def run_task(self, task: Task) -> TaskOutcome:
+        conv = self.s.conversations
+        messages = conv.messages(task.task_id)
+        if not messages:
+            messages.append(
+                conv.add(self.agent_id, task.task_id, 0, "user", "task", task_message(task))
+            )
+            self.s.agents.record_action(self.agent_id, task.task_id, f"started {task.task_type}")
+        while True:
+            last = messages[-1]
+            if last.kind == "assistant":  # a call stored but not yet answered (or resumed)
+                outcome = await self._act(task, last, messages)
+                if outcome is not None:
+                    return outcome
+                continue
+            if last.kind == "question":
+                outcome = await self._after_question(task, last, messages)
+                if outcome is not None:
+                    return outcome
+                continue
+            current = self.s.agents.get(self.agent_id)
+            if current is None or current.state in (AgentState.PAUSED, AgentState.STOPPED):
+                return TaskOutcome.INTERRUPTED
+            step = 1 + sum(1 for m in messages if m.kind in ("assistant", "final"))
+            stop = self._limit_reached(task, step, messages)
+            if stop is not None:
+                return stop
+            try:
+                response = await self._ask_model(task, step, messages)
+            except LLMError as exc:
+                return self._fault(task, f"the model provider failed: {exc}", messages)
+            parsed = self.s.executor.parse(response.text)
+            if parsed.is_text:
+                messages.append(conv.add(
+                    self.agent_id, task.task_id, step, "assistant", "final", response.text
+                ))
+                self._finish(task, parsed.text or response.text)
+                return TaskOutcome.DONE
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "assistant", "assistant", response.text
+            ))
+
+    # -- one turn ------------------------------------------------------------------------------
+
+    async def _ask_model(
+        self, task: Task, step: int, messages: list[StoredMessage]
+    ) -> LLMResponse:
+        profile = self.profile
+        request = LLMRequest(
+            agent_id=self.agent_id,
+            task_id=task.task_id,
+            model=profile.info.model,
+            system=profile.system_prompt,
+            messages=[
+                ChatMessage("assistant" if m.role == "assistant" else "user", m.content)
+                for m in messages
+                if m.kind in SENT_KINDS
+            ],
+            max_output_tokens=profile.max_output_tokens,
+            role=profile.info.role.value,
+            agent_config=dict(profile.info.config),
+            timeout_s=profile.timeout_s,
+        )
+        bus = self.s.bus
+
+        def on_delta(delta: str) -> None:
+            if bus is not None:
+                bus.publish_nowait(AnswerStreamed(self.agent_id, task.task_id, step, delta))
+
+        started = time.perf_counter()
+        response = await profile.provider.complete(request, on_delta)
+        latency_ms = response.latency_ms or (time.perf_counter() - started) * 1000
+        self._record_usage(task, response, latency_ms)
+        return response
+
+    def _record_usage(self, task: Task, response: LLMResponse, latency_ms: float) -> None:
+        provider = self.profile.provider
+        cost = self.s.pricer.cost(provider, response.model, response.usage)
+        if cost is None:
+            cost = Decimal(0)
+            if not self._unpriced_noted:
+                self._unpriced_noted = True
+                self.s.conversations.add(
+                    self.agent_id, task.task_id, 0, "system", "notice",
+                    f"The model {response.model!r} has no price in prices.yaml, so its spend is "
+                    "not counted against budgets. Add it in Settings to track its cost.",
+                )
+        self.s.conversations.record_usage(
+            agent_id=self.agent_id, task_id=task.task_id, run_id=self.s.run_id,
+            provider=provider.name, model=response.model,
+            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
+            cached_tokens=response.usage.cached_input_tokens, cost=cost, latency_ms=latency_ms,
+        )
+
+    async def _act(
+        self, task: Task, call_message: StoredMessage, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        """Carry out the tool call of a stored assistant message."""
+        parsed = self.s.executor.parse(call_message.content)
+        ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
+        call = parsed.call
+        if call is not None and call.name == CLARIFY_TOOL:
+            result = await self.s.executor.execute(ctx, call)
+            if result.status == "success":
+                return self._park(task, call_message.step, result.xml, messages)
+        elif call is not None:
+            reason = await self._approval_needed(ctx, parsed)
+            if reason is not None:
+                return self._ask_approval(task, call_message, reason, messages)
+        if call is None and parsed.error is None:  # cannot happen: text is stored as "final"
+            raise RuntimeError("an assistant message without a call was stored as a call")
+        result = await self.s.executor.execute_parsed(ctx, parsed)
+        self._store_result(task, call_message.step, parsed, result, messages)
+        return None
+
+    def _store_result(
+        self,
+        task: Task,
+        step: int,
+        parsed: ParsedResponse,
+        result: ToolResult,
+        messages: list[StoredMessage],
+    ) -> None:
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, step, "user", "tool_result", result.xml
+        ))
+        name = parsed.call.name if parsed.call is not None else (parsed.tool_name or "response")
+        self.s.agents.record_action(self.agent_id, task.task_id, f"{name}: {result.status}")
+
+    # -- waiting for the person ----------------------------------------------------------------
+
+    def _park(
+        self, task: Task, step: int, result_xml: str, messages: list[StoredMessage]
+    ) -> TaskOutcome:
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, step, "system", "question", result_xml
+        ))
+        self.s.queue.park(task.task_id)
+        self.s.agents.set_state(self.agent_id, AgentState.WAITING_FOR_USER)
+        self.s.agents.record_action(self.agent_id, task.task_id, "waiting for your answer")
+        return TaskOutcome.WAITING
+
+    async def _approval_needed(self, ctx: AgentContext, parsed: ParsedResponse) -> str | None:
+        call = parsed.call
+        assert call is not None
+        spec = self.s.executor.registry.get(call.name)
+        if spec is None or spec.permission not in ctx.permissions:
+            return None
+        try:
+            args = validate(spec, call.params)
+        except ToolError:
+            return None  # the executor reports the invalid call
+        symbol = str(args.get("symbol", ""))
+        price = await self.s.last_price(symbol) if symbol else None
+        return approval_reason(
+            self.s.approval, tool=call.name, args=args, mode=self.s.mode, price=price,
+            traded_symbols=self.s.traded_symbols(),
+        )
+
+    def _ask_approval(
+        self, task: Task, call_message: StoredMessage, reason: str,
+        messages: list[StoredMessage],
+    ) -> TaskOutcome:
+        call_key = f"{task.task_id}:{call_message.step}"
+        question = self.s.questions.ask(
+            self.agent_id, task.task_id, QuestionKind.APPROVAL,
+            f"{self.profile.info.name} wants to place an order and {reason}. Approve it?",
+            (APPROVE_REPLY, REFUSE_REPLY), "YES_NO",
+            {"call_key": call_key, "call_xml": call_message.content, "reason": reason},
+            key=f"approval:{call_key}",
+        )
+        self.s.approvals.requested(question, call_message.content, reason)
+        return self._park(
+            task, call_message.step,
+            f'<approval_requested question_id="{question.question_id}" reason={quoteattr(reason)}'
+            ' status="WAITING_FOR_USER" />',
+            messages,
+        )
+
+    async def _after_question(
+        self, task: Task, question_message: StoredMessage, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        question = self.s.questions.for_task(task.task_id)
+        if question is None or question.answer is None:
+            return TaskOutcome.WAITING
+        conv = self.s.conversations
+        if question.kind is QuestionKind.CLARIFICATION:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, question_message.step, "user", "user_reply",
+                question.answer,
+            ))
+            return None
+        call_xml = str(question.details.get("call_xml", ""))
+        parsed = self.s.executor.parse(call_xml)
+        ctx = replace(self._context(task), call_key=f"{task.task_id}:{question_message.step}")
+        if is_approval(question.answer):
+            result = await self.s.executor.execute_parsed(ctx, parsed)
+            order_id = _attr(result, "order_id")
+            self.s.approvals.decided(question, "approved", order_id)
+        else:
+            result = render_rejected(
+                parsed.call.name if parsed.call else "create_order", "human_approval",
+                f"The person refused this order (answer: {question.answer!r}). Do not place it "
+                "again unless asked.",
+                {"question_id": question.question_id},
+            )
+            self.s.approvals.decided(question, "refused", None)
+        self._store_result(task, question_message.step, parsed, result, messages)
+        return None
+
+    # -- endings -------------------------------------------------------------------------------
+
+    def _limit_reached(
+        self, task: Task, step: int, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        if step > self.profile.max_steps:
+            text = (
+                f"Stopped after {self.profile.max_steps} steps (the template's step limit) "
+                "without a final answer."
+            )
+            messages.append(self.s.conversations.add(
+                self.agent_id, task.task_id, step, "system", "notice", text
+            ))
+            self._finish(task, text)
+            return TaskOutcome.STEP_LIMIT
+        spent_reason = self._budget_spent()
+        if spent_reason is not None:
+            messages.append(self.s.conversations.add(
+                self.agent_id, task.task_id, step, "system", "notice", spent_reason
+            ))
+            self.s.queue.fail(task.task_id, spent_reason)
+            self.s.agents.set_state(self.agent_id, AgentState.STOPPED, spent_reason)
+            self.s.agents.record_action(self.agent_id, task.task_id, spent_reason)
+            return TaskOutcome.BUDGET
+        return None
+
+    def _budget_spent(self) -> str | None:
+        budget = self.profile.budget_usd
+        if budget is not None:
+            spent = self.s.conversations.usage(agent_id=self.agent_id).cost
+            if spent >= budget:
+                return f"Budget spent: ${spent:.4f} of ${budget} for this agent; it has stopped."
+        run_budget = self.s.run_budget_usd
+        if run_budget is not None:
+            spent = self.s.conversations.usage(run_id=self.s.run_id).cost
+            if spent >= run_budget:
+                return f"Run budget spent: ${spent:.4f} of ${run_budget}; the agent has stopped."
+        return None
+
+    def _fault(self, task: Task, reason: str, messages: list[StoredMessage]) -> TaskOutcome:
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, 0, "system", "notice", reason
+        ))
+        self.s.queue.fail(task.task_id, reason)
+        self.s.agents.set_state(self.agent_id, AgentState.FAULTED, reason)
+        self.s.agents.record_action(self.agent_id, task.task_id, "faulted")
+        return TaskOutcome.FAULTED
+
+    def _finish(self, task: Task, text: str) -> None:
+        self.s.queue.complete(task.task_id, text)
+        self.s.agents.record_action(self.agent_id, task.task_id, f"finished {task.task_type}")
+        if task.reply_expected and task.reply_to:
+            self.s.queue.enqueue(
+                task.reply_to, TASK_REPLY,
+                {"task_id": task.task_id, "from_agent_id": self.agent_id, "text": text},
+                f"agent:{self.agent_id}", dedupe_key=f"reply:{task.task_id}",
+            )
+
+
+def _attr(result: ToolResult, name: str) -> str | None:
+    for element in result.data:
+        value = element.attr(name)
+        if value is not None:
+            return value
+    return None
+
+
+async def cancel_quietly(task: asyncio.Task[Any]) -> None:
+    """Cancel a worker and wait for it, without hiding a cancellation of the caller itself."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise

@@ -1,0 +1,387 @@
+"""The Analyst policy: fetch, calculate, judge by the template's rules, record, signal.
+
+For each symbol of the task (the ``RUN_ANALYSIS`` payload's, those named in a person's message,
+or the configured ones) the engine makes these calls, in order, each named by a tag in its
+thinking so the next turn finds its result:
+
+1. ``get_market_snapshot``: the market time and whether the newest candle is complete;
+2. ``get_historical_klines`` (30 candles): observations, swing high and low;
+3. ``calculate_technical_indicator`` for EMA (trend only), RSI, MACD and BBANDS, 3 values each,
+   of which the last two complete ones are used;
+4. ``append_to_agent_memory_file`` ``analysis_log.md``: the entry of ``app.memory.roles``;
+5. ``dispatch_task_to_agent`` NEW_MARKET_ANALYSIS_SIGNAL to the configured Trader when the signal
+   is BUY or SELL and its confidence reaches ``min_confidence``; without a Trader,
+   ``send_notification`` instead.
+
+Before the first symbol it reads ``current_market_assessment.yaml`` and after the last it
+rewrites it whole. A failing call is recorded as a NONE entry with the error, never retried
+blindly. The rules themselves are in ``signals.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from lxml import etree
+
+from app.agents.rules.calls import Answer, b64, call, final, indicator_call, plain, unb64
+from app.agents.rules.signals import (
+    Assessment,
+    Candle,
+    Readings,
+    assess_mean_reversion,
+    assess_trend,
+)
+from app.agents.rules.transcript import Result, Transcript
+from app.domain.clock import ms_to_iso
+from app.memory.roles import (
+    ANALYSIS_LOG,
+    MARKET_ASSESSMENT,
+    AnalysisEntry,
+    MarketAssessment,
+    Signal,
+    SymbolAssessment,
+    load_yaml,
+    render_analysis_entry,
+    to_yaml,
+)
+
+TREND = "rules-analyst-trend-v1"
+MEAN_REVERSION = "rules-analyst-meanreversion-v1"
+MODELS = (TREND, MEAN_REVERSION)
+RUN_ANALYSIS = "RUN_ANALYSIS"
+SIGNAL_TASK = "NEW_MARKET_ANALYSIS_SIGNAL"
+KLINES = 30
+VALUES = 3
+SYMBOL_IN_TEXT = re.compile(r"\b([A-Za-z0-9]{2,12}/[A-Za-z0-9]{2,12})\b")
+INTERVAL_MS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "30m": 1_800_000,
+               "1h": 3_600_000, "4h": 14_400_000, "1d": 86_400_000, "1w": 604_800_000}
+
+
+class _Failed:
+    """A symbol whose analysis could not finish: the step and the tool's words."""
+
+    def __init__(self, what: str, result: Result) -> None:
+        self.text = f"{what} failed: {result.problem()}"
+
+
+def _decimal(value: Any, default: Decimal) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return default
+
+
+def _symbols(t: Transcript, config: Mapping[str, Any]) -> list[str]:
+    configured = [str(s) for s in config.get("symbols") or []]
+    if t.task.task_type == RUN_ANALYSIS:
+        symbol = t.task.payload.get("symbol")
+        return [str(symbol)] if symbol else configured
+    named = [m.upper() for m in SYMBOL_IN_TEXT.findall(t.task.text)]
+    return list(dict.fromkeys(named)) or configured
+
+
+def _points(result: Result) -> list[etree._Element]:
+    root = result.first()
+    return list(root) if root is not None else []
+
+
+def _complete(
+    points: Sequence[etree._Element], now_ms: int, interval_ms: int
+) -> list[dict[str, Decimal]]:
+    """The points of complete candles (open time + interval <= now), as decimals."""
+    rows = []
+    for point in points:
+        stamp = int(point.get("timestamp_ms", "0"))
+        if stamp + interval_ms > now_ms:
+            continue
+        row = {key: Decimal(value) for key, value in point.attrib.items()}
+        rows.append(row)
+    return rows
+
+
+class AnalystPolicy:
+    def __init__(self, model: str, agent_id: str, config: Mapping[str, Any]) -> None:
+        self.trend = model == TREND
+        self.agent_id = agent_id
+        self.config = config
+        self.interval = str(config.get("interval") or "1h")
+        self.rsi_period = int(config.get("rsi_period", 14))
+        self.overbought = _decimal(config.get("rsi_overbought"), Decimal(70))
+        self.oversold = _decimal(config.get("rsi_oversold"), Decimal(30))
+        self.macd = {"fast": int(config.get("macd_fast", 12)),
+                     "slow": int(config.get("macd_slow", 26)),
+                     "signal": int(config.get("macd_signal", 9))}
+        self.bbands = {"length": int(config.get("bb_period", 20)),
+                       "std": _decimal(config.get("bb_std"), Decimal(2))}
+        self.ema_period = int(config.get("trend_ema_period", 50))
+        self.min_confidence = _decimal(config.get("min_confidence"), Decimal("0.6"))
+        self.trader = str(config.get("trader_agent_id") or "")
+        self.strategy = "Trend Following" if self.trend else "Mean Reversion"
+
+    # -- the plan ------------------------------------------------------------------------------
+
+    def turn(self, t: Transcript) -> Answer:
+        if t.task.task_type not in (RUN_ANALYSIS, "USER_MESSAGE"):
+            return final(
+                f"The rule-engine analyst handles {RUN_ANALYSIS} tasks and plain requests such as "
+                f"'analyse BTC/USDT'; a {t.task.task_type} task is not one of them. Nothing done."
+            )
+        symbols = _symbols(t, self.config)
+        if not symbols:
+            return final(
+                "No symbol to analyse: none was named and none is configured. Name one, e.g. "
+                "'analyse BTC/USDT'."
+            )
+        interval = str(t.task.payload.get("interval") or self.interval)
+        if interval not in INTERVAL_MS:
+            return final(
+                f"Cannot analyse on interval {interval!r}: use one of {', '.join(INTERVAL_MS)}."
+            )
+        read = t.tagged("read assessment")
+        if read is None:
+            return call(
+                "read_agent_memory_file", "read assessment",
+                "My latest view comes first, so this analysis updates it rather than starting "
+                "over.", file_path=MARKET_ASSESSMENT,
+            )
+        outcomes: list[tuple[str, Assessment | _Failed, str | None]] = []
+        for symbol in symbols:
+            step = self._analyse(t, symbol, interval)
+            if isinstance(step, Answer):
+                return step
+            outcomes.append((symbol, *step))
+        written = t.tagged("write assessment")
+        assessments = {s: a for s, a, _ in outcomes if isinstance(a, Assessment)}
+        if written is None and assessments:
+            return self._write_assessment(t, read.result, assessments)
+        lines = [self._line(symbol, interval, outcome, sent) for symbol, outcome, sent in outcomes]
+        if written is not None and written.result is not None and not written.result.ok:
+            lines.append(f"Could not rewrite {MARKET_ASSESSMENT}: {written.result.problem()}")
+        return final("\n".join(lines))
+
+    def _analyse(
+        self, t: Transcript, symbol: str, interval: str
+    ) -> Answer | tuple[Assessment | _Failed, str | None]:
+        """The next call for ``symbol``, or its outcome once every call has been answered."""
+        snap = t.tagged(f"snapshot {symbol}")
+        if snap is None:
+            return call(
+                "get_market_snapshot", f"snapshot {symbol}",
+                f"Analysing {symbol} on {interval}: first the market time and the current bar.",
+                symbol=symbol, interval=interval,
+            )
+        outcome: Assessment | _Failed | None = None
+        if snap.result is None or not snap.result.ok:
+            outcome = _Failed("get_market_snapshot", snap.result or Result("error"))
+        else:
+            outcome_or_call = self._calculate(t, symbol, interval, snap.result)
+            if isinstance(outcome_or_call, Answer):
+                return outcome_or_call
+            outcome = outcome_or_call
+        now_ms = int(snap.result.attr("time_ms") or 0) if snap.result and snap.result.ok else 0
+        logged = t.tagged(f"log {symbol}")
+        sending = self._should_send(outcome)
+        if logged is None:
+            return self._log(symbol, interval, now_ms, outcome, sending)
+        if not isinstance(outcome, Assessment) or outcome.signal not in (Signal.BUY, Signal.SELL):
+            return outcome, None
+        if sending:
+            sent = t.tagged(f"dispatch {symbol}")
+            if sent is None:
+                return self._dispatch(symbol, interval, now_ms, outcome)
+            if sent.result is not None and sent.result.ok:
+                return outcome, self.trader
+            return outcome, "failed: " + (sent.result.problem() if sent.result else "no result")
+        if not self.trader and outcome.confidence >= self.min_confidence:
+            noted = t.tagged(f"notify {symbol}")
+            if noted is None:
+                return self._notify(symbol, interval, outcome)
+        return outcome, None
+
+    def _calculate(
+        self, t: Transcript, symbol: str, interval: str, snapshot: Result
+    ) -> Answer | Assessment | _Failed:
+        klines = t.tagged(f"klines {symbol}")
+        if klines is None:
+            return call(
+                "get_historical_klines", f"klines {symbol}",
+                f"The last {KLINES} candles of {symbol} {interval}, for the swing high and low.",
+                symbol=symbol, interval=interval, limit=KLINES,
+            )
+        if klines.result is None or not klines.result.ok:
+            return _Failed("get_historical_klines", klines.result or Result("error"))
+        wanted: list[tuple[str, str, dict[str, Any]]] = []
+        if self.trend:
+            wanted.append(("ema", "EMA", {"length": self.ema_period}))
+        wanted += [
+            ("rsi", "RSI", {"length": self.rsi_period}),
+            ("macd", "MACD", dict(self.macd)),
+            ("bbands", "BBANDS", dict(self.bbands)),
+        ]
+        now_ms = int(snapshot.attr("time_ms") or 0)
+        interval_ms = INTERVAL_MS[interval]
+        values: dict[str, list[dict[str, Decimal]]] = {}
+        for key, name, params in wanted:
+            got = t.tagged(f"{key} {symbol}")
+            if got is None:
+                shown = ",".join(plain(Decimal(str(v))) for v in params.values())
+                return indicator_call(
+                    f"{key} {symbol}", f"{name}({shown}) of {symbol} {interval}.",
+                    symbol, interval, name, params, VALUES,
+                )
+            if got.result is None or not got.result.ok:
+                return _Failed(f"{name}", got.result or Result("error"))
+            rows = _complete(_points(got.result), now_ms, interval_ms)
+            if len(rows) < 2:
+                return _Failed(name, Result(
+                    "error", error_code="INSUFFICIENT_DATA",
+                    message=f"fewer than two complete {name} values yet",
+                ))
+            values[key] = rows[-2:]
+        candles = [
+            Candle(int(row["timestamp_ms"]), row["open"], row["high"], row["low"], row["close"],
+                   row["volume"])
+            for row in _complete(_points(klines.result), now_ms, interval_ms)
+        ]
+        if len(candles) < 2:
+            return _Failed("get_historical_klines", Result(
+                "error", error_code="INSUFFICIENT_DATA", message="fewer than two complete candles"
+            ))
+        labels = {
+            "rsi": f"RSI({self.rsi_period})",
+            "macd": "MACD({fast},{slow},{signal})".format(**self.macd),
+            "bbands": f"BBANDS({self.bbands['length']},{plain(self.bbands['std'])})",
+            "ema": f"EMA({self.ema_period})",
+        }
+        readings = Readings(
+            candles=candles,
+            rsi=(values["rsi"][0]["value"], values["rsi"][1]["value"]),
+            macd=(values["macd"][0], values["macd"][1]),
+            bbands=(values["bbands"][0], values["bbands"][1]),
+            ema=(values["ema"][0]["value"], values["ema"][1]["value"]) if "ema" in values else None,
+            labels=labels,
+        )
+        if self.trend:
+            return assess_trend(readings, self.overbought, self.oversold)
+        return assess_mean_reversion(readings, self.overbought, self.oversold)
+
+    def _should_send(self, outcome: Assessment | _Failed) -> bool:
+        return (
+            isinstance(outcome, Assessment) and bool(self.trader)
+            and outcome.signal in (Signal.BUY, Signal.SELL)
+            and outcome.confidence >= self.min_confidence
+        )
+
+    # -- the calls that record and signal ------------------------------------------------------
+
+    def _log(
+        self, symbol: str, interval: str, now_ms: int, outcome: Assessment | _Failed, sending: bool
+    ) -> Answer:
+        if isinstance(outcome, Assessment):
+            entry = AnalysisEntry(
+                time=ms_to_iso(now_ms), symbol=symbol, interval=interval, signal=outcome.signal,
+                confidence=outcome.confidence, indicators=dict(outcome.indicators),
+                observations=outcome.observations,
+                reasoning=f"{self.strategy} rules (rule engine): " + "; ".join(outcome.reasons),
+                dispatched_to=self.trader if sending else None,
+            )
+            why = (f"{symbol}: {outcome.signal.value} with confidence {outcome.confidence}. "
+                   "Recording the analysis before anything else.")
+        else:
+            entry = AnalysisEntry(
+                time=ms_to_iso(now_ms), symbol=symbol, interval=interval, signal=Signal.NONE,
+                confidence=Decimal(0), reasoning=f"No analysis: {outcome.text}",
+            )
+            why = f"{symbol}: the analysis could not finish ({outcome.text}); recording why."
+        return call(
+            "append_to_agent_memory_file", f"log {symbol}", why, file_path=ANALYSIS_LOG,
+            content_to_append_base64=b64(render_analysis_entry(entry)),
+        )
+
+    def _dispatch(self, symbol: str, interval: str, now_ms: int, a: Assessment) -> Answer:
+        payload = {
+            "symbol": symbol, "side": a.signal.value, "confidence": plain(a.confidence),
+            "price": plain(a.price), "stop_loss": plain(a.stop_loss) if a.stop_loss else None,
+            "take_profit": plain(a.take_profit) if a.take_profit else None,
+            "reason": "; ".join(a.reasons), "interval": interval,
+            "signal_time": ms_to_iso(now_ms), "analyst_agent_id": self.agent_id,
+        }
+        return call(
+            "dispatch_task_to_agent", f"dispatch {symbol}",
+            f"Confidence {a.confidence} reaches {self.min_confidence}: the signal goes to the "
+            "Trader, which decides.",
+            target_agent_id=self.trader, task_type=SIGNAL_TASK, task_payload_json=payload,
+            reply_expected=False,
+        )
+
+    def _notify(self, symbol: str, interval: str, a: Assessment) -> Answer:
+        return call(
+            "send_notification", f"notify {symbol}",
+            "No Trader is linked to me, so the signal is only reported.",
+            channels=("channel", ["UI_ALERT"]),
+            message_text=(
+                f"{a.signal.value} signal on {symbol} {interval} at {plain(a.price)} (confidence "
+                f"{a.confidence}); no Trader is linked, so nothing was traded. "
+                + "; ".join(a.reasons)
+            ),
+            subject_text=f"{self.strategy} signal: {a.signal.value} {symbol}",
+            urgency_level="MEDIUM",
+        )
+
+    def _write_assessment(
+        self, t: Transcript, read: Result | None, assessments: Mapping[str, Assessment]
+    ) -> Answer:
+        previous: MarketAssessment | None = None
+        note = ""
+        if read is not None and read.ok:
+            text = unb64(read.first().findtext("content_base64") if read.first() is not None
+                          else None)
+            if text.strip():
+                try:
+                    previous = load_yaml(MarketAssessment, text)
+                except ValueError as exc:
+                    note = f" The previous file was unreadable and is replaced ({exc})."[:300]
+        stamp = self._assessed_at(t, assessments)
+        document = previous or MarketAssessment(updated_at=stamp)
+        for symbol, a in assessments.items():
+            document = document.with_symbol(symbol, SymbolAssessment(
+                trend=a.trend, regime=a.regime, bias=a.signal, confidence=a.confidence,
+                support=list(a.support), resistance=list(a.resistance),
+                indicators=dict(a.indicators), summary="; ".join(a.reasons),
+                assessed_at=stamp,
+            ))
+        return call(
+            "write_agent_memory_file", "write assessment",
+            f"Rewriting my current view of {', '.join(assessments)}.{note}",
+            file_path=MARKET_ASSESSMENT, content_base64=b64(to_yaml(document)),
+            file_type_hint="YAML",
+        )
+
+    @staticmethod
+    def _assessed_at(t: Transcript, assessments: Mapping[str, Assessment]) -> str:
+        times = [
+            int(step.result.attr("time_ms") or 0)
+            for symbol in assessments
+            if (step := t.tagged(f"snapshot {symbol}")) is not None and step.result is not None
+        ]
+        return ms_to_iso(max(times, default=0))
+
+    def _line(
+        self, symbol: str, interval: str, outcome: Assessment | _Failed, sent: str | None
+    ) -> str:
+        if isinstance(outcome, _Failed):
+            return f"{symbol} {interval}: no analysis ({outcome.text})."
+        head = f"{symbol} {interval}: {outcome.signal.value} (confidence {outcome.confidence})"
+        if outcome.signal not in (Signal.BUY, Signal.SELL):
+            return f"{head}, nothing to dispatch."
+        if sent is not None and sent == self.trader:
+            return f"{head}, dispatched to Trader {sent}."
+        if sent is not None:
+            return f"{head}, dispatch {sent}."
+        if outcome.confidence < self.min_confidence:
+            return f"{head}, below the minimum confidence {self.min_confidence}: not dispatched."
+        return f"{head}, no Trader linked: notified, not dispatched."

@@ -1,0 +1,233 @@
+"""Read a task's conversation back into facts: the task, and each call with its result or reply.
+
+The rule engine keeps no state between turns. Every answer is a pure function of the request
+(role, configuration and the conversation so far), exactly what an LLM gets, so a run repeats
+bit for bit, a redelivered task picks up where it stopped, and a replayed recording matches.
+Tool results are our own well-formed envelopes, parsed with the same hardened settings as model
+output (no entities, no network, no DTD); anything unreadable becomes an error fact, never an
+exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lxml import etree
+
+from app.agents.llm.port import ChatMessage
+from app.domain.clock import parse_time
+from app.tools.protocol.parser import ParamNode, parse_response
+
+USER_MESSAGE = "USER_MESSAGE"
+
+
+def _xml_parser() -> etree.XMLParser:
+    return etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
+        remove_comments=True, remove_pis=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFacts:
+    """What started the work: a person's text, or a ``<task>`` with its JSON payload."""
+
+    task_type: str
+    payload: Mapping[str, Any]
+    text: str = ""
+    source: str = "user"
+    task_id: str = ""
+    market_time_ms: int | None = None
+    reply_expected: bool = False
+
+    @property
+    def is_user_message(self) -> bool:
+        return self.task_type == USER_MESSAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One ``<tool_result>``: its status and either the data elements or the error/refusal."""
+
+    status: str  # "success", "error", "rejected"
+    data: tuple[etree._Element, ...] = ()
+    error_code: str = ""
+    message: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    rule: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def first(self) -> etree._Element | None:
+        return self.data[0] if self.data else None
+
+    def attr(self, name: str) -> str | None:
+        """The attribute ``name`` of the first data element that has it."""
+        for element in self.data:
+            value = element.get(name)
+            if value is not None:
+                return value
+        return None
+
+    def problem(self) -> str:
+        """The failure in words, for a log line or a final answer."""
+        if self.status == "rejected":
+            return f"rejected by the Risk Guard ({self.rule}): {self.message}"
+        code = f"{self.error_code}: " if self.error_code else ""
+        return f"{code}{self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One call the engine made, with what came back: a tool result or a person's reply."""
+
+    name: str
+    params: Mapping[str, Any]
+    thinking: str
+    result: Result | None = None
+    reply: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    task: TaskFacts
+    steps: tuple[Step, ...]
+
+    def find(self, name: str, **match: str) -> Step | None:
+        """The latest step calling ``name`` whose parameters equal ``match`` (as text)."""
+        for step in reversed(self.steps):
+            if step.name == name and all(
+                str(step.params.get(key, "")) == value for key, value in match.items()
+            ):
+                return step
+        return None
+
+    def tagged(self, tag: str) -> Step | None:
+        """The latest step whose thinking starts with ``[tag]``: how the engine names its own
+        plan steps, so a later turn finds what an earlier one got back."""
+        prefix = f"[{tag}]"
+        for step in reversed(self.steps):
+            if step.thinking.startswith(prefix):
+                return step
+        return None
+
+    def count(self, name: str) -> int:
+        return sum(1 for step in self.steps if step.name == name)
+
+    @property
+    def last(self) -> Step | None:
+        return self.steps[-1] if self.steps else None
+
+
+def params_of(nodes: Sequence[ParamNode]) -> dict[str, Any]:
+    """A call's parameters as plain values: text, or a list of the children's texts."""
+    values: dict[str, Any] = {}
+    for node in nodes:
+        if node.children:
+            values[node.tag] = [child.text for child in node.children] if all(
+                not child.children for child in node.children
+            ) else {child.attrs.get("name", child.tag): child.text for child in node.children}
+        else:
+            values[node.tag] = node.text
+    return values
+
+
+def parse_task(content: str) -> TaskFacts:
+    """The first message: a ``<task>`` element, or the person's plain text."""
+    text = content.strip()
+    if not text.startswith("<task "):
+        return TaskFacts(USER_MESSAGE, {}, text=text)
+    try:
+        root = etree.fromstring(text.encode("utf-8"), _xml_parser())
+        payload = json.loads(root.text or "{}")
+    except (etree.XMLSyntaxError, ValueError):
+        return TaskFacts("UNREADABLE_TASK", {}, text=text)
+    market_time = root.get("market_time")
+    try:
+        market_ms = parse_time(market_time) if market_time else None
+    except ValueError:
+        market_ms = None
+    return TaskFacts(
+        task_type=root.get("task_type", ""),
+        payload=payload if isinstance(payload, dict) else {"value": payload},
+        source=root.get("source", ""),
+        task_id=root.get("task_id", ""),
+        market_time_ms=market_ms,
+        reply_expected=root.get("reply_expected") == "true",
+    )
+
+
+def parse_result(content: str) -> Result:
+    """A ``<tool_result>`` envelope as a ``Result``; unreadable text is an error result."""
+    try:
+        root = etree.fromstring(content.strip().encode("utf-8"), _xml_parser())
+    except etree.XMLSyntaxError as exc:
+        return Result("error", error_code="PARSE_ERROR", message=f"unreadable tool result: {exc}")
+    status = (root.findtext("status") or "").strip()
+    if status == "success":
+        data = root.find("data")
+        return Result("success", tuple(data) if data is not None else ())
+    if status == "rejected":
+        return Result(
+            "rejected", message=(root.findtext("reason") or "").strip(),
+            rule=(root.findtext("rule") or "").strip(), details=_details(root.findtext(
+                "details_json")),
+        )
+    error = root.find("error_details")
+    if error is None:
+        return Result("error", error_code="UNKNOWN", message="a tool result without a status")
+    return Result(
+        "error", error_code=(error.findtext("error_code") or "").strip(),
+        message=(error.findtext("message") or "").strip(),
+        details=_details(error.findtext("details_json")),
+    )
+
+
+def _details(text: str | None) -> Mapping[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
+    """Pair every call of the engine's with the message that answered it.
+
+    Raises:
+        ValueError: the conversation is not one the engine could have produced (no first user
+            message, or an assistant message that is not a single call), which only happens when
+            a recording or another provider's conversation is handed to the engine.
+    """
+    if not messages or messages[0].role != "user":
+        raise ValueError("the conversation does not start with the task")
+    task = parse_task(messages[0].content)
+    steps: list[Step] = []
+    index = 1
+    while index < len(messages):
+        message = messages[index]
+        if message.role != "assistant":
+            raise ValueError(f"message {index} should be the engine's call, got a user message")
+        parsed = parse_response(message.content)
+        if parsed.call is None:
+            raise ValueError(f"message {index} is not a tool call the engine made")
+        answer = messages[index + 1].content if index + 1 < len(messages) else None
+        result: Result | None = None
+        reply: str | None = None
+        if answer is not None:
+            if answer.lstrip().startswith("<tool_result"):
+                result = parse_result(answer)
+            else:
+                reply = answer
+        steps.append(Step(
+            parsed.call.name, params_of(parsed.call.params), parsed.thinking or "", result, reply,
+        ))
+        index += 2
+    return Transcript(task, tuple(steps))

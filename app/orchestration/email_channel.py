@@ -1,0 +1,183 @@
+"""The EMAIL channel: a notification sent over SMTP (plain, STARTTLS or implicit TLS).
+
+``smtplib`` blocks, so each message is sent in a worker thread. The password is never part of the
+settings (which are saved to disk): it is looked up at send time through the injected callable,
+which the app backs with the OS keyring. Every SMTP or network failure becomes a FAILED status
+carrying the server's own reason, so the agent and the person see why, and nothing raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import smtplib
+import ssl
+from collections.abc import Callable
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid, parseaddr
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.domain.agents import Channel, ChannelStatus, DeliveryStatus, Notification, Urgency
+from app.domain.clock import ms_to_iso
+
+# the name sent in EHLO; without it smtplib asks DNS for this machine's FQDN, which can hang
+LOCAL_HOSTNAME = "localhost"
+SETUP_HINT = "set it in Settings > Notifications > E-mail"
+
+
+def _address(value: str, field: str) -> str:
+    value = value.strip()
+    _name, address = parseaddr(value)
+    if "@" not in address or address.startswith("@") or address.endswith("@"):
+        raise ValueError(f"{field} {value!r} is not an e-mail address such as name@example.com")
+    return value
+
+
+class EmailSettings(BaseModel):
+    """Where and how to send e-mail; the password lives in the keyring, not here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(min_length=1, description="SMTP server name, e.g. smtp.example.com")
+    port: int = Field(587, ge=1, le=65535, description="587 for STARTTLS, 465 for SSL, 25 plain")
+    security: Literal["none", "starttls", "ssl"] = Field(
+        "starttls", description="none (plain, local relays only), starttls, or ssl (implicit TLS)"
+    )
+    username: str = Field("", description="login name; empty for a server without login")
+    sender: str = Field(description="the From address")
+    recipients: tuple[str, ...] = Field(min_length=1, description="who receives the e-mails")
+    timeout_s: float = Field(10.0, gt=0, le=300, description="network timeout per operation")
+
+    @field_validator("sender")
+    @classmethod
+    def _check_sender(cls, value: str) -> str:
+        return _address(value, "sender")
+
+    @field_validator("recipients")
+    @classmethod
+    def _check_recipients(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_address(v, "recipient") for v in value)
+
+
+class EmailNotifier:
+    """Sends notifications by e-mail; ``password_lookup`` returns the SMTP password or None."""
+
+    channel = Channel.EMAIL
+
+    def __init__(
+        self, settings: EmailSettings, password_lookup: Callable[[], str | None]
+    ) -> None:
+        self.settings = settings
+        self._password_lookup = password_lookup
+
+    async def send(self, n: Notification) -> ChannelStatus:
+        message = self.build_message(n)
+        try:
+            refused = await asyncio.to_thread(self._send_blocking, message)
+        except (smtplib.SMTPException, OSError, _NoPassword) as exc:
+            return ChannelStatus(self.channel, DeliveryStatus.FAILED, self._describe(exc))
+        message_id = str(message["Message-ID"])
+        if refused:
+            detail = "; ".join(f"{addr}: {_reply(code, text)}" for addr, (code, text)
+                               in refused.items())
+            message_id = f"{message_id} (refused: {detail})"
+        return ChannelStatus(self.channel, DeliveryStatus.SUCCESS, message_id)
+
+    def build_message(self, n: Notification) -> EmailMessage:
+        """The e-mail for a notification: urgency in the subject, the agent in the footer."""
+        s = self.settings
+        first_line = n.message.strip().splitlines()[0] if n.message.strip() else "notification"
+        subject = _one_line(n.subject) or _one_line(first_line)[:78]
+        message = EmailMessage()
+        message["Subject"] = f"[Kestrel {n.urgency.value}] {subject}"
+        message["From"] = s.sender
+        message["To"] = ", ".join(s.recipients)
+        message["Date"] = formatdate(usegmt=True)  # sent now; the market time is in the body
+        domain = parseaddr(s.sender)[1].rpartition("@")[2] or LOCAL_HOSTNAME
+        message["Message-ID"] = make_msgid("kestrel", domain=domain)
+        if n.urgency in (Urgency.HIGH, Urgency.CRITICAL):
+            message["X-Priority"] = "1"
+            message["Importance"] = "high"
+        message.set_content(
+            f"{n.message}\n\n-- \nSent by Kestrel agent {n.agent_id} at market time "
+            f"{ms_to_iso(n.created_ms)} (notification {n.notification_id}).\n"
+        )
+        return message
+
+    def _send_blocking(self, message: EmailMessage) -> dict[str, tuple[int, bytes]]:
+        s = self.settings
+        password = None
+        if s.username:
+            password = self._password_lookup()
+            if not password:
+                raise _NoPassword(s.username)
+        context = ssl.create_default_context()
+        client: smtplib.SMTP
+        if s.security == "ssl":
+            client = smtplib.SMTP_SSL(
+                s.host, s.port, local_hostname=LOCAL_HOSTNAME, timeout=s.timeout_s,
+                context=context,
+            )
+        else:
+            client = smtplib.SMTP(
+                s.host, s.port, local_hostname=LOCAL_HOSTNAME, timeout=s.timeout_s
+            )
+        with client:
+            client.ehlo()
+            if s.security == "starttls":
+                client.starttls(context=context)
+                client.ehlo()
+            if s.username and password is not None:
+                client.login(s.username, password)
+            return client.send_message(message)
+
+    def _describe(self, exc: BaseException) -> str:
+        """The failure in words, with the server's own code and reason when it gave one."""
+        s = self.settings
+        where = f"{s.host}:{s.port}"
+        if isinstance(exc, _NoPassword):
+            return f"no SMTP password is stored for {exc.username}; {SETUP_HINT}"
+        if isinstance(exc, smtplib.SMTPAuthenticationError):
+            return (
+                f"the SMTP server {where} refused the login of {s.username}: "
+                f"{_reply(exc.smtp_code, exc.smtp_error)}"
+            )
+        if isinstance(exc, smtplib.SMTPRecipientsRefused):
+            return "every recipient was refused: " + "; ".join(
+                f"{addr}: {_reply(code, text)}" for addr, (code, text) in exc.recipients.items()
+            )
+        if isinstance(exc, smtplib.SMTPSenderRefused):
+            return f"the sender {exc.sender} was refused: {_reply(exc.smtp_code, exc.smtp_error)}"
+        if isinstance(exc, smtplib.SMTPResponseException):
+            return f"the SMTP server {where} answered {_reply(exc.smtp_code, exc.smtp_error)}"
+        if isinstance(exc, smtplib.SMTPNotSupportedError):
+            return f"the SMTP server {where} does not support it: {exc}"
+        if isinstance(exc, smtplib.SMTPServerDisconnected):
+            if isinstance(exc.__context__, TimeoutError):  # smtplib hides the timeout in here
+                return f"no answer from {where} within {s.timeout_s:g} s"
+            return f"the SMTP server {where} closed the connection: {exc or 'no reason given'}"
+        if isinstance(exc, smtplib.SMTPException):
+            return f"SMTP error with {where}: {exc}"
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS with {where} failed ({s.security}): {exc.reason or exc}"
+        if isinstance(exc, TimeoutError):
+            return f"no answer from {where} within {s.timeout_s:g} s"
+        if isinstance(exc, OSError):
+            return f"cannot connect to {where}: {exc.strerror or exc}"
+        return f"{type(exc).__name__}: {exc}"
+
+
+class _NoPassword(Exception):  # noqa: N818 - internal signal, never leaves this module
+    def __init__(self, username: str) -> None:
+        super().__init__(username)
+        self.username = username
+
+
+def _reply(code: int, text: bytes | str) -> str:
+    body = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    return f"{code} {' '.join(body.split())}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

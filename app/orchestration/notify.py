@@ -1,0 +1,226 @@
+"""Notifications to the person: one ``Notifier`` port per channel, sent side by side.
+
+The notification is produced once and each channel only delivers it (the UI alert and the tray on
+the event bus, e-mail over SMTP, Telegram in its own issue). Every channel runs in its own guard
+with its own deadline, concurrently, so one failing or hanging channel never blocks or hides the
+others, and each channel's outcome is reported and stored with the notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from app.domain.agents import Channel, ChannelStatus, DeliveryStatus, Notification, Urgency
+from app.domain.clock import Clock
+from app.domain.errors import InvalidParameterError
+from app.events import EventBus, NotificationRaised
+from app.orchestration.ids import IdFactory, keyed_id
+from app.orchestration.queue import transaction
+from app.store.db import connect
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class Notifier(Protocol):
+    channel: Channel
+
+    async def send(self, n: Notification) -> ChannelStatus:
+        """Deliver ``n`` on this channel; report failure as a FAILED status, not an exception."""
+        ...
+
+
+class BusNotifier:
+    """UI_ALERT and TRAY: announce the notification on the bus, where the window and the tray
+    icon listen."""
+
+    def __init__(self, channel: Channel, bus: EventBus) -> None:
+        self.channel = channel
+        self._bus = bus
+
+    async def send(self, n: Notification) -> ChannelStatus:
+        await self._bus.publish(
+            NotificationRaised(
+                n.notification_id, n.agent_id, self.channel.value, n.message, n.subject,
+                n.urgency.value,
+            )
+        )
+        return ChannelStatus(self.channel, DeliveryStatus.SUCCESS, n.notification_id)
+
+
+class UnconfiguredNotifier:
+    """A channel that cannot send yet: reports FAILED with where the person can set it up."""
+
+    def __init__(self, channel: Channel, why: str) -> None:
+        self.channel = channel
+        self.why = why
+
+    async def send(self, n: Notification) -> ChannelStatus:
+        reason = f"{self.channel.value} is not configured: {self.why}"
+        return ChannelStatus(self.channel, DeliveryStatus.FAILED, reason)
+
+
+class NotificationService:
+    """Sends a notification on its channels and keeps it, with each channel's status."""
+
+    def __init__(
+        self,
+        db_path: Path | str,
+        clock: Clock,
+        ids: IdFactory,
+        notifiers: Mapping[Channel, Notifier],
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        durable: bool = True,
+    ) -> None:
+        self._conn = connect(db_path, durable=durable)
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._ids = ids
+        self._notifiers = dict(notifiers)
+        self.timeout_s = timeout_s
+
+    def close(self) -> None:
+        self._conn.close()
+
+    async def send(
+        self,
+        agent_id: str,
+        channels: Iterable[Channel],
+        message: str,
+        subject: str = "",
+        urgency: Urgency = Urgency.MEDIUM,
+        *,
+        key: str | None = None,
+    ) -> Notification:
+        """Send on every channel at once and return the notification with one status each.
+
+        The notification is stored (statuses PENDING) before anything is sent and updated after.
+
+        Args:
+            key: the sending tool call's key: sending again with the same key (a task
+                redelivered after a crash) returns the stored notification and sends nothing.
+
+        Raises:
+            InvalidParameterError: no channel, or an empty message.
+        """
+        wanted = tuple(dict.fromkeys(Channel(c) for c in channels))
+        if not wanted:
+            raise InvalidParameterError(
+                "Give at least one channel: " + ", ".join(c.value for c in Channel) + ".",
+                details={"parameter": "channels"},
+            )
+        if not message.strip():
+            raise InvalidParameterError(
+                "<message_text> must not be empty.", details={"parameter": "message_text"}
+            )
+        notification = Notification(
+            notification_id=keyed_id(f"notification:{key}") if key else self._ids.new(),
+            agent_id=agent_id, channels=wanted, message=message, subject=subject,
+            urgency=Urgency(urgency), created_ms=self._clock.now_ms(),
+            statuses=tuple(ChannelStatus(c, DeliveryStatus.PENDING, "") for c in wanted),
+        )
+        with transaction(self._conn, self._lock) as conn:
+            existing = _first(_select(conn, "notification_id=?", (notification.notification_id,)))
+            if existing is not None:
+                return existing
+            conn.execute(
+                "INSERT INTO notifications (notification_id, agent_id, channels, message, subject,"
+                " urgency, created_ms, statuses_json) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    notification.notification_id, agent_id, ",".join(c.value for c in wanted),
+                    message, subject, notification.urgency.value, notification.created_ms,
+                    _statuses_json(notification.statuses),
+                ),
+            )
+        statuses = await asyncio.gather(*(self._deliver(c, notification) for c in wanted))
+        notification.statuses = tuple(statuses)
+        with transaction(self._conn, self._lock) as conn:
+            conn.execute(
+                "UPDATE notifications SET statuses_json=? WHERE notification_id=?",
+                (_statuses_json(notification.statuses), notification.notification_id),
+            )
+        return notification
+
+    async def _deliver(self, channel: Channel, n: Notification) -> ChannelStatus:
+        """One channel, guarded: whatever it does, the result is a status for that channel."""
+        notifier = self._notifiers.get(channel)
+        if notifier is None:
+            return ChannelStatus(
+                channel, DeliveryStatus.FAILED,
+                f"{channel.value} is not configured: no notifier is set up for it",
+            )
+        scope = asyncio.timeout(self.timeout_s)
+        try:
+            async with scope:
+                status = await notifier.send(n)
+        except TimeoutError as exc:
+            if scope.expired():
+                return ChannelStatus(
+                    channel, DeliveryStatus.FAILED, f"no answer within {self.timeout_s:g} s"
+                )
+            return ChannelStatus(channel, DeliveryStatus.FAILED, f"timed out: {exc}"[:500])
+        except Exception as exc:  # a broken channel must not stop the others
+            logger.exception("the %s notifier failed", channel.value)
+            return ChannelStatus(
+                channel, DeliveryStatus.FAILED, f"{type(exc).__name__}: {exc}"[:500]
+            )
+        if status.channel is not channel:  # a notifier wired to the wrong channel
+            status = ChannelStatus(channel, status.delivery_status, status.message_id_or_error)
+        return status
+
+    def recent(self, limit: int = 50) -> list[Notification]:
+        """The latest notifications, newest first."""
+        with self._lock:
+            return _select(self._conn, "1=1 ORDER BY created_ms DESC, rowid DESC LIMIT ?",
+                           (limit,))
+
+    def get(self, notification_id: str) -> Notification | None:
+        with self._lock:
+            return _first(_select(self._conn, "notification_id=?", (notification_id,)))
+
+
+def _statuses_json(statuses: Iterable[ChannelStatus]) -> str:
+    return json.dumps(
+        [
+            {"channel": s.channel.value, "delivery_status": s.delivery_status.value,
+             "message_id_or_error": s.message_id_or_error}
+            for s in statuses
+        ],
+        ensure_ascii=False,
+    )
+
+
+def _select(conn: sqlite3.Connection, clause: str, args: tuple[Any, ...]) -> list[Notification]:
+    columns = (
+        "notification_id, agent_id, channels, message, subject, urgency, created_ms, statuses_json"
+    )
+    sql = f"SELECT {columns} FROM notifications WHERE {clause}"  # noqa: S608 - clauses are ours
+    return [_notification(row) for row in conn.execute(sql, args).fetchall()]
+
+
+def _first(found: list[Notification]) -> Notification | None:
+    return found[0] if found else None
+
+
+def _notification(row: tuple[Any, ...]) -> Notification:
+    return Notification(
+        notification_id=row[0], agent_id=row[1],
+        channels=tuple(Channel(c) for c in row[2].split(",") if c), message=row[3],
+        subject=row[4], urgency=Urgency(row[5]), created_ms=row[6],
+        statuses=tuple(
+            ChannelStatus(
+                Channel(s["channel"]), DeliveryStatus(s["delivery_status"]),
+                s["message_id_or_error"],
+            )
+            for s in json.loads(row[7])
+        ),
+    )

@@ -1,0 +1,479 @@
+"""Orchestration tools (Part C §5) and ``ask_user_clarification`` (Part D §6.1).
+
+The handlers close over the agent directory (the AgentManager, through a port), the durable task
+queue, the job scheduler, the notification service and the question store. Anything a tool makes
+is keyed on the call's ``call_key`` where the store allows it, so a task redelivered after a crash
+repeats its calls without dispatching, notifying or asking twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from app.domain.agents import AgentInfo, AgentState, Channel, QuestionKind, Urgency
+from app.domain.clock import Clock, ms_to_iso
+from app.domain.errors import InvalidParameterError, NotFoundError
+from app.orchestration.notify import NotificationService
+from app.orchestration.ports import AgentDirectory
+from app.orchestration.questions import QuestionStore
+from app.orchestration.queue import TaskQueue
+from app.orchestration.scheduler import JobScheduler
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+
+GROUP = "Orchestration Tools"
+USER_GROUP = "User Interaction Tools"
+# carried out at once by the AgentManager instead of being queued
+CONTROL_TASK_TYPES = {"PAUSE_AGENT": "pause", "RESUME_AGENT": "resume", "STOP_AGENT": "stop"}
+# also carried out at once: the payload's fields are merged into the agent's configuration
+UPDATE_CONFIG = "UPDATE_AGENT_CONFIG"
+# made only by the system: an agent sending them would speak as the person or as the broker
+RESERVED_TASK_TYPES = frozenset({"USER_MESSAGE", "ORDER_FILLED"})
+_TASK_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+CHANNEL_NAMES = ", ".join(c.value for c in Channel)
+
+
+def _task_type(value: str, parameter: str) -> str:
+    if not _TASK_TYPE.fullmatch(value):
+        raise InvalidParameterError(
+            f"<{parameter}> must be a name of letters, digits and underscores starting with a "
+            f"letter (at most 64), e.g. NEW_MARKET_ANALYSIS_SIGNAL; got {value[:40]!r}.",
+            details={"parameter": parameter},
+        )
+    if value.upper() in RESERVED_TASK_TYPES:
+        raise InvalidParameterError(
+            f"<{parameter}> {value} is reserved for the system; agents cannot send it. Use a "
+            "task type of your own, e.g. NEW_MARKET_ANALYSIS_SIGNAL.",
+            details={"parameter": parameter, "reserved": sorted(RESERVED_TASK_TYPES)},
+        )
+    return value
+
+
+def _channels(names: list[str]) -> list[Channel]:
+    chosen: list[Channel] = []
+    for name in names:
+        try:
+            channel = Channel(name.strip().upper())
+        except ValueError:
+            raise InvalidParameterError(
+                f"<channel> {name[:40]!r} is not a notification channel; use one of "
+                f"{CHANNEL_NAMES}.",
+                details={"parameter": "channels", "allowed": [c.value for c in Channel]},
+            ) from None
+        if channel not in chosen:
+            chosen.append(channel)
+    return chosen
+
+
+def build_orchestration_tools(
+    directory: AgentDirectory,
+    queue: TaskQueue,
+    scheduler: JobScheduler,
+    notifications: NotificationService,
+    questions: QuestionStore,
+    clock: Clock,
+) -> list[ToolSpec]:
+    """The five tools for managing agents, their tasks and jobs, and talking to the person."""
+
+    def _agent(agent_id: str, parameter: str) -> AgentInfo:
+        info = directory.get_agent(agent_id.strip())
+        if info is None:
+            raise NotFoundError(
+                f"There is no agent with id {agent_id[:80]!r} (it may have been deleted). Use "
+                "the agent_id returned by create_new_agent_instance.",
+                details={"parameter": parameter, "agent_id": agent_id[:80]},
+            )
+        return info
+
+    async def create_new_agent_instance(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        info = await directory.create_agent(
+            args["agent_type_template"], args["agent_name_label"], args["initial_config_json"],
+            start=args["start_immediately"], created_by=ctx.agent_id, key=ctx.call_key or None,
+        )
+        return el(
+            "agent_instance_created", agent_id=info.agent_id, agent_type_template=info.template,
+            agent_name_label=info.name,
+            status="RUNNING" if info.state is AgentState.RUNNING else "INITIALIZED",
+        )
+
+    async def dispatch_task_to_agent(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        target = _agent(args["target_agent_id"], "target_agent_id")
+        task_type = _task_type(args["task_type"], "task_type")
+        payload: dict[str, Any] = args["task_payload_json"]
+        dedupe = f"dispatch:{ctx.call_key}" if ctx.call_key else None
+        source = f"agent:{ctx.agent_id}"
+        action = CONTROL_TASK_TYPES.get(task_type.upper())
+        if action is not None or task_type.upper() == UPDATE_CONFIG:
+            task = queue.get_by_dedupe_key(dedupe) if dedupe else None
+            if task is None:
+                if action is None:
+                    info = await directory.update_config(target.agent_id, payload)
+                    outcome = f"configuration updated: {', '.join(sorted(payload)) or 'nothing'}"
+                else:
+                    try:
+                        info = await directory.control(target.agent_id, action)
+                    except ValueError as exc:  # the lifecycle table refused the change
+                        raise InvalidParameterError(
+                            f"Cannot {action} agent {target.agent_id} ({target.name}): {exc}.",
+                            details={"parameter": "task_type", "state": target.state.value},
+                        ) from None
+                    outcome = f"agent is now {info.state.value}"
+                task = queue.record_done(
+                    target.agent_id, task_type.upper(), payload, source, outcome,
+                    dedupe_key=dedupe,
+                )
+            status = "DELIVERY_ACKNOWLEDGED"
+        else:
+            if target.state in (AgentState.STOPPED, AgentState.FAULTED):
+                why = f" ({target.fault_reason})" if target.fault_reason else ""
+                raise InvalidParameterError(
+                    f"Agent {target.agent_id} ({target.name}) is {target.state.value}{why} and "
+                    "takes no tasks. Resume it first: dispatch task_type RESUME_AGENT to it.",
+                    details={"parameter": "target_agent_id", "state": target.state.value},
+                )
+            reply = bool(args["reply_expected"])
+            task = queue.enqueue(
+                target.agent_id, task_type, payload, source,
+                reply_to=ctx.agent_id if reply else None, reply_expected=reply,
+                dedupe_key=dedupe,
+            )
+            status = "QUEUED_FOR_DELIVERY"
+        return el(
+            "task_dispatched_to_agent", target_agent_id=target.agent_id,
+            dispatched_task_id=task.task_id, status=status,
+        )
+
+    async def list_agent_instances(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        wanted = (args["role"] or "").strip().lower()
+        items = []
+        for info in directory.list_agents():
+            if wanted and info.role.value != wanted:
+                continue
+            jobs = [
+                el(
+                    "job", internal_job_id=job.job_id, job_name=job.name, enabled=job.enabled,
+                    schedule=f"cron {job.cron}" if job.cron else f"every {job.interval_s} s",
+                    task_type_on_trigger=job.task_type,
+                    next_run_time_utc_iso=(
+                        None if job.next_run_ms is None or not job.enabled
+                        else ms_to_iso(job.next_run_ms)
+                    ),
+                )
+                for job in scheduler.jobs(info.agent_id)
+            ]
+            items.append(el(
+                "agent", None,
+                el("config_json", json.dumps(info.config, sort_keys=True, ensure_ascii=False)),
+                *jobs,
+                agent_id=info.agent_id, name=info.name, template=info.template,
+                role=info.role.value, state=info.state.value, provider=info.provider,
+                model=info.model, current_task_id=info.current_task_id,
+                last_action=info.last_action or None,
+                last_action_time_iso=(
+                    None if info.last_action_ms is None else ms_to_iso(info.last_action_ms)
+                ),
+                fault_reason=info.fault_reason,
+            ))
+        return el("agent_instances", None, *items, count=len(items))
+
+    async def schedule_background_job(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        target = _agent(args["target_agent_id_on_trigger"], "target_agent_id_on_trigger")
+        task_type = _task_type(args["task_type_on_trigger"], "task_type_on_trigger")
+        cron = args["cron_expression"] or None
+        interval = args["interval_seconds"]
+        name = args["job_name"].strip()
+        job = scheduler.get_by_name(name)
+        same = job is not None and (
+            job.created_by, job.target_agent_id, job.task_type, job.payload, job.cron,
+            job.interval_s, job.job_type,
+        ) == (
+            ctx.agent_id, target.agent_id, task_type, args["task_payload_on_trigger_json"],
+            " ".join(cron.split()) if cron else None, interval, args["job_type_identifier"],
+        )
+        if job is None or not same:  # the same call repeated (a redelivered task) is not an error
+            job = scheduler.add_job(
+                name, args["job_type_identifier"], target.agent_id, task_type,
+                args["task_payload_on_trigger_json"], cron=cron, interval_s=interval,
+                enabled=args["enabled_on_create"], created_by=ctx.agent_id,
+            )
+        return el(
+            "background_job_scheduled", internal_job_id=job.job_id, job_name=job.name,
+            status="SCHEDULED_AND_ACTIVE" if job.enabled else "SCHEDULED_BUT_DISABLED",
+            next_run_time_utc_iso=None if job.next_run_ms is None else ms_to_iso(job.next_run_ms),
+        )
+
+    async def send_notification(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        sent = await notifications.send(
+            ctx.agent_id, _channels(args["channels"]), args["message_text"],
+            args["subject_text"] or "", Urgency(args["urgency_level"]),
+            key=ctx.call_key or None,
+        )
+        return el(
+            "notification_sent_status",
+            None,
+            *(
+                el(
+                    "channel_status", channel=s.channel.value,
+                    delivery_status=s.delivery_status.value,
+                    message_id_or_error=s.message_id_or_error,
+                )
+                for s in sent.statuses
+            ),
+        )
+
+    async def ask_user_clarification(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        question = questions.ask(
+            ctx.agent_id, ctx.task_id, QuestionKind.CLARIFICATION, args["question_text"],
+            args["suggested_replies"] or (), args["expected_response_format_hint"] or "TEXT",
+            key=ctx.call_key or None,
+        )
+        return el(
+            "clarification_requested", question_id=question.question_id, status="WAITING_FOR_USER"
+        )
+
+    def uuid_param(name: str, description: str) -> ParamSpec:
+        return ParamSpec(name, ParamType.STRING, description, required=True,
+                         example="string_uuid", max_length=100)
+
+    return [
+        ToolSpec(
+            name="create_new_agent_instance",
+            group=GROUP,
+            description=(
+                "Instructs the AgentManager to create, initialize, and (optionally) start a new "
+                "specialized agent instance (e.g., an Analyst Agent for a specific strategy, or "
+                "a Trader Agent). The initial configuration is stored in the new agent's memory."
+            ),
+            params=(
+                ParamSpec(
+                    "agent_type_template", ParamType.STRING,
+                    "Identifier of the agent template to create from, e.g. "
+                    "'AnalystAgent_Trend_v1' or 'TraderAgent_Default_v1'",
+                    required=True, example="AnalystAgent_Trend_v1", max_length=100,
+                ),
+                ParamSpec(
+                    "agent_name_label", ParamType.STRING,
+                    "A human-readable name for this instance, e.g. 'My BTC Trend Analyst'",
+                    required=True, example="My BTC Trend Analyst", max_length=100,
+                ),
+                ParamSpec(
+                    "initial_config_json", ParamType.JSON_OBJECT,
+                    "JSON object with the agent's initial settings (strategy parameters, target "
+                    "symbols, risk settings, links to other agents)",
+                    required=True,
+                ),
+                ParamSpec(
+                    "start_immediately", ParamType.BOOLEAN,
+                    "Whether to start the agent after creation", default=True,
+                ),
+            ),
+            permission=Permission.AGENTS,
+            handler=create_new_agent_instance,
+            returns=(
+                '<agent_instance_created agent_id="string_uuid" agent_type_template="string" '
+                'agent_name_label="string" status="INITIALIZED|RUNNING" />'
+            ),
+        ),
+        ToolSpec(
+            name="dispatch_task_to_agent",
+            group=GROUP,
+            description=(
+                "Sends a task, message, or data payload to another agent instance's inbox, for "
+                "inter-agent communication or delegation. The task is delivered durably, even "
+                "across a restart."
+            ),
+            params=(
+                uuid_param("target_agent_id", "The unique ID of the recipient agent instance"),
+                ParamSpec(
+                    "task_type", ParamType.STRING,
+                    "What the task is, e.g. 'NEW_MARKET_ANALYSIS_SIGNAL', 'RUN_ANALYSIS', "
+                    "'PAUSE_AGENT'",
+                    required=True, example="NEW_MARKET_ANALYSIS_SIGNAL", max_length=64,
+                ),
+                ParamSpec(
+                    "task_payload_json", ParamType.JSON_OBJECT,
+                    "JSON object with the data and parameters of the task", required=True,
+                ),
+                ParamSpec(
+                    "reply_expected", ParamType.BOOLEAN,
+                    "If true, the target's answer is sent back to you as a task", default=False,
+                ),
+            ),
+            permission=Permission.TASKS,
+            handler=dispatch_task_to_agent,
+            returns=(
+                '<task_dispatched_to_agent target_agent_id="string_uuid" '
+                'dispatched_task_id="string_uuid_internal_task_ref" '
+                'status="QUEUED_FOR_DELIVERY|DELIVERY_ACKNOWLEDGED" />'
+            ),
+            extra_rules=(
+                "task_type PAUSE_AGENT, RESUME_AGENT or STOP_AGENT is carried out at once "
+                "(status DELIVERY_ACKNOWLEDGED); so is UPDATE_AGENT_CONFIG, whose payload fields "
+                "are merged into the target's configuration (validated against its template, "
+                'e.g. {"trader_agent_id": "..."}); any other task waits in the target\'s inbox '
+                "(status QUEUED_FOR_DELIVERY).",
+            ),
+        ),
+        ToolSpec(
+            name="list_agent_instances",
+            group=GROUP,
+            description=(
+                "Lists the agent instances with their role, state, configuration, last action "
+                "and scheduled jobs, so you can report status and address agents by id."
+            ),
+            params=(
+                ParamSpec(
+                    "role", ParamType.ENUM, "Only agents of this role",
+                    choices=("orchestrator", "analyst", "trader"),
+                ),
+            ),
+            permission=Permission.AGENTS,
+            handler=list_agent_instances,
+            returns=(
+                '<agent_instances count="integer">\n'
+                '    <agent agent_id="string_uuid" name="string" template="string" '
+                'role="orchestrator|analyst|trader" '
+                'state="created|running|paused|waiting_for_user|stopped|faulted" '
+                'provider="string" model="string" current_task_id="string" last_action="string" '
+                'last_action_time_iso="string" fault_reason="string">\n'
+                "        <config_json>string_json_object</config_json>\n"
+                '        <job internal_job_id="string" job_name="string" enabled="boolean" '
+                'schedule="string" task_type_on_trigger="string" '
+                'next_run_time_utc_iso="string" />\n'
+                "    </agent>\n"
+                "</agent_instances>"
+            ),
+        ),
+        ToolSpec(
+            name="schedule_background_job",
+            group=GROUP,
+            description=(
+                "Sets up a recurring background job that, each time it triggers, dispatches a "
+                "task to an agent. Times are UTC on the market clock."
+            ),
+            params=(
+                ParamSpec(
+                    "job_name", ParamType.STRING,
+                    "A unique, human-readable name for the job", required=True,
+                    example="BTC_1h_TrendAnalysis", max_length=200,
+                ),
+                ParamSpec(
+                    "job_type_identifier", ParamType.STRING,
+                    "The kind of job, e.g. 'PERIODIC_AGENT_TRIGGER'", required=True,
+                    example="PERIODIC_AGENT_TRIGGER", max_length=64,
+                ),
+                ParamSpec(
+                    "cron_expression", ParamType.STRING,
+                    "Cron schedule in UTC with 5 fields, e.g. '*/15 * * * *' for every 15 "
+                    "minutes; if not given, interval_seconds must be",
+                    example="0 */4 * * *", max_length=100,
+                ),
+                ParamSpec(
+                    "interval_seconds", ParamType.INTEGER,
+                    "Run every this many seconds, e.g. 3600; if not given, cron_expression "
+                    "must be",
+                    minimum=1,
+                ),
+                uuid_param("target_agent_id_on_trigger", "The agent to send the task to"),
+                ParamSpec(
+                    "task_type_on_trigger", ParamType.STRING,
+                    "The task_type of the task sent, e.g. 'RUN_ANALYSIS'", required=True,
+                    example="RUN_ANALYSIS", max_length=64,
+                ),
+                ParamSpec(
+                    "task_payload_on_trigger_json", ParamType.JSON_OBJECT,
+                    "JSON object sent as the task's payload (scheduled_time is added)",
+                    required=True,
+                ),
+                ParamSpec(
+                    "enabled_on_create", ParamType.BOOLEAN, "Whether the job starts enabled",
+                    default=True,
+                ),
+            ),
+            permission=Permission.JOBS,
+            handler=schedule_background_job,
+            returns=(
+                '<background_job_scheduled internal_job_id="string_uuid_system_job_id" '
+                'job_name="string" status="SCHEDULED_AND_ACTIVE|SCHEDULED_BUT_DISABLED" '
+                'next_run_time_utc_iso="string_datetime_iso" />'
+            ),
+            extra_rules=(
+                "Give exactly one of cron_expression or interval_seconds. Intervals run at whole "
+                "multiples since 1970-01-01 UTC: 3600 runs on the hour, when the hourly candle "
+                "closes. A run missed while the app was closed runs once, not once per miss.",
+            ),
+        ),
+        ToolSpec(
+            name="send_notification",
+            group=GROUP,
+            description=(
+                "Sends a notification to the person on one or more channels and reports each "
+                "channel's delivery status. One failing channel does not stop the others."
+            ),
+            params=(
+                ParamSpec(
+                    "channels", ParamType.LIST,
+                    f"At least one channel, each one of {CHANNEL_NAMES}", required=True,
+                    item_tag="channel", example="|".join(c.value for c in Channel),
+                    maximum=len(Channel),
+                ),
+                ParamSpec(
+                    "message_text", ParamType.STRING, "The message", required=True,
+                    max_length=4000,
+                ),
+                ParamSpec(
+                    "subject_text", ParamType.STRING, "A subject, for channels like EMAIL",
+                    max_length=200,
+                ),
+                ParamSpec(
+                    "urgency_level", ParamType.ENUM, "How urgent it is; affects presentation",
+                    choices=tuple(u.value for u in Urgency), default=Urgency.MEDIUM.value,
+                ),
+            ),
+            permission=Permission.NOTIFY,
+            handler=send_notification,
+            returns=(
+                "<notification_sent_status>\n"
+                '    <channel_status channel="TELEGRAM" delivery_status="SUCCESS|PENDING|FAILED" '
+                'message_id_or_error="string" />\n'
+                '    <channel_status channel="UI_ALERT" delivery_status="SUCCESS|PENDING|FAILED" '
+                'message_id_or_error="string" />\n'
+                "</notification_sent_status>"
+            ),
+            timeout_s=notifications.timeout_s + 5,
+        ),
+        ToolSpec(
+            name="ask_user_clarification",
+            group=USER_GROUP,
+            description=(
+                "Pauses your work and asks the person a question in the chat. You then wait, "
+                "even across a restart, until the person answers."
+            ),
+            params=(
+                ParamSpec(
+                    "question_text", ParamType.STRING, "The question to ask the person",
+                    required=True, max_length=2000,
+                ),
+                ParamSpec(
+                    "suggested_replies", ParamType.LIST,
+                    "Quick replies the person can click, e.g. 'Yes, proceed.'",
+                    item_tag="reply", maximum=10,
+                ),
+                ParamSpec(
+                    "expected_response_format_hint", ParamType.STRING,
+                    "The kind of answer expected, e.g. TEXT, YES_NO, NUMBER",
+                    example="TEXT", max_length=40,
+                ),
+            ),
+            permission=Permission.ASK_USER,
+            handler=ask_user_clarification,
+            returns=(
+                '<clarification_requested question_id="string_uuid" status="WAITING_FOR_USER" />'
+            ),
+            extra_rules=(
+                "Your next input is the person's reply as plain text, not a tool result.",
+            ),
+        ),
+    ]

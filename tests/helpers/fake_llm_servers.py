@@ -1,0 +1,453 @@
+"""Local fake LLM servers that the real ``openai`` and ``anthropic`` SDKs talk to over real HTTP.
+
+Why: provider adapters must be proven against the SDKs' own request building, status handling and
+SSE parsing, not against a mock of the SDK. Each server is a stdlib ``ThreadingHTTPServer`` on a
+free 127.0.0.1 port in a daemon thread. It answers from a scripted queue and records every request,
+so a test can assert what was sent (system prompt first, ``cache_control``, ``stream_options``).
+
+API::
+
+    FakeOpenAIServer(api_key=None, default=None)     # POST /v1/chat/completions
+    FakeAnthropicServer(api_key=None, default=None)  # POST /v1/messages
+        with ... as server:            # start()/close() also work
+        server.base_url                # what to give the SDK / the provider as base_url
+        server.script([item, ...])     # queue answers (returns the server)
+        server.requests                # [RecordedRequest(method, path, headers, body)], all calls
+        server.bodies                  # [dict]: JSON bodies of the model calls, in order
+        server.pending                 # scripted answers not used yet
+        server.default = item          # answers when the queue is empty
+
+    item: str (answer text) | Reply(...) | callable(body: dict) -> str | Reply
+    text(answer, **reply_fields)       # Reply(text=answer, ...): usage, chunks, finish_reason...
+    error(status, message="", retry_after_s=None)   # 429/500/401/404... in the vendor's format
+    delay(seconds, then="")            # answer only after `seconds` (forces a client timeout)
+    Reply(chunk_delay_s=...)           # a stream that stalls between pieces
+
+``api_key`` set: a call with another key gets the vendor's 401. Streaming follows each SDK's wire
+format: OpenAI ``data: {chunk}`` lines, usage in a last chunk when ``stream_options.include_usage``,
+then ``data: [DONE]``; Anthropic ``message_start``, ``content_block_start``, ``ping``,
+``content_block_delta``..., ``content_block_stop``, ``message_delta`` (stop reason, usage),
+``message_stop``. With an empty queue and no ``default`` the server answers HTTP 400 "the fake
+server's script has no more answers" (a permanent error: a test that runs out fails fast).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer.
+
+    Args:
+        text: the answer text (for a 200 reply).
+        status: HTTP status; anything but 200 sends the provider's error body.
+        error_message: the error's message (a per-status default when empty).
+        delay_s: wait this long before answering (forces a client timeout).
+        chunk_delay_s: wait this long between streamed pieces (a slow stream).
+        retry_after_s: sent as the ``retry-after`` header.
+        input_tokens / output_tokens: reported usage; ``None`` derives them from the sizes.
+        cached_tokens: reported cached prompt tokens (OpenAI
+            ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
+        finish_reason: "stop" or "length" (mapped to ``end_turn``/``max_tokens`` for Anthropic).
+        chunks: the exact streamed pieces; default: the text in 6-character pieces.
+        model: the model the server reports; default: the requested one.
+    """
+
+    text: str = ""
+    status: int = 200
+    error_message: str = ""
+    delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    retry_after_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int = 0
+    finish_reason: str = "stop"
+    chunks: tuple[str, ...] | None = None
+    model: str | None = None
+
+
+def text(answer: str, **fields: Any) -> Reply:
+    """A successful answer; ``fields`` are any other ``Reply`` fields (usage, chunks...)."""
+    return Reply(text=answer, **fields)
+
+
+def error(status: int, message: str = "", *, retry_after_s: float | None = None) -> Reply:
+    """An HTTP error reply in the provider's own error-body format."""
+    return Reply(status=status, error_message=message, retry_after_s=retry_after_s)
+
+
+def delay(seconds: float, then: str = "") -> Reply:
+    """Answer ``then`` only after ``seconds`` (longer than the client timeout = a timeout)."""
+    return Reply(text=then, delay_s=seconds)
+
+
+ScriptItem = str | Reply | Callable[[dict[str, Any]], "str | Reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request as received: ``headers`` keys are lower-case, ``body`` is the parsed JSON."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+def split_pieces(answer: str, size: int = 6) -> list[str]:
+    """The default stream pieces: ``size`` characters each, about what a tokenizer streams."""
+    return [answer[i:i + size] for i in range(0, len(answer), size)] or [""]
+
+
+_DEFAULT_MESSAGES = {
+    400: "Invalid request.",
+    401: "Incorrect API key provided.",
+    403: "You do not have access to this model.",
+    404: "The model does not exist or you do not have access to it.",
+    429: "Rate limit reached. Please try again later.",
+    500: "The server had an error while processing your request.",
+    503: "The server is overloaded.",
+    529: "Overloaded.",
+}
+
+
+class _FakeServerBase:
+    """The shared machinery; subclasses write the provider's wire format."""
+
+    path: str = ""
+    _ids = itertools.count(1)
+
+    def __init__(self, *, api_key: str | None = None, default: ScriptItem | None = None) -> None:
+        self.expected_api_key = api_key
+        self.default = default
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[ScriptItem] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the public API -------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the fake server is not started; use it as a context manager")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as the SDK's ``base_url``."""
+        raise NotImplementedError
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the model calls received, in order."""
+        with self._lock:
+            return [r.body for r in self.requests if r.path.endswith(self.path)]
+
+    def script(self, items: Iterable[ScriptItem]) -> Self:
+        """Queue answers; each model call takes the next one."""
+        with self._lock:
+            self._queue.extend(items)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """How many scripted answers are still queued."""
+        with self._lock:
+            return len(self._queue)
+
+    def start(self) -> Self:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+            name=type(self).__name__, daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- used by the handler --------------------------------------------------------------------
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            item = self._queue.popleft() if self._queue else self.default
+        if item is None:
+            return error(400, "the fake server's script has no more answers")
+        if callable(item):
+            item = item(body)
+        return Reply(text=item) if isinstance(item, str) else item
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the server closes first; True when it should still answer."""
+        return seconds <= 0 or not self._closing.wait(seconds)
+
+    def _usage(self, body: dict[str, Any], reply: Reply) -> tuple[int, int]:
+        prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("system", ""))
+        input_tokens = reply.input_tokens if reply.input_tokens is not None else len(prompt) // 4
+        output_tokens = (
+            reply.output_tokens if reply.output_tokens is not None else max(1, len(reply.text) // 4)
+        )
+        return input_tokens, output_tokens
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):06d}"
+
+    def authorised(self, headers: dict[str, str]) -> bool:
+        raise NotImplementedError
+
+    def error_body(self, reply: Reply) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def answer_body(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        raise NotImplementedError
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (timeout test) is expected; other errors still print."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: _FakeServerBase
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        owner = self.owner
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with owner._lock:
+            owner.requests.append(RecordedRequest("POST", self.path, headers, body))
+        if not self.path.endswith(owner.path):
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        if not owner.authorised(headers):
+            self._send_json(401, owner.error_body(error(401)))
+            return
+        reply = owner._next_reply(body)
+        if not owner._wait(reply.delay_s):
+            return
+        if reply.status != 200:
+            extra = {}
+            if reply.retry_after_s is not None:
+                extra["retry-after"] = f"{reply.retry_after_s:g}"
+            self._send_json(reply.status, owner.error_body(reply), extra)
+            return
+        if body.get("stream"):
+            self._send_stream(owner.stream_events(body, reply), reply.chunk_delay_s)
+        else:
+            self._send_json(200, owner.answer_body(body, reply))
+
+    def _send_json(
+        self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_stream(self, events: Iterable[bytes], chunk_delay_s: float) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        for event in events:
+            self.wfile.write(event)
+            self.wfile.flush()
+            if not self.owner._wait(chunk_delay_s):
+                return
+
+
+def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+class FakeOpenAIServer(_FakeServerBase):
+    """An OpenAI-compatible ``POST /v1/chat/completions`` (JSON or SSE chunks + ``[DONE]``)."""
+
+    path = "/chat/completions"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    def authorised(self, headers: dict[str, str]) -> bool:
+        return self.expected_api_key is None or (
+            headers.get("authorization") == f"Bearer {self.expected_api_key}"
+        )
+
+    def error_body(self, reply: Reply) -> dict[str, Any]:
+        kinds = {401: "invalid_request_error", 404: "invalid_request_error", 429: "requests"}
+        codes = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
+        message = reply.error_message or _DEFAULT_MESSAGES.get(reply.status, "Error.")
+        return {"error": {"message": message, "type": kinds.get(reply.status, "server_error"),
+                          "param": None, "code": codes.get(reply.status)}}
+
+    def _usage_dict(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        prompt, completion = self._usage(body, reply)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}}
+
+    def answer_body(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        return {
+            "id": self._new_id("chatcmpl-"), "object": "chat.completion", "created": 1_700_000_000,
+            "model": reply.model or body.get("model", ""),
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+                         "message": {"role": "assistant", "content": reply.text}}],
+            "usage": self._usage_dict(body, reply),
+        }
+
+    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        base = {"id": self._new_id("chatcmpl-"), "object": "chat.completion.chunk",
+                "created": 1_700_000_000, "model": reply.model or body.get("model", "")}
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            return _sse({**base, "choices": [choice], **({"usage": None} if include_usage else {})})
+
+        yield chunk({"role": "assistant", "content": ""}, None)
+        for piece in reply.chunks if reply.chunks is not None else split_pieces(reply.text):
+            yield chunk({"content": piece}, None)
+        yield chunk({}, reply.finish_reason)
+        if include_usage:
+            yield _sse({**base, "choices": [], "usage": self._usage_dict(body, reply)})
+        yield _sse("[DONE]")
+
+
+class FakeAnthropicServer(_FakeServerBase):
+    """An Anthropic ``POST /v1/messages`` (JSON or the message_start…message_stop SSE events)."""
+
+    path = "/v1/messages"
+    _STOP = {"stop": "end_turn", "length": "max_tokens"}
+    _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                    403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
+                    529: "overloaded_error"}
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url
+
+    def authorised(self, headers: dict[str, str]) -> bool:
+        """The SDK sends the key as ``x-api-key`` or (anthropic 2.x) ``Authorization: Bearer``."""
+        key = self.expected_api_key
+        return key is None or key in (
+            headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")
+        )
+
+    def error_body(self, reply: Reply) -> dict[str, Any]:
+        message = reply.error_message or _DEFAULT_MESSAGES.get(reply.status, "Error.")
+        kind = self._ERROR_TYPES.get(reply.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def _usage_dict(self, body: dict[str, Any], reply: Reply, output: int) -> dict[str, Any]:
+        prompt, _ = self._usage(body, reply)
+        return {"input_tokens": max(0, prompt - reply.cached_tokens), "output_tokens": output,
+                "cache_read_input_tokens": reply.cached_tokens,
+                "cache_creation_input_tokens": 0}
+
+    def _message(self, body: dict[str, Any], reply: Reply, content: list[Any], output: int,
+                 stop: str | None) -> dict[str, Any]:
+        return {"id": self._new_id("msg_"), "type": "message", "role": "assistant",
+                "model": reply.model or body.get("model", ""), "content": content,
+                "stop_reason": stop, "stop_sequence": None,
+                "usage": self._usage_dict(body, reply, output)}
+
+    def answer_body(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        _, output = self._usage(body, reply)
+        stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
+        return self._message(body, reply, [{"type": "text", "text": reply.text}], output, stop)
+
+    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        _, output = self._usage(body, reply)
+        start = self._message(body, reply, [], 1, None)
+        yield _sse({"type": "message_start", "message": start}, "message_start")
+        yield _sse({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}}, "content_block_start")
+        yield _sse({"type": "ping"}, "ping")
+        for piece in reply.chunks if reply.chunks is not None else split_pieces(reply.text):
+            yield _sse({"type": "content_block_delta", "index": 0,
+                        "delta": {"type": "text_delta", "text": piece}}, "content_block_delta")
+        yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
+        yield _sse({"type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": output}}, "message_delta")
+        yield _sse({"type": "message_stop"}, "message_stop")
+
+
+__all__ = [
+    "FakeAnthropicServer",
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "ScriptItem",
+    "delay",
+    "error",
+    "split_pieces",
+    "text",
+]

@@ -1,0 +1,94 @@
+"""A scripted "model" for the fake LLM servers: it answers each HTTP request as the rule engine
+would, and now and then answers with a malformed call first, as real models do.
+
+Why: the whole agent flow must be proven through the real ``openai`` and ``anthropic`` SDKs over
+real HTTP, which needs a model that makes the right calls for many steps. The rule engine's
+policies are that model; the only difference from the built-in provider is the path the answer
+travels. The agent's id is read from its system prompt and its configuration from the runtime's
+own agents (kept current from the event bus, so the server thread never touches SQLite).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from app.agents.llm.port import ChatMessage
+from app.agents.rules.engine import decide
+from app.agents.rules.transcript import read_transcript
+from app.agents.runtime import AgentRuntime
+from app.events import AgentStateChanged
+from app.tools.protocol.parser import parse_response
+
+_AGENT_ID = re.compile(r"Your agent id: `([^`]+)`")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def corrupt(answer: str, n: int) -> str:
+    """One of three ways a model gets the protocol wrong, each a different error to recover from:
+    fences around the call, a call cut off, two calls at once."""
+    call_start = answer.find("<", answer.find("</thinking>") + 1) if "</thinking>" in answer else 0
+    call = answer[call_start:]
+    match n % 3:
+        case 0:
+            return f"```xml\n{call}\n```"
+        case 1:
+            return call[: max(1, len(call) * 2 // 3)]
+        case _:
+            return f"{call}\n{call}"
+
+
+class RuleModel:
+    """``server.default = RuleModel(runtime, malformed_every=7)``."""
+
+    def __init__(self, runtime: AgentRuntime, *, malformed_every: int = 0) -> None:
+        self.configs: dict[str, dict[str, Any]] = {
+            a.agent_id: dict(a.config) for a in runtime.manager.list_agents()
+        }
+        self.malformed_every = malformed_every
+        self.calls = 0
+        self.malformed = 0
+        self._lock = threading.Lock()
+        self._runtime = runtime
+        runtime.bus.subscribe(AgentStateChanged, self._on_agent)
+
+    def _on_agent(self, event: AgentStateChanged) -> None:
+        info = self._runtime.agents.get(event.agent_id)
+        if info is not None:
+            self.configs[info.agent_id] = dict(info.config)
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        system = _text(body.get("system", ""))
+        raw = body["messages"]
+        if raw and raw[0].get("role") == "system":  # OpenAI sends the system prompt first
+            system, raw = _text(raw[0]["content"]), raw[1:]
+        agent = _AGENT_ID.search(system)
+        assert agent is not None, "no agent id in the system prompt"
+        messages = [ChatMessage(m["role"], _text(m["content"])) for m in raw]
+        kept: list[ChatMessage] = messages[:1]
+        index = 1
+        while index < len(messages):  # leave out our own malformed answers and their errors
+            if messages[index].role == "assistant" and parse_response(
+                messages[index].content
+            ).call is None:
+                index += 2
+                continue
+            kept.append(messages[index])
+            index += 1
+        answer = decide(body["model"], agent.group(1), self.configs.get(agent.group(1), {}),
+                        read_transcript(kept)).render()
+        with self._lock:
+            self.calls += 1
+            spoil = (self.malformed_every and self.calls % self.malformed_every == 0
+                     and parse_response(answer).call is not None
+                     and len(messages) == len(kept))  # at most once per task
+            if spoil:
+                self.malformed += 1
+                return corrupt(answer, self.malformed)
+        return answer

@@ -1,0 +1,45 @@
+"""A hand-written LLM double for loop tests: answers from a script, records every request.
+
+Only the loop's own behaviour is under test with it; the real SDKs are tested over real HTTP
+against the fake servers in ``fake_llm_servers.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.agents.llm.port import LLMRequest, LLMResponse, LLMUsage, StreamCallback
+
+Answer = str | Exception | Callable[[LLMRequest], str]
+
+
+@dataclass
+class ScriptedProvider:
+    answers: list[Answer]
+    model: str = "gpt-4o-mini"
+    usage: LLMUsage = field(default_factory=lambda: LLMUsage(1_000, 100))
+    name: str = "openai-compatible"
+    is_llm: bool = True
+    requests: list[LLMRequest] = field(default_factory=list)
+    repeat_last: bool = False
+
+    async def complete(
+        self, request: LLMRequest, on_delta: StreamCallback | None = None
+    ) -> LLMResponse:
+        self.requests.append(request)
+        if not self.answers:
+            raise AssertionError("the script ran out of answers")
+        answer = self.answers[0] if self.repeat_last and len(self.answers) == 1 else (
+            self.answers.pop(0))
+        if isinstance(answer, Exception):
+            raise answer
+        text = answer(request) if callable(answer) else answer
+        if on_delta is not None:
+            half = len(text) // 2
+            on_delta(text[:half])
+            on_delta(text[half:])
+        return LLMResponse(text, self.usage, self.model, self.name, 5.0)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,235 @@
+"""The rule-engine agents on the real runtime: what the Orchestrator does with each command, and
+how the Trader decides, with its memory, the Risk Guard and the paper broker all real."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+
+from app.agents.runtime import AgentRuntime
+from app.domain.agents import AgentRole, AgentState
+from app.memory.roles import TradeRecord, TradesFile, to_yaml, trades_path
+from tests.helpers.agents import SETUP_COMMAND, agent_runtime, settle
+
+Body = Callable[[AgentRuntime], Awaitable[None]]
+TRADER = "TraderAgent_Default_v1"
+
+
+def run(tmp_path: Path, body: Body, settings: str = "") -> None:
+    if settings:
+        tmp_path.mkdir(exist_ok=True)
+        (tmp_path / "settings.toml").write_text(settings, encoding="utf-8")
+
+    async def scenario() -> None:
+        runtime = agent_runtime(tmp_path)
+        try:
+            await runtime.start()
+            await body(runtime)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(scenario())
+
+
+async def say(runtime: AgentRuntime, text: str) -> str:
+    """Send the Orchestrator a chat message; return its final answer."""
+    orchestrator = await runtime.ensure_orchestrator()
+    task = runtime.manager.send_user_message(orchestrator.agent_id, text)
+    await settle(runtime)
+    return runtime.queue.get(task.task_id).result or ""
+
+
+def calls(runtime: AgentRuntime, agent_id: str) -> list[tuple[str, str]]:
+    rows = runtime.base.ledger.connection.execute(
+        "SELECT tool_name, status FROM tool_calls WHERE agent_id=? ORDER BY id", (agent_id,)
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def test_a_setup_missing_its_interval_asks_again_after_a_bad_answer_and_can_be_cancelled(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        orchestrator = await runtime.ensure_orchestrator()
+        task = runtime.manager.send_user_message(orchestrator.agent_id, "watch BTC/USDT")
+        await settle(runtime)
+        (question,) = runtime.questions.pending(orchestrator.agent_id)
+        assert "interval" in question.text and "1h" in question.suggested_replies
+        runtime.manager.answer(question.question_id, "2h")
+        await settle(runtime)
+        again = [q for q in runtime.questions.pending(orchestrator.agent_id) if q.answer is None]
+        assert len(again) == 1 and "There is no 2h interval" in again[0].text
+        runtime.manager.answer(again[0].question_id, "4h")
+        await settle(runtime)
+        (schedule,) = [q for q in runtime.questions.pending(orchestrator.agent_id)
+                       if q.answer is None]
+        assert "How often" in schedule.text
+        assert schedule.suggested_replies[0] == "Every 4h, as each candle closes"
+        runtime.manager.answer(schedule.question_id, "cancel")
+        await settle(runtime)
+        assert runtime.queue.get(task.task_id).result == "Cancelled: nothing was set up."
+        assert [a.role for a in runtime.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
+        assert runtime.agents.get(orchestrator.agent_id).state is AgentState.RUNNING
+
+    run(tmp_path, body)
+
+
+def test_status_reports_each_agent_with_its_state_and_next_run(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        assert (await say(runtime, "status")).startswith("No agents yet")
+        await say(runtime, SETUP_COMMAND)
+        report = await say(runtime, "status")
+        assert report.startswith("2 agent(s):")
+        assert "BTC/USDT 1h Trend Analyst [analyst" in report and ": running" in report
+        assert "every 3600 s, next 2019-10-10T08:00:00Z" in report
+        assert "BTC/USDT Trader [trader" in report
+
+    run(tmp_path, body)
+
+
+def test_pause_all_and_resume_by_role_change_only_the_named_agents(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        await say(runtime, SETUP_COMMAND)
+        answer = await say(runtime, "pause all")
+        assert answer.startswith("Paused: ") and "Trader" in answer and "Analyst" in answer
+        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        assert states == {AgentRole.ORCHESTRATOR: AgentState.RUNNING,
+                          AgentRole.ANALYST: AgentState.PAUSED,
+                          AgentRole.TRADER: AgentState.PAUSED}
+        assert (await say(runtime, "resume analysts")).startswith("Resumed: BTC/USDT 1h Trend")
+        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        assert states[AgentRole.ANALYST] is AgentState.RUNNING
+        assert states[AgentRole.TRADER] is AgentState.PAUSED
+        assert "No agent matches 'nobody'" in await say(runtime, "stop nobody")
+
+    run(tmp_path, body)
+
+
+def test_add_a_trader_links_every_analyst_that_had_none(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        answer = await say(runtime, "watch BTC/USDT on 1h every 1h with a trend analyst")
+        assert "no Trader" in answer
+        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+        assert analyst.config["trader_agent_id"] is None
+        answer = await say(runtime, "add a trader")
+        (trader,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]
+        assert trader.config["symbols"] == ["BTC/USDT"]
+        assert f"Signals of {analyst.name} now go to it" in answer
+        linked = runtime.agents.get(analyst.agent_id)
+        assert linked.config["trader_agent_id"] == trader.agent_id
+        stored = yaml.safe_load(runtime.base.memory.read_file(analyst.agent_id, "config.yaml").data)
+        assert stored["config"]["trader_agent_id"] == trader.agent_id
+        assert stored["created_by"] != ""
+        prompt = runtime.manager.profile_for(linked).system_prompt
+        assert trader.agent_id in prompt, "the analyst's next task runs with the new config"
+
+    run(tmp_path, body)
+
+
+def test_an_unknown_request_is_answered_with_what_the_rule_engine_understands(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        answer = await say(runtime, "what do you think of the Fed?")
+        assert "I did not understand" in answer and "rule engine (not an LLM)" in answer
+
+    run(tmp_path, body)
+
+
+async def signal(runtime: AgentRuntime, trader_id: str, side: str = "BUY",
+                 confidence: str = "0.8", symbol: str = "BTC/USDT") -> str:
+    price = await runtime.base.broker.last_price("BTC/USDT")
+    task = runtime.queue.enqueue(trader_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+        "symbol": symbol, "side": side, "confidence": confidence, "price": str(price),
+        "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
+        "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
+        "reason": "test signal"}, "agent:analyst-1")
+    await settle(runtime)
+    return runtime.queue.get(task.task_id).result or ""
+
+
+async def trader(runtime: AgentRuntime, **config: object) -> str:
+    info = await runtime.manager.create_agent(
+        TRADER, "Test trader", {"symbols": ["BTC/USDT"], **config}, start=True)
+    return info.agent_id
+
+
+def journal(runtime: AgentRuntime, agent_id: str) -> str:
+    files = runtime.base.memory.list_files(agent_id, "journal")
+    return "".join(runtime.base.memory.read_file(agent_id, f.path).data.decode() for f in files)
+
+
+def test_a_sell_signal_while_flat_places_nothing_and_says_why(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        trader_id = await trader(runtime)
+        answer = await signal(runtime, trader_id, side="SELL")
+        assert "cannot sell short" in answer
+        assert "create_order" not in [n for n, _ in calls(runtime, trader_id)]
+        assert "cannot sell short" in journal(runtime, trader_id)
+
+    run(tmp_path, body)
+
+
+def test_a_risk_guard_refusal_is_recorded_and_never_resent(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        trader_id = await trader(runtime)
+        answer = await signal(runtime, trader_id)
+        orders = [s for n, s in calls(runtime, trader_id) if n == "create_order"]
+        assert orders == ["rejected"]
+        assert "Order not placed: rejected by the Risk Guard (max_position_weight)" in answer
+        assert "max_position_weight" in journal(runtime, trader_id)
+        assert not runtime.base.ledger.connection.execute(
+            "SELECT COUNT(*) FROM orders WHERE agent_id=?", (trader_id,)).fetchone()[0]
+
+    run(tmp_path, body, "[risk.max_position_weight]\nlimit_pct = 5\n")
+
+
+def test_a_signal_sized_by_risk_is_ordered_recorded_and_notified(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        trader_id = await trader(runtime, risk_per_trade_pct="0.5")
+        answer = await signal(runtime, trader_id)
+        assert answer.startswith("Placed MARKET BUY")
+        (quantity,) = runtime.base.ledger.connection.execute(
+            "SELECT quantity FROM orders WHERE agent_id=?", (trader_id,)).fetchone()
+        price = await runtime.base.broker.last_price("BTC/USDT")
+        # 0.5% of 10,000 at risk over a 2% stop: a position worth 2,500, capped at 20% (2,000)
+        assert Decimal(quantity) * price <= Decimal(2000)
+        record = TradesFile.model_validate(yaml.safe_load(
+            runtime.base.memory.read_file(trader_id, trades_path("BTC/USDT")).data))
+        (trade,) = record.trades
+        assert trade.stop_loss is not None and trade.take_profit is not None
+        assert trade.signal_source == "analyst-1" and trade.confidence == Decimal("0.8")
+        assert ("send_notification", "success") in calls(runtime, trader_id)
+
+    run(tmp_path, body)
+
+
+def test_after_three_losses_a_weak_signal_is_declined(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        trader_id = await trader(runtime)
+        losses = TradesFile(symbol="BTC/USDT", trades=[
+            TradeRecord(trade_id=f"t{n}", side="BUY", quantity=Decimal(1),
+                        entry_price=Decimal(8000), opened_at="2019-10-01T00:00:00Z",
+                        realized_pnl=Decimal(-10)) for n in range(3)])
+        await runtime.base.memory.awrite_file(
+            trader_id, trades_path("BTC/USDT"), to_yaml(losses).encode())
+        answer = await signal(runtime, trader_id, confidence="0.7")
+        assert "my last 3 trades with BTC/USDT lost" in answer
+        assert "create_order" not in [n for n, _ in calls(runtime, trader_id)]
+        assert (await signal(runtime, trader_id, confidence="0.8")).startswith("Placed")
+
+    run(tmp_path, body)
+
+
+def test_a_signal_for_a_symbol_not_configured_is_ignored(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        trader_id = await trader(runtime)
+        answer = await signal(runtime, trader_id, symbol="ETH/USDT")
+        assert "ETH/USDT is not one of my symbols" in answer
+        assert [n for n, _ in calls(runtime, trader_id)] == ["log_journal_entry"]
+
+    run(tmp_path, body)
