@@ -23,7 +23,7 @@ from app.memory.bank import MemoryBank
 from app.resources import sample_data_files
 from app.risk.config import build_guard
 from app.store.ledger import Ledger
-from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
+from app.store.recorders import AnnouncingRecorder, SqliteRiskRecorder, SqliteToolCallRecorder
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import ToolCallRecorder, ToolExecutor
 from app.tools.indicator_tools import build_indicator_tools
@@ -111,9 +111,12 @@ def build_offline_runtime(
             memory.close()
         ledger.close()
         raise
+    recorder = recorder or SqliteToolCallRecorder(ledger)
+    if bus is not None:
+        recorder = AnnouncingRecorder(recorder, bus)
     executor = ToolExecutor(
         registry,
-        recorder or SqliteToolCallRecorder(ledger),
+        recorder,
         clock,
         default_timeout_s=settings.tools.default_timeout_s,
     )

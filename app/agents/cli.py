@@ -102,7 +102,7 @@ class TerminalNarrator:
             self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: {event.content.strip()}")
         elif event.kind == "notice":
             self.out(f"[{self._stamp()}] {self._name(event.agent_id)} (note): {event.content}")
-        elif event.kind == "tool_result" and 'status="rejected"' in event.content[:200]:
+        elif event.kind == "tool_result" and "<status>rejected</status>" in event.content[:200]:
             self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: an order was rejected")
 
     def _notification(self, event: NotificationRaised) -> None:

@@ -53,6 +53,10 @@ class ConversationStore:
         self._conn = connect(db_path, durable=durable)
         self._clock = clock
         self._bus = bus
+        # running totals for the budget checks made before every model call: summing the usage
+        # rows each time would cost more with every call an agent makes
+        self._spent_by_agent: dict[str, Decimal] = {}
+        self._spent_by_run: dict[str, Decimal] = {}
 
     def close(self) -> None:
         self._conn.close()
@@ -116,6 +120,10 @@ class ConversationStore:
                 int(time.time() * 1000),
             ),
         )
+        if agent_id in self._spent_by_agent:
+            self._spent_by_agent[agent_id] += cost
+        if run_id in self._spent_by_run:
+            self._spent_by_run[run_id] += cost
         if self._bus is not None:
             self._bus.publish_nowait(
                 LLMCallRecorded(
@@ -123,6 +131,18 @@ class ConversationStore:
                     latency_ms,
                 )
             )
+
+    def spent(self, *, agent_id: str | None = None, run_id: str | None = None) -> Decimal:
+        """Money spent by an agent (all time) or in a run: read once, then kept up to date."""
+        if (agent_id is None) == (run_id is None):
+            raise ValueError("give exactly one of agent_id or run_id")
+        cache, key = ((self._spent_by_agent, agent_id) if agent_id is not None
+                      else (self._spent_by_run, run_id))
+        assert key is not None
+        if key not in cache:
+            cache[key] = (self.usage(agent_id=agent_id) if agent_id is not None
+                          else self.usage(run_id=run_id)).cost
+        return cache[key]
 
     def usage(
         self,
@@ -142,13 +162,16 @@ class ConversationStore:
             clauses.append("wall_ms>=?")
             args.append(since_wall_ms)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._conn.execute(
-            f"SELECT input_tokens, output_tokens, cost FROM llm_usage {where}",  # noqa: S608
-            args,
+        totals = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
+        calls, tokens_in, tokens_out = self._conn.execute(
+            f"SELECT {totals} FROM llm_usage {where}", args  # noqa: S608
+        ).fetchone()
+        # free calls (the rule engine, replays) are most rows: only priced ones are summed
+        priced = f"{where} AND cost != '0'" if where else "WHERE cost != '0'"
+        costs = self._conn.execute(
+            f"SELECT cost FROM llm_usage {priced}", args  # noqa: S608
         ).fetchall()
         return UsageTotals(
-            calls=len(rows),
-            input_tokens=sum(r[0] for r in rows),
-            output_tokens=sum(r[1] for r in rows),
-            cost=sum((Decimal(r[2]) for r in rows), Decimal(0)),
+            calls=int(calls), input_tokens=int(tokens_in), output_tokens=int(tokens_out),
+            cost=sum((Decimal(r[0]) for r in costs), Decimal(0)),
         )

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Protocol
@@ -92,6 +92,8 @@ class LoopServices:
     last_price: Callable[[str], Awaitable[Decimal | None]]
     traded_symbols: Callable[[], set[str]]
     run_budget_usd: Decimal | None = None
+    # how many agents may take a step at the same moment (see ``AgentLoop.run_task``)
+    turnstile: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
 
 
 @dataclass
@@ -154,38 +156,46 @@ class AgentLoop:
             )
             self.s.agents.record_action(self.agent_id, task.task_id, f"started {task.task_type}")
         while True:
-            last = messages[-1]
-            if last.kind == "assistant":  # a call stored but not yet answered (or resumed)
-                outcome = await self._act(task, last, messages)
-                if outcome is not None:
-                    return outcome
-                continue
-            if last.kind == "question":
-                outcome = await self._after_question(task, last, messages)
-                if outcome is not None:
-                    return outcome
-                continue
-            current = self.s.agents.get(self.agent_id)
-            if current is None or current.state in (AgentState.PAUSED, AgentState.STOPPED):
-                return TaskOutcome.INTERRUPTED
-            step = 1 + sum(1 for m in messages if m.kind in ("assistant", "final"))
-            stop = self._limit_reached(task, step, messages)
-            if stop is not None:
-                return stop
-            try:
-                response = await self._ask_model(task, step, messages)
-            except LLMError as exc:
-                return self._fault(task, f"the model provider failed: {exc}", messages)
-            parsed = self.s.executor.parse(response.text)
-            if parsed.is_text:
-                messages.append(conv.add(
-                    self.agent_id, task.task_id, step, "assistant", "final", response.text
-                ))
-                self._finish(task, parsed.text or response.text)
-                return TaskOutcome.DONE
+            # One step per turn of the event loop, and only a few agents stepping at once: many
+            # agents share the loop with the window, and one whose provider answers without
+            # waiting (the rule engine) must not hold it. The turnstile is let go while a
+            # language model thinks, so waiting on the network never holds other agents back.
+            await asyncio.sleep(0)
+            async with self.s.turnstile:
+                outcome = await self._step(task, messages)
+            if outcome is not None:
+                return outcome
+
+    async def _step(self, task: Task, messages: list[StoredMessage]) -> TaskOutcome | None:
+        """One step: act on a stored call or answered question, or ask the model for the next."""
+        conv = self.s.conversations
+        last = messages[-1]
+        if last.kind == "assistant":  # a call stored but not yet answered (or resumed)
+            return await self._act(task, last, messages)
+        if last.kind == "question":
+            return await self._after_question(task, last, messages)
+        current = self.s.agents.get(self.agent_id)
+        if current is None or current.state in (AgentState.PAUSED, AgentState.STOPPED):
+            return TaskOutcome.INTERRUPTED
+        step = 1 + sum(1 for m in messages if m.kind in ("assistant", "final"))
+        stop = self._limit_reached(task, step, messages)
+        if stop is not None:
+            return stop
+        try:
+            response = await self._ask_model(task, step, messages)
+        except LLMError as exc:
+            return self._fault(task, f"the model provider failed: {exc}", messages)
+        parsed = self.s.executor.parse(response.text)
+        if parsed.is_text:
             messages.append(conv.add(
-                self.agent_id, task.task_id, step, "assistant", "assistant", response.text
+                self.agent_id, task.task_id, step, "assistant", "final", response.text
             ))
+            self._finish(task, parsed.text or response.text)
+            return TaskOutcome.DONE
+        messages.append(conv.add(
+            self.agent_id, task.task_id, step, "assistant", "assistant", response.text
+        ))
+        return None
 
     # -- one turn ------------------------------------------------------------------------------
 
@@ -215,7 +225,14 @@ class AgentLoop:
                 bus.publish_nowait(AnswerStreamed(self.agent_id, task.task_id, step, delta))
 
         started = time.perf_counter()
-        response = await profile.provider.complete(request, on_delta)
+        if profile.provider.is_llm:  # network time: let other agents step meanwhile
+            self.s.turnstile.release()
+            try:
+                response = await profile.provider.complete(request, on_delta)
+            finally:
+                await self.s.turnstile.acquire()
+        else:
+            response = await profile.provider.complete(request, on_delta)
         latency_ms = response.latency_ms or (time.perf_counter() - started) * 1000
         self._record_usage(task, response, latency_ms)
         return response
@@ -384,12 +401,12 @@ class AgentLoop:
     def _budget_spent(self) -> str | None:
         budget = self.profile.budget_usd
         if budget is not None:
-            spent = self.s.conversations.usage(agent_id=self.agent_id).cost
+            spent = self.s.conversations.spent(agent_id=self.agent_id)
             if spent >= budget:
                 return f"Budget spent: ${spent:.4f} of ${budget} for this agent; it has stopped."
         run_budget = self.s.run_budget_usd
         if run_budget is not None:
-            spent = self.s.conversations.usage(run_id=self.s.run_id).cost
+            spent = self.s.conversations.spent(run_id=self.s.run_id)
             if spent >= run_budget:
                 return f"Run budget spent: ${spent:.4f} of ${run_budget}; the agent has stopped."
         return None

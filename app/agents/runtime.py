@@ -8,6 +8,7 @@ workspace's ``kestrel.db``; the replay clock starts where the workspace's paper 
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,9 @@ class AgentRuntime:
 
     async def start(self) -> None:
         await self.manager.start()
+        # what exists now (modules, market data, caches) lives as long as the app: keep it out
+        # of the garbage collector's full passes, which would otherwise stall the loop ~50-100 ms
+        gc.freeze()
 
     def orchestrator(self) -> AgentInfo | None:
         for info in self.manager.list_agents():
@@ -153,8 +157,12 @@ def build_agent_runtime(
     clock = base.clock
     # a backtest is simply run again after a crash: commits need not survive power loss
     durable = mode is not Mode.BACKTEST
-    agents = AgentStore(db, clock, bus, durable=durable)
-    conversations = ConversationStore(db, clock, bus, durable=durable)
+    # Conversations, usage and "last action" are written several times per agent step; they
+    # survive a killed app (WAL) but are not forced to disk one by one. Losing the newest of them
+    # to a power cut only makes a task repeat a step, and the order and dispatch tools recognise
+    # a repeated step by its call key; orders, tasks, jobs and questions stay fully durable.
+    agents = AgentStore(db, clock, bus, durable=False)
+    conversations = ConversationStore(db, clock, bus, durable=False)
     approvals = ApprovalLog(db, clock, durable=durable)
     queue = TaskQueue(db, clock, ids, bus, durable=durable)
     scheduler = JobScheduler(db, clock, queue, ids, durable=durable)

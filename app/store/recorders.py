@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from app.events import EventBus, ToolCallCompleted
 from app.risk.types import RiskDecision
 from app.store.ledger import Ledger
-from app.tools.executor import ToolCallRecord
+from app.tools.executor import ToolCallRecord, ToolCallRecorder
 from app.tools.protocol.render import format_value
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,22 @@ class SqliteToolCallRecorder:
             )
         except sqlite3.Error:
             logger.exception("could not store the call to %s", entry.tool_name)
+
+
+class AnnouncingRecorder:
+    """Stores each call through ``inner``, then announces it on the bus as ``ToolCallCompleted``
+    (the audit, account and chart panels and the tray follow tool calls as they happen)."""
+
+    def __init__(self, inner: ToolCallRecorder, bus: EventBus) -> None:
+        self._inner = inner
+        self._bus = bus
+
+    def record(self, entry: ToolCallRecord) -> None:
+        self._inner.record(entry)
+        self._bus.publish_nowait(ToolCallCompleted(
+            entry.agent_id, entry.tool_name, entry.status,
+            None if entry.error_code is None else str(entry.error_code), entry.duration_ms,
+        ))
 
 
 def _json_value(value: object) -> str:

@@ -152,14 +152,10 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
             name="calculate_technical_indicator",
             group=GROUP,
             description=(
-                "Calculate a technical indicator on the candles visible now and return its most "
-                "recent values, newest last, one attribute per output column (e.g. MACD gives "
-                "macd, signal, histogram). The value at a bar uses that bar and earlier bars only. "
-                "Parameters you omit take their documented defaults; the result's params attribute "
-                "lists every parameter used. A value undefined at a bar (e.g. a division by a zero "
-                "range in a flat market) is shown as NaN. Errors: UNKNOWN_INDICATOR (with the "
-                "closest names), INVALID_PARAMETER (unknown parameter, wrong type or out of its "
-                "range), INSUFFICIENT_DATA (fewer bars than the indicator needs)."
+                "Calculate a technical indicator on the candles visible now; its most recent "
+                "values, newest last, one attribute per output (MACD: macd, signal, histogram). "
+                "A bar's value uses that bar and earlier ones only; an undefined value is NaN. "
+                "Omitted parameters take their defaults (the result's params lists all used)."
             ),
             params=(
                 ParamSpec("symbol", ParamType.STRING, 'Market symbol, e.g. "BTC/USDT"',
@@ -170,8 +166,7 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
                 ParamSpec(
                     "params",
                     ParamType.MAP,
-                    "Indicator parameters by name, e.g. length (period is accepted for it); "
-                    "describe_technical_indicator lists each one with its default and range",
+                    "Parameters by name, e.g. length (describe_technical_indicator lists them)",
                     item_tag="param",
                     example="length",
                 ),
@@ -211,9 +206,8 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
             name="describe_technical_indicator",
             group=GROUP,
             description=(
-                "Describe one technical indicator: what it measures, its output columns, the bars "
-                "it needs before its first value (min_bars, at default parameters) and each "
-                "parameter with its type, default and allowed range."
+                "Describe an indicator: what it measures, its outputs, the bars it needs first "
+                "(min_bars) and each parameter's type, default and range."
             ),
             params=(name_param,),
             permission=Permission.INDICATOR,

@@ -26,8 +26,7 @@ TYPE_HINTS = ("YAML", "MARKDOWN", "TEXT")
 FILE_PATH = ParamSpec(
     "file_path",
     ParamType.STRING,
-    "Relative path inside your own memory folder, e.g. 'notes/BTCUSDT_plan.md' or "
-    "'market_beliefs/BTCUSDT_context.yaml'",
+    "Relative path in your own memory folder, e.g. 'notes/BTCUSDT_plan.md'",
     required=True,
     max_length=1024,
 )

@@ -242,9 +242,8 @@ def build_orchestration_tools(
             name="create_new_agent_instance",
             group=GROUP,
             description=(
-                "Instructs the AgentManager to create, initialize, and (optionally) start a new "
-                "specialized agent instance (e.g., an Analyst Agent for a specific strategy, or "
-                "a Trader Agent). The initial configuration is stored in the new agent's memory."
+                "Creates (and by default starts) a new agent instance from a template, e.g. an "
+                "Analyst or a Trader; its configuration is also stored in its memory."
             ),
             params=(
                 ParamSpec(
@@ -280,9 +279,8 @@ def build_orchestration_tools(
             name="dispatch_task_to_agent",
             group=GROUP,
             description=(
-                "Sends a task, message, or data payload to another agent instance's inbox, for "
-                "inter-agent communication or delegation. The task is delivered durably, even "
-                "across a restart."
+                "Sends a task with a JSON payload to another agent's inbox, delivered durably "
+                "(even across a restart)."
             ),
             params=(
                 uuid_param("target_agent_id", "The unique ID of the recipient agent instance"),
@@ -309,19 +307,16 @@ def build_orchestration_tools(
                 'status="QUEUED_FOR_DELIVERY|DELIVERY_ACKNOWLEDGED" />'
             ),
             extra_rules=(
-                "task_type PAUSE_AGENT, RESUME_AGENT or STOP_AGENT is carried out at once "
-                "(status DELIVERY_ACKNOWLEDGED); so is UPDATE_AGENT_CONFIG, whose payload fields "
-                "are merged into the target's configuration (validated against its template, "
-                'e.g. {"trader_agent_id": "..."}); any other task waits in the target\'s inbox '
-                "(status QUEUED_FOR_DELIVERY).",
+                "PAUSE_AGENT, RESUME_AGENT, STOP_AGENT and UPDATE_AGENT_CONFIG (payload: fields "
+                "merged into the target's configuration) happen at once (DELIVERY_ACKNOWLEDGED); "
+                "other tasks wait in the inbox (QUEUED_FOR_DELIVERY).",
             ),
         ),
         ToolSpec(
             name="list_agent_instances",
             group=GROUP,
             description=(
-                "Lists the agent instances with their role, state, configuration, last action "
-                "and scheduled jobs, so you can report status and address agents by id."
+                "Lists the agents with role, state, configuration, last action and jobs."
             ),
             params=(
                 ParamSpec(
@@ -350,8 +345,8 @@ def build_orchestration_tools(
             name="schedule_background_job",
             group=GROUP,
             description=(
-                "Sets up a recurring background job that, each time it triggers, dispatches a "
-                "task to an agent. Times are UTC on the market clock."
+                "Sets up a recurring job that sends a task to an agent each time it triggers "
+                "(UTC, market clock)."
             ),
             params=(
                 ParamSpec(
@@ -366,14 +361,12 @@ def build_orchestration_tools(
                 ),
                 ParamSpec(
                     "cron_expression", ParamType.STRING,
-                    "Cron schedule in UTC with 5 fields, e.g. '*/15 * * * *' for every 15 "
-                    "minutes; if not given, interval_seconds must be",
+                    "5-field cron schedule, e.g. '*/15 * * * *'",
                     example="0 */4 * * *", max_length=100,
                 ),
                 ParamSpec(
                     "interval_seconds", ParamType.INTEGER,
-                    "Run every this many seconds, e.g. 3600; if not given, cron_expression "
-                    "must be",
+                    "Run every this many seconds, e.g. 3600",
                     minimum=1,
                 ),
                 uuid_param("target_agent_id_on_trigger", "The agent to send the task to"),
@@ -400,17 +393,16 @@ def build_orchestration_tools(
                 'next_run_time_utc_iso="string_datetime_iso" />'
             ),
             extra_rules=(
-                "Give exactly one of cron_expression or interval_seconds. Intervals run at whole "
-                "multiples since 1970-01-01 UTC: 3600 runs on the hour, when the hourly candle "
-                "closes. A run missed while the app was closed runs once, not once per miss.",
+                "Give exactly one of cron_expression or interval_seconds. Intervals run at "
+                "multiples since 1970 UTC (3600: on the hour, as the hourly candle closes); a run "
+                "missed while the app was closed runs once.",
             ),
         ),
         ToolSpec(
             name="send_notification",
             group=GROUP,
             description=(
-                "Sends a notification to the person on one or more channels and reports each "
-                "channel's delivery status. One failing channel does not stop the others."
+                "Notifies the person on one or more channels; reports each channel's delivery."
             ),
             params=(
                 ParamSpec(
@@ -448,8 +440,8 @@ def build_orchestration_tools(
             name="ask_user_clarification",
             group=USER_GROUP,
             description=(
-                "Pauses your work and asks the person a question in the chat. You then wait, "
-                "even across a restart, until the person answers."
+                "Asks the person a question in the chat and waits (even across a restart) for "
+                "the answer."
             ),
             params=(
                 ParamSpec(

@@ -81,11 +81,13 @@ class ToolRegistry:
 
 
 def _comment(param: ParamSpec) -> str:
-    parts = ["Required." if param.required else "Optional."]
+    """What a model needs to fill the parameter, said once: the enum's choices are already in
+    the placeholder and length limits are explained by the error if ever exceeded, so neither is
+    repeated here, and a parameter is required unless marked Optional (every token of this
+    section is paid on every call of every agent)."""
+    parts = [] if param.required else ["Optional."]
     parts.append(param.description.rstrip(".") + ".")
-    if param.type is ParamType.ENUM:
-        parts.append(f"One of: {', '.join(param.choices)}.")
-    if param.default is not None and not param.required:
+    if param.default not in (None, "") and not param.required:
         parts.append(f"Default: {format_value(param.default)}.")
     if param.type in (ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL):
         low = None if param.minimum is None else format_value(param.minimum)
@@ -96,17 +98,8 @@ def _comment(param: ParamSpec) -> str:
             parts.append(f"Minimum: {low}.")
         elif high is not None:
             parts.append(f"Max: {high}.")
-    if param.type is ParamType.LIST:
-        if param.minimum is not None:
-            parts.append(f"At least {param.minimum} items.")
-        if param.maximum is not None:
-            parts.append(f"At most {param.maximum} items.")
-    if param.type is ParamType.STRING and param.minimum is not None:
-        parts.append(f"At least {param.minimum} characters.")
-    if param.type is ParamType.STRING and param.maximum is not None:
-        parts.append(f"At most {param.maximum} characters.")
-    if param.max_length is not None:
-        parts.append(f"At most {param.max_length} characters.")
+    if param.type is ParamType.LIST and param.minimum is not None:
+        parts.append(f"At least {param.minimum} items.")
     comment = _DASHES.sub("-", " ".join(parts)).rstrip("-")
     return f"<!-- {comment} -->"
 

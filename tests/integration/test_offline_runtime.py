@@ -57,3 +57,30 @@ def test_every_tool_call_is_kept_in_the_workspace_ledger(tmp_path):
         ("get_account_balance", "success"),
         ("get_order_book", "error"),
     ]
+
+
+def test_every_tool_call_is_announced_on_the_bus_after_it_is_stored(tmp_path):
+    from app.events import EventBus, ToolCallCompleted
+
+    bus = EventBus()
+    seen: list[ToolCallCompleted] = []
+    runtime = build_offline_runtime(
+        Workspace.at(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"), bus=bus)
+    bus.subscribe(ToolCallCompleted, seen.append)
+
+    def stored() -> int:
+        return runtime.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
+
+    bus.subscribe(ToolCallCompleted, lambda _event: counts.append(stored()))
+    counts: list[int] = []
+    try:
+        ctx = AgentContext("trader-1")
+        asyncio.run(runtime.executor.execute_text(ctx, BUY_1000))
+        asyncio.run(runtime.executor.execute_text(ctx, "<get_order_book><symbol>NOPE</symbol>"
+                                                       "</get_order_book>"))
+    finally:
+        runtime.close()
+    assert [(e.agent_id, e.tool_name, e.status) for e in seen] == [
+        ("trader-1", "create_order", "success"), ("trader-1", "get_order_book", "error")]
+    assert seen[1].error_code == "NOT_FOUND" and seen[0].duration_ms >= 0
+    assert counts == [1, 2], "announced only once stored"

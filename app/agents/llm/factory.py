@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.agents.llm.anthropic_provider import AnthropicProvider
-from app.agents.llm.openai_compat import OpenAICompatibleProvider
 from app.agents.llm.port import LLMProvider, PermanentLLMError
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 
@@ -50,7 +48,11 @@ def build_provider(
         PermanentLLMError: unknown kind or missing configuration, with what to do.
     """
     provider: LLMProvider
+    # each SDK is imported only when its provider is built: anthropic alone takes ~1.7 s to
+    # import, which the window's cold start and every CLI command would otherwise pay
     if kind == "openai-compatible":
+        from app.agents.llm.openai_compat import OpenAICompatibleProvider
+
         url = base_url or OPENAI_BASE_URL
         if not api_key and url.rstrip("/") == OPENAI_BASE_URL:
             raise PermanentLLMError(kind, f"no API key for OpenAI: {_KEY_HELP}")
@@ -59,6 +61,8 @@ def build_provider(
             stream=stream,
         )
     elif kind == "anthropic":
+        from app.agents.llm.anthropic_provider import AnthropicProvider
+
         if not api_key:
             raise PermanentLLMError(kind, f"no API key for Anthropic: {_KEY_HELP}")
         provider = AnthropicProvider(

@@ -5,6 +5,7 @@ schedule, which analyst; each at most three times), then calls, in order:
 ``create_new_agent_instance`` for the Trader (unless none is wanted or an existing one is reused,
 found with ``list_agent_instances``), ``create_new_agent_instance`` for the Analyst with
 ``trader_agent_id`` set, one ``schedule_background_job`` per symbol (RUN_ANALYSIS to the Analyst),
+a first RUN_ANALYSIS per symbol dispatched at once (so the person need not wait for the schedule),
 ``send_notification`` (UI_ALERT) announcing it, and answers with a summary: ids, job names and
 next runs. ``status``, ``pause/resume/stop`` and ``add a trader`` read the agents with
 ``list_agent_instances`` and act with ``dispatch_task_to_agent``.
@@ -275,12 +276,22 @@ class OrchestratorPolicy:
             else:
                 problem = job.result.problem() if job.result else "no result"
                 notes.append(f"The schedule for {symbol} failed: {problem}")
+        for symbol in c.symbols:
+            first = t.tagged(f"first {symbol}")
+            if first is None:
+                return call(
+                    "dispatch_task_to_agent", f"first {symbol}",
+                    f"A first analysis of {symbol} now, so you need not wait for the schedule.",
+                    target_agent_id=analyst_id, task_type="RUN_ANALYSIS",
+                    task_payload_json={"symbol": symbol, "interval": interval},
+                    reply_expected=False,
+                )
         trading = (f"its BUY/SELL signals go to Trader {trader_name} ({trader_id}), which orders "
                    "through the Risk Guard" if trader_id else
                    "no Trader: its signals are logged and notified, nothing is traded "
                    "(say 'add a trader' to trade them)")
         summary = (f"Set up {analyst_name} ({analyst_id}) analysing {', '.join(jobs) or label} "
-                   f"on {interval} candles; {trading}.")
+                   f"on {interval} candles, starting with an analysis now; {trading}.")
         if notes:
             summary += " " + " ".join(notes)
         announced = t.tagged("announce")

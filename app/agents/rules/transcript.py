@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from lxml import etree
@@ -137,6 +139,17 @@ def params_of(nodes: Sequence[ParamNode]) -> dict[str, Any]:
     return values
 
 
+@lru_cache(maxsize=8192)
+def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
+    """An assistant message as (tool, params, thinking); cached, as every turn re-reads the
+    whole conversation and all but the newest message were read before."""
+    parsed = parse_response(content)
+    if parsed.call is None:
+        return None
+    params = MappingProxyType(params_of(parsed.call.params))  # shared by the cache: read-only
+    return parsed.call.name, params, parsed.thinking or ""
+
+
 def parse_task(content: str) -> TaskFacts:
     """The first message: a ``<task>`` element, or the person's plain text."""
     text = content.strip()
@@ -162,6 +175,7 @@ def parse_task(content: str) -> TaskFacts:
     )
 
 
+@lru_cache(maxsize=8192)
 def parse_result(content: str) -> Result:
     """A ``<tool_result>`` envelope as a ``Result``; unreadable text is an error result."""
     try:
@@ -215,9 +229,10 @@ def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
         message = messages[index]
         if message.role != "assistant":
             raise ValueError(f"message {index} should be the engine's call, got a user message")
-        parsed = parse_response(message.content)
-        if parsed.call is None:
+        call = _call_of(message.content)
+        if call is None:
             raise ValueError(f"message {index} is not a tool call the engine made")
+        name, params, thinking = call
         answer = messages[index + 1].content if index + 1 < len(messages) else None
         result: Result | None = None
         reply: str | None = None
@@ -226,8 +241,6 @@ def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
                 result = parse_result(answer)
             else:
                 reply = answer
-        steps.append(Step(
-            parsed.call.name, params_of(parsed.call.params), parsed.thinking or "", result, reply,
-        ))
+        steps.append(Step(name, params, thinking, result, reply))
         index += 2
     return Transcript(task, tuple(steps))

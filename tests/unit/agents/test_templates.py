@@ -65,9 +65,8 @@ def test_analysts_cannot_trade_and_only_the_orchestrator_manages_agents(
         granted = permissions_of(template)
         if template.role is AgentRole.ANALYST:
             assert granted == {"market", "indicator", "memory", "tasks", "notify"}
-        if template.role is AgentRole.TRADER:
-            assert granted == {"market", "indicator", "account", "trade", "memory", "tasks",
-                               "notify"}
+        if template.role is AgentRole.TRADER:  # it decides on signals; it neither analyses
+            assert granted == {"market", "account", "trade", "memory", "notify"}  # nor delegates
         if template.role is not AgentRole.ORCHESTRATOR:
             assert not granted & {"agents", "jobs", "ask_user"}
     assert {"agents", "jobs", "ask_user"} <= permissions_of(templates[ORCHESTRATOR])
