@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("gui", help="open the window (the default with no command; see kestrel gui -h)")
 
     tool = sub.add_parser(
         "tool",
@@ -207,9 +208,45 @@ COMMANDS = {
 }
 
 
+GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout"})
+
+
+def build_gui_parser() -> argparse.ArgumentParser:
+    """The window's options, parsed without the other commands' heavy imports (cold start)."""
+    parser = argparse.ArgumentParser(
+        prog="kestrel gui",
+        description="Open the Kestrel window. A workspace that never ran opens the offline demo: "
+                    "bundled market data replayed, a paper exchange and agents on the built-in "
+                    "rule engine.",
+    )
+    parser.add_argument("--workspace", type=Path, metavar="DIR",
+                        help="workspace folder (database, memory); default: this checkout's")
+    parser.add_argument("--data", action="append", type=Path, default=[], metavar="FILE",
+                        help="kline CSV to replay (repeatable); default: the bundled data")
+    parser.add_argument("--speed", type=float, choices=[1.0, 10.0, 60.0, 600.0],
+                        help="replay speed: simulated seconds per second")
+    parser.add_argument("--reset-layout", action="store_true",
+                        help="forget the saved window layout")
+    return parser
+
+
+def gui_command(argv: Sequence[str]) -> int:
+    args = build_gui_parser().parse_args(list(argv))
+    setup_logging(None)
+    from app.ui.app import run_gui
+
+    return run_gui(args.workspace, data_files=args.data, speed=args.speed,
+                   reset_layout=args.reset_layout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] == "gui":
+        return gui_command(arguments[1:])
+    if arguments[0].split("=", 1)[0] in GUI_OPTIONS:  # ``kestrel --workspace DIR`` opens it
+        return gui_command(arguments)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
         return EXIT_OK

@@ -1,0 +1,87 @@
+"""Start the desktop app: one QApplication, one qasync event loop, the main window, then the desk.
+
+``asyncio.run(main(), loop_factory=QEventLoop)`` runs asyncio inside Qt's loop (qasync's own
+pattern), so the agents, the tools and the window share one thread and one loop; nothing else
+starts a loop. The window is shown before the workspace is opened, so a person sees it within the
+first second; the heavy parts (pandas, the market data, the agents) load behind it. The app ends
+when the window really closes (not when it hides to the tray), after the agents and the stores
+have been shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_NO_DISPLAY = 3
+
+
+def has_display() -> bool:
+    """False on a Linux without X11/Wayland and without an explicit Qt platform (e.g. CI)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                or os.environ.get("QT_QPA_PLATFORM"))
+
+
+def run_gui(
+    workspace: Path | None = None,
+    *,
+    data_files: list[Path] | None = None,
+    speed: float | None = None,
+    reset_layout: bool = False,
+) -> int:
+    """Open the window on ``workspace`` (default: this checkout's or the platform's)."""
+    if not has_display():
+        print(
+            "kestrel: there is no display to open the window on (DISPLAY is not set). Run "
+            "'kestrel demo' for the terminal demo, 'kestrel chat' to talk to the agents, or set "
+            "QT_QPA_PLATFORM=offscreen.",
+            file=sys.stderr,
+        )
+        return EXIT_NO_DISPLAY
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.settings.prefs import APPLICATION, ORGANISATION, UiPrefs
+    from app.ui.theme import apply_theme
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setOrganizationName(ORGANISATION)
+    app.setApplicationName(APPLICATION)
+    app.setQuitOnLastWindowClosed(False)  # the window may hide to the tray; main() decides
+    prefs = UiPrefs()
+    if reset_layout:
+        prefs.store.remove("window")
+    apply_theme(app, prefs.theme)
+
+    import qasync
+
+    async def main() -> int:
+        from app.secrets import SecretStore
+        from app.ui.main_window import MainWindow
+        from app.workspace import Workspace
+
+        window = MainWindow(prefs, SecretStore())
+        window.errors.install(asyncio.get_running_loop())
+        closed = asyncio.Event()
+        window.closed.connect(closed.set)
+        window.show()
+        chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
+        try:
+            await window.open_workspace(chosen, data_files=data_files or (), speed=speed)
+            logger.info("desk open: %s", window.describe())
+        except Exception as exc:  # noqa: BLE001 - shown in the window; it stays open to say so
+            logger.exception("cannot open the workspace %s", chosen.root)
+            window.errors.report(f"Cannot open the workspace {chosen.root}: {exc}", repr(exc))
+        await closed.wait()
+        await window.aclose()
+        return EXIT_OK
+
+    return asyncio.run(main(), loop_factory=qasync.QEventLoop)

@@ -1,0 +1,541 @@
+"""The Backtest view: pick data, a strategy or agents, dates and cash; see the estimate; run; read.
+
+Why the estimate comes first: a run with a language model costs money per bar, so the number of
+calls and the price are on screen before Start, and a run on the rule engine says plainly that it
+calls no LLM. The run itself happens in a worker thread (``jobs``); this widget polls its progress
+ten times a second for the bar, the ETA and Cancel, and shows any failure (a bad data file, a
+range too short to trade) as a sentence in the form instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QDateTime, Qt, QTimer, QTimeZone, Signal
+from PySide6.QtWidgets import (
+    QDateTimeEdit,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.backtest.strategy import StrategyError
+from app.config import Settings
+from app.domain.errors import DataFileError, OperationalError
+from app.resources import sample_data_files
+from app.ui.backtest.jobs import (
+    AgentRequest,
+    BacktestCancelled,
+    DataInfo,
+    Progress,
+    RunOutcome,
+    SmaRequest,
+    inspect_file,
+    run_agents,
+    run_sma,
+)
+from app.ui.backtest.report import ReportView
+from app.ui.panels.tasks import TaskSet
+from app.ui.theme import palette
+from app.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+RULE_ENGINE = "rule-engine"
+DEFAULT_BARS = 500
+POLL_MS = 100
+
+
+def _qdt(ms: int) -> QDateTime:
+    return QDateTime.fromMSecsSinceEpoch(ms, QTimeZone.utc())
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating time left…"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"about {seconds} s left"
+    return f"about {seconds // 60} min {seconds % 60:02d} s left"
+
+
+class BacktestView(QWidget):
+    """Run backtests from the window.
+
+    Args:
+        workspace: where runs are written (``<workspace>/backtests/<time>/``) and whose settings
+            say which LLM the agents would use.
+        data_files: the files offered (default: the bundled sample data); Browse adds more.
+        templates: agent templates by id (default: ``load_templates()``; empty hides agents).
+        settings: the settings to use (default: the workspace's).
+
+    Signals:
+        finished(object): the ``RunOutcome`` of a completed run.
+    """
+
+    finished = Signal(object)
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        data_files: Sequence[Path] | None = None,
+        templates: Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("backtest_view")
+        self.workspace = workspace
+        self.settings = settings if settings is not None else workspace.settings()
+        self.templates = dict(templates) if templates is not None else self._load_templates()
+        self.tasks = TaskSet(self._task_failed)
+        self.infos: dict[Path, DataInfo] = {}
+        self.progress_state: Progress | None = None
+        self.outcome: RunOutcome | None = None
+        self._build()
+        for path in data_files if data_files is not None else sample_data_files():
+            self._add_file(Path(path), checked=False)
+        self.tasks.spawn(self.load_files())
+
+    @staticmethod
+    def _load_templates() -> dict[str, Any]:
+        from app.agents.templates import load_templates
+
+        return dict(load_templates())
+
+    # -- layout ---------------------------------------------------------------------------------
+    def _build(self) -> None:
+        t = palette()
+        data_box = QGroupBox("Data")
+        self.data_list = QListWidget()
+        self.data_list.setObjectName("data_list")
+        self.data_list.setMaximumHeight(96)
+        self.data_list.itemChanged.connect(lambda _item: self._selection_changed())
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        column = QVBoxLayout(data_box)
+        column.addWidget(self.data_list)
+        column.addWidget(browse, 0, Qt.AlignmentFlag.AlignRight)
+
+        what_box = QGroupBox("What to run")
+        self.use_sma = QRadioButton("Strategy: sma_cross (SMA crossover, rule-based)")
+        self.use_sma.setObjectName("use_sma")
+        self.use_sma.setChecked(True)
+        self.fast = QSpinBox()
+        self.fast.setRange(2, 500)
+        self.fast.setValue(10)
+        self.slow = QSpinBox()
+        self.slow.setRange(3, 2000)
+        self.slow.setValue(30)
+        params = QHBoxLayout()
+        params.addWidget(QLabel("fast"))
+        params.addWidget(self.fast)
+        params.addWidget(QLabel("slow"))
+        params.addWidget(self.slow)
+        params.addStretch(1)
+        self.use_agents = QRadioButton("Agents (templates, bar by bar)")
+        self.use_agents.setObjectName("use_agents")
+        self.agent_list = QListWidget()
+        self.agent_list.setObjectName("agent_list")
+        self.agent_list.setMaximumHeight(96)
+        for template_id, template in sorted(self.templates.items()):
+            role = getattr(getattr(template, "role", None), "value", "")
+            if role == "orchestrator":
+                continue  # an orchestrator talks to people; a backtest has none to talk to
+            kind = getattr(getattr(template, "provider", None), "kind", RULE_ENGINE)
+            engine = "rule engine" if kind == RULE_ENGINE else kind
+            item = QListWidgetItem(f"{getattr(template, 'display_name', template_id)} "
+                                   f"({role}, {engine})")
+            item.setToolTip(f"{template_id}: "
+                            + ("the built-in rule engine, not an LLM" if kind == RULE_ENGINE
+                               else f"{kind} model {template.provider.model}"))
+            item.setData(Qt.ItemDataRole.UserRole, template_id)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
+            self.agent_list.addItem(item)
+        self.agent_list.itemChanged.connect(lambda _item: self.update_estimate())
+        if self.agent_list.count() == 0:
+            self.use_agents.setEnabled(False)
+            self.use_agents.setText("Agents (no agent templates found)")
+        for widget in (self.use_sma, self.use_agents):
+            widget.toggled.connect(self._mode_changed)
+        for spin in (self.fast, self.slow):
+            spin.valueChanged.connect(lambda _v: self.update_estimate())
+        what = QVBoxLayout(what_box)
+        what.addWidget(self.use_sma)
+        what.addLayout(params)
+        what.addWidget(self.use_agents)
+        what.addWidget(self.agent_list)
+
+        range_box = QGroupBox("Range and money")
+        form = QFormLayout(range_box)
+        self.start = QDateTimeEdit()
+        self.end = QDateTimeEdit()
+        for edit in (self.start, self.end):
+            edit.setTimeZone(QTimeZone.utc())
+            edit.setDisplayFormat("yyyy-MM-dd HH:mm 'UTC'")
+            edit.setCalendarPopup(True)
+            edit.dateTimeChanged.connect(lambda _v: self.update_estimate())
+        self.start.setObjectName("start_date")
+        self.end.setObjectName("end_date")
+        self.cash = QLineEdit(str(self.settings.paper.initial_cash))
+        self.cash.setObjectName("cash")
+        self.cash.setAlignment(Qt.AlignmentFlag.AlignRight)
+        form.addRow("Start", self.start)
+        form.addRow("End", self.end)
+        form.addRow("Cash (quote)", self.cash)
+
+        self.estimate = QLabel()
+        self.estimate.setObjectName("estimate")
+        self.estimate.setWordWrap(True)
+        self.estimate.setStyleSheet(
+            f"background: {t.raised}; padding: 6px 8px; border-left: 3px solid {t.accent};")
+        self.start_button = QPushButton("Start")
+        self.start_button.setObjectName("start_backtest")
+        self.start_button.clicked.connect(self.start_run)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("cancel_backtest")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_run)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.cancel_button)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("progress")
+        self.progress.setRange(0, 100)
+        self.progress.setValue(0)
+        self.eta = QLabel()
+        self.eta.setObjectName("eta")
+        self.eta.setStyleSheet(f"color: {t.muted};")
+        self.status = QLabel()
+        self.status.setObjectName("status")
+        self.status.setWordWrap(True)
+
+        left = QWidget()
+        side = QVBoxLayout(left)
+        side.setContentsMargins(8, 8, 8, 8)
+        for widget in (data_box, what_box, range_box, self.estimate):
+            side.addWidget(widget)
+        side.addLayout(buttons)
+        side.addWidget(self.progress)
+        side.addWidget(self.eta)
+        side.addWidget(self.status)
+        side.addStretch(1)
+        left.setMinimumWidth(400)
+        left.setMaximumWidth(480)
+        self.report = ReportView()
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(self.report)
+        split.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self._poll)
+        self._mode_changed()
+
+    # -- data -----------------------------------------------------------------------------------
+    def _add_file(self, path: Path, checked: bool) -> QListWidgetItem:
+        item = QListWidgetItem(f"{path.name} (reading…)")
+        item.setData(Qt.ItemDataRole.UserRole, str(path))
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        self.data_list.addItem(item)
+        return item
+
+    def _item_for(self, path: Path) -> QListWidgetItem | None:
+        for row in range(self.data_list.count()):
+            item = self.data_list.item(row)
+            if Path(item.data(Qt.ItemDataRole.UserRole)) == path:
+                return item
+        return None
+
+    async def load_files(self) -> None:
+        """Read every listed file (in a thread) and describe it; tick the first if none is."""
+        paths = [Path(self.data_list.item(r).data(Qt.ItemDataRole.UserRole))
+                 for r in range(self.data_list.count())]
+        for path in paths:
+            if path not in self.infos:
+                await self._inspect(path)
+        if not self.selected_files():
+            first = next((self._item_for(p) for p in paths if p in self.infos), None)
+            if first is not None:
+                first.setCheckState(Qt.CheckState.Checked)
+        self._selection_changed()
+
+    async def _inspect(self, path: Path) -> DataInfo | None:
+        item = self._item_for(path)
+        try:
+            info = await asyncio.get_event_loop().run_in_executor(None, inspect_file, path)
+        except (DataFileError, OSError) as exc:
+            if item is not None:
+                item.setText(f"{path.name}: unusable")
+                item.setToolTip(str(exc))
+                item.setForeground(Qt.GlobalColor.red)
+                item.setCheckState(Qt.CheckState.Unchecked)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsUserCheckable)
+            self.show_error(f"{path.name} cannot be used: {exc}")
+            return None
+        self.infos[path] = info
+        if item is not None:
+            self.data_list.blockSignals(True)
+            item.setText(info.label)
+            item.setToolTip(str(path))
+            self.data_list.blockSignals(False)
+        return info
+
+    def add_data_file(self, path: Path) -> None:
+        """Add a file (as Browse does), tick it and read it."""
+        path = Path(path)
+        item = self._item_for(path) or self._add_file(path, checked=True)
+        item.setCheckState(Qt.CheckState.Checked)
+        self.tasks.spawn(self._inspect_and_select(path))
+
+    async def _inspect_and_select(self, path: Path) -> None:
+        if await self._inspect(path) is not None:
+            self._selection_changed()
+
+    def _browse(self) -> None:
+        names, _ = QFileDialog.getOpenFileNames(
+            self, "Kline CSV files", str(self.workspace.root),
+            "Kline CSV (*.csv);;All files (*)")
+        for name in names:
+            self.add_data_file(Path(name))
+
+    def selected_files(self) -> list[DataInfo]:
+        out = []
+        for row in range(self.data_list.count()):
+            item = self.data_list.item(row)
+            path = Path(item.data(Qt.ItemDataRole.UserRole))
+            if item.checkState() == Qt.CheckState.Checked and path in self.infos:
+                out.append(self.infos[path])
+        return out
+
+    def _selection_changed(self) -> None:
+        files = self.selected_files()
+        if not files:
+            self.update_estimate()
+            return
+        first = max(f.first_ms for f in files)
+        last = min(f.last_ms for f in files)
+        bar = min(f.bar_ms for f in files)
+        for edit in (self.start, self.end):
+            edit.blockSignals(True)
+            edit.setDateTimeRange(_qdt(min(first, last)), _qdt(max(first, last)))
+            edit.blockSignals(False)
+        self.end.setDateTime(_qdt(last))
+        self.start.setDateTime(_qdt(max(first, last - DEFAULT_BARS * bar)))
+        self.update_estimate()
+
+    def set_range(self, start_ms: int, end_ms: int) -> None:
+        self.start.setDateTime(_qdt(start_ms))
+        self.end.setDateTime(_qdt(end_ms))
+
+    def range_ms(self) -> tuple[int, int]:
+        return self.start.dateTime().toMSecsSinceEpoch(), self.end.dateTime().toMSecsSinceEpoch()
+
+    # -- what to run and what it costs -----------------------------------------------------------
+    def _mode_changed(self, *_args: object) -> None:
+        agents = self.use_agents.isChecked()
+        self.agent_list.setEnabled(agents)
+        self.fast.setEnabled(not agents)
+        self.slow.setEnabled(not agents)
+        self.update_estimate()
+
+    def selected_templates(self) -> list[str]:
+        return [str(self.agent_list.item(r).data(Qt.ItemDataRole.UserRole))
+                for r in range(self.agent_list.count())
+                if self.agent_list.item(r).checkState() == Qt.CheckState.Checked]
+
+    def provider_plan(self) -> tuple[str, str, tuple[str, str] | None, dict[str, Any]]:
+        """(kind, model, force_provider, llm_settings) the selected agents would run on."""
+        llm = self.settings.llm
+        if llm.provider == RULE_ENGINE:
+            return RULE_ENGINE, "rules", (RULE_ENGINE, "rules"), {}
+        if llm.provider != "template":
+            settings = {k: v for k, v in (("provider", llm.provider), ("model", llm.model),
+                        ("base_url", llm.base_url), ("api_key_name", llm.api_key_name)) if v}
+            return llm.provider, llm.model, (llm.provider, llm.model), settings
+        kinds = [(self.templates[t].provider.kind, self.templates[t].provider.model)
+                 for t in self.selected_templates()]
+        paid = [k for k in kinds if k[0] != RULE_ENGINE]
+        kind, model = paid[0] if paid else (RULE_ENGINE, "rules")
+        return kind, model, None, {}
+
+    def bars_in_range(self) -> int:
+        files = self.selected_files()
+        if not files:
+            return 0
+        start, end = self.range_ms()
+        bar = min(f.bar_ms for f in files)
+        return max(0, (end - start) // bar + 1)
+
+    def update_estimate(self) -> None:
+        bars = self.bars_in_range()
+        if not self.selected_files():
+            self.estimate.setText("Tick at least one data file.")
+            return
+        if self.use_sma.isChecked():
+            self.estimate.setText(
+                f"{bars:,} bars. Estimate: 0 LLM calls, $0 — sma_cross is a rule engine "
+                "(not an LLM).")
+            return
+        templates = self.selected_templates()
+        if not templates:
+            self.estimate.setText("Tick the agent templates to run (at least one analyst).")
+            return
+        kind, model, _force, _settings = self.provider_plan()
+        if kind == RULE_ENGINE:
+            self.estimate.setText(
+                f"{bars:,} bars. Estimate: 0 LLM calls, $0 — the agents run on the rule engine "
+                "(not an LLM).")
+            return
+        from app.agents.backtest import estimate
+        from app.agents.costs import PriceTable
+
+        analysts = sum(1 for t in templates
+                       if getattr(self.templates[t].role, "value", "") == "analyst")
+        try:
+            prices = PriceTable.load(self.workspace.root / "prices.yaml")
+        except OperationalError as exc:
+            self.estimate.setText(f"{bars:,} bars; the cost cannot be estimated: {exc}")
+            return
+        est = estimate(bars, analysts, model, prices, kind)
+        self.estimate.setText(f"{bars:,} bars with {kind} ({model}). Estimate: "
+                              f"{est.describe()}.")
+
+    # -- running --------------------------------------------------------------------------------
+    def show_error(self, text: str) -> None:
+        self.status.setText(text)
+        self.status.setStyleSheet(f"color: {palette().down};")
+
+    def _say(self, text: str) -> None:
+        self.status.setText(text)
+        self.status.setStyleSheet(f"color: {palette().text};")
+
+    def _cash(self) -> Decimal | None:
+        try:
+            cash = Decimal(self.cash.text().replace(",", "").strip())
+        except InvalidOperation:
+            cash = None
+        if cash is None or not cash.is_finite() or cash <= 0:
+            self.show_error(f"Cash must be a positive number, got {self.cash.text()!r}.")
+            return None
+        return cash
+
+    def start_run(self) -> None:
+        """Check the form and start the run in the background (the Start button)."""
+        if self.progress_state is not None:
+            return
+        files = self.selected_files()
+        if not files:
+            self.show_error("Tick at least one usable data file.")
+            return
+        cash = self._cash()
+        if cash is None:
+            return
+        start, end = self.range_ms()
+        if end <= start:
+            self.show_error("The end date must be after the start date.")
+            return
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-%f")
+        out_dir = self.workspace.root / "backtests" / stamp
+        if self.use_agents.isChecked():
+            templates = self.selected_templates()
+            if not templates:
+                self.show_error("Tick at least one agent template (an analyst is needed).")
+                return
+            _kind, _model, force, llm = self.provider_plan()
+            request: SmaRequest | AgentRequest = AgentRequest(
+                files, start, end, cash, templates, out_dir, force_provider=force,
+                llm_settings=llm)
+            job: Any = run_agents
+        else:
+            request = SmaRequest(files, start, end, cash, self.fast.value(), self.slow.value(),
+                                 out_dir)
+            job = run_sma
+        progress = self.progress_state = Progress()
+        self.start_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setRange(0, 100)
+        self.progress.setValue(0)
+        self.eta.setText("starting…")
+        self._say("Running…")
+        self.timer.start()
+        self.tasks.spawn(self._run(job, request, progress))
+
+    async def _run(self, job: Any, request: SmaRequest | AgentRequest, progress: Progress) -> None:
+        loop = asyncio.get_event_loop()
+        try:
+            outcome: RunOutcome = await loop.run_in_executor(None, job, request, progress)
+        except asyncio.CancelledError:
+            progress.cancel.set()
+            raise
+        except BacktestCancelled as exc:
+            self._say(f"Stopped: {exc}. Nothing was reported for a partial run.")
+            self.eta.setText("")
+            return
+        except DataFileError as exc:
+            self.show_error(f"Bad data file: {exc}")
+            return
+        except (OperationalError, StrategyError, ValueError, OSError) as exc:
+            self.show_error(str(exc))
+            return
+        finally:
+            self.timer.stop()
+            self.progress_state = None
+            self.start_button.setEnabled(True)
+            self.cancel_button.setEnabled(False)
+        self._poll_once(progress)
+        self.progress.setValue(self.progress.maximum())
+        self.eta.setText("done")
+        self.outcome = outcome
+        self.report.show_result(outcome.result, outcome.title, outcome.note)
+        self._say(f"Done: {outcome.result.time_ms.size:,} bars; report written to "
+                  f"{request.out_dir}.")
+        self.finished.emit(outcome)
+
+    def cancel_run(self) -> None:
+        if self.progress_state is not None:
+            self.progress_state.cancel.set()
+            self.cancel_button.setEnabled(False)
+            self._say("Cancelling at the next bar…")
+
+    def _poll(self) -> None:
+        if self.progress_state is not None:
+            self._poll_once(self.progress_state)
+
+    def _poll_once(self, progress: Progress) -> None:
+        done, total, left = progress.snapshot()
+        if total > 0:
+            self.progress.setRange(0, total)
+            self.progress.setValue(min(done, total))
+            self.eta.setText(f"{done:,} / {total:,} bars · {format_eta(left)}")
+
+    def _task_failed(self, exc: BaseException) -> None:
+        self.show_error(f"Unexpected error: {type(exc).__name__}: {exc}")
+
+    def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        if self.progress_state is not None:
+            self.progress_state.cancel.set()
+        self.tasks.cancel_all()
+        super().closeEvent(event)

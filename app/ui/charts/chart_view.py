@@ -1,0 +1,306 @@
+"""The chart's plotting surface: price and volume plots, indicator panes, crosshair, view logic.
+
+Kept apart from ``chart_widget`` (which talks to the market and owns the controls) so this part
+is pure drawing: given arrays, it shows them. All plots share one x axis, the bar index; only the
+bottom one shows the time labels. The x range is the person's (pan, zoom, follow the newest bar);
+every y range is fitted to what is visible, so panning through a crash never leaves the candles
+off-screen.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+
+from app.market.series import KlineSeries
+from app.ui.charts.axis import GridItem, PriceAxisItem, TimeAxisItem
+from app.ui.charts.candles import CandleItem, VolumeItem
+from app.ui.charts.indicator_panes import Study
+from app.ui.charts.markers import TradeMarkers
+from app.ui.charts.style import COLORS, mono_font, qcolor
+
+DEFAULT_BARS = 160  # bars shown after a load
+RIGHT_MARGIN = 6  # empty bars right of the newest one while following
+Y_PAD = 0.06  # fraction of the visible price range left above and below the candles
+PRICE_STRETCH, VOLUME_STRETCH, PANE_STRETCH = 6, 1, 2
+
+
+class ChartView(pg.GraphicsLayoutWidget):
+    """Price, volume and indicator plots on one bar-index x axis.
+
+    Signals:
+        hovered(int): the bar under the mouse, -1 when the mouse left the plots.
+        following_changed(bool): whether the view tracks the newest bar.
+    """
+
+    hovered = Signal(int)
+    following_changed = Signal(bool)
+
+    def __init__(self, parent: object | None = None) -> None:
+        super().__init__(parent=parent)
+        self.setBackground(qcolor("background"))
+        self.ci.layout.setContentsMargins(2, 2, 2, 2)
+        self.ci.layout.setVerticalSpacing(0)
+        self._count = 0
+        self._following = True
+        self._programmatic = 0
+        self.high = np.zeros(0)
+        self.low = np.zeros(0)
+
+        self.price_plot = self._new_plot(row=0, compact=False)
+        self.volume_plot = self._new_plot(row=1, compact=True)
+        self.volume_plot.setXLink(self.price_plot)
+        self.panes: list[pg.PlotItem] = []
+        self.studies: list[Study] = []
+        self._set_stretch()
+
+        self.candles = CandleItem()
+        self.price_plot.addItem(self.candles)
+        self.volume = VolumeItem()
+        self.volume_plot.addItem(self.volume)
+        self.markers = TradeMarkers(self.price_plot)
+
+        self._legends: dict[int, pg.TextItem] = {}
+        self._vlines: dict[int, pg.InfiniteLine] = {}
+        self._hlines: dict[int, pg.InfiniteLine] = {}
+        for plot in self.plots:
+            self._add_crosshair(plot)
+        self.scene().sigMouseMoved.connect(self._mouse_moved)
+        self.price_plot.vb.sigXRangeChanged.connect(self._x_range_changed)
+        self._relayout_axes()
+
+    # -- plots --------------------------------------------------------------------------------
+
+    @property
+    def plots(self) -> list[pg.PlotItem]:
+        return [self.price_plot, self.volume_plot, *self.panes]
+
+    def _new_plot(self, row: int, compact: bool) -> pg.PlotItem:
+        time_axis = TimeAxisItem()
+        price_axis = PriceAxisItem(compact=compact)
+        plot = self.addPlot(row=row, col=0, axisItems={"bottom": time_axis, "right": price_axis})
+        plot.hideAxis("left")
+        plot.showAxis("right")
+        plot.hideButtons()
+        plot.setMenuEnabled(False)
+        plot.addItem(GridItem(plot, COLORS["grid"]), ignoreBounds=True)
+        plot.vb.setMouseEnabled(x=True, y=False)
+        plot.vb.disableAutoRange()
+        for name in ("right", "bottom"):
+            axis = plot.getAxis(name)
+            axis.setPen(pg.mkPen(qcolor("grid")))
+            axis.setTextPen(pg.mkPen(qcolor("axis")))
+            axis.setStyle(tickFont=mono_font(8))
+        price_axis.setWidth(78)
+        if self._count:
+            time_axis.set_timestamps(self._timestamps, self._bar_ms)
+        return plot
+
+    def new_pane(self) -> pg.PlotItem:
+        """A plot below the others for an oscillator, sharing the x axis."""
+        plot = self._new_plot(row=2 + len(self.panes), compact=False)
+        plot.setXLink(self.price_plot)
+        self.panes.append(plot)
+        self._add_crosshair(plot)
+        self._set_stretch()
+        self._relayout_axes()
+        return plot
+
+    def remove_pane(self, plot: pg.PlotItem) -> None:
+        self.panes.remove(plot)
+        self._vlines.pop(id(plot), None)
+        self._hlines.pop(id(plot), None)
+        self._legends.pop(id(plot), None)
+        self.ci.removeItem(plot)
+        for row, pane in enumerate(self.panes, start=2):  # close the gap it left
+            self.ci.removeItem(pane)
+            self.ci.addItem(pane, row=row, col=0)
+        self._set_stretch()
+        self._relayout_axes()
+
+    def _set_stretch(self) -> None:
+        layout = self.ci.layout
+        for row in range(layout.rowCount()):
+            layout.setRowStretchFactor(row, 0)
+        layout.setRowStretchFactor(0, PRICE_STRETCH)
+        layout.setRowStretchFactor(1, VOLUME_STRETCH)
+        for row in range(len(self.panes)):
+            layout.setRowStretchFactor(2 + row, PANE_STRETCH)
+
+    def update_legends(self) -> None:
+        """Name the studies drawn in each plot in its top-left corner, in their line colours."""
+        for plot in self.plots:
+            parts = []
+            for study in self.studies:
+                if study.plot is plot:
+                    colors = [item.opts["pen"].color().name() for item in study.items.values()]
+                    color = colors[0] if colors else qcolor("text").name()
+                    parts.append(f'<span style="color:{color}">{study.label}</span>')
+            legend = self._legends.get(id(plot))
+            if legend is None:
+                legend = pg.TextItem(anchor=(0, 0))
+                legend.setParentItem(plot.vb)
+                legend.setPos(4, 2)
+                legend.setZValue(60)
+                self._legends[id(plot)] = legend
+            legend.setHtml("&nbsp;&nbsp;".join(parts))
+
+    def _relayout_axes(self) -> None:
+        plots = self.plots
+        for plot in plots:
+            plot.showAxis("bottom", plot is plots[-1])
+
+    def _add_crosshair(self, plot: pg.PlotItem) -> None:
+        pen = pg.mkPen(qcolor("crosshair"), width=1, style=Qt.PenStyle.DashLine)
+        vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
+        hline = pg.InfiniteLine(angle=0, movable=False, pen=pen)
+        for line in (vline, hline):
+            line.setZValue(50)
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+        self._vlines[id(plot)] = vline
+        self._hlines[id(plot)] = hline
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def set_series(
+        self, series: KlineSeries, bar_ms: int, first_changed: int, reset_view: bool
+    ) -> None:
+        """Show ``series``; bars before ``first_changed`` are unchanged since the last call."""
+        added = len(series) - self._count
+        self._count = len(series)
+        self._timestamps, self._bar_ms = series.timestamp_ms, bar_ms
+        self.high, self.low = series.high, series.low
+        self.candles.set_data(series.open, series.high, series.low, series.close, first_changed)
+        self.volume.set_data(series.volume, series.open, series.close, first_changed)
+        for plot in self.plots:
+            plot.getAxis("bottom").set_timestamps(series.timestamp_ms, bar_ms)
+        count = max(self._count, 1)
+        margin = max(count * 0.05, 20.0)
+        self.price_plot.vb.setLimits(
+            xMin=-margin, xMax=count + margin, minXRange=8, maxXRange=count + 2 * margin
+        )
+        if reset_view:
+            self._following = True
+            self.following_changed.emit(True)
+            self.show_latest(DEFAULT_BARS)
+        elif self._following and added > 0:
+            self._shift(added)
+        else:
+            self.fit_y()
+
+    def set_decimals(self, decimals: int) -> None:
+        self.price_plot.getAxis("right").set_decimals(decimals)
+
+    @property
+    def bar_count(self) -> int:
+        return self._count
+
+    # -- view ---------------------------------------------------------------------------------
+
+    @property
+    def following(self) -> bool:
+        return self._following
+
+    def visible_bars(self) -> tuple[int, int]:
+        """First and last bar index inside the view (clamped to the data)."""
+        (x0, x1), _ = self.price_plot.vb.viewRange()
+        last = max(self._count - 1, 0)
+        return min(max(math.ceil(x0), 0), last), min(max(math.floor(x1), 0), last)
+
+    def show_latest(self, bars: int | None = None) -> None:
+        """Scroll so the newest bar sits near the right edge and track it from now on."""
+        (x0, x1), _ = self.price_plot.vb.viewRange()
+        width = float(bars) if bars is not None else x1 - x0
+        if width <= 8:
+            width = DEFAULT_BARS
+        right = self._count - 1 + RIGHT_MARGIN
+        self._set_x(right - width, right)
+        if not self._following:
+            self._following = True
+            self.following_changed.emit(True)
+
+    def _shift(self, bars: int) -> None:
+        (x0, x1), _ = self.price_plot.vb.viewRange()
+        self._set_x(x0 + bars, x1 + bars)
+
+    def _set_x(self, x0: float, x1: float) -> None:
+        self._programmatic += 1
+        try:
+            self.price_plot.vb.setXRange(x0, x1, padding=0)
+        finally:
+            self._programmatic -= 1
+        self.fit_y()
+
+    def _x_range_changed(self, _vb: object, x_range: tuple[float, float]) -> None:
+        if not self._programmatic and self._count:
+            following = x_range[1] >= self._count - 1
+            if following != self._following:
+                self._following = following
+                self.following_changed.emit(following)
+        self.fit_y()
+
+    def fit_y(self) -> None:
+        """Fit every plot's y range to the bars in view (the person only moves x)."""
+        if self._count == 0:
+            return
+        lo, hi = self.visible_bars()
+        ranges = [self.candles.y_range(lo, hi)]
+        ranges += [s.y_range(lo, hi) for s in self.studies if s.on_price]
+        found = [r for r in ranges if r is not None]
+        if found:
+            low, high = min(r[0] for r in found), max(r[1] for r in found)
+            pad = max((high - low) * Y_PAD, abs(high) * 1e-6, 1e-9)
+            self.price_plot.vb.setYRange(low - pad, high + pad, padding=0)
+        volume = self.volume.y_range(lo, hi)
+        if volume is not None:
+            self.volume_plot.vb.setYRange(0.0, max(volume[1] * 1.08, 1e-9), padding=0)
+        for study in self.studies:
+            if study.on_price:
+                continue
+            wanted = study.y_range(lo, hi)
+            if wanted is not None:
+                pad = max((wanted[1] - wanted[0]) * 0.08, 1e-9)
+                study.plot.vb.setYRange(wanted[0] - pad, wanted[1] + pad, padding=0)
+        self.layout_markers()
+
+    def layout_markers(self) -> None:
+        if not self.markers.markers and not self.markers.marker_positions():
+            return
+        vb = self.price_plot.vb
+        (_, _), (y0, y1) = vb.viewRange()
+        pixel_height = (y1 - y0) / max(float(vb.height()), 1.0)
+        self.markers.layout(self.high, self.low, pixel_height)
+
+    # -- crosshair ----------------------------------------------------------------------------
+
+    def _mouse_moved(self, scene_pos: QPointF) -> None:
+        hovered = None
+        for plot in self.plots:
+            if plot.vb.sceneBoundingRect().contains(scene_pos):
+                hovered = plot
+                break
+        if hovered is None or self._count == 0:
+            self.hide_crosshair()
+            return
+        point = hovered.vb.mapSceneToView(scene_pos)
+        bar = min(max(round(point.x()), 0), self._count - 1)
+        for plot in self.plots:
+            self._vlines[id(plot)].setPos(bar)
+            self._vlines[id(plot)].setVisible(True)
+            self._hlines[id(plot)].setVisible(plot is hovered)
+        self._hlines[id(hovered)].setPos(point.y())
+        self.hovered.emit(bar)
+
+    def hide_crosshair(self) -> None:
+        for line in (*self._vlines.values(), *self._hlines.values()):
+            line.setVisible(False)
+        self.hovered.emit(-1)
+
+    def leaveEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
+        self.hide_crosshair()
+        super().leaveEvent(event)
+

@@ -1,0 +1,207 @@
+"""The agents' trades drawn on the price chart: fill and order markers, position price lines.
+
+Fills are the record of what happened, so they get solid triangles (buy ▲ green under the bar,
+sell ▼ red over it) at the bar they executed in; orders that never filled fully are hollow
+triangles at their limit/stop price, so a person sees both what agents did and what they tried.
+Hovering a marker shows who traded, what, at what price, and why (the order's reason).
+Open positions get their entry, take-profit and stop-loss as horizontal lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from app.domain.clock import ms_to_iso
+from app.domain.trading import ExitKind, Fill, Order, OrderStatus, Position, Side
+from app.ui.charts.style import format_price, format_quantity, qcolor
+
+MARKER_SIZE = 12
+LABEL_FILL = (15, 17, 22, 210)  # the background colour, slightly see-through
+MARKER_GAP_PX = 9  # distance between a bar's extreme and its marker's centre
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """One marker as drawn: bar index, anchor price (bar low/high or order price), tooltip."""
+
+    bar: int
+    side: Side
+    price: float
+    filled: bool
+    tooltip: str
+
+
+@dataclass(frozen=True, slots=True)
+class PriceLine:
+    """A horizontal price line; ``kind``: ``entry``, ``take_profit`` or ``stop_loss``."""
+
+    kind: str
+    price: Decimal
+    label: str
+
+
+def bar_of(timestamps: np.ndarray, time_ms: int) -> int:
+    """The index of the bar that contains ``time_ms`` (-1 before the first bar)."""
+    return int(np.searchsorted(timestamps, time_ms, side="right")) - 1
+
+
+def _fill_tooltip(fill: Fill, order: Order | None, decimals: int) -> str:
+    reason = order.reason if order is not None and order.reason else "—"
+    kind = order.order_type.value if order is not None else ""
+    return (
+        f"{fill.side.value} {format_quantity(fill.quantity, 6)} {fill.symbol} "
+        f"@ {format_price(fill.price, decimals)}\n"
+        f"agent: {fill.agent_id}   {kind} fill {fill.fill_id}\n"
+        f"time: {ms_to_iso(fill.time_ms)}\n"
+        f"reason: {reason}"
+    )
+
+
+def _order_tooltip(order: Order, price: Decimal, decimals: int) -> str:
+    return (
+        f"{order.side.value} {order.order_type.value} {format_quantity(order.quantity, 6)} "
+        f"{order.symbol} @ {format_price(price, decimals)} ({order.status.value})\n"
+        f"agent: {order.agent_id}   order {order.order_id}\n"
+        f"time: {ms_to_iso(order.created_ms)}\n"
+        f"reason: {order.reason or '—'}"
+    )
+
+
+def build_markers(
+    symbol: str,
+    fills: Sequence[Fill],
+    orders: Sequence[Order],
+    timestamps: np.ndarray,
+    decimals: int,
+) -> list[Marker]:
+    """Markers for ``symbol``'s fills and not-fully-filled priced orders inside the bars."""
+    if len(timestamps) == 0:
+        return []
+    by_id = {order.order_id: order for order in orders}
+    out: list[Marker] = []
+    for fill in fills:
+        bar = bar_of(timestamps, fill.time_ms)
+        if fill.symbol != symbol or bar < 0:
+            continue
+        tip = _fill_tooltip(fill, by_id.get(fill.order_id), decimals)
+        out.append(Marker(bar, fill.side, float(fill.price), True, tip))
+    for order in orders:
+        price = order.price if order.price is not None else order.stop_price
+        if order.symbol != symbol or price is None or order.status == OrderStatus.FILLED:
+            continue
+        bar = bar_of(timestamps, order.created_ms)
+        if bar < 0:
+            continue
+        tip = _order_tooltip(order, price, decimals)
+        out.append(Marker(bar, order.side, float(price), False, tip))
+    return out
+
+
+def position_lines(
+    symbol: str, positions: Sequence[Position], orders: Sequence[Order], decimals: int
+) -> list[PriceLine]:
+    """Entry lines of ``symbol``'s positions and its open take-profit / stop-loss orders."""
+    lines: list[PriceLine] = []
+    for position in positions:
+        if position.symbol == symbol and position.size != 0:
+            text = f"Entry {format_price(position.avg_price, decimals)}  size {position.size}"
+            lines.append(PriceLine("entry", position.avg_price, text))
+    names = {ExitKind.TAKE_PROFIT: ("take_profit", "TP"), ExitKind.STOP_LOSS: ("stop_loss", "SL")}
+    for order in orders:
+        if order.symbol != symbol or not order.status.is_open or order.exit_kind not in names:
+            continue
+        if order.exit_kind == ExitKind.STOP_LOSS:
+            price = order.stop_price if order.stop_price is not None else order.price
+        else:
+            price = order.price if order.price is not None else order.stop_price
+        if price is None:
+            continue
+        kind, short = names[order.exit_kind]
+        lines.append(PriceLine(kind, price, f"{short} {format_price(price, decimals)}"))
+    return lines
+
+
+class TradeMarkers:
+    """Owns the scatter items of one price plot and keeps markers beside their bars."""
+
+    def __init__(self, plot: pg.PlotItem) -> None:
+        self._plot = plot
+        self.markers: list[Marker] = []
+        self._filled = pg.ScatterPlotItem(
+            hoverable=True, tip=lambda x, y, data: data, size=MARKER_SIZE, pxMode=True
+        )
+        self._open = pg.ScatterPlotItem(
+            hoverable=True, tip=lambda x, y, data: data, size=MARKER_SIZE, pxMode=True
+        )
+        for item in (self._filled, self._open):
+            item.setZValue(20)
+            plot.addItem(item)
+        self._lines: list[pg.InfiniteLine] = []
+
+    def set_markers(self, markers: list[Marker]) -> None:
+        self.markers = markers
+
+    def layout(self, high: np.ndarray, low: np.ndarray, pixel_height: float) -> None:
+        """Place markers: fills just below (buy) or above (sell) their bar, in pixels."""
+        gap = MARKER_GAP_PX * pixel_height
+        filled = [m for m in self.markers if m.filled and m.bar < len(high)]
+        hollow = [m for m in self.markers if not m.filled and m.bar < len(high)]
+        self._filled.setData(
+            x=[float(m.bar) for m in filled],
+            y=[
+                float(low[m.bar]) - gap if m.side == Side.BUY else float(high[m.bar]) + gap
+                for m in filled
+            ],
+            symbol=["t1" if m.side == Side.BUY else "t" for m in filled],
+            brush=[qcolor("up" if m.side == Side.BUY else "down") for m in filled],
+            pen=[pg.mkPen(qcolor("background")) for _ in filled],
+            data=[m.tooltip for m in filled],
+        )
+        self._open.setData(
+            x=[float(m.bar) for m in hollow],
+            y=[m.price for m in hollow],
+            symbol=["t1" if m.side == Side.BUY else "t" for m in hollow],
+            brush=[pg.mkBrush(None) for _ in hollow],
+            pen=[pg.mkPen(qcolor("up" if m.side == Side.BUY else "down"), width=1.5)
+                 for m in hollow],
+            data=[m.tooltip for m in hollow],
+        )
+
+    def marker_positions(self) -> list[tuple[float, float, str]]:
+        """(x, y, tooltip) of every drawn marker, fills first."""
+        out: list[tuple[float, float, str]] = []
+        for item in (self._filled, self._open):
+            for point in item.points():
+                out.append((point.pos().x(), point.pos().y(), point.data()))
+        return out
+
+    def set_lines(self, lines: Sequence[PriceLine]) -> None:
+        """Show ``lines``, reusing the line items already made."""
+        while len(self._lines) < len(lines):
+            line = pg.InfiniteLine(
+                angle=0, movable=False,
+                label="",
+                labelOpts={"position": 0.97, "anchors": [(1, 1), (1, 1)], "fill": LABEL_FILL},
+            )
+            line.setZValue(15)
+            self._plot.addItem(line, ignoreBounds=True)
+            self._lines.append(line)
+        for item, spec in zip(self._lines, lines, strict=False):
+            color = qcolor(spec.kind)
+            item.setPen(pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+            item.setPos(float(spec.price))
+            item.label.setText(spec.label)
+            item.label.setColor(color)
+            item.setVisible(True)
+        for item in self._lines[len(lines):]:
+            item.setVisible(False)
+
+    @property
+    def visible_lines(self) -> list[tuple[float, str]]:
+        return [(ln.value(), ln.label.toPlainText()) for ln in self._lines if ln.isVisible()]

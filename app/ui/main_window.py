@@ -1,0 +1,481 @@
+"""The main window: one desk with the chart in the middle and every other panel docked around it.
+
+It opens in two steps so a person sees a window at once: the shell (menus, a "loading" line) is
+built and shown immediately; the workspace (market data, the paper account, the agents) is opened
+in a worker thread and the panels are built when it is ready. A workspace that never ran gets the
+offline demo (``app.agents.desk``); the replay then runs paced on the one event loop.
+
+The arrangement of the docks and the window's geometry are saved in QSettings on close and
+restored on the next start; "Reset layout" brings back the default arrangement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.domain.agents import AgentRole, AgentState
+from app.domain.clock import ms_to_iso
+from app.domain.errors import KestrelError
+from app.events import EventBus
+from app.secrets import SecretStore
+from app.ui.errors import ErrorReporter
+from app.ui.panels.tasks import TaskSet, stop_panel
+from app.ui.settings.prefs import UiPrefs
+from app.ui.status import StatusBar
+from app.ui.theme import apply_theme, palette
+from app.workspace import Workspace
+
+if TYPE_CHECKING:  # the heavy parts load after the window is shown
+    from app.agents.desk import Desk
+    from app.agents.runtime import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+DEMO_SETUP_TIMEOUT_S = 30
+DEMO_SPEED = 600.0
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class DockSpec:
+    key: str
+    title: str
+    area: Qt.DockWidgetArea
+    shortcut: str
+
+
+DOCKS = (
+    DockSpec("agents", "Agents", Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+3"),
+    DockSpec("memory", "Memory", Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+4"),
+    DockSpec("chat", "Chat", Qt.DockWidgetArea.RightDockWidgetArea, "Ctrl+2"),
+    DockSpec("book", "Order book", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+7"),
+    DockSpec("account", "Account", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+5"),
+    DockSpec("audit", "Tool calls", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+6"),
+)
+
+
+class MainWindow(QMainWindow):
+    """The Kestrel desk.
+
+    Signals:
+        closed: the window really closed (not hidden to the tray): the app may shut down.
+
+    Args:
+        prefs: this desktop's preferences (theme, close to tray); its QSettings also keeps the
+            window layout.
+        secrets: the OS keyring (API keys), handed to the Settings dialog.
+        interactive_errors: show unexpected errors in a dialog (off in tests, which assert on
+            ``errors.reports`` instead).
+    """
+
+    closed = Signal()
+
+    def __init__(
+        self, prefs: UiPrefs, secrets: SecretStore, *, interactive_errors: bool = True
+    ) -> None:
+        super().__init__()
+        self.setObjectName("main_window")
+        self.setWindowTitle("Kestrel")
+        self.prefs = prefs
+        self.store: QSettings = prefs.store
+        self.secrets = secrets
+        self.errors = ErrorReporter(self, interactive=interactive_errors)
+        self.tasks = TaskSet(on_error=self._task_failed)
+        self.tasks.attach(self)
+        self.desk: Desk | None = None
+        self.runtime: AgentRuntime | None = None
+        self.docks: dict[str, QDockWidget] = {}
+        self.panels: dict[str, Any] = {}
+        self.live: Any = None
+        self.tray: Any = None
+        self.replay_bar: Any = None
+        self._pacer: asyncio.Task[None] | None = None
+        self._closing = False
+        self.loading = QLabel("Opening the workspace…")
+        self.loading.setObjectName("loading")
+        self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.loading.setStyleSheet(f"color: {palette().muted}; font-size: 14pt;")
+        self.setCentralWidget(self.loading)
+        self._build_menus()
+        self.resize(1600, 1000)
+        geometry = self.store.value("window/geometry")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+
+    # -- opening a workspace -------------------------------------------------------------------
+
+    async def open_workspace(
+        self,
+        workspace: Workspace,
+        *,
+        data_files: Sequence[Path] = (),
+        speed: float | None = None,
+        paced: bool = True,
+    ) -> Desk:
+        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay.
+
+        Raises:
+            KestrelError: the workspace or its data cannot be used (shown in the window too).
+        """
+        from app.agents.desk import open_desk, seed_demo
+
+        self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
+        bus = EventBus()
+        try:
+            desk = await asyncio.to_thread(open_desk, workspace, bus=bus, data_files=data_files)
+        except KestrelError as exc:
+            self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
+            raise
+        self.desk, self.runtime = desk, desk.runtime
+        if speed is None and desk.fresh:
+            speed = DEMO_SPEED  # a new user sees a trade's whole cycle within the first minute
+        if speed is not None:
+            desk.runtime.driver.set_speed(speed)
+        self._install(desk)
+        await desk.runtime.start()
+        if desk.fresh:
+            # the demo's first request is handled before time starts to flow, so its first
+            # trade is placed at the moment the replay was chosen for (see app.agents.desk)
+            await seed_demo(desk.runtime)
+            try:
+                await asyncio.wait_for(desk.runtime.manager.wait_idle(), DEMO_SETUP_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("the demo's agents are still busy; starting the replay anyway")
+        for key in ("account", "memory", "audit"):
+            self.tasks.spawn(self.panels[key].refresh())
+        if paced:
+            self.start_replay()
+        self._refresh_title()
+        return desk
+
+    def _install(self, desk: Desk) -> None:
+        """Build every panel over the runtime and dock it."""
+        from app.agents.desk import DEMO_SYMBOL
+        from app.ui.agents import AgentsPanel
+        from app.ui.backtest import BacktestView
+        from app.ui.charts.book_widget import BookWidget
+        from app.ui.charts.chart_widget import ChartWidget
+        from app.ui.chat import ChatPanel
+        from app.ui.live import LiveMarket
+        from app.ui.panels.account_panel import AccountPanel
+        from app.ui.panels.audit_panel import AuditPanel
+        from app.ui.panels.memory_browser import MemoryBrowser
+        from app.ui.replay_bar import Banner, ReplayBar, banner_text
+        from app.ui.tray import TrayController
+
+        runtime = desk.runtime
+        base = runtime.base
+        market = base.market
+        symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
+        chart = ChartWidget(market, symbol=symbol)
+        book = BookWidget(market, symbol=symbol)
+        account = AccountPanel(base.broker, base.ledger, base.broker.mode, runtime.bus)
+        memory = MemoryBrowser(base.memory, runtime.bus, self._agent_names)
+        audit = AuditPanel(base.ledger, runtime.bus)
+        chat = ChatPanel(runtime)
+        agents = AgentsPanel(runtime)
+        backtest = BacktestView(base.workspace)
+        self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
+                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
+        # the memory browser's own layout asks for ~480 px; sharing the left column with the
+        # agents, it is allowed narrower so the chart keeps the middle of the desk
+        memory.setMinimumWidth(320)
+        chart.symbol_box.currentTextChanged.connect(book.set_symbol)
+
+        rule_engine = any(a.provider == "rule-engine" for a in runtime.manager.list_agents()) or (
+            desk.fresh)
+        self.banner = Banner(banner_text(offline=True, rule_engine=rule_engine))
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("central_tabs")
+        self.tabs.addTab(chart, "Chart")
+        self.tabs.addTab(backtest, "Backtest")
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        for spec in DOCKS:
+            dock = QDockWidget(spec.title, self)
+            dock.setObjectName(f"dock_{spec.key}")
+            dock.setWidget(self.panels[spec.key])
+            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+            self.docks[spec.key] = dock
+            action = dock.toggleViewAction()
+            action.setShortcut(QKeySequence(spec.shortcut))
+            self.view_menu.addAction(action)
+        self._default_arrangement()
+        self.view_menu.addSeparator()
+        self.view_menu.addAction(self.reset_layout_action)
+        self._restore_layout()
+
+        self.replay_bar = ReplayBar(runtime.driver, HOUR_MS, self)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+        self.setStatusBar(StatusBar(runtime, base.broker.mode, "Offline replay", self))
+        self.tray = TrayController(
+            self, runtime.bus, pause_all=self.pause_all, quit_app=self.quit,
+            agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
+        )
+        self.tray.open_panel.connect(self.open_panel)
+        self.tray.notice_raised.connect(self._show_notice)
+        self.live = LiveMarket(runtime, chart, book, account)
+        agents.open_memory_requested.connect(self.open_memory)
+        agents.open_conversation_requested.connect(self.open_conversation)
+        for action in self._runtime_actions:
+            action.setEnabled(True)
+
+    def _default_arrangement(self) -> None:
+        for spec in DOCKS:
+            self.addDockWidget(spec.area, self.docks[spec.key])
+            self.docks[spec.key].show()
+        # left: agents and memory; right: the chat, full height; below the chart: the account
+        # and the tool calls as tabs, with the order book beside them
+        self.splitDockWidget(self.docks["account"], self.docks["book"],
+                             Qt.Orientation.Horizontal)
+        self.tabifyDockWidget(self.docks["agents"], self.docks["memory"])
+        self.tabifyDockWidget(self.docks["account"], self.docks["audit"])
+        self.docks["agents"].raise_()
+        self.docks["account"].raise_()
+        # sizes only take once the docks are laid out, after this event
+        QTimer.singleShot(0, self._default_sizes)
+
+    def _default_sizes(self) -> None:
+        if not self.docks:
+            return
+        self.resizeDocks([self.docks["agents"], self.docks["chat"]], [400, 470],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["account"], self.docks["book"]], [1150, 450],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["account"]], [320], Qt.Orientation.Vertical)
+
+    def _restore_layout(self) -> None:
+        state = self.store.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            if self.restoreState(state, STATE_VERSION):
+                QTimer.singleShot(0, lambda: self.restoreState(state, STATE_VERSION))
+            else:
+                logger.info("the saved window layout does not fit this version; using default")
+
+    def save_layout(self) -> None:
+        self.store.setValue("window/geometry", self.saveGeometry())
+        if self.docks:
+            self.store.setValue("window/state", self.saveState(STATE_VERSION))
+        self.store.sync()
+
+    def reset_layout(self) -> None:
+        for dock in self.docks.values():
+            dock.setFloating(False)
+        self._default_arrangement()
+
+    # -- the replay ----------------------------------------------------------------------------
+
+    def start_replay(self) -> None:
+        """Let simulated time flow at the driver's speed until the data ends."""
+        if self.desk is None or (self._pacer is not None and not self._pacer.done()):
+            return
+        self._pacer = self.tasks.spawn(
+            self.desk.runtime.driver.run_paced(self.desk.end_ms, tick_s=0.1, max_step_ms=HOUR_MS)
+        )
+
+    async def pause_all(self) -> None:
+        """Pause every running agent (the tray's and the Agents menu's command)."""
+        if self.runtime is None:
+            return
+        for info in self.runtime.manager.list_agents():
+            if info.state in (AgentState.RUNNING, AgentState.WAITING_FOR_USER):
+                await self.runtime.manager.control(info.agent_id, "pause")
+
+    async def resume_all(self) -> None:
+        if self.runtime is None:
+            return
+        for info in self.runtime.manager.list_agents():
+            if info.state is AgentState.PAUSED:
+                await self.runtime.manager.control(info.agent_id, "resume")
+
+    # -- navigation ----------------------------------------------------------------------------
+
+    def open_panel(self, panel: str, agent_id: str = "") -> None:
+        """Show a panel (a tray notice was clicked, or a shortcut), selecting the agent if any."""
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if panel == "chat" and agent_id:
+            self.open_conversation(agent_id)
+        elif panel in self.docks:
+            self.docks[panel].show()
+            self.docks[panel].raise_()
+        elif panel in ("chart", "backtest") and self.panels:
+            self.tabs.setCurrentWidget(self.panels[panel])
+
+    def open_conversation(self, agent_id: str) -> None:
+        self.panels["chat"].set_agent(agent_id)
+        self.docks["chat"].show()
+        self.docks["chat"].raise_()
+
+    def open_memory(self, agent_id: str) -> None:
+        self.panels["memory"].show_agent(agent_id)
+        self.docks["memory"].show()
+        self.docks["memory"].raise_()
+
+    def _agent_names(self) -> list[tuple[str, str]]:
+        if self.runtime is None:
+            return []
+        return [(a.agent_id, a.name) for a in self.runtime.manager.list_agents()]
+
+    def _agent_name(self, agent_id: str) -> str | None:
+        if self.runtime is None:
+            return None
+        info = self.runtime.agents.get(agent_id)
+        return info.name if info is not None else None
+
+    def _show_notice(self, notice: Any) -> None:
+        if self.tray is None or not self.tray.available:
+            self.statusBar().showMessage(f"{notice.title}: {notice.message}", 10_000)
+
+    def _refresh_title(self) -> None:
+        if self.runtime is None:
+            return
+        mode = self.runtime.base.broker.mode.value
+        self.setWindowTitle(f"Kestrel — {self.runtime.base.workspace.root.name} — {mode}")
+
+    # -- menus ---------------------------------------------------------------------------------
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.settings_action = QAction("&Settings…", self)
+        self.settings_action.setShortcut(QKeySequence("Ctrl+,"))
+        self.settings_action.triggered.connect(self.open_settings)
+        file_menu.addAction(self.settings_action)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        quit_action.triggered.connect(self.quit)
+        file_menu.addAction(quit_action)
+
+        self.view_menu = bar.addMenu("&View")
+        chart_action = QAction("Chart", self)
+        chart_action.setShortcut(QKeySequence("Ctrl+1"))
+        chart_action.triggered.connect(lambda: self.open_panel("chart"))
+        backtest_action = QAction("Backtest", self)
+        backtest_action.setShortcut(QKeySequence("Ctrl+B"))
+        backtest_action.triggered.connect(lambda: self.open_panel("backtest"))
+        self.view_menu.addActions([chart_action, backtest_action])
+        self.view_menu.addSeparator()
+        self.reset_layout_action = QAction("Reset layout", self)
+        self.reset_layout_action.triggered.connect(self.reset_layout)
+
+        agents_menu = bar.addMenu("&Agents")
+        pause = QAction("Pause all agents", self)
+        pause.setShortcut(QKeySequence("Ctrl+Shift+P"))
+        pause.triggered.connect(lambda: self.tasks.spawn(self.pause_all()))
+        resume = QAction("Resume all agents", self)
+        resume.setShortcut(QKeySequence("Ctrl+Shift+R"))
+        resume.triggered.connect(lambda: self.tasks.spawn(self.resume_all()))
+        agents_menu.addActions([pause, resume])
+        self._runtime_actions = [pause, resume, chart_action, backtest_action]
+        for action in self._runtime_actions:
+            action.setEnabled(False)
+
+        help_menu = bar.addMenu("&Help")
+        keys = QAction("Keyboard shortcuts", self)
+        keys.setShortcut(QKeySequence("F1"))
+        keys.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(keys)
+
+    def show_shortcuts(self) -> None:
+        lines = [
+            "Ctrl+1  Chart", "Ctrl+B  Backtest",
+            *(f"{spec.shortcut}  {spec.title}" for spec in DOCKS),
+            "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
+            "Ctrl+Shift+R  Resume all agents", "Ctrl+,  Settings", "Ctrl+Q  Quit",
+        ]
+        box = QMessageBox(self)
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setText("\n".join(lines))
+        box.open()
+
+    def open_settings(self) -> None:
+        from app.ui.settings import SettingsDialog
+
+        workspace = self.runtime.base.workspace if self.runtime else Workspace.default()
+        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
+        dialog.theme_changed.connect(self._apply_theme)
+        if self.tray is not None:
+            dialog.close_to_tray_changed.connect(
+                lambda value: setattr(self.tray, "close_to_tray", value))
+        dialog.open()
+
+    def _apply_theme(self, name: str) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, name)
+
+    # -- errors and closing --------------------------------------------------------------------
+
+    def _task_failed(self, exc: BaseException) -> None:
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.errors.report(f"{type(exc).__name__}: {exc}", details)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
+        if not self._closing and self.tray is not None and self.tray.handle_close(event):
+            return
+        self.save_layout()
+        super().closeEvent(event)
+        self.closed.emit()
+
+    def quit(self) -> None:
+        self._closing = True
+        self.close()
+
+    async def aclose(self) -> None:
+        """Stop the replay and the agents and close the stores (after the window closed)."""
+        if self._pacer is not None:
+            self._pacer.cancel()
+            await asyncio.gather(self._pacer, return_exceptions=True)
+        if self.live is not None:
+            self.live.close()
+        if self.tray is not None:
+            self.tray.detach()
+        status = self.statusBar()
+        if isinstance(status, StatusBar):
+            status.stop()
+        for panel in self.panels.values():
+            await stop_panel(panel)
+        self.tasks.shutdown()
+        if self.runtime is not None:
+            await self.runtime.aclose()
+            self.runtime = None
+
+    def describe(self) -> str:
+        """One line for the log: where and when the desk is."""
+        if self.runtime is None:
+            return "no workspace"
+        agents = self.runtime.manager.list_agents()
+        roles = sorted(a.role.value for a in agents if a.role is not AgentRole.ORCHESTRATOR)
+        return (f"{self.runtime.base.workspace.root} at {ms_to_iso(self.runtime.clock.now_ms())},"
+                f" agents: {', '.join(roles) or 'none'}")

@@ -1,0 +1,338 @@
+"""The account panel: mode, balance and equity, positions, open orders (with Cancel), fills, curve.
+
+Everything shown is read from the broker (the live account in memory) and the ledger (fills and the
+equity curve, read off the loop through ``LedgerReader``). ``refresh()`` re-reads it all; the main
+window calls it when the replay clock advances, and the panel calls it itself, throttled, after
+tool calls (``ToolCallCompleted``), so an agent's order appears without the person doing anything.
+Cancel goes straight to the broker: a person may cancel any agent's order, and the outcome (or the
+broker's refusal, word for word) is shown in the strip under the tables.
+"""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.domain.errors import KestrelError
+from app.domain.trading import AccountState, Fill, Mode, Order
+from app.events import EventBus, ToolCallCompleted
+from app.exchange.paper import PaperBroker
+from app.store.ledger import Ledger
+from app.ui.panels.account_tables import fill_columns, order_columns, position_columns
+from app.ui.panels.ledger_reader import LedgerReader
+from app.ui.panels.mode_badge import ModeBadge
+from app.ui.panels.record_model import RecordTableModel
+from app.ui.panels.style import (
+    COLORS,
+    banner_style,
+    format_fixed,
+    format_pct,
+    format_quantity,
+    format_time,
+    money_decimals,
+    mono_font,
+    panel_stylesheet,
+    pnl_color,
+)
+from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+
+logger = logging.getLogger(__name__)
+FILL_HISTORY = 500
+
+
+class _Card(QFrame):
+    """One figure of the summary: a small title over a large monospace value."""
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.setStyleSheet(
+            f"QFrame {{ background: {COLORS['panel']}; border: 1px solid {COLORS['border']}; "
+            "border-radius: 4px; } QLabel { border: 0; background: transparent; }"
+        )
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.setSpacing(1)
+        self.title = QLabel(title.upper())
+        self.title.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
+        self.value = QLabel("—")
+        self.value.setFont(mono_font(13))
+        self.sub = QLabel("")
+        self.sub.setFont(mono_font(8))
+        self.sub.setStyleSheet(f"color: {COLORS['muted']};")
+        for label in (self.title, self.value, self.sub):
+            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            layout.addWidget(label)
+
+    def show_value(self, text: str, color: str | None = None, sub: str = "") -> None:
+        self.value.setText(text)
+        self.value.setStyleSheet(f"color: {color or COLORS['text']};")
+        self.sub.setText(sub)
+
+
+class AccountPanel(QWidget):
+    """Balance, positions, open orders, fills and the equity curve of one broker account."""
+
+    def __init__(
+        self,
+        broker: PaperBroker,
+        ledger: Ledger,
+        mode: Mode,
+        bus: EventBus | None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.broker = broker
+        self.reader = LedgerReader(ledger)
+        self.state: AccountState | None = None
+        self._decimals: dict[str, int] = {}
+        self._money = money_decimals(broker.quote_currency)
+        self._curve_t: list[float] = []
+        self._curve_v: list[float] = []
+        self.tasks = TaskSet(on_error=lambda exc: self.show_message(str(exc), "error"))
+        self.throttle = Throttle(self.refresh, self.tasks, interval_ms=300, parent=self)
+        self.setStyleSheet(panel_stylesheet())
+        self._build(mode)
+        self.link = BusLink(bus)
+        self.link.subscribe(ToolCallCompleted, self._on_tool_call)
+        self.link.attach(self)
+        self.tasks.attach(self)
+        reader = self.reader
+        self.destroyed.connect(lambda *_: reader.close())
+        self.throttle.request()  # the first fill of the tables, on the loop
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self, mode: Mode) -> None:
+        root = QVBoxLayout(self)
+        root.setContentsMargins(6, 6, 6, 6)
+        root.setSpacing(6)
+        top = QHBoxLayout()
+        self.badge = ModeBadge(mode)
+        top.addWidget(self.badge)
+        self.as_of = QLabel("")
+        self.as_of.setStyleSheet(f"color: {COLORS['muted']};")
+        top.addStretch(1)
+        top.addWidget(self.as_of)
+        root.addLayout(top)
+
+        cards = QGridLayout()
+        cards.setSpacing(6)
+        names = ("Cash", "Equity", "Today P&L", "Total P&L", "Max drawdown")
+        self.cards = {name: _Card(name) for name in names}
+        for column, name in enumerate(names):
+            cards.addWidget(self.cards[name], 0, column)
+        root.addLayout(cards)
+
+        money = self._money
+        self.positions = RecordTableModel(position_columns(self.price_decimals, money), mono_font())
+        self.orders = RecordTableModel(order_columns(self.price_decimals), mono_font())
+        self.fills = RecordTableModel(fill_columns(self.price_decimals, money), mono_font())
+        self.positions_view = self._table(self.positions)
+        self.orders_view = self._table(self.orders)
+        self.fills_view = self._table(self.fills)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.positions_view, "Positions")
+        self.tabs.addTab(self.orders_view, "Open orders")
+        self.tabs.addTab(self.fills_view, "Fills")
+
+        self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
+        self.curve_plot.setBackground(COLORS["panel"])
+        self.curve_plot.showGrid(x=True, y=True, alpha=0.15)
+        self.curve_plot.setMenuEnabled(False)
+        self.curve_plot.setTitle("Equity", color=COLORS["muted"], size="9pt")
+        item = self.curve_plot.getPlotItem()
+        item.setClipToView(True)
+        item.setDownsampling(auto=True, mode="peak")
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setTextPen(COLORS["muted"])
+            item.getAxis(axis).setPen(COLORS["border"])
+        self.curve = self.curve_plot.plot([], [], pen=pg.mkPen(COLORS["accent"], width=1.6))
+        start = float(self.broker.initial_cash)
+        self.baseline = pg.InfiniteLine(
+            pos=start, angle=0, pen=pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine)
+        )
+        self.curve_plot.addItem(self.baseline)
+
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.tabs)
+        split.addWidget(self.curve_plot)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        root.addWidget(split, 1)
+
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.hide()
+        root.addWidget(self.message)
+
+    def _table(self, model: RecordTableModel) -> QTableView:
+        view = QTableView()
+        view.setModel(model)
+        view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        view.setAlternatingRowColors(True)
+        view.setSortingEnabled(True)
+        view.verticalHeader().hide()
+        view.verticalHeader().setDefaultSectionSize(24)
+        view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        view.horizontalHeader().setStretchLastSection(False)
+        view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        newest_first = model is not self.positions
+        view.sortByColumn(
+            0, Qt.SortOrder.DescendingOrder if newest_first else Qt.SortOrder.AscendingOrder
+        )
+        return view
+
+    # ------------------------------------------------------------------ data
+
+    def price_decimals(self, symbol: str) -> int:
+        decimals = self._decimals.get(symbol)
+        if decimals is None:
+            try:
+                decimals = self.broker.market.price_decimals(symbol)
+            except (KestrelError, KeyError):
+                decimals = 8  # a symbol the market no longer lists: show every digit
+            self._decimals[symbol] = decimals
+        return decimals
+
+    def set_mode(self, mode: Mode) -> None:
+        self.badge.set_mode(mode)
+
+    async def refresh(self) -> None:
+        """Re-read the account, the newest fills and the new equity points, and show them."""
+        state = await self.broker.account()
+        fills = await self.reader.fills(FILL_HISTORY)
+        since = int(self._curve_t[-1] * 1000) if self._curve_t else -1
+        points = await self.reader.equity_points(since)
+        self._show_state(state)
+        self._show_orders(list(state.open_orders))
+        self._show_fills(fills)
+        self._extend_curve(points)
+
+    def _on_tool_call(self, _event: ToolCallCompleted) -> None:
+        self.throttle.request()
+
+    def _show_state(self, state: AccountState) -> None:
+        self.state = state
+        money, ccy = self._money, state.quote_currency
+        reserved = next((a.used for a in state.assets if a.currency == ccy), Decimal(0))
+        self.cards["Cash"].show_value(
+            format_fixed(state.cash, money), sub=f"{ccy} · reserved {format_fixed(reserved, money)}"
+        )
+        self.cards["Equity"].show_value(
+            format_fixed(state.equity, money), sub=f"{ccy} · {len(state.positions)} positions"
+        )
+        for name, pnl in (("Today P&L", state.today_pnl), ("Total P&L", state.total_pnl)):
+            base = state.equity - pnl
+            pct = pnl / base * 100 if base else Decimal(0)
+            self.cards[name].show_value(
+                format_fixed(pnl, money, sign=True), pnl_color(pnl), format_pct(pct, sign=True)
+            )
+        drawdown = state.max_drawdown_pct
+        self.cards["Max drawdown"].show_value(
+            format_pct(drawdown), COLORS["down"] if drawdown > 0 else None, "from peak equity"
+        )
+        self.as_of.setText(f"as of {format_time(self.broker.clock.now_ms())} UTC")
+        self._set_rows(self.positions, self.positions_view, list(state.positions))
+        self.tabs.setTabText(0, f"Positions ({len(state.positions)})")
+
+    def _set_rows(self, model: RecordTableModel, view: QTableView, rows: list) -> None:
+        header = view.horizontalHeader()
+        column, order = header.sortIndicatorSection(), header.sortIndicatorOrder()
+        model.set_rows(rows)
+        if 0 <= column < model.columnCount() and view.isSortingEnabled():
+            model.sort(column, order)
+
+    def _show_orders(self, orders: list[Order]) -> None:
+        orders.sort(key=lambda o: o.created_ms, reverse=True)
+        self._set_rows(self.orders, self.orders_view, orders)
+        button_column = self.orders.columnCount() - 1
+        for row, order in enumerate(self.orders.rows):
+            button = QPushButton("Cancel")
+            button.setObjectName(f"cancel-{order.order_id}")
+            button.setToolTip(f"Cancel {order.order_id} ({order.agent_id})")
+            button.setStyleSheet(f"QPushButton {{ color: {COLORS['down']}; padding: 1px 8px; }}")
+            button.clicked.connect(
+                lambda _checked=False, o=order, b=button: self._cancel_clicked(o, b)
+            )
+            self.orders_view.setIndexWidget(self.orders.index(row, button_column), button)
+        self.tabs.setTabText(1, f"Open orders ({len(orders)})")
+
+    def _show_fills(self, fills: list[Fill]) -> None:
+        self._set_rows(self.fills, self.fills_view, fills)
+        self.tabs.setTabText(2, f"Fills ({len(fills)}{'+' if len(fills) >= FILL_HISTORY else ''})")
+
+    def _extend_curve(self, points: list[tuple[int, float]]) -> None:
+        if not points:
+            return
+        first = points[0][0] / 1000
+        while self._curve_t and self._curve_t[-1] >= first:  # the last point may be updated
+            self._curve_t.pop()
+            self._curve_v.pop()
+        self._curve_t.extend(t / 1000 for t, _ in points)
+        self._curve_v.extend(v for _, v in points)
+        self.curve.setData(self._curve_t, self._curve_v)
+
+    # ------------------------------------------------------------------ cancel
+
+    def order_button(self, order_id: str) -> QPushButton | None:
+        """The Cancel button of an open order's row (for the main window's shortcuts and tests)."""
+        column = self.orders.columnCount() - 1
+        for row, order in enumerate(self.orders.rows):
+            if order.order_id == order_id:
+                widget = self.orders_view.indexWidget(self.orders.index(row, column))
+                return widget if isinstance(widget, QPushButton) else None
+        return None
+
+    def _cancel_clicked(self, order: Order, button: QPushButton) -> None:
+        button.setEnabled(False)
+        button.setText("Cancelling…")
+        self.tasks.spawn(self.cancel(order))
+
+    async def cancel(self, order: Order) -> bool:
+        """Cancel ``order`` in the broker; show what happened; refresh. True when cancelled."""
+        try:
+            done = await self.broker.cancel_order(
+                order.agent_id, order.symbol, order_id=order.order_id
+            )
+        except KestrelError as exc:
+            self.show_message(f"Could not cancel {order.order_id}: {_why(exc)}", "error")
+            await self.refresh()
+            return False
+        decimals = self.price_decimals(done.symbol)
+        price = "" if done.price is None else f" @ {format_fixed(done.price, decimals)}"
+        self.show_message(
+            f"Cancelled {done.order_id}: {done.side.value} {format_quantity(done.remaining)} "
+            f"{done.symbol} {done.order_type.value}{price} (agent {done.agent_id}).",
+            "info",
+        )
+        await self.refresh()
+        return True
+
+    def show_message(self, text: str, kind: str = "info") -> None:
+        self.message.setStyleSheet(banner_style(kind))
+        self.message.setText(text)
+        self.message.show()
+
+
+
+def _why(exc: KestrelError) -> str:
+    return str(getattr(exc, "message", None) or exc)

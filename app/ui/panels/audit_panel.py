@@ -1,0 +1,231 @@
+"""The audit panel: every tool call of every agent, filterable, with its parameters and result.
+
+The rows come from the ledger's ``tool_calls`` table, read off the loop and incrementally (only ids
+above the last one seen), first in full and then, throttled, after ``ToolCallCompleted`` events,
+so a backtest's thousand calls a second arrive as a few batches. The bulky parts of a call (its
+parameters and the full result XML) are read only for the selected row.
+"""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import QItemSelection, Qt, QTimer
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.events import EventBus, ToolCallCompleted
+from app.store.ledger import Ledger
+from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
+from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail
+from app.ui.panels.style import COLORS, format_time, mono_font, panel_stylesheet
+from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+
+STATUSES = ("success", "error", "rejected")
+ALL = "All"
+
+
+class AuditPanel(QWidget):
+    """Table of tool calls with agent/tool/status/text filters and a details view."""
+
+    def __init__(self, ledger: Ledger, bus: EventBus | None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reader = LedgerReader(ledger)
+        self.model = ToolCallModel()
+        self.proxy = ToolCallFilter(self.model)
+        self._agents: set[str] = set()
+        self._tools: set[str] = set()
+        self._detail_seq = 0
+        self.detail: ToolCallDetail | None = None
+        self.tasks = TaskSet(on_error=lambda exc: self.count_label.setText(f"Error: {exc}"))
+        self.setStyleSheet(panel_stylesheet())
+        self._build()
+        self.throttle = Throttle(self.refresh, self.tasks, interval_ms=250, parent=self)
+        self.link = BusLink(bus)
+        self.link.subscribe(ToolCallCompleted, lambda _event: self.throttle.request())
+        self.link.attach(self)
+        self.tasks.attach(self)
+        reader = self.reader
+        self.destroyed.connect(lambda *_: reader.close())
+        self.throttle.request()
+
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        root.setContentsMargins(6, 6, 6, 6)
+        filters = QHBoxLayout()
+        self.agent_filter = self._combo("Agent")
+        self.tool_filter = self._combo("Tool")
+        self.status_filter = self._combo("Status")
+        self.status_filter.addItems(STATUSES)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search agent, tool, error code, parameters…")
+        self.search.setClearButtonEnabled(True)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(200)
+        self._search_timer.timeout.connect(self.apply_filters)
+        self.search.textChanged.connect(lambda _text: self._search_timer.start())
+        self.search.returnPressed.connect(self.apply_filters)
+        self.count_label = QLabel("")
+        self.count_label.setStyleSheet(f"color: {COLORS['muted']};")
+        for label, widget in (
+            ("Agent", self.agent_filter), ("Tool", self.tool_filter),
+            ("Status", self.status_filter),
+        ):
+            caption = QLabel(label)
+            caption.setStyleSheet(f"color: {COLORS['muted']};")
+            filters.addWidget(caption)
+            filters.addWidget(widget)
+        filters.addWidget(self.search, 1)
+        filters.addWidget(self.count_label)
+        root.addLayout(filters)
+
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setFont(mono_font(9))
+        header = self.table.horizontalHeader()
+        widths = (150, 130, 170, 80, 170, 90)
+        for column, width in enumerate(widths):
+            header.resizeSection(column, width)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+
+        details = QSplitter(Qt.Orientation.Horizontal)
+        self.detail_title = QLabel("Select a call to see its parameters and result")
+        self.detail_title.setStyleSheet(f"color: {COLORS['muted']};")
+        self.params_view = self._text_view("Parameters", details)
+        self.result_view = self._text_view("Result XML", details)
+        details.setStretchFactor(0, 2)
+        details.setStretchFactor(1, 3)
+        bottom = QWidget()
+        bottom_layout = QVBoxLayout(bottom)
+        bottom_layout.setContentsMargins(0, 0, 0, 0)
+        bottom_layout.addWidget(self.detail_title)
+        bottom_layout.addWidget(details, 1)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        root.addWidget(split, 1)
+
+    def _combo(self, what: str) -> QComboBox:
+        combo = QComboBox()
+        combo.addItem(ALL)
+        combo.setToolTip(f"Show calls of one {what.lower()} only")
+        combo.setMinimumContentsLength(10)
+        combo.currentIndexChanged.connect(lambda _i: self.apply_filters())
+        return combo
+
+    def _text_view(self, title: str, into: QSplitter) -> QPlainTextEdit:
+        box = QWidget()
+        into.addWidget(box)
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        caption = QLabel(title)
+        caption.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
+        view = QPlainTextEdit()
+        view.setReadOnly(True)
+        view.setFont(mono_font(9))
+        view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        layout.addWidget(caption)
+        layout.addWidget(view, 1)
+        return view
+
+    # ------------------------------------------------------------------ data
+
+    async def refresh(self) -> None:
+        """Load the calls recorded since the last refresh (all of them the first time)."""
+        rows = await self.reader.tool_calls(after_id=self.model.last_id)
+        if rows:
+            self.model.append(rows)
+            self._grow(self.agent_filter, self._agents, {r.agent_id for r in rows})
+            self._grow(self.tool_filter, self._tools, {r.tool_name for r in rows})
+        self._update_count()
+
+    @staticmethod
+    def _grow(combo: QComboBox, known: set[str], seen: set[str]) -> None:
+        """Add newly seen names to a filter, keeping it sorted and its selection."""
+        new = seen - known
+        if not new:
+            return
+        known |= new
+        chosen = combo.currentText()
+        combo.blockSignals(True)
+        combo.clear()
+        combo.addItem(ALL)
+        combo.addItems(sorted(known))
+        combo.setCurrentIndex(max(combo.findText(chosen), 0))
+        combo.blockSignals(False)
+
+    def apply_filters(self) -> None:
+        def pick(combo: QComboBox) -> str | None:
+            text = combo.currentText()
+            return None if text == ALL else text
+
+        self.proxy.set_filters(
+            agent=pick(self.agent_filter),
+            tool=pick(self.tool_filter),
+            status=pick(self.status_filter),
+            text=self.search.text(),
+        )
+        self._update_count()
+
+    def _update_count(self) -> None:
+        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        self.count_label.setText(
+            f"{total:,} calls" if shown == total else f"{shown:,} of {total:,} calls"
+        )
+
+    # ------------------------------------------------------------------ details
+
+    def _selection_changed(self, selected: QItemSelection, _deselected: QItemSelection) -> None:
+        rows = {index.row() for index in selected.indexes()}
+        if len(rows) != 1:
+            return
+        self.tasks.spawn(self.show_call(self.proxy.call_id(rows.pop())))
+
+    async def show_call(self, call_id: int) -> None:
+        """Show one call's parameters (pretty JSON) and full result XML."""
+        self._detail_seq += 1
+        seq = self._detail_seq
+        detail = await self.reader.tool_call_detail(call_id)
+        if seq != self._detail_seq:
+            return  # another row was selected while this one was read
+        self.detail = detail
+        if detail is None:
+            self.detail_title.setText(f"Call #{call_id} is no longer in the ledger.")
+            self.params_view.clear()
+            self.result_view.clear()
+            return
+        row = next((e[0] for e in self.model.entries if e[0].call_id == call_id), None)
+        if row is not None:
+            error = f" · {row.error_code}" if row.error_code else ""
+            self.detail_title.setText(
+                f"#{call_id} · {row.tool_name} · {row.agent_id} · {format_time(row.started_ms)} · "
+                f"{row.status}{error} · {format_duration(row.duration_ms)}"
+            )
+        self.params_view.setPlainText(json.dumps(detail.params, indent=2, ensure_ascii=False))
+        self.result_view.setPlainText(detail.result_xml)
+

@@ -1,0 +1,92 @@
+"""The replay controls and the banner: speed (1x/10x/60x/600x), pause, step, and what the person
+is looking at (offline replay on the rule engine, or a real LLM), with how to connect real ones.
+
+Simulated time is driven by the ``MarketDriver``; this toolbar only changes its speed and pause flag
+and asks for one step, so the same driver serves the GUI, the CLI and the tests.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
+
+from app.agents.driver import MarketDriver
+from app.ui.theme import palette
+
+SPEEDS = (1.0, 10.0, 60.0, 600.0)
+
+
+class ReplayBar(QToolBar):
+    """Speed, pause/play and step for the replay clock."""
+
+    stepped = Signal(int)  # fills produced by a manual step
+
+    def __init__(self, driver: MarketDriver, step_ms: int, parent: QWidget | None = None) -> None:
+        super().__init__("Replay", parent)
+        self.setObjectName("replay_bar")
+        self.driver = driver
+        self.step_ms = step_ms
+        self.addWidget(QLabel(" Replay speed "))
+        self.speed = QComboBox()
+        self.speed.setObjectName("replay_speed")
+        for value in SPEEDS:
+            self.speed.addItem(f"{value:g}x", value)
+        self.speed.setCurrentIndex(self._nearest(driver.speed))
+        self.speed.currentIndexChanged.connect(self._speed_changed)
+        self.addWidget(self.speed)
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setObjectName("replay_pause")
+        self.pause_button.setShortcut("Ctrl+Space")
+        self.pause_button.setToolTip("Pause or resume the replay clock (Ctrl+Space)")
+        self.pause_button.clicked.connect(self.toggle_pause)
+        self.addWidget(self.pause_button)
+        self.step_button = QPushButton("Step 1 bar")
+        self.step_button.setObjectName("replay_step")
+        self.step_button.setToolTip("Advance one bar while paused")
+        self.step_button.clicked.connect(self.step)
+        self.step_button.setEnabled(driver.paused)
+        self.addWidget(self.step_button)
+        self._sync()
+
+    def _nearest(self, speed: float) -> int:
+        return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
+
+    def _speed_changed(self, index: int) -> None:
+        self.driver.set_speed(float(self.speed.itemData(index)))
+
+    def toggle_pause(self) -> None:
+        self.driver.paused = not self.driver.paused
+        self._sync()
+
+    def step(self) -> None:
+        if self.driver.paused:
+            self.stepped.emit(self.driver.step_once(self.step_ms))
+
+    def _sync(self) -> None:
+        self.pause_button.setText("Play" if self.driver.paused else "Pause")
+        self.step_button.setEnabled(self.driver.paused)
+
+
+def banner_text(offline: bool, rule_engine: bool) -> str:
+    """What the banner says about where the data and the decisions come from."""
+    parts = []
+    if offline:
+        parts.append("<b>Offline replay</b> of bundled real market data with a simulated "
+                     "(paper) exchange")
+    if rule_engine:
+        parts.append("agents run on the built-in <b>rule engine (not an LLM)</b>")
+    if not parts:
+        return ""
+    return (
+        "; ".join(parts)
+        + ". To connect a real LLM (OpenAI-compatible, Ollama, LM Studio, Anthropic) open "
+        "<i>Settings → LLM</i>; exchanges are under <i>Settings → Exchanges</i>."
+    )
+
+
+class Banner(QLabel):
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setObjectName("banner")
+        self.setWordWrap(True)
+        self.setStyleSheet(f"color: {palette().text};")

@@ -1,0 +1,235 @@
+"""The Settings dialog: every page, one Save that validates everything before writing anything.
+
+Saving follows one order so a mistake never half-applies: (1) every page's values are validated
+together through the ``Settings`` model (errors go next to their fields and nothing is written);
+(2) typed keys go to the OS keyring through ``SecretStore`` (never to a file); (3) the changed
+sections are written to the workspace's ``settings.toml`` atomically, other sections kept as they
+were; (4) this desktop's preferences (theme, close to tray) are stored and announced by signal so
+the main window applies them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QPushButton,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.agents.approval import ApprovalSettings
+from app.config import AgentSettings, PaperSettings, Settings
+from app.domain.errors import OperationalError
+from app.risk.config import RiskConfig
+from app.secrets import SecretStore
+from app.ui.panels.tasks import TaskSet
+from app.ui.settings.pages import (
+    AppearancePage,
+    EmailPage,
+    ExchangePage,
+    LlmPage,
+    Page,
+    SectionPage,
+    TelegramPage,
+    risk_docs,
+)
+from app.ui.settings.prefs import UiPrefs
+from app.ui.settings_io import save_settings
+from app.ui.theme import palette
+from app.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+
+
+class SettingsDialog(QDialog):
+    """Edit the workspace's settings, keys and this desktop's preferences.
+
+    Signals:
+        saved(Settings): the new settings after a successful save.
+        theme_changed(str): "dark" or "light"; the main window calls ``apply_theme``.
+        close_to_tray_changed(bool): the tray controller's close-to-tray switch.
+    """
+
+    saved = Signal(object)
+    theme_changed = Signal(str)
+    close_to_tray_changed = Signal(bool)
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        secrets: SecretStore,
+        prefs: UiPrefs | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Kestrel settings")
+        self.setObjectName("settings_dialog")
+        self.resize(920, 640)
+        self.workspace = workspace
+        self.secrets = secrets
+        self.prefs = prefs or UiPrefs()
+        self.tasks = TaskSet(self._task_failed)
+        load_error: str | None = None
+        try:
+            self.current = workspace.settings()
+        except OperationalError as exc:
+            load_error = str(exc)
+            self.current = Settings()
+        s = self.current
+        self.llm_page = LlmPage(s, secrets, self.tasks.spawn)
+        self.exchange_page = ExchangePage(secrets, self.tasks.spawn)
+        self.telegram_page = TelegramPage(secrets)
+        self.email_page = EmailPage(s, secrets, self.tasks.spawn)
+        self.risk_page = SectionPage(
+            "Risk limits", "risk", RiskConfig, s.risk,
+            "The Risk Guard checks every order an agent places against these limits before it "
+            "reaches the broker; a rejected order is reported to the agent with the rule.",
+            docs=risk_docs())
+        self.approval_page = SectionPage(
+            "Approval", "approval", ApprovalSettings, s.approval,
+            "Orders that wait for your approval before they reach the broker.")
+        self.paper_page = SectionPage(
+            "Paper account", "paper", PaperSettings, s.paper,
+            "The simulated account agents trade on: starting cash, fees and slippage.")
+        self.agents_page = SectionPage(
+            "Agents", "agents", AgentSettings, s.agents, "Budgets and replay speed.")
+        self.appearance_page = AppearancePage(self.prefs)
+        self.pages: list[Page] = [
+            self.llm_page, self.exchange_page, self.telegram_page, self.email_page,
+            self.risk_page, self.approval_page, self.paper_page, self.agents_page,
+            self.appearance_page,
+        ]
+        self.nav = QListWidget()
+        self.nav.setObjectName("settings_nav")
+        self.nav.setFixedWidth(170)
+        self.stack = QStackedWidget()
+        for page in self.pages:
+            self.nav.addItem(page.title)
+            self.stack.addWidget(page)
+        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.nav.setCurrentRow(0)
+        self.banner = QLabel()
+        self.banner.setObjectName("settings_banner")
+        self.banner.setWordWrap(True)
+        self.banner.hide()
+        buttons = QDialogButtonBox()
+        self.save_button = QPushButton("Save")
+        self.save_button.setObjectName("save_settings")
+        self.save_button.setDefault(True)
+        buttons.addButton(self.save_button, QDialogButtonBox.ButtonRole.ApplyRole)
+        close = buttons.addButton(QDialogButtonBox.StandardButton.Close)
+        close.clicked.connect(self.reject)
+        self.save_button.clicked.connect(self.save)
+        body = QHBoxLayout()
+        body.addWidget(self.nav)
+        body.addWidget(self.stack, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(body, 1)
+        layout.addWidget(self.banner)
+        layout.addWidget(buttons)
+        self.setStyleSheet(f"QListWidget#settings_nav {{ font-size: 13px; }} "
+                           f"QListWidget#settings_nav::item {{ padding: 6px 8px; }} "
+                           f"QGroupBox {{ border: 1px solid {palette().border}; "
+                           f"border-radius: 4px; margin-top: 14px; padding-top: 6px; }} "
+                           f"QGroupBox::title {{ subcontrol-origin: margin; left: 8px; "
+                           f"padding: 0 4px; }}")
+        if load_error is not None:
+            self._say(f"settings.toml cannot be read, so nothing can be saved until it is "
+                      f"fixed by hand: {load_error}", "error")
+            self.save_button.setEnabled(False)
+
+    # -- saving ---------------------------------------------------------------------------------
+    def page_for(self, section: str) -> Page | None:
+        return next((p for p in self.pages if section in p.sections), None)
+
+    def collect(self) -> dict[str, Any]:
+        """The whole settings mapping: unedited sections as loaded, edited ones as typed."""
+        data: dict[str, Any] = self.current.model_dump(mode="python")
+        for page in self.pages:
+            data.update(page.raw())
+        return data
+
+    def save(self) -> bool:
+        """Validate, store keys, write settings.toml, apply preferences; True when all done."""
+        for page in self.pages:
+            page.clear_errors()
+        try:
+            new = Settings.model_validate(self.collect())
+        except ValidationError as exc:
+            self._show_validation(exc)
+            return False
+        failed = [label for page in self.pages for label in page.commit_secrets()]
+        try:
+            written = save_settings(self.workspace.settings_path, new, self.current)
+        except (OSError, OperationalError) as exc:
+            self._say(f"settings.toml was not written: {exc}", "error")
+            return False
+        self.current = new
+        self._apply_prefs()
+        self.saved.emit(new)
+        if failed:
+            self._say(f"Settings saved, but not stored: {', '.join(failed)} (see the message "
+                      "under each).", "warning")
+            return False
+        where = f" to {self.workspace.settings_path}" if written else " (nothing had changed)"
+        self._say(f"Saved{where}.", "ok")
+        logger.info("settings saved; sections changed: %s", ", ".join(sorted(written)) or "none")
+        return True
+
+    def _show_validation(self, exc: ValidationError) -> None:
+        first: Page | None = None
+        unplaced: list[str] = []
+        errors = exc.errors()
+        for error in errors:
+            loc = tuple(error["loc"])
+            section = str(loc[0]) if loc else ""
+            page = self.page_for(section)
+            if page is not None and page.show_error(section, loc[1:], error["msg"]):
+                first = first or page
+            else:
+                unplaced.append(f"{'.'.join(map(str, loc))}: {error['msg']}")
+        if first is not None:
+            self.nav.setCurrentRow(self.pages.index(first))
+        count = len(errors)
+        text = (f"Nothing was saved: {count} value{'s need' if count != 1 else ' needs'} "
+                "fixing (marked in red).")
+        if unplaced:
+            text += " " + "; ".join(unplaced)
+        self._say(text, "error")
+
+    def _apply_prefs(self) -> None:
+        theme = self.appearance_page.theme()
+        tray = self.appearance_page.close_to_tray.isChecked()
+        if theme != self.prefs.theme:
+            self.prefs.theme = theme
+            self.theme_changed.emit(theme)
+        if tray != self.prefs.close_to_tray:
+            self.prefs.close_to_tray = tray
+            self.close_to_tray_changed.emit(tray)
+        self.prefs.sync()
+
+    def _say(self, text: str, kind: str) -> None:
+        colours = {"error": palette().down, "warning": palette().warning, "ok": palette().up}
+        edge = colours.get(kind, palette().accent)
+        self.banner.setText(text)
+        self.banner.setStyleSheet(
+            f"background: {palette().raised}; color: {palette().text}; padding: 6px 10px; "
+            f"border-left: 4px solid {edge};")
+        self.banner.show()
+
+    def _task_failed(self, exc: BaseException) -> None:
+        self._say(f"{type(exc).__name__}: {exc}", "error")
+
+    def done(self, result: int) -> None:
+        self.tasks.cancel_all()
+        super().done(result)

@@ -1,0 +1,77 @@
+"""The status bar: market clock (simulated time in a replay), data connection, agents at work,
+LLM spend today and the trading mode, which is always visible (LIVE in its own colour)."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from app.domain.agents import AgentState
+from app.domain.clock import ms_to_iso
+from app.domain.trading import Mode
+from app.ui.theme import palette
+
+if TYPE_CHECKING:
+    from app.agents.runtime import AgentRuntime
+
+DAY_S = 86_400
+
+
+class StatusBar(QStatusBar):
+    def __init__(
+        self, runtime: AgentRuntime, mode: Mode, connection: str, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.runtime = runtime
+        self.clock_label = QLabel()
+        self.clock_label.setObjectName("status_clock")
+        self.connection_label = QLabel(connection)
+        self.connection_label.setObjectName("status_connection")
+        self.agents_label = QLabel()
+        self.agents_label.setObjectName("status_agents")
+        self.spend_label = QLabel()
+        self.spend_label.setObjectName("status_spend")
+        self.mode_label = QLabel(f" {mode.value} ")
+        self.mode_label.setObjectName("status_mode")
+        colour = {Mode.LIVE: palette().live, Mode.PAPER: palette().paper}.get(
+            mode, palette().backtest
+        )
+        self.mode_label.setStyleSheet(
+            f"background: {colour}; color: white; font-weight: bold; border-radius: 3px;"
+        )
+        for label in (self.clock_label, self.connection_label, self.agents_label,
+                      self.spend_label):
+            self.addWidget(label)
+        self.addPermanentWidget(self.mode_label)
+        self._timer = QTimer(self)
+        self._timer.setInterval(500)  # 2 Hz: a clock that moves, without redrawing per tick
+        self._timer.timeout.connect(self.refresh)
+        self._timer.start()
+        self.refresh()
+
+    def stop(self) -> None:
+        """Stop reading the runtime (its stores are about to close)."""
+        self._timer.stop()
+
+    def refresh(self) -> None:
+        now = ms_to_iso(self.runtime.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
+        self.clock_label.setText(f"Market time {now}")
+        agents = self.runtime.manager.list_agents()
+        running = sum(1 for a in agents if a.state is AgentState.RUNNING)
+        waiting = sum(1 for a in agents if a.state is AgentState.WAITING_FOR_USER)
+        faulted = sum(1 for a in agents if a.state is AgentState.FAULTED)
+        text = f"Agents: {running} running"
+        if waiting:
+            text += f", {waiting} waiting for you"
+        if faulted:
+            text += f", {faulted} faulted"
+        self.agents_label.setText(text)
+        since = int((time.time() - time.time() % DAY_S) * 1000)
+        spend = self.runtime.conversations.usage(since_wall_ms=since)
+        self.spend_label.setText(
+            f"LLM today: {spend.calls} calls, ${spend.cost.quantize(Decimal('0.0001'))}"
+        )

@@ -1,0 +1,45 @@
+"""Fixtures for the pytest-qt tests: one qasync loop over the test QApplication.
+
+The app runs asyncio inside Qt's loop (qasync), so widgets that await services are tested the
+same way: ``qloop.run_until_complete(coro)`` drives both the coroutine and Qt events. Any exception
+left unhandled in an asyncio task fails the test instead of vanishing into a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture
+def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
+    import gc
+
+    import qasync
+
+    # the previous test's loop and widgets are dropped only after its teardown; collect them
+    # now, on this thread, rather than letting a later collection destroy their Qt timers from
+    # a worker thread ("Timers cannot be stopped from another thread")
+    gc.collect()
+    loop = qasync.QEventLoop(qapp, already_running=False)
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    asyncio.set_event_loop(loop)
+    try:
+        yield loop
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        asyncio.set_event_loop(None)
+        loop.close()
+    if errors:
+        raise AssertionError(f"unhandled exceptions in asyncio tasks: {errors}")

@@ -1,0 +1,173 @@
+"""The account panel over a real paper broker: orders, fills, positions, Cancel, and the mode."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+
+from app.domain.clock import parse_time
+from app.domain.trading import Mode, OrderStatus
+from app.events import EventBus, ToolCallCompleted
+from app.runtime import OfflineRuntime, build_offline_runtime
+from app.tools.spec import AgentContext
+from app.ui.panels.account_panel import AccountPanel
+from app.ui.panels.style import COLORS, MODE_COLORS
+from app.workspace import Workspace
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+HOUR_MS = 3_600_000
+BUY_1000 = (
+    "<create_order><symbol>BTC/USD</symbol><side>BUY</side><quote_amount>1000</quote_amount>"
+    "</create_order>"
+)
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Let the loop (and Qt's events) run until ``condition`` holds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
+    rt = build_offline_runtime(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def bus() -> EventBus:
+    return EventBus()
+
+
+def make_panel(qtbot, qloop, runtime, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
+    panel = AccountPanel(runtime.broker, runtime.ledger, mode, bus)
+    qtbot.addWidget(panel)
+    panel.resize(1100, 700)
+    panel.show()
+    qtbot.waitExposed(panel)
+    qloop.run_until_complete(until(lambda: panel.state is not None))
+    return panel
+
+
+def cell(model, row: int, column: str, role=Qt.ItemDataRole.DisplayRole):
+    titles = [c.title for c in model.columns]
+    return model.data(model.index(row, titles.index(column)), role)
+
+
+async def place(runtime, bus, xml: str, agent: str = "trader-1") -> str:
+    """Call a trade tool as an agent and announce it, as the agent runtime does."""
+    result = await runtime.executor.execute_text(AgentContext(agent), xml)
+    assert result is not None and result.status == "success", result.xml
+    await bus.publish(ToolCallCompleted(agent, "create_order", result.status, None, 1.0))
+    order_id = result.data[0].attr("order_id")
+    assert order_id is not None
+    return order_id
+
+
+def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(runtime, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, runtime, bus)
+    assert panel.positions.rowCount() == 0
+
+    async def scenario() -> None:
+        order_id = await place(runtime, bus, BUY_1000)
+        # the panel follows tool calls by itself: the order shows as open before it fills
+        await until(lambda: [o.order_id for o in panel.orders.rows] == [order_id])
+        runtime.clock.advance_to(runtime.clock.now_ms() + 2 * HOUR_MS)
+        runtime.broker.settle()
+        await panel.refresh()
+
+    qloop.run_until_complete(scenario())
+    fill = runtime.ledger.fills()[0]
+    position = runtime.broker._book.positions["BTC/USD"]
+    assert panel.positions.rowCount() == 1
+    assert cell(panel.positions, 0, "Symbol") == "BTC/USD"
+    assert cell(panel.positions, 0, "Size") == str(fill.quantity.normalize())
+    assert cell(panel.positions, 0, "Avg price") == f"{position.avg_price:,.2f}"
+    pnl = panel.positions.rows[0].unrealized_pnl
+    assert pnl != 0
+    color = cell(panel.positions, 0, "Unrealized P&L", Qt.ItemDataRole.ForegroundRole).color()
+    assert color == QColor(COLORS["up"] if pnl > 0 else COLORS["down"])
+    assert panel.orders.rowCount() == 0
+    assert panel.fills.rowCount() == 1
+    assert cell(panel.fills, 0, "Price") == f"{fill.price:,.2f}"  # thousands separator, 2 dp
+    assert "," in cell(panel.fills, 0, "Price")
+    state = panel.state
+    assert state is not None
+    assert panel.cards["Equity"].value.text() == f"{state.equity.quantize(Decimal('0.01')):,}"
+    assert panel.cards["Total P&L"].value.text().startswith("-" if state.total_pnl < 0 else "+")
+    x, _y = panel.curve.getData()
+    assert x is not None and len(x) >= 2  # the equity curve gained the settle's point
+
+
+def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(runtime, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, runtime, bus)
+
+    async def scenario() -> None:
+        price = await runtime.broker.last_price("BTC/USD")
+        limit = (price * Decimal("0.97")).quantize(Decimal("0.01"))
+        order_id = await place(
+            runtime, bus,
+            "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
+            f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
+        )
+        await until(lambda: panel.order_button(order_id) is not None)
+        button = panel.order_button(order_id)
+        assert cell(panel.orders, 0, "Price") == f"{limit:,.2f}"
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        await until(lambda: panel.orders.rowCount() == 0)
+        assert await runtime.broker.open_orders() == []
+        stored = {r.order.order_id: r.order.status for r in runtime.ledger.load().orders}
+        assert stored[order_id] is OrderStatus.CANCELLED
+        assert f"Cancelled {order_id}" in panel.message.text()
+        assert panel.tabs.tabText(1) == "Open orders (0)"
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_cancel_the_broker_refuses_is_shown_with_its_reason(runtime, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, runtime, bus)
+
+    async def scenario() -> None:
+        price = await runtime.broker.last_price("BTC/USD")
+        limit = (price * Decimal("0.97")).quantize(Decimal("0.01"))
+        order_id = await place(
+            runtime, bus,
+            "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
+            f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
+        )
+        await until(lambda: panel.order_button(order_id) is not None)
+        button = panel.order_button(order_id)
+        # the agent cancels it first; the row on screen is now stale
+        await runtime.broker.cancel_order("trader-1", "BTC/USD", order_id=order_id)
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        await until(lambda: "Could not cancel" in panel.message.text())
+        assert "already CANCELLED" in panel.message.text()
+        await until(lambda: panel.orders.rowCount() == 0)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_live_mode_is_an_unmistakable_red_bar_and_paper_is_not(runtime, bus, qtbot, qloop):
+    live = make_panel(qtbot, qloop, runtime, bus, Mode.LIVE)
+    assert "LIVE" in live.badge.text() and "REAL FUNDS" in live.badge.text()
+    assert live.badge.color == MODE_COLORS[Mode.LIVE][0]
+    image = live.badge.grab().toImage()
+    drawn = image.pixelColor(4, image.height() // 2)
+    assert drawn.red() > 200 and drawn.green() < 80 and drawn.blue() < 80
+    assert live.badge.width() > live.width() // 2  # a bar across the panel, not a small tag
+
+    paper = make_panel(qtbot, qloop, runtime, bus, Mode.PAPER)
+    assert paper.badge.text().startswith("PAPER")
+    drawn = paper.badge.grab().toImage().pixelColor(4, 8)
+    assert not (drawn.red() > 200 and drawn.green() < 80)

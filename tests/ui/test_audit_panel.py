@@ -1,0 +1,168 @@
+"""The audit panel over the workspace ledger: live calls, filters, details, and 100,000 rows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.domain.clock import parse_time
+from app.events import EventBus, ToolCallCompleted
+from app.runtime import OfflineRuntime, build_offline_runtime
+from app.tools.spec import AgentContext
+from app.ui.panels.audit_panel import AuditPanel
+from app.workspace import Workspace
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+CALLS = [
+    ("analyst-1", "<get_account_balance/>"),
+    ("trader-1", "<get_account_balance/>"),
+    ("trader-1", "<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
+                 "<quote_amount>5000</quote_amount></create_order>"),  # over the weight limit
+    ("trader-1", "<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
+                 "<quote_amount>1000</quote_amount></create_order>"),
+    ("analyst-1", "<get_order_book><symbol>NOPE/USD</symbol></get_order_book>"),
+]
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Let the loop (and Qt's events) run until ``condition`` holds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def bus() -> EventBus:
+    return EventBus()
+
+
+@pytest.fixture
+def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
+    rt = build_offline_runtime(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def panel(runtime, bus, qtbot, qloop) -> AuditPanel:
+    w = AuditPanel(runtime.ledger, bus)
+    qtbot.addWidget(w)
+    w.resize(1100, 650)
+    w.show()
+    qtbot.waitExposed(w)
+    qloop.run_until_complete(until(lambda: w.count_label.text() != ""))
+    return w
+
+
+async def run_calls(runtime, bus, calls) -> None:
+    """Run tool calls as agents do, each announced on the bus when it completes."""
+    for agent, xml in calls:
+        result = await runtime.executor.execute_text(AgentContext(agent), xml)
+        assert result is not None
+        await bus.publish(ToolCallCompleted(agent, xml[1:].split(">")[0].rstrip("/"),
+                                            result.status, result.error_code, 1.0))
+
+
+def choose(combo, text: str) -> None:
+    index = combo.findText(text)
+    assert index >= 0, f"{text!r} is not offered"
+    combo.setCurrentIndex(index)
+
+
+def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
+    panel, runtime, bus, qtbot, qloop
+):
+    async def scenario() -> None:
+        await run_calls(runtime, bus, CALLS)
+        await until(lambda: panel.model.rowCount() == len(CALLS))
+        assert panel.count_label.text() == "5 calls"
+
+        choose(panel.tool_filter, "create_order")
+        assert panel.proxy.rowCount() == 2
+        choose(panel.status_filter, "rejected")
+        assert panel.proxy.rowCount() == 1
+        assert panel.count_label.text() == "1 of 5 calls"
+
+        rect = panel.table.visualRect(panel.proxy.index(0, 0))
+        qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        await until(lambda: "<status>rejected</status>" in panel.result_view.toPlainText())
+        assert "<rule>max_position_weight</rule>" in panel.result_view.toPlainText()
+        assert '"quote_amount": "5000"' in panel.params_view.toPlainText()
+        assert "create_order · trader-1" in panel.detail_title.text()
+
+        choose(panel.tool_filter, "All")
+        choose(panel.status_filter, "All")
+        qtbot.keyClicks(panel.search, "not_found")
+        await until(lambda: panel.proxy.rowCount() == 1)
+        index = panel.proxy.index(0, 2)
+        assert panel.proxy.data(index) == "get_order_book"
+        assert panel.proxy.data(panel.proxy.index(0, 4)) == "NOT_FOUND"
+
+    qloop.run_until_complete(scenario())
+
+
+def test_live_calls_arrive_in_batches_newest_first(panel, runtime, bus, qloop):
+    reads: list[int] = []
+    read = panel.reader.tool_calls
+
+    async def counted(after_id: int = 0, limit: int = 1_000_000):
+        reads.append(after_id)
+        return await read(after_id, limit)
+
+    panel.reader.tool_calls = counted  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        await run_calls(runtime, bus, CALLS * 8)
+        await until(lambda: panel.model.rowCount() == 40)
+
+    qloop.run_until_complete(scenario())
+    assert 1 <= len(reads) <= 3, reads  # 40 events, a few incremental reads
+    ids = [panel.proxy.call_id(row) for row in range(panel.proxy.rowCount())]
+    assert ids == sorted(ids, reverse=True) and ids[0] == 40
+
+
+def test_a_hundred_thousand_calls_load_and_filter_without_stalling(runtime, bus, qtbot, qloop):
+    conn = runtime.ledger.connection
+    tools = ("get_klines", "get_ticker", "create_order", "recall_memory")
+    statuses = ("success", "success", "error", "rejected")
+    rows = [
+        (f"agent-{i % 10}", tools[i % 4], '{"symbol": "BTC/USD"}', statuses[i % 4 - (i % 3 == 0)],
+         None, f"<tool_result>{i}</tool_result>", 1_570_000_000_000 + i * 1000, 1.5)
+        for i in range(100_000)
+    ]
+    with runtime.ledger.transaction():
+        conn.executemany(
+            "INSERT INTO tool_calls (agent_id, tool_name, params_json, status, error_code, "
+            "result_xml, started_ms, duration_ms) VALUES (?,?,?,?,?,?,?,?)",
+            rows,
+        )
+    panel = AuditPanel(runtime.ledger, bus)
+    qtbot.addWidget(panel)
+    panel.resize(1000, 600)
+    panel.show()
+    started = time.perf_counter()
+    qloop.run_until_complete(until(lambda: panel.model.rowCount() == 100_000, within=20))
+    loaded = time.perf_counter() - started
+
+    started = time.perf_counter()
+    choose(panel.tool_filter, "create_order")
+    choose(panel.status_filter, "error")
+    filtered = time.perf_counter() - started
+    expected = sum(1 for r in rows if r[1] == "create_order" and r[3] == "error")
+    assert panel.proxy.rowCount() == expected > 0
+
+    started = time.perf_counter()
+    panel.table.sortByColumn(1, Qt.SortOrder.AscendingOrder)
+    qloop.run_until_complete(asyncio.sleep(0))
+    sorted_s = time.perf_counter() - started
+    agents = [panel.proxy.data(panel.proxy.index(r, 1)) for r in range(panel.proxy.rowCount())]
+    assert agents == sorted(agents)
+    print(f"100k audit rows: load {loaded:.2f} s, filter {filtered:.3f} s, sort {sorted_s:.3f} s")
+    assert loaded < 10 and filtered < 1.5 and sorted_s < 1.5

@@ -1,0 +1,182 @@
+"""The Backtest view driven like a person: tick data, pick the strategy or agents, set the dates,
+press Start, watch the progress reach 100% and read the report beside buy-and-hold; Cancel stops
+a long run; a bad file or a range too short to trade is explained in the form."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.config import Settings, settings_from_mapping
+from app.ui.backtest import BacktestView
+from app.workspace import Workspace
+from tests.helpers.paths import BTC_USD_1H, BTC_USDT_1H
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+HOUR_MS = 3_600_000
+AGENTS_READY = all(importlib.util.find_spec(m) is not None
+                   for m in ("app.agents.rules", "app.agents.prompt"))
+
+
+def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:
+    async def poll() -> None:
+        for _ in range(int(timeout / 0.02)):
+            if check():
+                return
+            await asyncio.sleep(0.02)  # the UI and its worker threads move meanwhile
+        raise AssertionError(f"not done within {timeout} s")
+
+    loop.run_until_complete(poll())
+
+
+@pytest.fixture(autouse=True)
+def _collect_on_this_thread(qloop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    yield
+    # free the widgets' Python cycles here: a collection that happens later inside a worker
+    # thread (the next test's backtest) would destroy Qt objects from the wrong thread
+    gc.collect()
+
+
+def make_view(qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path,
+              files: list[Path], settings: Settings | None = None) -> BacktestView:
+    view = BacktestView(Workspace(tmp_path / "ws").ensure(), files, settings=settings)
+    qtbot.addWidget(view)
+    view.resize(1300, 860)
+    view.show()
+    qloop.run_until_complete(view.tasks.wait())
+    return view
+
+
+def click(qtbot: Any, widget: Any) -> None:
+    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
+
+
+def run_to_end(view: BacktestView, qloop: asyncio.AbstractEventLoop, timeout: float = 30) -> None:
+    wait_for(qloop, lambda: view.progress_state is None and not view.tasks.busy, timeout)
+
+
+def test_sma_cross_run_reaches_100_percent_and_reports_beside_buy_and_hold(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USD_1H])
+    assert view.data_list.item(0).text().startswith("BTC/USD 1h · 20,111 bars")
+    assert view.data_list.item(0).checkState() == Qt.CheckState.Checked
+    assert "0 LLM calls" in view.estimate.text()
+    assert "rule engine (not an LLM)" in view.estimate.text()
+    info = view.selected_files()[0]
+    view.set_range(info.last_ms - 299 * HOUR_MS, info.last_ms)
+    assert view.estimate.text().startswith("300 bars")
+    click(qtbot, view.start_button)
+    assert not view.start_button.isEnabled() and view.cancel_button.isEnabled()
+    run_to_end(view, qloop)
+    assert view.status.text().startswith("Done: 300 bars"), view.status.text()
+    assert view.progress.value() == view.progress.maximum() == 300
+    assert view.progress.text() == "100%"
+    metrics = view.report.metrics
+    headers = [metrics.horizontalHeaderItem(c).text() for c in range(metrics.columnCount())]
+    assert headers == ["Metric", "sma_cross (10/30)", "Buy & hold"]
+    rows = {metrics.item(r, 0).text(): (metrics.item(r, 1).text(), metrics.item(r, 2).text())
+            for r in range(metrics.rowCount())}
+    outcome = view.outcome
+    assert outcome is not None
+    assert rows["Total return %"] == (f"{outcome.result.metrics.total_return_pct:,.2f}",
+                                      f"{outcome.result.baseline.total_return_pct:,.2f}")
+    assert rows["Trades"][0] == str(len(outcome.result.trades))
+    assert view.report.trades.rowCount() == len(outcome.result.trades) > 0
+    assert view.report.equity_plot.listDataItems()  # the equity curves are drawn
+    table = view.report.metrics  # every metric visible without scrolling
+    assert table.viewport().height() >= table.rowCount() * table.rowHeight(0)
+    summary_files = list((tmp_path / "ws" / "backtests").glob("*/summary.json"))
+    assert len(summary_files) == 1
+    assert json.loads(summary_files[0].read_text())["bars"] == 300
+
+
+def test_cancel_stops_a_long_run_without_a_report(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USD_1H])
+    info = view.selected_files()[0]
+    view.set_range(info.first_ms, info.last_ms)  # all 20,111 bars: seconds of work
+    click(qtbot, view.start_button)
+    wait_for(qloop, lambda: view.progress_state is not None and view.progress_state.done > 50,
+             20)
+    assert "bars ·" in view.eta.text() or view.eta.text() == "starting…"
+    click(qtbot, view.cancel_button)
+    run_to_end(view, qloop)
+    assert view.status.text().startswith("Stopped: cancelled after"), view.status.text()
+    assert view.progress.value() < view.progress.maximum()
+    assert view.outcome is None and view.report.metrics.rowCount() == 0
+    assert view.start_button.isEnabled()
+
+
+def test_bad_data_file_is_named_with_its_problem(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    bad = tmp_path / "ETH-USD_1h_broken.csv"
+    bad.write_text("timestamp_ms,open,high,low,close,volume\n"
+                   "1571299200000,180.1,181,179.5,180.7,12\n"
+                   "1571302800000,180.7,abc,180.2,181.0,9\n", encoding="utf-8")
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H])
+    view.add_data_file(bad)
+    qloop.run_until_complete(view.tasks.wait())
+    item = view.data_list.item(1)
+    assert item.text() == "ETH-USD_1h_broken.csv: unusable"
+    assert "row 3" in item.toolTip() and "high" in item.toolTip()
+    assert "ETH-USD_1h_broken.csv cannot be used" in view.status.text()
+    assert [f.symbol for f in view.selected_files()] == ["BTC/USDT"]
+
+
+def test_a_range_too_short_to_trade_is_explained(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H])
+    info = view.selected_files()[0]
+    view.set_range(info.last_ms - 20 * HOUR_MS, info.last_ms)
+    click(qtbot, view.start_button)
+    run_to_end(view, qloop)
+    assert "the range holds 21 bars; the slow SMA needs more than 30" in view.status.text()
+    assert view.outcome is None and view.start_button.isEnabled()
+
+
+@pytest.mark.skipif(not AGENTS_READY, reason="the rule-engine agents are not in this tree yet")
+def test_rule_engine_agents_run_from_the_view(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H])
+    click(qtbot, view.use_agents)
+    for row in range(view.agent_list.count()):
+        item = view.agent_list.item(row)
+        if item.data(Qt.ItemDataRole.UserRole) in ("AnalystAgent_Trend_v1",
+                                                    "TraderAgent_Default_v1"):
+            item.setCheckState(Qt.CheckState.Checked)
+    assert "the agents run on the rule engine (not an LLM)" in view.estimate.text()
+    info = view.selected_files()[0]
+    view.set_range(info.last_ms - 80 * HOUR_MS, info.last_ms)
+    click(qtbot, view.start_button)
+    run_to_end(view, qloop, 60)
+    assert view.status.text().startswith("Done"), view.status.text()
+    assert view.progress.value() == view.progress.maximum() > 0
+    headers = [view.report.metrics.horizontalHeaderItem(c).text() for c in range(3)]
+    assert headers[2] == "Buy & hold" and "AnalystAgent_Trend_v1" in headers[1]
+
+
+@pytest.mark.skipif(not AGENTS_READY, reason="the agent backtest is not in this tree yet")
+def test_llm_agents_show_calls_and_cost_before_starting(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    settings = settings_from_mapping(
+        {"llm": {"provider": "openai-compatible", "model": "gpt-4o-mini"}})
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H], settings)
+    view.use_agents.setChecked(True)
+    view.agent_list.item(0).setCheckState(Qt.CheckState.Checked)
+    text = view.estimate.text()
+    assert "openai-compatible (gpt-4o-mini)" in text and "model calls" in text
+    assert "estimated cost $" in text

@@ -1,0 +1,201 @@
+"""The main window as a new user meets it: the offline demo on first launch trades within the
+first simulated hour at top speed, the layout survives a restart, panels open from notices and
+shortcuts, and the replay and the agents obey the window's controls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.agents.desk import DEMO_COMMAND
+from app.domain.agents import AgentRole, AgentState
+from app.secrets import SecretStore
+from app.ui.main_window import DOCKS, MainWindow
+from app.ui.settings.prefs import UiPrefs
+from app.workspace import Workspace
+
+# the offscreen platform cannot size, raise or activate windows and says so
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
+                                       "does not support activateWindow")
+HOUR_MS = 3_600_000
+
+
+async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.02)
+
+
+class Desk:
+    """Opens windows on one workspace with one QSettings file, as restarts of the app would.
+
+    Everything happens inside the running qasync loop, as in the app (``app.ui.app``): a
+    scenario is one coroutine, run with ``desk.run(scenario)``.
+    """
+
+    def __init__(self, tmp_path: Path, qtbot, qloop) -> None:
+        self.workspace = Workspace.at(tmp_path / "ws")
+        self.settings_file = str(tmp_path / "kestrel-ui.ini")
+        self.qtbot = qtbot
+        self.qloop = qloop
+        self.windows: list[MainWindow] = []
+
+    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
+        async def guarded() -> None:
+            try:
+                await scenario()
+            finally:
+                for window in list(self.windows):
+                    await self.close(window)
+
+        self.qloop.run_until_complete(guarded())
+
+    async def open(self, *, paced: bool = False, speed: float | None = None) -> MainWindow:
+        prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
+        window = MainWindow(prefs, SecretStore(), interactive_errors=False)
+        self.qtbot.addWidget(window)
+        window.show()
+        await window.open_workspace(self.workspace, paced=paced, speed=speed)
+        self.windows.append(window)
+        return window
+
+    async def settle(self, window: MainWindow) -> None:
+        assert window.runtime is not None
+        await asyncio.wait_for(window.runtime.manager.wait_idle(), 30)
+
+    async def close(self, window: MainWindow) -> None:
+        window.close()
+        await window.aclose()
+        self.windows.remove(window)
+
+
+@pytest.fixture
+def desk(tmp_path: Path, qapp, qtbot, qloop) -> Iterator[Desk]:
+    qapp.setQuitOnLastWindowClosed(False)  # as app.ui.app sets it: the window may go to the tray
+    yield Desk(tmp_path, qtbot, qloop)
+    qapp.setQuitOnLastWindowClosed(True)
+
+
+def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open(paced=True, speed=600.0)
+        runtime = window.runtime
+        assert runtime is not None
+        start = runtime.clock.now_ms()
+        banner = window.banner.text()
+        assert "Offline replay" in banner and "rule engine (not an LLM)" in banner
+        assert window.replay_bar.speed.currentText() == "600x"
+        await until(lambda: runtime.clock.now_ms() >= start + HOUR_MS)
+        await desk.settle(window)
+        roles = sorted(a.role.value for a in runtime.manager.list_agents())
+        assert roles == ["analyst", "orchestrator", "trader"]
+        orchestrator = runtime.orchestrator()
+        assert orchestrator is not None
+        first = runtime.conversations.recent(orchestrator.agent_id)[0]
+        assert first.content == DEMO_COMMAND, "the demo is the person's first chat message"
+        fills = [f for f in runtime.base.ledger.fills() if f.time_ms <= start + HOUR_MS]
+        assert fills, "a fill within 60 simulated minutes of replay"
+        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+        assert runtime.base.memory.list_files(trader.agent_id, "journal"), "memory entries"
+        assert not window.live.errors and not window.errors.reports
+
+    desk.run(scenario)
+
+
+def test_the_layout_and_the_workspace_survive_closing_and_reopening(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        runtime = window.runtime
+        assert runtime is not None
+        await desk.settle(window)
+        agents = sorted(a.agent_id for a in runtime.manager.list_agents())
+        window.docks["audit"].close()
+        window.docks["memory"].raise_()
+        window.resize(1300, 850)
+        resumed_at = runtime.clock.now_ms()
+        await desk.close(window)
+
+        again = await desk.open()
+        assert again.runtime is not None
+        assert not again.docks["audit"].isVisible() and again.docks["chat"].isVisible()
+        assert not again.store.value("window/geometry").isEmpty()
+        assert sorted(a.agent_id for a in again.runtime.manager.list_agents()) == agents
+        orchestrator = again.runtime.orchestrator()
+        assert orchestrator is not None
+        texts = [m.content for m in again.runtime.conversations.recent(orchestrator.agent_id)
+                 if m.kind == "task"]
+        assert texts == [DEMO_COMMAND], "a used workspace is resumed, not seeded again"
+        assert again.runtime.clock.now_ms() >= resumed_at
+        again.reset_layout()
+        assert all(again.docks[spec.key].isVisible() for spec in DOCKS)
+
+    desk.run(scenario)
+
+
+def test_notices_and_shortcuts_open_the_right_panel(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        runtime = window.runtime
+        assert runtime is not None
+        await desk.settle(window)
+        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+        window.docks["chat"].close()
+        window.open_panel("chat", trader.agent_id)
+        assert window.docks["chat"].isVisible()
+        assert window.panels["chat"].agent_id == trader.agent_id
+        window.open_panel("backtest")
+        assert window.tabs.currentWidget() is window.panels["backtest"]
+        window.docks["memory"].close()
+        window.open_memory(trader.agent_id)
+        assert window.docks["memory"].isVisible()
+        action = window.docks["audit"].toggleViewAction()
+        assert action.shortcut().toString() == "Ctrl+6"
+
+    desk.run(scenario)
+
+
+def test_pause_all_and_the_replay_controls_act_on_agents_and_clock(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        runtime = window.runtime
+        assert runtime is not None
+        await desk.settle(window)
+        await window.pause_all()
+        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        assert states[AgentRole.ANALYST] is AgentState.PAUSED
+        assert states[AgentRole.TRADER] is AgentState.PAUSED
+        await window.resume_all()
+        assert all(a.state is not AgentState.PAUSED for a in runtime.manager.list_agents())
+
+        bar = window.replay_bar
+        bar.speed.setCurrentIndex(bar.speed.findText("10x"))
+        assert runtime.driver.speed == 10.0
+        bar.pause_button.click()
+        assert runtime.driver.paused and bar.step_button.isEnabled()
+        before = runtime.clock.now_ms()
+        bar.step_button.click()
+        assert runtime.clock.now_ms() == before + HOUR_MS
+
+    desk.run(scenario)
+
+
+def test_an_unexpected_error_in_a_task_is_reported_with_its_details(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+
+        async def broken() -> None:
+            raise RuntimeError("the exchange sent nonsense")
+
+        window.tasks.spawn(broken())
+        await until(lambda: bool(window.errors.reports))
+        summary, details = window.errors.reports[0]
+        assert "the exchange sent nonsense" in summary and "RuntimeError" in details
+
+    desk.run(scenario)

@@ -1,0 +1,384 @@
+"""The Settings dialog as a person uses it: keys go to the keyring only (or the dialog says which
+environment variable to set), bad values are refused next to their field with nothing written,
+good values round-trip through ``load_settings``, and "Test connection" talks to real local
+servers (an OpenAI-compatible fake, an SMTP server)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import keyring
+import keyring.backend
+import pytest
+from aiosmtpd.controller import Controller
+from keyring.backends import fail
+from PySide6.QtCore import QPoint, QSettings, Qt
+
+from app.config import load_settings
+from app.secrets import SecretStore
+from app.ui.settings import SettingsDialog
+from app.ui.settings.keys import EMAIL_PASSWORD
+from app.ui.settings.prefs import UiPrefs
+from app.workspace import Workspace
+from tests.helpers.fake_llm_servers import FakeOpenAIServer
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+API_KEY = "sk-test-9f8e7d6c5b4a3210a1b2"
+ORIGINAL = (
+    "# written by hand; this comment must survive\n"
+    "[market]\n"
+    'default_interval = "4h"  # my interval\n'
+    "\n"
+    "[llm]\n"
+    'provider = "openai-compatible"\n'
+    'model = "gpt-4o-mini"\n'
+    'api_key_name = "openai"\n'
+)
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A real keyring backend that keeps entries in a dict (what a desktop's keyring does)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if (service, username) not in self.entries:
+            raise keyring.errors.PasswordDeleteError("not found")
+        del self.entries[(service, username)]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.settings_path.write_text(ORIGINAL, encoding="utf-8")
+    return ws
+
+
+@pytest.fixture
+def prefs(tmp_path: Path) -> UiPrefs:
+    return UiPrefs(QSettings(str(tmp_path / "ws" / "ui.ini"), QSettings.Format.IniFormat))
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def make_dialog(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, workspace: Workspace, prefs: UiPrefs
+) -> Iterator[Callable[[SecretStore], SettingsDialog]]:
+    made: list[SettingsDialog] = []
+
+    def make(secrets: SecretStore) -> SettingsDialog:
+        dialog = SettingsDialog(workspace, secrets, prefs)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        made.append(dialog)
+        return dialog
+
+    yield make
+    for dialog in made:
+        dialog.close()
+        dialog.deleteLater()
+    made.clear()
+    # collect the widgets' Python cycles now, on this thread: a collection that happens later in
+    # a worker thread (smtplib's) would destroy Qt objects from the wrong thread
+    gc.collect()
+
+
+def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:
+    async def poll() -> None:
+        for _ in range(int(timeout / 0.02)):
+            if check():
+                return
+            await asyncio.sleep(0.02)  # the UI and its worker threads move meanwhile
+        raise AssertionError(f"not done within {timeout} s")
+
+    loop.run_until_complete(poll())
+
+
+def files_containing(root: Path, text: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_key_without_a_keyring_names_the_environment_variable_and_writes_nothing(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    field = dialog.llm_page.key
+    assert not field.edit.isEnabled()
+    assert field.warning.isVisible()
+    assert "Set the environment variable KESTREL_OPENAI before starting" in field.warning.text()
+    assert "no OS keyring" in field.warning.text()
+    assert field.status.text() == "Not set."
+    field.edit.setText(API_KEY)  # even if a value got into the box, it must not reach a file
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert field.error.isVisible() and "KESTREL_OPENAI" in field.error.text()
+    assert files_containing(workspace.root, API_KEY) == []
+    assert files_containing(workspace.root, API_KEY[-8:]) == []
+
+
+def test_key_is_stored_in_the_keyring_and_shown_masked(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+    memory_keyring: MemoryKeyring,
+) -> None:
+    dialog = make_dialog(SecretStore(environ={}))
+    field = dialog.llm_page.key
+    assert field.edit.isEnabled()
+    qtbot.keyClicks(field.edit, API_KEY)
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert memory_keyring.entries[("kestrel", "openai")] == API_KEY
+    assert field.edit.text() == ""
+    assert "sk-…a1b2" in field.status.text()
+    assert API_KEY not in field.status.text()
+    assert files_containing(workspace.root, API_KEY) == []
+    assert workspace.settings_path.read_text(encoding="utf-8") == ORIGINAL
+
+
+def test_key_name_change_rebinds_the_field_to_the_new_variable(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    name = dialog.llm_page.forms["llm"].widget("api_key_name")
+    name.clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(name, "deepseek")
+    assert "KESTREL_DEEPSEEK" in dialog.llm_page.key.warning.text()
+
+
+def test_invalid_risk_value_is_shown_beside_the_field_and_nothing_is_written(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    form = dialog.risk_page.forms["risk"]
+    limit = form.widget("max_position_weight.limit_pct")
+    limit.clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(limit, "150")
+    orders = form.widget("max_open_orders.limit")
+    orders.clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(orders, "lots")
+    before = workspace.settings_path.read_bytes()
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    error = form.error_label("max_position_weight.limit_pct")
+    assert error.isVisible() and "less than or equal to 100" in error.text()
+    assert "valid integer" in form.error_label("max_open_orders.limit").text()
+    assert dialog.stack.currentWidget() is dialog.risk_page
+    assert "Nothing was saved: 2 values" in dialog.banner.text()
+    assert workspace.settings_path.read_bytes() == before
+
+
+def test_valid_changes_round_trip_through_load_settings_and_keep_other_sections(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    saved: list[Any] = []
+    dialog.saved.connect(saved.append)
+    risk = dialog.risk_page.forms["risk"]
+    for path, text in (("max_position_weight.limit_pct", "12.5"),
+                       ("allowed_symbols.symbols", "BTC/USD, ETH/USD")):
+        risk.widget(path).clear()  # type: ignore[attr-defined]
+        qtbot.keyClicks(risk.widget(path), text)
+    approval = dialog.approval_page.forms["approval"]
+    qtbot.keyClicks(approval.widget("above_quote"), "2500")
+    dialog.email_page.enabled.setChecked(True)
+    email = dialog.email_page.forms["email"]
+    for path, text in (("host", "smtp.example.org"), ("sender", "desk@example.org"),
+                       ("recipients", "me@example.org, you@example.org")):
+        qtbot.keyClicks(email.widget(path), text)
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert dialog.banner.text().startswith("Saved")
+    loaded = load_settings(workspace.settings_path)
+    assert loaded.risk.max_position_weight.limit_pct == Decimal("12.5")
+    assert loaded.risk.allowed_symbols.symbols == ("BTC/USD", "ETH/USD")
+    assert loaded.approval.above_quote == Decimal(2500)
+    assert loaded.email is not None
+    assert loaded.email.recipients == ("me@example.org", "you@example.org")
+    assert loaded.market.default_interval == "4h"
+    assert loaded == saved[0]
+    text = workspace.settings_path.read_text(encoding="utf-8")
+    assert "# written by hand; this comment must survive" in text
+    assert 'default_interval = "4h"  # my interval' in text
+    assert not list(workspace.root.glob(".settings.toml.*"))  # no temp file left behind
+
+
+def test_appearance_change_emits_the_theme_and_is_remembered(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, prefs: UiPrefs,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    themes: list[str] = []
+    trays: list[bool] = []
+    dialog.theme_changed.connect(themes.append)
+    dialog.close_to_tray_changed.connect(trays.append)
+    dialog.nav.setCurrentRow(dialog.pages.index(dialog.appearance_page))
+    for box in (dialog.appearance_page.buttons["light"], dialog.appearance_page.close_to_tray):
+        # on its indicator: a stretched check box only reacts on its box and text
+        qtbot.mouseClick(box, Qt.MouseButton.LeftButton, pos=QPoint(8, box.height() // 2))
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert themes == ["light"] and trays == [True]
+    assert prefs.theme == "light" and prefs.close_to_tray
+
+
+def _point_llm_at(dialog: SettingsDialog, base_url: str, qtbot: Any) -> None:
+    form = dialog.llm_page.forms["llm"]
+    form.widget("base_url").clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(form.widget("base_url"), base_url)
+
+
+def test_test_connection_reports_success_with_latency(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any,
+    qloop: asyncio.AbstractEventLoop,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    page = dialog.llm_page
+    with FakeOpenAIServer(default="OK") as server:
+        _point_llm_at(dialog, server.base_url, qtbot)
+        qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
+        assert not page.test_button.isEnabled()  # the window is not frozen: it says it is busy
+        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        assert server.bodies[0]["model"] == "gpt-4o-mini"
+    assert page.result.text().startswith("✓ Connected"), page.result.text()
+    assert " ms" in page.result.text() and "'OK'" in page.result.text()
+    assert page.test_button.isEnabled()
+
+
+def test_test_connection_reports_the_exact_error_for_a_closed_port(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any,
+    qloop: asyncio.AbstractEventLoop,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    page = dialog.llm_page
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    _point_llm_at(dialog, f"http://127.0.0.1:{port}/v1", qtbot)
+    qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
+    wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+    assert page.result.text().startswith("✗"), page.result.text()
+    assert f"127.0.0.1:{port}" in page.result.text()
+    assert "cannot reach" in page.result.text()
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.received: list[Any] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        self.received.append(envelope)
+        return "250 Message accepted for delivery"
+
+
+def test_send_test_email_delivers_to_a_real_smtp_server(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any,
+    qloop: asyncio.AbstractEventLoop,
+) -> None:
+    inbox = _Inbox()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # a plain asyncio loop for the server's thread, not one of Qt's
+    controller = Controller(inbox, hostname="127.0.0.1", port=port,
+                            loop=asyncio.SelectorEventLoop())
+    controller.start()
+    try:
+        dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+        page = dialog.email_page
+        page.enabled.setChecked(True)
+        form = page.forms["email"]
+        for path, text in (("host", "127.0.0.1"), ("sender", "desk@example.org"),
+                           ("recipients", "me@example.org")):
+            qtbot.keyClicks(form.widget(path), text)
+        form.widget("port").clear()  # type: ignore[attr-defined]
+        qtbot.keyClicks(form.widget("port"), str(port))
+        form.widget("security").setCurrentText("none")  # type: ignore[attr-defined]
+        qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
+        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+    finally:
+        controller.stop()
+    assert page.result.text().startswith("✓ Sent to me@example.org"), page.result.text()
+    assert inbox.received and inbox.received[0].rcpt_tos == ["me@example.org"]
+    assert b"Test message" in inbox.received[0].content
+
+
+def test_email_password_uses_the_runtime_s_keyring_entry_name() -> None:
+    runtime = pytest.importorskip("app.agents.runtime")
+    assert runtime.EMAIL_PASSWORD_KEY == EMAIL_PASSWORD
+
+
+def test_settings_writer_round_trips_awkward_values(tmp_path: Path) -> None:
+    from app.config import settings_from_mapping
+    from app.ui.settings_io import save_settings
+
+    wanted = settings_from_mapping({
+        "market": {"data_files": ['C:\\data\\BTC "main".csv', "ünïcode/ETH-USD_1h.csv"],
+                   "default_interval": "15m"},
+        "tools": {"default_timeout_s": 12.5},
+        "paper": {"initial_cash": "1234.5678", "fee_rate": "0.00075"},
+        "llm": {"provider": "anthropic", "model": "claude\nsonnet", "stream": False},
+        "agents": {"run_budget_usd": "3.20", "replay_speed": 600},
+        "risk": {"agent_budget": {"allotments": {"agent 1": "100", "b-2": "0.5"}},
+                 "max_drawdown_halt": {"enabled": False}},
+    })
+    path = tmp_path / "settings.toml"
+    assert save_settings(path, wanted) == {"market", "tools", "paper", "llm", "agents", "risk"}
+    assert load_settings(path) == wanted
+    before = path.read_bytes()
+    assert save_settings(path, wanted) == set()  # nothing changed: nothing rewritten
+    assert path.read_bytes() == before
+
+
+def test_settings_writer_regenerates_a_layout_it_cannot_edit_in_place(tmp_path: Path) -> None:
+    from app.config import settings_from_mapping
+    from app.ui.settings_io import save_settings
+
+    path = tmp_path / "settings.toml"
+    path.write_text('risk.max_open_orders.limit = 7\n\n[market]\ndefault_interval = "4h"\n',
+                    encoding="utf-8")
+    wanted = settings_from_mapping({"market": {"default_interval": "4h"},
+                                    "risk": {"max_open_orders": {"limit": 9}}})
+    save_settings(path, wanted)
+    assert load_settings(path) == wanted
+
+
+def test_unreadable_settings_file_is_reported_and_never_overwritten(
+    make_dialog: Callable[[SecretStore], SettingsDialog], workspace: Workspace,
+) -> None:
+    workspace.settings_path.write_text("[risk]\nmax_open_orders = [\n", encoding="utf-8")
+    before = workspace.settings_path.read_bytes()
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    assert not dialog.save_button.isEnabled()
+    assert "settings.toml cannot be read" in dialog.banner.text()
+    assert "not valid TOML" in dialog.banner.text()
+    assert workspace.settings_path.read_bytes() == before
+
+
+def test_a_key_from_the_environment_is_shown_masked_with_its_variable(
+    make_dialog: Callable[[SecretStore], SettingsDialog],
+) -> None:
+    token = "123456:ABCdefGHIjklMNOpqr"
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(),
+                                     environ={"KESTREL_TELEGRAM_BOT_TOKEN": token}))
+    status = dialog.telegram_page.token.status.text()
+    assert status == "Set by the environment variable KESTREL_TELEGRAM_BOT_TOKEN: 123…Opqr"
+    assert token not in status
