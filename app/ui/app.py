@@ -15,6 +15,13 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.main_window import MainWindow
+    from app.ui.settings.prefs import UiPrefs
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +35,50 @@ def has_display() -> bool:
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
                 or os.environ.get("QT_QPA_PLATFORM"))
+
+
+def make_application(*, reset_layout: bool = False) -> tuple[QApplication, UiPrefs]:
+    """The QApplication with Kestrel's names, theme and preferences (created once)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.settings.prefs import APPLICATION, ORGANISATION, UiPrefs
+    from app.ui.theme import apply_theme
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setOrganizationName(ORGANISATION)
+    app.setApplicationName(APPLICATION)
+    app.setQuitOnLastWindowClosed(False)  # the window may hide to the tray; main() decides
+    prefs = UiPrefs()
+    if reset_layout:
+        prefs.store.remove("window")
+    apply_theme(app, prefs.theme)
+    _collect_on_the_gui_thread(app)
+    return app, prefs
+
+
+def _collect_on_the_gui_thread(app: QApplication) -> None:
+    """Run Python's cycle collector only on the GUI thread, from a timer.
+
+    The agents' tools and the panels' reads run in worker threads; left automatic, a collection
+    could start in one of them and destroy a Qt object there, which crashes Qt. pyqtgraph's
+    collector disables automatic collection and collects on a timer instead (generation by
+    generation, as the thresholds would).
+    """
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    if not hasattr(app, "_kestrel_gc"):
+        app._kestrel_gc = GarbageCollector(interval=1.0)  # type: ignore[attr-defined]
+
+
+def show_window(prefs: UiPrefs) -> MainWindow:
+    """The main window's shell, shown: what a person sees before the workspace is open."""
+    from app.secrets import SecretStore
+    from app.ui.main_window import MainWindow
+
+    window = MainWindow(prefs, SecretStore())
+    window.show()
+    return window
 
 
 def run_gui(
@@ -46,33 +97,17 @@ def run_gui(
             file=sys.stderr,
         )
         return EXIT_NO_DISPLAY
-    from PySide6.QtWidgets import QApplication
-
-    from app.ui.settings.prefs import APPLICATION, ORGANISATION, UiPrefs
-    from app.ui.theme import apply_theme
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    assert isinstance(app, QApplication)
-    app.setOrganizationName(ORGANISATION)
-    app.setApplicationName(APPLICATION)
-    app.setQuitOnLastWindowClosed(False)  # the window may hide to the tray; main() decides
-    prefs = UiPrefs()
-    if reset_layout:
-        prefs.store.remove("window")
-    apply_theme(app, prefs.theme)
+    _app, prefs = make_application(reset_layout=reset_layout)
 
     import qasync
 
     async def main() -> int:
-        from app.secrets import SecretStore
-        from app.ui.main_window import MainWindow
         from app.workspace import Workspace
 
-        window = MainWindow(prefs, SecretStore())
+        window = show_window(prefs)
         window.errors.install(asyncio.get_running_loop())
         closed = asyncio.Event()
         window.closed.connect(closed.set)
-        window.show()
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
         try:
             await window.open_workspace(chosen, data_files=data_files or (), speed=speed)

@@ -188,7 +188,7 @@ class MainWindow(QMainWindow):
         market = base.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         chart = ChartWidget(market, symbol=symbol)
-        book = BookWidget(market, symbol=symbol)
+        book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
         account = AccountPanel(base.broker, base.ledger, base.broker.mode, runtime.bus)
         memory = MemoryBrowser(base.memory, runtime.bus, self._agent_names)
         audit = AuditPanel(base.ledger, runtime.bus)

@@ -27,6 +27,9 @@ def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
     # now, on this thread, rather than letting a later collection destroy their Qt timers from
     # a worker thread ("Timers cannot be stopped from another thread")
     gc.collect()
+    # as in the app (app.ui.app), no collection may start in a worker thread during the test:
+    # it would destroy Qt objects there and crash; the test's garbage is collected at teardown
+    gc.disable()
     loop = qasync.QEventLoop(qapp, already_running=False)
     errors: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
@@ -41,5 +44,7 @@ def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         asyncio.set_event_loop(None)
         loop.close()
+        gc.collect()
+        gc.enable()
     if errors:
         raise AssertionError(f"unhandled exceptions in asyncio tasks: {errors}")

@@ -5,10 +5,9 @@ a long run; a bad file or a range too short to trade is explained in the form.""
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib.util
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,6 @@ def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout
         raise AssertionError(f"not done within {timeout} s")
 
     loop.run_until_complete(poll())
-
-
-@pytest.fixture(autouse=True)
-def _collect_on_this_thread(qloop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    yield
-    # free the widgets' Python cycles here: a collection that happens later inside a worker
-    # thread (the next test's backtest) would destroy Qt objects from the wrong thread
-    gc.collect()
 
 
 def make_view(qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path,

@@ -4,7 +4,6 @@ type, press Enter, click replies and toggles, switch agents, scroll, and read wh
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -44,16 +43,6 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {within} s")
         await asyncio.sleep(0.01)
-
-
-@pytest.fixture(autouse=True)
-def collect_earlier_loops() -> None:
-    """Collect what earlier tests left (their qasync loops, whose ``_SimpleTimer`` objects hold
-    Qt timers) here, on the GUI thread: pytest drops a test's fixture values only after its
-    teardown, and the garbage collector would otherwise destroy them in whichever thread next
-    allocates, such as a worker reading history, and Qt warns about timers stopped from
-    another thread."""
-    gc.collect()
 
 
 @pytest.fixture

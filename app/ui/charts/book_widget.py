@@ -53,7 +53,9 @@ class DepthChart(pg.PlotWidget):
         plot.hideButtons()
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(x=False, y=False)
-        plot.showGrid(x=True, y=True, alpha=0.12)
+        # no grid: pyqtgraph redraws an axis grid over the whole plot on every repaint, which
+        # made a repaint cost ~10 ms instead of ~2.5 ms at ten books a second
+        plot.showGrid(x=False, y=False)
         for name in ("bottom", "right"):
             axis = plot.getAxis(name)
             axis.setPen(pg.mkPen(qcolor("grid")))
@@ -69,7 +71,8 @@ class DepthChart(pg.PlotWidget):
         color = qcolor(color_name)
         fill = qcolor(color_name)
         fill.setAlpha(70)
-        item = pg.PlotDataItem(pen=pg.mkPen(color, width=1.5), fillLevel=0.0, brush=fill)
+        # a 1-pixel cosmetic pen: Qt's fast path (a 1.5 px pen made each repaint ~3x dearer)
+        item = pg.PlotDataItem(pen=pg.mkPen(color, width=1), fillLevel=0.0, brush=fill)
         self.getPlotItem().addItem(item)
         return item
 

@@ -154,7 +154,8 @@ class AccountPanel(QWidget):
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         self.curve_plot.setBackground(COLORS["panel"])
-        self.curve_plot.showGrid(x=True, y=True, alpha=0.15)
+        # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
+        self.curve_plot.showGrid(x=False, y=False)
         self.curve_plot.setMenuEnabled(False)
         self.curve_plot.setTitle("Equity", color=COLORS["muted"], size="9pt")
         item = self.curve_plot.getPlotItem()
