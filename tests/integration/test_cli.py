@@ -169,3 +169,25 @@ def test_backtest_command_is_wired(tmp_path):
     )
     assert done.returncode == 0, done.stderr.decode()
     assert (tmp_path / "bt" / "summary.json").is_file()
+
+
+def test_without_a_display_the_window_command_says_what_to_run_instead(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--workspace", str(tmp_path / "ws")],
+        capture_output=True, timeout=120, cwd=REPO, env=env,
+    )
+    assert done.returncode == 3
+    message = done.stderr.decode()
+    assert "no display" in message and "kestrel demo" in message and "kestrel chat" in message
+    assert not (tmp_path / "ws").exists(), "nothing is created when no window can open"
+
+
+def test_the_window_command_has_its_own_help():
+    done = kestrel("gui", "--help")
+    assert done.returncode == 0
+    out = done.stdout.decode()
+    assert "offline demo" in out and "--reset-layout" in out and "--speed" in out
