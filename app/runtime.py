@@ -75,7 +75,10 @@ def build_offline_runtime(
     clock = ReplayClock(0)
     market = ReplayMarketData.from_paths(clock, files)
     clock.advance_to(market.end_ms() if at_ms is None else at_ms)
-    ledger = Ledger(workspace.db_path)
+    # Every commit of a LIVE account is forced to disk (it must survive a power cut); paper and
+    # backtest commits survive a killed app (WAL) without an fsync each, which on a slow disk
+    # would stall the window once per tool call.
+    ledger = Ledger(workspace.db_path, durable=mode is Mode.LIVE)
     memory: MemoryBank | None = None
     try:
         broker = PaperBroker(

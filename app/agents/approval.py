@@ -7,7 +7,7 @@ into an approval question; the answer, approve or refuse, is recorded with the o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
@@ -43,9 +43,13 @@ def approval_reason(
     args: Mapping[str, Any],
     mode: Mode,
     price: Decimal | None,
-    traded_symbols: Set[str],
+    traded_symbols: Callable[[], Set[str]],
 ) -> str | None:
-    """Why this call needs the person's approval, or None when it may go ahead."""
+    """Why this call needs the person's approval, or None when it may go ahead.
+
+    ``traded_symbols`` is asked only when the new-symbol rule applies: it reads the fills table,
+    and this check runs on every order an agent places.
+    """
     if tool not in ORDER_TOOLS:
         return None
     symbol = str(args.get("symbol", ""))
@@ -58,7 +62,7 @@ def approval_reason(
                 f"the order is worth about {notional:,.2f} in quote currency, above your limit "
                 f"of {settings.above_quote:,} (setting approval.above_quote)"
             )
-    if settings.new_symbols and symbol and symbol not in traded_symbols:
+    if settings.new_symbols and symbol and symbol not in traded_symbols():
         return f"{symbol} has never been traded by this account (setting approval.new_symbols)"
     return None
 

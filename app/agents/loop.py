@@ -28,6 +28,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from app.agents.approval import (
     APPROVE_REPLY,
+    ORDER_TOOLS,
     REFUSE_REPLY,
     ApprovalSettings,
     approval_reason,
@@ -307,6 +308,8 @@ class AgentLoop:
     async def _approval_needed(self, ctx: AgentContext, parsed: ParsedResponse) -> str | None:
         call = parsed.call
         assert call is not None
+        if call.name not in ORDER_TOOLS:
+            return None  # only orders wait for the person; spare every other call the lookups
         spec = self.s.executor.registry.get(call.name)
         if spec is None or spec.permission not in ctx.permissions:
             return None
@@ -318,7 +321,7 @@ class AgentLoop:
         price = await self.s.last_price(symbol) if symbol else None
         return approval_reason(
             self.s.approval, tool=call.name, args=args, mode=self.s.mode, price=price,
-            traded_symbols=self.s.traded_symbols(),
+            traded_symbols=self.s.traded_symbols,
         )
 
     def _ask_approval(

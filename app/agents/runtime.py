@@ -155,12 +155,13 @@ def build_agent_runtime(
     settings = workspace.settings()
     db = workspace.db_path
     clock = base.clock
-    # a backtest is simply run again after a crash: commits need not survive power loss
-    durable = mode is not Mode.BACKTEST
-    # Conversations, usage and "last action" are written several times per agent step; they
-    # survive a killed app (WAL) but are not forced to disk one by one. Losing the newest of them
-    # to a power cut only makes a task repeat a step, and the order and dispatch tools recognise
-    # a repeated step by its call key; orders, tasks, jobs and questions stay fully durable.
+    # Every commit survives a killed app (WAL). Only a LIVE account also forces each commit of
+    # its orders, tasks, jobs and questions to disk against a power cut: paper money and a
+    # backtest are simply run on, and an fsync per tool call would stall the window on a slow
+    # disk. Conversations, usage and "last action" are written several times per agent step and
+    # are never forced: losing the newest of them to a power cut only makes a task repeat a step,
+    # and the order and dispatch tools recognise a repeated step by its call key.
+    durable = mode is Mode.LIVE
     agents = AgentStore(db, clock, bus, durable=False)
     conversations = ConversationStore(db, clock, bus, durable=False)
     approvals = ApprovalLog(db, clock, durable=durable)
