@@ -89,7 +89,8 @@ _UPSERT_ORDER = (
     "reserved=excluded.reserved"
 )
 _SELECT_ORDERS = f"SELECT {_ORDER_COLUMNS} FROM orders ORDER BY seq"  # noqa: S608
-_SELECT_FILLS = f"SELECT {_FILL_COLUMNS} FROM fills"  # noqa: S608
+# shared with the UI's thread-side reader (app/ui/panels/ledger_reader.py)
+SELECT_FILLS = f"SELECT {_FILL_COLUMNS} FROM fills"  # noqa: S608
 
 
 def _text(value: Decimal | None) -> str | None:
@@ -350,14 +351,14 @@ class Ledger:
 
     def fills(self, symbol: str | None = None, limit: int | None = None) -> list[Fill]:
         """Fills, newest first when ``limit`` is given, else all of them oldest first."""
-        sql = _SELECT_FILLS + (" WHERE symbol = ?" if symbol else "")
+        sql = SELECT_FILLS + (" WHERE symbol = ?" if symbol else "")
         args: list[Any] = [symbol] if symbol else []
         if limit is None:
             sql += " ORDER BY seq"
         else:
             sql += " ORDER BY seq DESC LIMIT ?"
             args.append(limit)
-        return [_fill(row) for row in self.connection.execute(sql, args)]
+        return [fill_from_row(row) for row in self.connection.execute(sql, args)]
 
     def equity_curve(self) -> list[tuple[int, Decimal, Decimal]]:
         return [
@@ -396,7 +397,8 @@ def _order_record(row: tuple[Any, ...]) -> OrderRecord:
     return OrderRecord(order, _dec(quote_amount), Decimal(reserved))
 
 
-def _fill(row: tuple[Any, ...]) -> Fill:
+def fill_from_row(row: tuple[Any, ...]) -> Fill:
+    """A ``SELECT_FILLS`` row as a ``Fill``."""
     (fill_id, order_id, agent_id, symbol, side, quantity, price, fee, fee_currency, time_ms,
      realized, is_maker) = row
     return Fill(

@@ -9,10 +9,7 @@ the book to the text, so the spread and cumulative sizes shown are exact.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -35,6 +32,7 @@ from app.market.replay import ReplayMarketData
 from app.ui.charts.axis import PriceAxisItem
 from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegate, cumulative
 from app.ui.charts.style import COLORS, format_price, mono_font, qcolor
+from app.ui.panels.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +127,8 @@ class BookWidget(QWidget):
         self._pending: OrderBook | None = None
         self.book: OrderBook | None = None
         self.applied_count = 0  # books actually drawn (batched); tests read it
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(on_error=lambda error: self.header.setText(
+            f"{self.symbol}  order book unavailable: {error}"))
         self._synthetic = isinstance(market, ReplayMarketData)
 
         self.header = QLabel(self)
@@ -221,7 +220,7 @@ class BookWidget(QWidget):
     def _tick(self) -> None:
         if self._fetch_wanted:
             self._fetch_wanted = False
-            self._spawn(self._fetch_and_draw())
+            self._tasks.spawn(self._fetch_and_draw())
         self.flush()
 
     async def _fetch_and_draw(self) -> None:
@@ -230,33 +229,11 @@ class BookWidget(QWidget):
             self._pending = book
             self.flush()
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            try:
-                loop = asyncio.get_event_loop_policy().get_event_loop()
-            except RuntimeError:  # the app's loop is gone (shutting down): nothing to update
-                coro.close()
-                logger.warning("no event loop to update the panel in; update dropped")
-                return None
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Stop the redraw timer: a closed panel must not wake up to fetch data."""
         self._timer.stop()
         super().closeEvent(event)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is not None:
-            logger.error("order book refresh failed", exc_info=error)
-            self.header.setText(f"{self.symbol}  order book unavailable: {error}")
 
     def _update_header(self) -> None:
         note = "  synthetic (derived from candles)" if self._synthetic else ""

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
@@ -46,6 +45,7 @@ from app.ui.charts.indicator_panes import (
 )
 from app.ui.charts.markers import build_markers, position_lines
 from app.ui.charts.style import COLORS, mono_font
+from app.ui.panels.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class ChartWidget(QWidget):
         self._series: KlineSeries | None = None
         self._decimals = 2
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(on_error=lambda error: self.readout.setText(f"Chart error: {error}"))
         self._generation = 0
         self._fills: Sequence[Fill] = ()
         self._orders: Sequence[Order] = ()
@@ -129,7 +129,8 @@ class ChartWidget(QWidget):
         self.indicator_button.setText("Indicators")
         self.indicator_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.indicator_button.setMenu(
-            indicator_menu(self, self._catalogue, lambda n: self._spawn(self.add_indicator(n)))
+            indicator_menu(
+                self, self._catalogue, lambda n: self._tasks.spawn(self.add_indicator(n)))
         )
         self._studies_bar = QHBoxLayout()
         self._studies_bar.setSpacing(2)
@@ -177,46 +178,21 @@ class ChartWidget(QWidget):
 
     def _symbol_picked(self, _text: str) -> None:
         self._fill_intervals(None)
-        self._spawn(self.load())
+        self._tasks.spawn(self.load())
 
     def _interval_picked(self, _text: str) -> None:
-        self._spawn(self.load())
+        self._tasks.spawn(self.load())
 
     # -- tasks --------------------------------------------------------------------------------
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            try:
-                loop = asyncio.get_event_loop_policy().get_event_loop()
-            except RuntimeError:  # the app's loop is gone (shutting down): nothing to update
-                coro.close()
-                logger.warning("no event loop to update the panel in; update dropped")
-                return None
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Stop the redraw timer: a closed panel must not wake up to fetch data."""
         self._throttle.stop()
         super().closeEvent(event)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is not None:
-            logger.error("chart update failed", exc_info=error)
-            self.readout.setText(f"Chart error: {error}")
-
     async def wait_idle(self) -> None:
         """Wait until every load, refresh and indicator computation started so far is done."""
-        while pending := [task for task in self._tasks if not task.done()]:
-            await asyncio.wait(pending)
+        await self._tasks.wait()
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -281,7 +257,7 @@ class ChartWidget(QWidget):
     def _throttle_fired(self) -> None:
         if self._stale:
             self._stale = False
-            self._spawn(self.refresh())
+            self._tasks.spawn(self.refresh())
 
     def _apply(self, series: KlineSeries, reset: bool) -> None:
         old = self._series

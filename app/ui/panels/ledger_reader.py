@@ -17,12 +17,11 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.domain.trading import Fill, Side
-from app.store.ledger import Ledger
+from app.domain.trading import Fill
+from app.store.ledger import SELECT_FILLS, Ledger, fill_from_row
 
 T = TypeVar("T")
 
@@ -52,10 +51,7 @@ _CALLS = (
     "SELECT id, started_ms, agent_id, tool_name, status, error_code, duration_ms, params_json "
     "FROM tool_calls WHERE id > ? ORDER BY id LIMIT ?"
 )
-_FILLS = (
-    "SELECT fill_id, order_id, agent_id, symbol, side, quantity, price, fee, fee_currency, "
-    "time_ms, realized_pnl, is_maker FROM fills ORDER BY seq DESC LIMIT ?"
-)
+_FILLS = SELECT_FILLS + " ORDER BY seq DESC LIMIT ?"
 
 
 class LedgerReader:
@@ -112,7 +108,7 @@ class LedgerReader:
         """The newest ``limit`` fills, newest first."""
 
         def read(conn: sqlite3.Connection) -> list[Fill]:
-            return [_fill(row) for row in conn.execute(_FILLS, (limit,))]
+            return [fill_from_row(row) for row in conn.execute(_FILLS, (limit,))]
 
         return await self._query(read)
 
@@ -128,13 +124,3 @@ class LedgerReader:
 
         return await self._query(read)
 
-
-def _fill(row: tuple[Any, ...]) -> Fill:
-    (fill_id, order_id, agent_id, symbol, side, quantity, price, fee, fee_currency, time_ms,
-     realized, is_maker) = row
-    return Fill(
-        fill_id=fill_id, order_id=order_id, agent_id=agent_id, symbol=symbol, side=Side(side),
-        quantity=Decimal(quantity), price=Decimal(price), fee=Decimal(fee),
-        fee_currency=fee_currency, time_ms=time_ms, realized_pnl=Decimal(realized),
-        is_maker=bool(is_maker),
-    )

@@ -54,7 +54,13 @@ class TaskSet:
         if self.closed:
             coro.close()
             return None
-        task = _loop().create_task(coro)
+        try:
+            loop = _loop()
+        except RuntimeError:  # the app's loop is gone (shutting down): nothing to update
+            coro.close()
+            logger.warning("no event loop to update the panel in; update dropped")
+            return None
+        task = loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
@@ -77,7 +83,13 @@ class TaskSet:
     async def wait(self) -> None:
         """Wait until every task started so far (and any they start) has finished."""
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            if pending := [task for task in self._tasks if not task.done()]:
+                await asyncio.wait(pending)
+            else:
+                # Finished, but their done callbacks (which drop them from the set) are still
+                # queued. ``gather`` of finished tasks completes without yielding (3.12), so it
+                # would spin here for ever; one trip round the loop runs the callbacks.
+                await asyncio.sleep(0)
 
     def cancel_all(self) -> None:
         for task in list(self._tasks):
