@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
+from app import yamltext
 from app.agents.llm.port import LLMUsage
 from app.domain.errors import OperationalError
 from app.resources import resource_path
@@ -142,8 +141,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise PriceFileError(f"{path}: cannot read the price file: {exc}") from exc
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
+        data = yamltext.load(text) or {}
+    except yamltext.YAMLError as exc:
         raise PriceFileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise PriceFileError(f"{path}: expected a mapping with a 'models' section")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.agents.loop_share import LoopShare
 from app.agents.rules.signals import Candle, Readings, assess_trend
 from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
 from app.domain.clock import ReplayClock
@@ -133,8 +134,13 @@ def open_desk(
     bus: EventBus | None = None,
     data_files: Sequence[Path] = (),
     mode: Mode = Mode.PAPER,
+    loop_share: LoopShare | None = None,
 ) -> Desk:
-    """Build the runtime of ``workspace``: resumed, or positioned for the demo when fresh."""
+    """Build the runtime of ``workspace``: resumed, or positioned for the demo when fresh.
+
+    Args:
+        loop_share: given by a window running the agents on its own event loop.
+    """
     workspace.ensure()
     files = list(data_files) or sample_data_files()
     probe = ReplayMarketData.from_paths(ReplayClock(0), files)
@@ -143,7 +149,9 @@ def open_desk(
     if start is None:
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in probe.symbols() else probe.symbols()[0]
         start = demo_start_ms(probe, symbol)
-    runtime = build_agent_runtime(workspace, data_files=files, at_ms=start, bus=bus, mode=mode)
+    runtime = build_agent_runtime(
+        workspace, data_files=files, at_ms=start, bus=bus, mode=mode, loop_share=loop_share
+    )
     return Desk(runtime, fresh, probe.end_ms())
 
 

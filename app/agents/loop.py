@@ -44,6 +44,7 @@ from app.agents.llm.port import (
     LLMResponse,
     LLMUsage,
 )
+from app.agents.loop_share import LoopShare, NoShare
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import ToolError
@@ -95,6 +96,8 @@ class LoopServices:
     run_budget_usd: Decimal | None = None
     # how many agents may take a step at the same moment (see ``AgentLoop.run_task``)
     turnstile: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    # how the steps share the event loop with a window, if there is one
+    share: LoopShare | NoShare = field(default_factory=NoShare)
 
 
 @dataclass
@@ -159,9 +162,10 @@ class AgentLoop:
         while True:
             # One step per turn of the event loop, and only a few agents stepping at once: many
             # agents share the loop with the window, and one whose provider answers without
-            # waiting (the rule engine) must not hold it. The turnstile is let go while a
-            # language model thinks, so waiting on the network never holds other agents back.
-            await asyncio.sleep(0)
+            # waiting (the rule engine) must not hold it (``LoopShare``). The turnstile is let
+            # go while a language model thinks, so waiting on the network never holds other
+            # agents back.
+            await self.s.share.turn()
             async with self.s.turnstile:
                 outcome = await self._step(task, messages)
             if outcome is not None:

@@ -14,8 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import yaml
-
+from app import yamltext
 from app.agents.llm.port import LLMProvider
 from app.agents.loop import USER_MESSAGE, AgentLoop, AgentProfile, LoopServices, TaskOutcome
 from app.agents.prompt import build_system_prompt
@@ -114,7 +113,7 @@ class AgentManager:
                     "config": values}
         await self._memory.awrite_file(
             info.agent_id, CONFIG_FILE,
-            yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode(),
+            yamltext.dump(document).encode(),
         )
         if start:
             info = self.set_running(info.agent_id)
@@ -164,15 +163,15 @@ class AgentManager:
         document: dict[str, Any] = {"template": tpl.template_id, "name": info.name}
         previous = await self._memory.aread_file(agent_id, CONFIG_FILE)
         try:
-            earlier = yaml.safe_load(previous.data or b"") if previous.exists else None
-        except yaml.YAMLError:
+            earlier = yamltext.load(previous.data or b"") if previous.exists else None
+        except yamltext.YAMLError:
             earlier = None  # a hand-broken file is replaced whole
         if isinstance(earlier, dict) and "created_by" in earlier:
             document["created_by"] = earlier["created_by"]
         document["config"] = values
         await self._memory.awrite_file(
             agent_id, CONFIG_FILE,
-            yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode(),
+            yamltext.dump(document).encode(),
         )
         return info
 

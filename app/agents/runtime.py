@@ -25,6 +25,7 @@ from app.agents.fills import FillRouter
 from app.agents.llm.factory import build_provider
 from app.agents.llm.port import LLMProvider, LLMUsage
 from app.agents.loop import LoopServices
+from app.agents.loop_share import LoopShare, NoShare
 from app.agents.manager import AgentManager
 from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate, load_templates
@@ -46,6 +47,7 @@ from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
 from app.runtime import OfflineRuntime, build_offline_runtime
 from app.secrets import SecretStore
+from app.store.checkpointer import WalCheckpointer
 from app.store.db import connect
 from app.tools.orchestration_tools import build_orchestration_tools
 from app.workspace import Workspace
@@ -85,6 +87,7 @@ class AgentRuntime:
     rule_engine: RuleEngineProvider
     run_id: str
     providers: dict[tuple[str, str, str, str], LLMProvider]
+    checkpointer: WalCheckpointer
 
     @property
     def clock(self) -> ReplayClock:
@@ -118,6 +121,7 @@ class AgentRuntime:
         for store in (self.agents, self.conversations, self.approvals, self.queue,
                       self.scheduler, self.questions, self.notifications):
             store.close()
+        self.checkpointer.stop()
         self.base.close()
 
 
@@ -147,10 +151,50 @@ def build_agent_runtime(
     run_id: str | None = None,
     approval: ApprovalSettings | None = None,
     force_provider: tuple[str, str] | None = None,
+    loop_share: LoopShare | None = None,
 ) -> AgentRuntime:
-    """Build everything; call ``await runtime.start()`` inside the event loop to run agents."""
+    """Build everything; call ``await runtime.start()`` inside the event loop to run agents.
+
+    Args:
+        loop_share: how agent steps leave time to a window on the same event loop (the desk's);
+            headless runs leave it out.
+    """
     bus = bus or EventBus()
     ids = ids or RandomIds()
+    # started before any store connects, so none of their commits (made on the event loop)
+    # checkpoints the WAL; this thread does
+    workspace.ensure()
+    checkpointer = WalCheckpointer(workspace.db_path)
+    checkpointer.start()
+    try:
+        return _build_agent_runtime(
+            workspace, checkpointer, data_files=data_files, at_ms=at_ms, bus=bus, mode=mode,
+            ids=ids, provider_override=provider_override, secrets=secrets,
+            extra_notifiers=extra_notifiers, run_id=run_id, approval=approval,
+            force_provider=force_provider, loop_share=loop_share,
+        )
+    except BaseException:
+        checkpointer.stop()
+        raise
+
+
+def _build_agent_runtime(
+    workspace: Workspace,
+    checkpointer: WalCheckpointer,
+    *,
+    data_files: Sequence[Path],
+    at_ms: int | None,
+    bus: EventBus,
+    mode: Mode,
+    ids: IdFactory,
+    provider_override: ProviderOverride | None,
+    secrets: SecretStore | None,
+    extra_notifiers: dict[Channel, Notifier] | None,
+    run_id: str | None,
+    approval: ApprovalSettings | None,
+    force_provider: tuple[str, str] | None,
+    loop_share: LoopShare | None,
+) -> AgentRuntime:
     base = build_offline_runtime(workspace, data_files, at_ms=at_ms, bus=bus, mode=mode)
     settings = workspace.settings()
     db = workspace.db_path
@@ -191,7 +235,7 @@ def build_agent_runtime(
         queue=queue, questions=questions, approvals=approvals, pricer=_Pricer(prices), bus=bus,
         mode=mode, run_id=run_id or uuid.uuid4().hex, approval=approval or settings.approval,
         last_price=last_price, traded_symbols=traded_symbols,
-        run_budget_usd=settings.agents.run_budget_usd,
+        run_budget_usd=settings.agents.run_budget_usd, share=loop_share or NoShare(),
     )
     templates = load_templates(extra_folders=[workspace.root / "agents"])
     built: dict[tuple[str, str, str, str], LLMProvider] = {}
@@ -223,7 +267,7 @@ def build_agent_runtime(
     driver.speed = settings.agents.replay_speed
     return AgentRuntime(
         base, bus, ids, agents, conversations, approvals, queue, scheduler, questions,
-        notifications, manager, driver, rule_engine, services.run_id, built,
+        notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
     )
 
 

@@ -17,7 +17,6 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from app import yamltext
 from app.domain.agents import AgentRole
 from app.domain.errors import InvalidParameterError, OperationalError
 from app.resources import resource_path
@@ -483,8 +483,8 @@ def load_template(path: Path) -> AgentTemplate:
     except (OSError, UnicodeDecodeError) as exc:
         raise OperationalError(f"agent template {path}: cannot be read: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = yamltext.load(text)
+    except yamltext.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)

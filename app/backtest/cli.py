@@ -13,9 +13,9 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from app import yamltext
 from app.backtest.report import summary_table
 from app.backtest.runner import RunOptions, run_backtest
 from app.backtest.session import BrokerSettings
@@ -89,10 +89,10 @@ def _risk_config(path: Path | None) -> RiskConfig:
     if path is None:
         return all_in_backtest_config()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yamltext.load(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise ValueError(f"cannot read the risk config {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
+    except yamltext.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a mapping of RiskConfig keys")

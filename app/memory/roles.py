@@ -11,7 +11,7 @@ defined here once. Layout inside the agent's folder::
     analysis_log.md                               AnalysisEntry blocks (Analyst)
     current_market_assessment.yaml                MarketAssessment
 
-YAML is written with ``yaml.safe_dump``; money and prices are decimal strings (``"43000.5"``), never
+YAML is written with ``yamltext.dump``; money and prices are decimal strings (``"43000.5"``), never
 floats, and times ISO 8601 UTC strings. Each analysis-log entry is a ``## <ISO time> · …`` header
 (so recall gives it its own market time) followed by a fenced ``yaml`` block holding the entry.
 """
@@ -23,9 +23,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app import yamltext
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.trading import Side
 from app.memory.text import ENTRY_HEADER, entry_header
@@ -241,9 +241,9 @@ class MarketAssessment(_Schema):
 
 
 def to_yaml(model: BaseModel) -> str:
-    """Serialise a schema as YAML with ``yaml.safe_dump`` (decimals as strings, order kept)."""
+    """Serialise a schema as YAML with ``yamltext.dump`` (decimals as strings, order kept)."""
     data: Any = model.model_dump(mode="json")
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return yamltext.dump(data, width=100)
 
 
 def load_yaml[M: BaseModel](model: type[M], text: str) -> M:
@@ -254,8 +254,8 @@ def load_yaml[M: BaseModel](model: type[M], text: str) -> M:
             ``ValidationError`` is a ``ValueError``).
     """
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = yamltext.load(text)
+    except yamltext.YAMLError as exc:
         raise ValueError(f"not valid YAML: {exc}") from None
     return model.model_validate(data)
 

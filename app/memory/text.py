@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
-import yaml
 
+from app import yamltext
 from app.domain.clock import ms_to_iso
 
 ENTRY_HEADER = re.compile(r"^## (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?Z)(?:\s.*)?$")
@@ -224,8 +224,8 @@ def sniff_type(path: str, data: bytes | None) -> str:
         return "MARKDOWN"
     if len(text) <= 65536:
         try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError:
+            loaded = yamltext.load(text)
+        except yamltext.YAMLError:
             loaded = None
         if isinstance(loaded, dict | list):
             return "YAML"

@@ -4,15 +4,25 @@ The schema version lives in ``PRAGMA user_version``; ``MIGRATIONS`` is an ordere
 steps and step *n* brings a database from version *n* to *n + 1*. Each step runs in its own
 transaction together with the version bump, so a crash during an upgrade leaves the old version
 intact, never half a schema.
-WAL mode lets the UI read while the broker writes, and makes each commit cheap.
+WAL mode lets the UI read while the broker writes, and makes each commit cheap. A commit that
+finds the WAL over its limit (1,000 pages) copies it back into the database first, which takes
+tens of milliseconds; while a ``WalCheckpointer`` (app.store.checkpointer) serves a database, the
+connections opened to it leave that copy to the checkpointer's thread, so no commit made on the
+event loop pays for it.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections import Counter
 from pathlib import Path
 
 from app.domain.errors import OperationalError
+
+# After a checkpoint has moved the WAL back into the database, the file is cut to this size
+# instead of staying as large as it ever grew.
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the trading core.
@@ -172,10 +182,40 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys=ON")
         # several stores (ledger, agents, queue, scheduler) each hold a connection to one file
         conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
+        if is_checkpointed_in_background(path):
+            conn.execute("PRAGMA wal_autocheckpoint=0")
         migrate(conn)
     except sqlite3.DatabaseError as exc:
         raise OperationalError(f"cannot open the ledger {path}: {exc}") from exc
     return conn
+
+
+_background_lock = threading.Lock()
+_background: Counter[str] = Counter()
+
+
+def _key(path: Path | str) -> str:
+    return str(Path(path).resolve())
+
+
+def register_background_checkpoints(path: Path | str) -> None:
+    """From now on, connections opened to ``path`` don't checkpoint on commit (a thread does)."""
+    with _background_lock:
+        _background[_key(path)] += 1
+
+
+def unregister_background_checkpoints(path: Path | str) -> None:
+    with _background_lock:
+        key = _key(path)
+        _background[key] -= 1
+        if _background[key] <= 0:
+            del _background[key]
+
+
+def is_checkpointed_in_background(path: Path | str) -> bool:
+    with _background_lock:
+        return _background[_key(path)] > 0
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

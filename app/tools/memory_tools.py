@@ -11,8 +11,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import yaml
-
+from app import yamltext
 from app.domain.clock import ms_to_iso
 from app.domain.errors import InvalidParameterError
 from app.memory.bank import MemoryBank
@@ -46,8 +45,8 @@ def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
         ) from None
     if hint == "YAML":
         try:
-            yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+            yamltext.load(text)
+        except yamltext.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             raise InvalidParameterError(

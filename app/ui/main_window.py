@@ -138,11 +138,14 @@ class MainWindow(QMainWindow):
             KestrelError: the workspace or its data cannot be used (shown in the window too).
         """
         from app.agents.desk import open_desk, seed_demo
+        from app.agents.loop_share import LoopShare
 
         self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
         bus = EventBus()
         try:
-            desk = await asyncio.to_thread(open_desk, workspace, bus=bus, data_files=data_files)
+            desk = await asyncio.to_thread(
+                open_desk, workspace, bus=bus, data_files=data_files, loop_share=LoopShare()
+            )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise

@@ -11,6 +11,7 @@ from app.domain.agents import AgentRole
 from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
+from app.store.db import is_checkpointed_in_background
 from app.workspace import Workspace
 
 
@@ -65,3 +66,29 @@ def test_a_fresh_workspace_seeds_the_demo_which_fills_an_order_within_the_first_
             await desk.runtime.aclose()
 
     asyncio.run(second_launch())
+
+
+def test_the_desk_checkpoints_its_database_on_a_thread_not_in_the_loops_commits(
+    tmp_path: Path,
+) -> None:
+    workspace = Workspace.at(tmp_path)
+
+    async def run() -> None:
+        runtime = open_desk(workspace).runtime
+        try:
+            assert runtime.checkpointer.running
+            assert (runtime.base.ledger.connection
+                    .execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+            await runtime.start()
+            await seed_demo(runtime)
+            await asyncio.wait_for(runtime.manager.wait_idle(), 30)
+            ticks = runtime.checkpointer.checkpoints
+            await asyncio.sleep(3 * runtime.checkpointer.interval_s)
+            assert runtime.checkpointer.checkpoints > ticks
+            assert runtime.checkpointer.failures == 0
+        finally:
+            await runtime.aclose()
+        assert not runtime.checkpointer.running
+        assert not is_checkpointed_in_background(workspace.db_path)
+
+    asyncio.run(run())

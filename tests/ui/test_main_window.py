@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.agents.desk import DEMO_COMMAND
+from app.agents.loop_share import LoopShare
 from app.domain.agents import AgentRole, AgentState
 from app.secrets import SecretStore
 from app.ui.main_window import DOCKS, MainWindow
@@ -105,6 +106,11 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
         assert runtime.base.memory.list_files(trader.agent_id, "journal"), "memory entries"
         assert not window.live.errors and not window.errors.reports
+        # the window's agents time-slice their steps, and its database is checkpointed on a
+        # thread, not inside the commits they make on the window's loop
+        share = runtime.manager.s.share
+        assert isinstance(share, LoopShare)
+        assert runtime.checkpointer.running
 
     desk.run(scenario)
 

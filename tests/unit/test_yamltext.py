@@ -1,0 +1,43 @@
+"""YAML through libyaml reads and writes exactly what PyYAML's safe pure-Python path does."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from app import yamltext
+
+DOCUMENTS = [
+    {"symbol": "BTC/USDT", "price": "43000.5", "signal": "BUY", "confidence": 0.7},
+    {"notes": "line one\nline two\n", "tags": ["trend", "ema"], "empty": None, "flag": True},
+    {"reason": "EMA(20) crossed above EMA(50) while RSI(14) rose from 41 to 58; " * 4},
+    {"unicode": "比特币 · €", "nested": {"a": [1, 2, {"b": "c"}], "d": {}}, "list": []},
+]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_dump_writes_what_the_pure_python_safe_dumper_writes(document: dict) -> None:
+    expected = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    assert yamltext.dump(document, width=100) == expected
+    assert yamltext.load(yamltext.dump(document)) == document
+
+
+def test_key_order_is_kept_not_sorted() -> None:
+    assert yamltext.dump({"z": 1, "a": 2}) == "z: 1\na: 2\n"
+
+
+def test_an_empty_document_loads_as_none() -> None:
+    assert yamltext.load("") is None
+    assert yamltext.load(b"# only a comment\n") is None
+
+
+def test_a_python_tag_is_refused_not_constructed() -> None:
+    with pytest.raises(yamltext.YAMLError):
+        yamltext.load("!!python/object/apply:os.system ['true']")
+
+
+def test_invalid_yaml_raises_yaml_error_with_the_line() -> None:
+    with pytest.raises(yamltext.YAMLError) as caught:
+        yamltext.load("a: 1\nb: [unclosed\n")
+    mark = caught.value.problem_mark  # type: ignore[attr-defined]
+    assert mark is not None and mark.line >= 1
