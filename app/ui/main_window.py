@@ -139,12 +139,16 @@ class MainWindow(QMainWindow):
         """
         from app.agents.desk import open_desk, seed_demo
         from app.agents.loop_share import LoopShare
+        from app.ui.panels.tasks import REDRAWS
 
         self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
         bus = EventBus()
+        # the agents run on this window's loop: they time-slice their steps, and step aside
+        # while a chart, book or account repaint is due
+        share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
         try:
             desk = await asyncio.to_thread(
-                open_desk, workspace, bus=bus, data_files=data_files, loop_share=LoopShare()
+                open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
             )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")

@@ -105,6 +105,7 @@ async def live_load(seconds: float, extra_analysts: int) -> dict[str, object]:
 
     from app.secrets import SecretStore
     from app.ui.main_window import MainWindow
+    from app.ui.panels.tasks import REDRAWS
     from app.ui.settings.prefs import UiPrefs
     from app.workspace import Workspace
 
@@ -131,14 +132,19 @@ async def live_load(seconds: float, extra_analysts: int) -> dict[str, object]:
         bars_before = runtime.clock.now_ms()
         runtime.driver.set_speed(36_000.0)  # one hourly bar per 100 ms of wall time
         window.start_replay()
+        share = runtime.manager.s.share
+        rests_before = getattr(share, "rests", 0)
+        delayed_before = REDRAWS.delayed
         busy = await _measure(seconds)
+        rests = getattr(share, "rests", 0) - rests_before
+        delayed = REDRAWS.delayed - delayed_before
         bars = (runtime.clock.now_ms() - bars_before) // 3_600_000
         calls = runtime.conversations.usage().calls - calls_before
         fills = len(runtime.base.ledger.fills())
         window.close()
         await window.aclose()
     return {"idle": idle, "busy": busy, "agents": agents, "bars": bars, "calls": calls,
-            "fills": fills, "seconds": seconds}
+            "fills": fills, "seconds": seconds, "rests": rests, "delayed": delayed}
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -166,7 +172,8 @@ def report_live(r: dict[str, object]) -> str:
     return "\n".join([
         f"2. live load: {r['agents']} rule-engine agents, a new bar every 100 ms "
         f"({r['bars']} bars in {r['seconds']:g} s), order book at 10 redraws/s, every panel live;"
-        f" {r['calls']} agent steps, {r['fills']} fills",
+        f" {r['calls']} agent steps, {r['fills']} fills; agent steps rested {r['rests']} times"
+        f" for the window, {r['delayed']} redraws waited their turn",
         row.format("monitor lateness (sleep 1 ms)", "p50", "p99", "max", "samples"),
         row.format("baseline: idle window, 1 s", f"{_pct(idle, .5) * 1000:.2f}ms",
                    f"{_pct(idle, .99) * 1000:.2f}ms", f"{max(idle) * 1000:.2f}ms", len(idle)),

@@ -32,7 +32,7 @@ from app.market.replay import ReplayMarketData
 from app.ui.charts.axis import PriceAxisItem
 from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegate, cumulative
 from app.ui.charts.style import COLORS, format_price, mono_font, qcolor
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.tasks import REDRAWS, TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +225,7 @@ class BookWidget(QWidget):
 
     async def _fetch_and_draw(self) -> None:
         book = await self._market.order_book(self.symbol, self.depth)
+        await REDRAWS.turn()
         if book.symbol == self.symbol:
             self._pending = book
             self.flush()

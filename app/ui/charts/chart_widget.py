@@ -45,7 +45,7 @@ from app.ui.charts.indicator_panes import (
 )
 from app.ui.charts.markers import build_markers, position_lines
 from app.ui.charts.style import COLORS, mono_font
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.tasks import REDRAWS, TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +244,9 @@ class ChartWidget(QWidget):
             if generation != self._generation or not self.symbol:
                 return
             series = await self._market.series(self.symbol, self.interval)
+            await REDRAWS.turn()
+            if generation != self._generation:  # another symbol or interval meanwhile
+                return
             self.refresh_count += 1
             self._apply(series, reset=False)
             await self._recompute_studies(series)

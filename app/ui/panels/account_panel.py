@@ -51,7 +51,7 @@ from app.ui.panels.style import (
     panel_stylesheet,
     pnl_color,
 )
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.tasks import REDRAWS, BusLink, TaskSet, Throttle
 
 logger = logging.getLogger(__name__)
 FILL_HISTORY = 500
@@ -223,6 +223,7 @@ class AccountPanel(QWidget):
         fills = await self.reader.fills(FILL_HISTORY)
         since = int(self._curve_t[-1] * 1000) if self._curve_t else -1
         points = await self.reader.equity_points(since)
+        await REDRAWS.turn()
         self._show_state(state)
         self._show_orders(list(state.open_orders))
         self._show_fills(fills)

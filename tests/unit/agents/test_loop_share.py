@@ -99,3 +99,19 @@ def test_a_slice_or_rest_that_is_not_positive_is_refused() -> None:
         LoopShare(slice_s=0)
     with pytest.raises(ValueError, match="positive"):
         LoopShare(rest_s=-1)
+
+
+def test_no_step_starts_while_the_window_has_a_repaint_due() -> None:
+    quiet = [time.perf_counter() + 0.020]
+    share = LoopShare(quiet_until=lambda: quiet[0])
+
+    async def run() -> float:
+        started = time.perf_counter()
+        await share.turn()
+        return time.perf_counter() - started
+
+    waited = asyncio.run(run())
+    assert waited >= 0.019
+    assert share.rests == 1
+    quiet[0] = float("-inf")  # nothing due: steps go at once
+    assert asyncio.run(run()) < 0.010
