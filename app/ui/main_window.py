@@ -194,7 +194,9 @@ class MainWindow(QMainWindow):
         base = runtime.base
         market = base.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
-        chart = ChartWidget(market, symbol=symbol)
+        # three re-reads a second: while the view follows the newest bar each one repaints every
+        # pane (10-20 ms), and at top replay speed more of them made the window stutter
+        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
         account = AccountPanel(base.broker, base.ledger, base.broker.mode, runtime.bus)
         memory = MemoryBrowser(base.memory, runtime.bus, self._agent_names)

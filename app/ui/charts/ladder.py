@@ -4,6 +4,10 @@ The model always has ``2 * depth + 1`` rows, so a new book only changes cell con
 view repaints without a reset (no flicker, no widgets rebuilt). Values stay ``Decimal`` from the
 book to the text, so the spread and the cumulative sizes shown are exact; the delegate shades
 each row by its cumulative size, the way depth is read at a glance on a trading desk.
+
+A repaint asks the model for about ten roles of every cell, ten times a second; the texts,
+colours and shading of a book are therefore worked out once, when the book arrives, and ``data``
+only looks them up.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QRectF, Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QRectF,
+    Qt,
+)
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QStyledItemDelegate, QStyleOptionViewItem
 
@@ -58,6 +69,12 @@ class LadderModel(QAbstractTableModel):
         self.bids: list[LadderRow | None] = [None] * depth  # row order: best bid first
         self.spread_text = ""
         self._deepest = Decimal(1)
+        self._text: list[list[str | None]] = []
+        self._fill: list[float | None] = []
+        self._colors = {name: qcolor(name) for name in ("up", "down", "text", "background")}
+        self._right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self._center = int(Qt.AlignmentFlag.AlignCenter)
+        self._cache_cells()
 
     @property
     def spread_row(self) -> int:
@@ -89,35 +106,43 @@ class LadderModel(QAbstractTableModel):
         if not index.isValid():
             return None
         row, column = index.row(), index.column()
-        if row == self.spread_row:
-            if role == Qt.ItemDataRole.DisplayRole and column == 0:
-                return self.spread_text
-            if role == Qt.ItemDataRole.ForegroundRole:
-                return qcolor("text")
-            if role == Qt.ItemDataRole.BackgroundRole:
-                return qcolor("background")
-            if role == Qt.ItemDataRole.TextAlignmentRole:
-                return int(Qt.AlignmentFlag.AlignCenter)
-            return None
-        level = self.row_at(row)
-        if level is None:
-            return None
-        value = (level.price, level.size, level.total)[column]
+        spread = row == self.spread_row
         if role == Qt.ItemDataRole.DisplayRole:
-            if column == 0:
-                return format_price(value, self.decimals)
-            return format_quantity(value, QUANTITY_DECIMALS)
-        if role == VALUE_ROLE:
-            return value
-        if role == FILL_ROLE:
-            return float(level.total / self._deepest) if self._deepest else 0.0
+            return self._text[row][column]
         if role == Qt.ItemDataRole.ForegroundRole:
-            if column == 0:
-                return qcolor("down" if level.side == "ask" else "up")
-            return qcolor("text")
+            if spread or column != 0:
+                return self._colors["text"]
+            return self._colors["down"] if row < self.spread_row else self._colors["up"]
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return self._center if spread else self._right
+        if role == Qt.ItemDataRole.BackgroundRole:
+            return self._colors["background"] if spread else None
+        if role == FILL_ROLE:
+            return self._fill[row]
+        if role == VALUE_ROLE:
+            level = self.row_at(row)
+            return None if level is None else (level.price, level.size, level.total)[column]
         return None
+
+    def _cache_cells(self) -> None:
+        """Texts and shading of every cell of the current book (see the module docstring)."""
+        self._text, self._fill = [], []
+        for row in range(self.rowCount()):
+            if row == self.spread_row:
+                self._text.append([self.spread_text, None, None])
+                self._fill.append(None)
+                continue
+            level = self.row_at(row)
+            if level is None:
+                self._text.append([None, None, None])
+                self._fill.append(None)
+                continue
+            self._text.append([
+                format_price(level.price, self.decimals),
+                format_quantity(level.size, QUANTITY_DECIMALS),
+                format_quantity(level.total, QUANTITY_DECIMALS),
+            ])
+            self._fill.append(float(level.total / self._deepest) if self._deepest else 0.0)
 
     def set_book(self, book: OrderBook) -> None:
         """Show ``book``; only cell contents change, so views repaint without a reset."""
@@ -128,6 +153,7 @@ class LadderModel(QAbstractTableModel):
         totals = [r.total for r in (*asks, *bids)]
         self._deepest = max(totals) if totals else Decimal(1)
         self.spread_text = spread_text(book, self.decimals)
+        self._cache_cells()
         self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, len(COLUMNS) - 1))
 
 
@@ -148,9 +174,15 @@ def spread_text(book: OrderBook, decimals: int) -> str:
 class SizeBarDelegate(QStyledItemDelegate):
     """Shades each row from the right by its cumulative size, in its side's colour."""
 
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._shades = {side: qcolor(name) for side, name in (("ask", "down"), ("bid", "up"))}
+        for color in self._shades.values():
+            color.setAlpha(48)
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
         fraction = index.data(FILL_ROLE)
-        level = index.model().row_at(index.row()) if index.isValid() else None
+        level = index.model().row_at(index.row()) if isinstance(fraction, float) else None
         if isinstance(fraction, float) and level is not None:
             view = option.widget
             row_width = float(view.viewport().width()) if view is not None else 0.0
@@ -158,7 +190,5 @@ class SizeBarDelegate(QStyledItemDelegate):
             rect = QRectF(option.rect)
             shade = rect.intersected(QRectF(bar_left, rect.top(), row_width, rect.height()))
             if not shade.isEmpty():
-                color = qcolor("down" if level.side == "ask" else "up")
-                color.setAlpha(48)
-                painter.fillRect(shade, color)
+                painter.fillRect(shade, self._shades[level.side])
         super().paint(painter, option, index)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem
 
@@ -36,12 +36,30 @@ class MemoryTree(QTreeWidget):
         header = self.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        # fixed widths that fit the widest size and time text: "resize to contents" measured up
+        # to 1,000 rows again after every change, and running agents change files constantly
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
+        self._fit_columns()
         self._items: dict[Key, QTreeWidgetItem] = {}
         self._names: dict[str, str] = {}
         self.marked: set[Key] = set()
+        self._styled: dict[Key, bool] = {}  # the mark each item is drawn with now
         self.currentItemChanged.connect(self._current_changed)
+
+    def _fit_columns(self) -> None:
+        metrics = self.fontMetrics()
+        padding = 3 * metrics.horizontalAdvance("M")
+        widest = {1: ("1023.9 KB", "9999 files", "empty"), 2: ("2026-12-31 23:59", "Modified")}
+        for column, texts in widest.items():
+            self.header().resizeSection(
+                column, max(metrics.horizontalAdvance(t) for t in texts) + padding
+            )
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit_columns()
+        super().changeEvent(event)
 
     # ------------------------------------------------------------------ agents and files
 
@@ -61,6 +79,8 @@ class MemoryTree(QTreeWidget):
                 self.insertTopLevelItem(position, item)
             else:
                 item.setText(0, self._agent_label(agent_id))
+                self._styled.pop((agent_id, ""), None)  # the label lost its mark, if it had one
+                self._restyle(agent_id)
 
     def agents(self) -> list[str]:
         return [key[0] for key in self._items if key[1] == ""]
@@ -75,6 +95,7 @@ class MemoryTree(QTreeWidget):
             self.takeTopLevelItem(self.indexOfTopLevelItem(item))
         for key in [k for k in self._items if k[0] == agent_id]:
             del self._items[key]
+            self._styled.pop(key, None)
         self.marked = {k for k in self.marked if k[0] != agent_id}
 
     def set_files(self, agent_id: str, files: Sequence[FileInfo]) -> None:
@@ -123,6 +144,7 @@ class MemoryTree(QTreeWidget):
 
     def _take(self, key: Key) -> None:
         item = self._items.pop(key)
+        self._styled.pop(key, None)
         parent = item.parent()
         if parent is not None:
             parent.removeChild(item)
@@ -145,18 +167,28 @@ class MemoryTree(QTreeWidget):
         return (agent_id, path) in self.marked and item is not None and item.text(0)[:2] == MARK
 
     def _restyle(self, agent_id: str) -> None:
+        """Draw the agent's changed files (and their folders) marked, the others plain.
+
+        Runs for every memory write of a running agent, and an agent's tree grows to hundreds of
+        files: only the items whose mark changes are touched (each Qt call on an item repaints).
+        """
         marked = {p for a, p in self.marked if a == agent_id}
         for (owner, path), item in self._items.items():
             if owner != agent_id:
                 continue
             if path == "":
                 hot = bool(marked)
-                name = self._agent_label(agent_id)
-                item.setText(0, f"{MARK}{name}" if hot else name)
             elif path.endswith("/"):
                 hot = any(p.startswith(path) for p in marked)
             else:
                 hot = path in marked
+            if self._styled.get((owner, path)) == hot:
+                continue
+            self._styled[(owner, path)] = hot
+            if path == "":
+                name = self._agent_label(agent_id)
+                item.setText(0, f"{MARK}{name}" if hot else name)
+            elif not path.endswith("/"):
                 base = path.rsplit("/", 1)[-1]
                 item.setText(0, f"{MARK}{base}" if hot else base)
                 color = COLORS["warning"] if hot else COLORS["text"]
