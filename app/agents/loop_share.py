@@ -58,7 +58,7 @@ class LoopShare:
                 hold = self._quiet_until() - now
                 if hold > 0:  # the window is about to repaint: it goes first
                     self.rests += 1
-                    await asyncio.sleep(hold)
+                    await asyncio.sleep(min(hold, self.rest_s))
                     continue
             if now - self._last_turn >= self.rest_s:
                 self._slice_started = now  # the loop was left alone meanwhile: a new slice

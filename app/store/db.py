@@ -20,9 +20,12 @@ from pathlib import Path
 
 from app.domain.errors import OperationalError
 
-# After a checkpoint has moved the WAL back into the database, the file is cut to this size
-# instead of staying as large as it ever grew.
-WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+# After a checkpoint has moved the WAL back into the database, a WAL file larger than this is cut
+# back to it. Not smaller: agents under load grow the WAL to ~100 MB between restarts, and a WAL
+# cut shorter than it grows is regrown block by block; those allocations wait on the file
+# system's journal while other threads fsync, and the commits on the event loop stalled 50-300 ms
+# (bench_desk). The file goes when the last connection closes.
+WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the trading core.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.store.checkpointer import WalCheckpointer
-from app.store.db import connect, is_checkpointed_in_background
+from app.store.db import WAL_SIZE_LIMIT_BYTES, connect, is_checkpointed_in_background
 
 PAGE = 4096
 
@@ -163,3 +163,12 @@ def test_starting_twice_or_with_a_bad_interval_is_refused(tmp_path: Path) -> Non
         checkpointer.stop()
     with pytest.raises(RuntimeError, match="not started"):
         checkpointer.checkpoint()
+
+
+def test_a_wal_is_cut_back_only_when_larger_than_the_limit(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "kestrel.db")
+    try:
+        limit = conn.execute("PRAGMA journal_size_limit").fetchone()[0]
+    finally:
+        conn.close()
+    assert limit == WAL_SIZE_LIMIT_BYTES >= 256 * 1024 * 1024

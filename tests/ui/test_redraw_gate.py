@@ -21,10 +21,12 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSi
 def test_the_first_redraw_goes_at_once_and_the_next_ones_wait_their_turn_in_order() -> None:
     gate = RedrawGate(spacing_s=0.020, quiet_s=0.010)
     done: list[tuple[int, float]] = []
+    quiet: list[bool] = []
 
     async def redraw(n: int) -> None:
         await gate.turn()
         done.append((n, time.perf_counter()))
+        quiet.append(gate.quiet_until > time.perf_counter())
 
     async def run() -> float:
         started = time.perf_counter()
@@ -37,7 +39,21 @@ def test_the_first_redraw_goes_at_once_and_the_next_ones_wait_their_turn_in_orde
     assert offsets[0] < 0.010
     assert offsets[1] >= 0.019 and offsets[2] >= 0.039
     assert gate.delayed == 2
-    assert gate.quiet_until >= done[-1][1] + 0.009  # the last repaint is still due
+    assert quiet == [True, True, True]  # each repaint was due right after its redraw
+
+
+def test_the_quiet_time_after_a_redraw_ends_two_turns_of_the_loop_later() -> None:
+    gate = RedrawGate(spacing_s=0.0, quiet_s=10.0)
+
+    async def run() -> list[bool]:
+        await gate.turn()
+        seen = [gate.quiet_until > time.perf_counter()]
+        for _ in range(2):
+            await asyncio.sleep(0)
+            seen.append(gate.quiet_until > time.perf_counter())
+        return seen
+
+    assert asyncio.run(run()) == [True, True, False]
 
 
 def test_a_negative_spacing_is_refused() -> None:

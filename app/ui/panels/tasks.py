@@ -173,14 +173,15 @@ class RedrawGate:
     lands in a later turn, after input and other timers. Callers queue in order: each reserves
     the next free moment, so none waits more than one spacing per redraw ahead of it.
 
-    A redraw's repaint runs in the loop's next turn; ``quiet_until`` (``quiet_s`` after the
-    latest redraw) tells the agents' ``LoopShare`` to keep their steps out of that turn.
+    A redraw's repaint runs in the loop's next turn; ``quiet_until`` tells the agents'
+    ``LoopShare`` to keep their steps out of that turn: it is set ``quiet_s`` ahead when a
+    redraw is applied and cleared two turns of the loop later, after the repaint.
     """
 
     def __init__(
         self,
         spacing_s: float = 0.030,
-        quiet_s: float = 0.015,
+        quiet_s: float = 0.040,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if spacing_s < 0 or quiet_s < 0:
@@ -199,8 +200,16 @@ class RedrawGate:
         if start > now:
             self.delayed += 1
             await asyncio.sleep(start - now)
-        # the repaint this redraw causes runs in the loop's next turn: agents stay off it
-        self.quiet_until = self._clock() + self.quiet_s
+        # the repaint this redraw causes runs in the loop's next turn: agents stay off it, and
+        # come back in the turn after (or after quiet_s, whichever is first)
+        self.quiet_until = until = self._clock() + self.quiet_s
+        loop = asyncio.get_running_loop()
+
+        def clear() -> None:
+            if self.quiet_until == until:  # not extended by a later redraw
+                self.quiet_until = float("-inf")
+
+        loop.call_soon(loop.call_soon, clear)
 
 
 # one window, one event loop: its panels share one gate

@@ -112,6 +112,6 @@ def test_no_step_starts_while_the_window_has_a_repaint_due() -> None:
 
     waited = asyncio.run(run())
     assert waited >= 0.019
-    assert share.rests == 1
+    assert share.rests >= 1
     quiet[0] = float("-inf")  # nothing due: steps go at once
     assert asyncio.run(run()) < 0.010
