@@ -54,3 +54,17 @@ def test_renaming_a_marked_agent_keeps_its_mark(tree: MemoryTree) -> None:
     tree.set_agents([("analyst-1", "Trend analyst")])
     label = tree.item_for("analyst-1", "").text(0)
     assert label.startswith(MARK) and "Trend analyst" in label
+
+
+def test_a_narrow_tree_gives_the_names_room_and_a_wide_one_shows_every_column(
+    tree: MemoryTree, qtbot
+) -> None:
+    tree.resize(700, 400)
+    qtbot.waitUntil(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
+    tree.resize(240, 400)
+    qtbot.waitUntil(lambda: tree.isColumnHidden(2))
+    assert tree.header().sectionSize(0) >= 15 * tree.fontMetrics().horizontalAdvance("M")
+    tree.resize(120, 400)
+    qtbot.waitUntil(lambda: tree.isColumnHidden(1))
+    tree.resize(700, 400)
+    qtbot.waitUntil(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem
 
 from app.memory.bank import FileInfo
@@ -51,15 +51,28 @@ class MemoryTree(QTreeWidget):
         metrics = self.fontMetrics()
         padding = 3 * metrics.horizontalAdvance("M")
         widest = {1: ("1023.9 KB", "9999 files", "empty"), 2: ("2026-12-31 23:59", "Modified")}
-        for column, texts in widest.items():
-            self.header().resizeSection(
-                column, max(metrics.horizontalAdvance(t) for t in texts) + padding
-            )
+        self._widths = {
+            column: max(metrics.horizontalAdvance(t) for t in texts) + padding
+            for column, texts in widest.items()
+        }
+        for column, width in self._widths.items():
+            self.header().resizeSection(column, width)
+        self._fit_to_width()
+
+    def _fit_to_width(self) -> None:
+        """In a narrow pane the names matter most: the time, then the size column give way."""
+        room = self.viewport().width() - 16 * self.fontMetrics().horizontalAdvance("M")
+        self.setColumnHidden(2, room < self._widths[1] + self._widths[2])
+        self.setColumnHidden(1, room < self._widths[1])
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._fit_columns()
         super().changeEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_to_width()
 
     # ------------------------------------------------------------------ agents and files
 
