@@ -68,3 +68,14 @@ def test_a_narrow_tree_gives_the_names_room_and_a_wide_one_shows_every_column(
     qtbot.waitUntil(lambda: tree.isColumnHidden(1))
     tree.resize(700, 400)
     qtbot.waitUntil(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
+
+
+def test_the_size_and_time_columns_fit_their_widest_text(tree: MemoryTree, qtbot) -> None:
+    tree.resize(700, 400)
+    qtbot.waitUntil(lambda: not tree.isColumnHidden(2))
+    metrics = tree.fontMetrics()
+    header = tree.header()
+    assert header.sectionSize(1) > metrics.horizontalAdvance("1023.9 KB")
+    assert header.sectionSize(2) > metrics.horizontalAdvance("2026-12-31 23:59")
+    root = tree.item_for("analyst-1", "")
+    assert header.sectionSize(1) > metrics.horizontalAdvance(root.text(1))  # "201 files"
