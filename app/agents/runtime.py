@@ -167,108 +167,84 @@ def build_agent_runtime(
     checkpointer = WalCheckpointer(workspace.db_path)
     checkpointer.start()
     try:
-        return _build_agent_runtime(
-            workspace, checkpointer, data_files=data_files, at_ms=at_ms, bus=bus, mode=mode,
-            ids=ids, provider_override=provider_override, secrets=secrets,
-            extra_notifiers=extra_notifiers, run_id=run_id, approval=approval,
-            force_provider=force_provider, loop_share=loop_share,
+        base = build_offline_runtime(workspace, data_files, at_ms=at_ms, bus=bus, mode=mode)
+        settings = workspace.settings()
+        db = workspace.db_path
+        clock = base.clock
+        # Every commit survives a killed app (WAL). Only a LIVE account also forces each commit
+        # of its orders, tasks, jobs and questions to disk against a power cut: paper money and
+        # a backtest are simply run on, and an fsync per tool call would stall the window on a
+        # slow disk. Conversations, usage and "last action" are written several times per agent
+        # step and are never forced: losing the newest of them to a power cut only makes a task
+        # repeat a step, and the order and dispatch tools recognise a repeated step by its call
+        # key.
+        durable = mode is Mode.LIVE
+        agents = AgentStore(db, clock, bus, durable=False)
+        conversations = ConversationStore(db, clock, bus, durable=False)
+        approvals = ApprovalLog(db, clock, durable=durable)
+        queue = TaskQueue(db, clock, ids, bus, durable=durable)
+        scheduler = JobScheduler(db, clock, queue, ids, durable=durable)
+        questions = QuestionStore(db, clock, ids, bus, durable=durable)
+        secrets = secrets or SecretStore()
+        notifiers = _notifiers(settings, secrets, bus)
+        notifiers.update(extra_notifiers or {})
+        notifications = NotificationService(db, clock, ids, notifiers, durable=durable)
+        rule_engine = RuleEngineProvider()
+        prices = PriceTable.load(workspace.root / "prices.yaml")
+        broker = base.broker
+
+        async def last_price(symbol: str) -> Decimal | None:
+            try:
+                return await broker.last_price(broker.canonical_symbol(symbol))
+            except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
+                return None
+
+        def traded_symbols() -> set[str]:
+            rows = base.ledger.connection.execute("SELECT DISTINCT symbol FROM fills").fetchall()
+            return {row[0] for row in rows}
+
+        services = LoopServices(
+            clock=clock, executor=base.executor, agents=agents, conversations=conversations,
+            queue=queue, questions=questions, approvals=approvals, pricer=_Pricer(prices), bus=bus,
+            mode=mode, run_id=run_id or uuid.uuid4().hex, approval=approval or settings.approval,
+            last_price=last_price, traded_symbols=traded_symbols,
+            run_budget_usd=settings.agents.run_budget_usd, share=loop_share or NoShare(),
+        )
+        templates = load_templates(extra_folders=[workspace.root / "agents"])
+        built: dict[tuple[str, str, str, str], LLMProvider] = {}
+
+        def provider_for(info: AgentInfo, template: AgentTemplate) -> LLMProvider:
+            if provider_override is not None:
+                chosen = provider_override(info, template)
+                if chosen is not None:
+                    return chosen
+            return _provider(info, template, settings.llm, secrets, rule_engine, built)
+
+        def provider_choice(template: AgentTemplate) -> tuple[str, str]:
+            if force_provider is not None:
+                return force_provider
+            if settings.llm.provider in ("template", ""):
+                return template.provider.kind, template.provider.model
+            return settings.llm.provider, settings.llm.model or template.provider.model
+
+        manager = AgentManager(
+            services, templates, base.registry, base.memory, provider_for, ids.new, scheduler,
+            provider_choice=provider_choice,
+        )
+        for spec in build_orchestration_tools(
+            manager, queue, scheduler, notifications, questions, clock
+        ):
+            base.registry.register(spec)
+        fills = FillRouter(base.ledger, queue, agents)
+        driver = MarketDriver(clock, broker, scheduler, fills, manager, bus)
+        driver.speed = settings.agents.replay_speed
+        return AgentRuntime(
+            base, bus, ids, agents, conversations, approvals, queue, scheduler, questions,
+            notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
         )
     except BaseException:
         checkpointer.stop()
         raise
-
-
-def _build_agent_runtime(
-    workspace: Workspace,
-    checkpointer: WalCheckpointer,
-    *,
-    data_files: Sequence[Path],
-    at_ms: int | None,
-    bus: EventBus,
-    mode: Mode,
-    ids: IdFactory,
-    provider_override: ProviderOverride | None,
-    secrets: SecretStore | None,
-    extra_notifiers: dict[Channel, Notifier] | None,
-    run_id: str | None,
-    approval: ApprovalSettings | None,
-    force_provider: tuple[str, str] | None,
-    loop_share: LoopShare | None,
-) -> AgentRuntime:
-    base = build_offline_runtime(workspace, data_files, at_ms=at_ms, bus=bus, mode=mode)
-    settings = workspace.settings()
-    db = workspace.db_path
-    clock = base.clock
-    # Every commit survives a killed app (WAL). Only a LIVE account also forces each commit of
-    # its orders, tasks, jobs and questions to disk against a power cut: paper money and a
-    # backtest are simply run on, and an fsync per tool call would stall the window on a slow
-    # disk. Conversations, usage and "last action" are written several times per agent step and
-    # are never forced: losing the newest of them to a power cut only makes a task repeat a step,
-    # and the order and dispatch tools recognise a repeated step by its call key.
-    durable = mode is Mode.LIVE
-    agents = AgentStore(db, clock, bus, durable=False)
-    conversations = ConversationStore(db, clock, bus, durable=False)
-    approvals = ApprovalLog(db, clock, durable=durable)
-    queue = TaskQueue(db, clock, ids, bus, durable=durable)
-    scheduler = JobScheduler(db, clock, queue, ids, durable=durable)
-    questions = QuestionStore(db, clock, ids, bus, durable=durable)
-    secrets = secrets or SecretStore()
-    notifiers = _notifiers(settings, secrets, bus)
-    notifiers.update(extra_notifiers or {})
-    notifications = NotificationService(db, clock, ids, notifiers, durable=durable)
-    rule_engine = RuleEngineProvider()
-    prices = PriceTable.load(workspace.root / "prices.yaml")
-    broker = base.broker
-
-    async def last_price(symbol: str) -> Decimal | None:
-        try:
-            return await broker.last_price(broker.canonical_symbol(symbol))
-        except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
-            return None
-
-    def traded_symbols() -> set[str]:
-        rows = base.ledger.connection.execute("SELECT DISTINCT symbol FROM fills").fetchall()
-        return {row[0] for row in rows}
-
-    services = LoopServices(
-        clock=clock, executor=base.executor, agents=agents, conversations=conversations,
-        queue=queue, questions=questions, approvals=approvals, pricer=_Pricer(prices), bus=bus,
-        mode=mode, run_id=run_id or uuid.uuid4().hex, approval=approval or settings.approval,
-        last_price=last_price, traded_symbols=traded_symbols,
-        run_budget_usd=settings.agents.run_budget_usd, share=loop_share or NoShare(),
-    )
-    templates = load_templates(extra_folders=[workspace.root / "agents"])
-    built: dict[tuple[str, str, str, str], LLMProvider] = {}
-
-    def provider_for(info: AgentInfo, template: AgentTemplate) -> LLMProvider:
-        if provider_override is not None:
-            chosen = provider_override(info, template)
-            if chosen is not None:
-                return chosen
-        return _provider(info, template, settings.llm, secrets, rule_engine, built)
-
-    def provider_choice(template: AgentTemplate) -> tuple[str, str]:
-        if force_provider is not None:
-            return force_provider
-        if settings.llm.provider in ("template", ""):
-            return template.provider.kind, template.provider.model
-        return settings.llm.provider, settings.llm.model or template.provider.model
-
-    manager = AgentManager(
-        services, templates, base.registry, base.memory, provider_for, ids.new, scheduler,
-        provider_choice=provider_choice,
-    )
-    for spec in build_orchestration_tools(
-        manager, queue, scheduler, notifications, questions, clock
-    ):
-        base.registry.register(spec)
-    fills = FillRouter(base.ledger, queue, agents)
-    driver = MarketDriver(clock, broker, scheduler, fills, manager, bus)
-    driver.speed = settings.agents.replay_speed
-    return AgentRuntime(
-        base, bus, ids, agents, conversations, approvals, queue, scheduler, questions,
-        notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
-    )
 
 
 EMAIL_PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry name, not a secret

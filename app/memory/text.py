@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
-
 from app import yamltext
 from app.domain.clock import ms_to_iso
 

@@ -9,8 +9,6 @@ the book to the text, so the spread and cumulative sizes shown are exact.
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
@@ -34,7 +32,6 @@ from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegat
 from app.ui.charts.style import COLORS, format_price, mono_font, qcolor
 from app.ui.panels.tasks import REDRAWS, TaskSet
 
-logger = logging.getLogger(__name__)
 
 class DepthChart(pg.PlotWidget):
     """Cumulative bid and ask sizes against price, as two filled step areas."""
@@ -229,7 +226,6 @@ class BookWidget(QWidget):
         if book.symbol == self.symbol:
             self._pending = book
             self.flush()
-
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Stop the redraw timer: a closed panel must not wake up to fetch data."""

@@ -12,7 +12,6 @@ has scrolled away (then "Latest" or the End key brings it back).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -46,8 +45,6 @@ from app.ui.charts.indicator_panes import (
 from app.ui.charts.markers import build_markers, position_lines
 from app.ui.charts.style import COLORS, mono_font
 from app.ui.panels.tasks import REDRAWS, TaskSet
-
-logger = logging.getLogger(__name__)
 
 PREFERRED_INTERVALS = ("1h", "4h", "1d")
 

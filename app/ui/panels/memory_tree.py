@@ -90,9 +90,8 @@ class MemoryTree(QTreeWidget):
                 item.setToolTip(0, agent_id)
                 self._items[(agent_id, "")] = item
                 self.insertTopLevelItem(position, item)
-            else:
-                item.setText(0, self._agent_label(agent_id))
-                self._styled.pop((agent_id, ""), None)  # the label lost its mark, if it had one
+            else:  # a new name: the label is drawn again, with its mark if it has one
+                self._styled.pop((agent_id, ""), None)
                 self._restyle(agent_id)
 
     def agents(self) -> list[str]:
