@@ -194,6 +194,30 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
     return conn
 
 
+def connect_read_only(path: Path | str) -> sqlite3.Connection:
+    """Open an existing ledger for reading only (another process writes it): nothing here can
+    write, not even a schema upgrade; any write raises.
+
+    Raises:
+        OperationalError: the file is missing, not a database, or not at this Kestrel's schema.
+    """
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("PRAGMA busy_timeout=10000")
+        version = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise OperationalError(f"cannot read the ledger {path}: {exc}") from exc
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise OperationalError(
+            f"the ledger {path} has schema version {version}, not {SCHEMA_VERSION}; it can be "
+            "read only once the process writing it has opened it with this Kestrel"
+        )
+    return conn
+
+
 _background_lock = threading.Lock()
 _background: Counter[str] = Counter()
 
