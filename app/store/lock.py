@@ -60,8 +60,10 @@ class WorkspaceBusyError(OperationalError):
 def this_command() -> str:
     """This process's command line, as a person typed it (``kestrel tool …``)."""
     argv = list(sys.argv) or ["?"]
-    first = Path(argv[0]).name
-    if first in ("kestrel", "__main__.py"):
+    first = Path(argv[0])
+    if first.name == "__main__.py":  # python -m <package>
+        argv[0] = "kestrel" if first.parent.name == "app" else f"python -m {first.parent.name}"
+    elif first.name == "kestrel":
         argv[0] = "kestrel"
     text = shlex.join(argv)
     return text if len(text) <= _COMMAND_LIMIT else text[: _COMMAND_LIMIT - 1] + "…"

@@ -115,7 +115,9 @@ def show_cannot_open(window: MainWindow, workspace: Workspace, exc: Exception) -
     box = QMessageBox(window)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Kestrel cannot open this workspace")
-    box.setText(f"Kestrel cannot open the workspace {workspace.root}.\n\n{str(exc).capitalize()}")
+    why = str(exc)
+    box.setText(f"Kestrel cannot open the workspace {workspace.root}.\n\n"
+                f"{why[:1].upper()}{why[1:]}")
     box.setStandardButtons(QMessageBox.StandardButton.Ok)
     box.open()
     return box

@@ -8,8 +8,10 @@ filled at most once and the balances are exactly what the fills imply.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from app.domain.clock import parse_time
 from app.store.ledger import Ledger
+from app.store.lock import read_holder
 from tests.helpers.paths import BTC_USD_1H, REPO
 from tests.integration.ledger_crash_worker import state_before
 
@@ -90,3 +93,52 @@ def test_racing_processes_never_fill_an_order_twice_and_balances_match_the_fills
     assert snap.balances.get("BTC", Decimal(0)) == btc
     print(f"\n{len(calls)} orders tried, {len(executed)} executed, {len(refused)} refused, "
           f"{len(fills)} fills, 0 double fills; USD {cash} BTC {btc} match the fills")
+
+
+def test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_answered(tmp_path):
+    ws = tmp_path / "ws"
+    run = subprocess.Popen(  # noqa: S603 - our own interpreter
+        [sys.executable, "-m", "app", "run", "--workspace", str(ws), "--speed", "1",
+         "--for", "30d"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while (holder := read_holder(ws / "kestrel.lock")) is None or holder.pid != run.pid:
+            assert run.poll() is None, run.stderr.read()
+            assert time.monotonic() < deadline, "kestrel run never took the workspace"
+            time.sleep(0.1)
+
+        order = ("<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
+                 "<quote_amount>50</quote_amount></create_order>")
+        refused = kestrel("tool", "--workspace", str(ws), order)
+        assert refused.returncode == 75
+        assert refused.stdout == ""
+        assert refused.stderr.count("\n") == 1
+        assert f"in use by process {run.pid} (kestrel run --workspace {ws}" in refused.stderr
+        assert "since 20" in refused.stderr
+
+        chat = subprocess.run(  # noqa: S603 - our own interpreter
+            [sys.executable, "-m", "app", "chat", "--workspace", str(ws)], input="",
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )
+        assert chat.returncode == 75 and f"process {run.pid}" in chat.stderr
+
+        balance = kestrel("tool", "--workspace", str(ws), "<get_account_balance/>")
+        assert balance.returncode == 0, balance.stderr
+        assert "<status>success</status>" in balance.stdout
+        assert "read-only" in balance.stderr and "not recorded" in balance.stderr
+        assert run.poll() is None, "the run goes on"
+    finally:
+        run.kill()  # SIGKILL: the OS drops its lock
+        run.wait()
+    conn = sqlite3.connect(ws / "kestrel.db")
+    try:
+        operator_calls = conn.execute(
+            "SELECT COUNT(*) FROM tool_calls WHERE agent_id='operator'").fetchone()[0]
+    finally:
+        conn.close()
+    assert operator_calls == 0, "neither the refused nor the read-only call wrote the ledger"
+    placed = kestrel("tool", "--workspace", str(ws), order)
+    assert placed.returncode == 0, placed.stderr
+    assert "<order_created" in placed.stdout
