@@ -36,7 +36,7 @@ from typing import Any
 
 from app.domain.errors import OperationalError
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, OrderType, Side
-from app.store.db import connect, connect_read_only
+from app.store.db import StoreDb
 
 
 @dataclass(slots=True)
@@ -142,7 +142,8 @@ class Ledger:
             raise ValueError(f"audit_batch must be at least 1, got {audit_batch}")
         self.path = path
         self.read_only = read_only
-        self._conn = connect_read_only(path) if read_only else connect(path, durable=durable)
+        self._db = StoreDb(path, durable=durable, read_only=read_only)
+        self._conn = self._db.conn  # the ledger's own transaction writes what is pending first
         self._audit_batch = audit_batch
         self._calls: list[tuple[Any, ...]] = []
         self._risk: list[tuple[Any, ...]] = []
@@ -382,14 +383,12 @@ class Ledger:
         ]
 
     def risk_decisions(self) -> list[dict[str, Any]]:
-        cur = self.connection.execute("SELECT * FROM risk_decisions ORDER BY id")
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
+        self.flush()
+        return self._db.rows("SELECT * FROM risk_decisions ORDER BY id")
 
     def tool_calls(self) -> list[dict[str, Any]]:
-        cur = self.connection.execute("SELECT * FROM tool_calls ORDER BY id")
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, row, strict=True)) for row in cur]
+        self.flush()
+        rows = self._db.rows("SELECT * FROM tool_calls ORDER BY id")
         for row in rows:
             row["params"] = json.loads(row.pop("params_json"))
         return rows
