@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Kestrel: LLM agents that analyse crypto markets and trade through one fixed, audited "
             "toolset. Runs fully offline on bundled market data."
         ),
+        epilog=f"A workspace has one writer: a command that would write a workspace another "
+               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process.",
     )
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -21,11 +21,12 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import OperationalError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # After a checkpoint has moved the WAL back into the database, a WAL file larger than this is cut
 # back to it. Not smaller: agents under load grow the WAL to ~100 MB between restarts, and a WAL
@@ -286,7 +287,14 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
 
 
 def _utils(conn: sqlite3.Connection) -> sqlite_utils.Database:
-    """sqlite-utils over an open connection, changing nothing about it (no pragmas, no plugins)."""
+    """sqlite-utils over an open connection, changing nothing about it (no pragmas, no plugins).
+
+    Imported here, not at the top: it loads pandas when present (~0.5 s cold), which the
+    window's first second and the light commands must not pay; the stores are built after the
+    market data has loaded pandas anyway.
+    """
+    import sqlite_utils
+
     return sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
 
 
