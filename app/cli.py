@@ -2,6 +2,12 @@
 
 ``kestrel tool '<get_order_book>…</get_order_book>'`` prints the ``<tool_result>`` exactly as an
 agent would receive it, so a person or a script can test the toolset without the GUI.
+
+A workspace has one writer. A command that would write a workspace another process holds (the
+window, ``kestrel run``/``chat``, another ``kestrel tool``) prints one line naming that process
+and exits with ``EXIT_WORKSPACE_BUSY`` (75, the usual "temporary failure, try again later").
+``kestrel tool`` with a market, indicator or account tool still answers then, read-only: from the
+account as the holder last committed it, without settling it or recording the call.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app import __version__
-from app.domain.clock import parse_time
+from app.domain.clock import ms_to_iso, parse_time
 from app.domain.errors import KestrelError
-from app.tools.spec import ALL_PERMISSIONS, AgentContext
+from app.store.lock import WorkspaceBusyError, WorkspaceLock
+from app.tools.spec import ALL_PERMISSIONS, AgentContext, Permission
 from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:
@@ -25,6 +32,11 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_TOOL_FAILED = 1
 EXIT_USAGE = 2
+EXIT_WORKSPACE_BUSY = 75  # sysexits' EX_TEMPFAIL: another process writes the workspace
+
+# tools that only read: they may run on a workspace another process writes. Memory tools are not
+# among them: reading memory catches the agent's recall index up with the files (a write).
+READ_ONLY_PERMISSIONS = frozenset({Permission.MARKET, Permission.INDICATOR, Permission.ACCOUNT})
 
 
 def _add_market_options(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Kestrel: LLM agents that analyse crypto markets and trade through one fixed, audited "
             "toolset. Runs fully offline on bundled market data."
         ),
+        epilog=f"A workspace has one writer: a command that would write a workspace another "
+               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process.",
     )
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -74,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_market_options(tools)
 
     sub.add_parser("indicators", help="list the technical indicator catalogue")
+
+    restore = sub.add_parser(
+        "restore-backup",
+        help="list the workspace database's backups, or put one back in place of a damaged one",
+        description="Without --list, restore the newest backup (or --backup FILE) of the "
+                    "workspace's kestrel.db. The database it replaces is renamed aside "
+                    "(kestrel.db.damaged-<time>), never deleted. Nothing may hold the workspace.",
+    )
+    restore.add_argument("--workspace", type=Path, metavar="DIR",
+                         help="workspace folder; default: this checkout or the user data folder")
+    restore.add_argument("--list", action="store_true", help="only list the backups")
+    restore.add_argument("--backup", type=Path, metavar="FILE",
+                         help="the backup to restore; default: the newest")
 
     from app.backtest.cli import add_backtest_arguments
     from app.demo import add_demo_arguments
@@ -106,11 +133,11 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     return Workspace.default()
 
 
-def _runtime(args: argparse.Namespace) -> OfflineRuntime:
+def _runtime(args: argparse.Namespace, *, read_only: bool = False) -> OfflineRuntime:
     from app.runtime import build_offline_runtime
 
     at_ms = parse_time(args.at) if args.at else None
-    return build_offline_runtime(_workspace(args), args.data, at_ms)
+    return build_offline_runtime(_workspace(args), args.data, at_ms, read_only=read_only)
 
 
 def _read_call(text: str) -> bytes:
@@ -120,21 +147,49 @@ def _read_call(text: str) -> bytes:
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
-    runtime = _runtime(args)
+    raw = _read_call(args.call)
     try:
-        return _run_tool(runtime, args)
+        runtime = _runtime(args)
+    except WorkspaceBusyError as busy:
+        runtime = _runtime(args, read_only=True)
+        try:
+            return _run_read_only(runtime, args, raw, busy)
+        finally:
+            runtime.close()
+    try:
+        return _run_tool(runtime, args, raw)
     finally:
         runtime.close()
 
 
-def _run_tool(runtime: OfflineRuntime, args: argparse.Namespace) -> int:
+def _run_read_only(
+    runtime: OfflineRuntime, args: argparse.Namespace, raw: bytes, busy: WorkspaceBusyError
+) -> int:
+    """Run a call that only reads; refuse any other while the workspace is held elsewhere."""
+    parsed = runtime.executor.parse(raw)
+    spec = runtime.registry.get(parsed.call.name) if parsed.call is not None else None
+    if spec is not None and spec.permission not in READ_ONLY_PERMISSIONS:
+        raise WorkspaceBusyError(
+            busy.root, busy.holder,
+            f" ({spec.name} writes; market, indicator and account tools can still be called)",
+        ) from None
+    settled = runtime.broker.settled_ms
+    print(
+        f"kestrel: read-only: {busy.holder.describe() if busy.holder else 'another process'} "
+        f"writes this workspace; the account is as it last committed it (settled to "
+        f"{ms_to_iso(settled) if settled >= 0 else 'never'}) and this call is not recorded",
+        file=sys.stderr,
+    )
+    return _run_tool(runtime, args, raw)
+
+
+def _run_tool(runtime: OfflineRuntime, args: argparse.Namespace, raw: bytes) -> int:
     ctx = AgentContext(
         agent_id=args.agent,
         permissions=ALL_PERMISSIONS,
         role="operator",
         watched_symbols=runtime.market.symbols(),
     )
-    raw = _read_call(args.call)
     parsed = runtime.executor.parse(raw)
     if parsed.is_text:
         print(
@@ -149,7 +204,10 @@ def _run_tool(runtime: OfflineRuntime, args: argparse.Namespace) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    runtime = _runtime(args)
+    try:
+        runtime = _runtime(args)
+    except WorkspaceBusyError:
+        runtime = _runtime(args, read_only=True)  # the section only describes the tools
     try:
         print(runtime.registry.available_tools_section(ALL_PERMISSIONS))
     finally:
@@ -170,6 +228,36 @@ def cmd_indicators(args: argparse.Namespace) -> int:
         "'<describe_technical_indicator><indicator_name>RSI</indicator_name>"
         "</describe_technical_indicator>'"
     )
+    return EXIT_OK
+
+
+def cmd_restore_backup(args: argparse.Namespace) -> int:
+    from app.store.backups import list_backups, restore_backup
+
+    workspace = _workspace(args)
+    backups = list_backups(workspace.backup_dir)
+    if args.list:
+        if not backups:
+            print(f"No backups of {workspace.db_path} yet (they are kept in "
+                  f"{workspace.backup_dir}).")
+        for backup in backups:
+            print(backup.describe())
+        return EXIT_OK
+    chosen = args.backup.expanduser().resolve() if args.backup else None
+    if chosen is None:
+        if not backups:
+            print(f"kestrel: there is no backup of {workspace.db_path} to restore",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        chosen = backups[0].path
+    lock = WorkspaceLock.acquire(workspace.lock_path)
+    try:
+        aside = restore_backup(workspace.db_path, chosen)
+    finally:
+        lock.release()
+    print(f"Restored {workspace.db_path} from {chosen}.")
+    if aside is not None:
+        print(f"The database it replaced was moved to {aside}.")
     return EXIT_OK
 
 
@@ -203,6 +291,7 @@ COMMANDS = {
     "tool": cmd_tool,
     "tools": cmd_tools,
     "indicators": cmd_indicators,
+    "restore-backup": cmd_restore_backup,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
 }
@@ -253,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(None)
     try:
         return COMMANDS[args.command](args)
+    except WorkspaceBusyError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_WORKSPACE_BUSY
     except KestrelError as exc:
         print(f"kestrel: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -4,6 +4,11 @@ One place wires the services together so the CLI, the tests and (later) the GUI 
 thing. The workspace's paper account lives in its SQLite ledger and moves forward with the replay
 cursor: each start settles every candle that closed since the account was last settled, and a cursor
 earlier than that is refused, because history an account has already traded through cannot change.
+
+A runtime that writes holds the workspace (``Workspace.hold_for_writing``): one process at a time.
+A read-only runtime is for reading a workspace another process writes: its ledger cannot be
+written, the account is shown as that process last committed it (not settled to the cursor), and
+its tool calls are kept in memory, not in the workspace's audit trail.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from app.resources import sample_data_files
 from app.risk.config import build_guard
 from app.store.ledger import Ledger
 from app.store.recorders import AnnouncingRecorder, SqliteRiskRecorder, SqliteToolCallRecorder
+from app.store.writer import WriterHold
 from app.tools.account_tools import build_account_tools
-from app.tools.executor import ToolCallRecorder, ToolExecutor
+from app.tools.executor import MemoryRecorder, ToolCallRecorder, ToolExecutor
 from app.tools.indicator_tools import build_indicator_tools
 from app.tools.market_tools import build_market_tools
 from app.tools.memory_tools import build_memory_tools
@@ -46,10 +52,20 @@ class OfflineRuntime:
     broker: PaperBroker
     registry: ToolRegistry
     executor: ToolExecutor
+    hold: WriterHold | None = None  # None: a read-only runtime
 
-    def close(self) -> None:
-        self.memory.close()
-        self.ledger.close()
+    @property
+    def read_only(self) -> bool:
+        return self.hold is None
+
+    def close(self, *, final_backup: bool = False) -> None:
+        """Close the stores and let the next writer in (``final_backup``: see ``WriterHold``)."""
+        try:
+            self.memory.close()
+            self.ledger.close()
+        finally:
+            if self.hold is not None:
+                self.hold.release(final_backup=final_backup)
 
 
 def build_offline_runtime(
@@ -59,28 +75,41 @@ def build_offline_runtime(
     recorder: ToolCallRecorder | None = None,
     bus: EventBus | None = None,
     mode: Mode = Mode.PAPER,
+    hold: WriterHold | None = None,
+    read_only: bool = False,
 ) -> OfflineRuntime:
     """Replay ``data_files`` (default: the bundled sample data) with the cursor at ``at_ms``.
 
     Without ``at_ms`` the cursor sits at the end of the data, so every candle is visible.
 
+    Args:
+        hold: this process's hold on the workspace, taken by the caller; default: taken here.
+            The runtime owns it from here on (released by ``close`` or when building fails).
+        read_only: open without writing anything (see the module docstring); takes no hold.
+
     Raises:
+        WorkspaceBusyError: another process writes the workspace (not when ``read_only``).
+        DamagedDatabaseError: the workspace database is damaged (left untouched).
         OperationalError: the workspace cannot be used, or the cursor is before the point the
             workspace's paper account was already settled to.
         DataFileError: a data file is unusable.
     """
-    workspace.ensure()
-    settings = workspace.settings()
-    files = list(data_files) or sample_data_files()
-    clock = ReplayClock(0)
-    market = ReplayMarketData.from_paths(clock, files)
-    clock.advance_to(market.end_ms() if at_ms is None else at_ms)
-    # Every commit of a LIVE account is forced to disk (it must survive a power cut); paper and
-    # backtest commits survive a killed app (WAL) without an fsync each, which on a slow disk
-    # would stall the window once per tool call.
-    ledger = Ledger(workspace.db_path, durable=mode is Mode.LIVE)
+    if read_only and hold is not None:
+        raise ValueError("a read-only runtime holds no workspace")
+    if not read_only and hold is None:
+        hold = workspace.hold_for_writing()
+    ledger: Ledger | None = None
     memory: MemoryBank | None = None
     try:
+        settings = workspace.settings()
+        files = list(data_files) or sample_data_files()
+        clock = ReplayClock(0)
+        market = ReplayMarketData.from_paths(clock, files)
+        clock.advance_to(market.end_ms() if at_ms is None else at_ms)
+        # Every commit of a LIVE account is forced to disk (it must survive a power cut); paper
+        # and backtest commits survive a killed app (WAL) without an fsync each, which on a slow
+        # disk would stall the window once per tool call.
+        ledger = Ledger(workspace.db_path, durable=mode is Mode.LIVE, read_only=read_only)
         broker = PaperBroker(
             market,
             clock,
@@ -97,7 +126,8 @@ def build_offline_runtime(
                 f"{ms_to_iso(broker.settled_ms)}; the replay cursor cannot go back to "
                 f"{ms_to_iso(clock.now_ms())}. Use a later --at or another --workspace."
             )
-        broker.settle()
+        if not read_only:
+            broker.settle()
         memory = MemoryBank(workspace.memory_root, clock, bus)
         guard = build_guard(settings.risk, SqliteRiskRecorder(ledger))
         registry = ToolRegistry(
@@ -112,8 +142,15 @@ def build_offline_runtime(
     except BaseException:
         if memory is not None:
             memory.close()
-        ledger.close()
+        try:
+            if ledger is not None:
+                ledger.close()
+        finally:
+            if hold is not None:
+                hold.release()
         raise
+    if read_only:
+        recorder = recorder or MemoryRecorder()
     recorder = recorder or SqliteToolCallRecorder(ledger)
     if bus is not None:
         recorder = AnnouncingRecorder(recorder, bus)
@@ -123,4 +160,6 @@ def build_offline_runtime(
         clock,
         default_timeout_s=settings.tools.default_timeout_s,
     )
-    return OfflineRuntime(workspace, clock, market, memory, ledger, broker, registry, executor)
+    return OfflineRuntime(
+        workspace, clock, market, memory, ledger, broker, registry, executor, hold
+    )

@@ -17,6 +17,9 @@ import platformdirs
 from app.config import Settings, load_settings
 from app.domain.errors import OperationalError
 from app.resources import source_root
+from app.store.backups import BACKUP_DIR_NAME
+from app.store.lock import LOCK_FILE_NAME
+from app.store.writer import WriterHold, hold_for_writing
 
 APP_NAME = "Kestrel"
 
@@ -28,6 +31,14 @@ class Workspace:
     @property
     def db_path(self) -> Path:
         return self.root / "kestrel.db"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_FILE_NAME
+
+    @property
+    def backup_dir(self) -> Path:
+        return self.root / BACKUP_DIR_NAME
 
     @property
     def memory_root(self) -> Path:
@@ -60,6 +71,16 @@ class Workspace:
             except OSError as exc:
                 raise OperationalError(f"cannot create workspace folder {folder}: {exc}") from exc
         return self
+
+    def hold_for_writing(self) -> WriterHold:
+        """Make this process the workspace's one writer (see ``app.store.writer``).
+
+        Raises:
+            WorkspaceBusyError: another process writes it.
+            DamagedDatabaseError: its database is damaged (left untouched).
+        """
+        self.ensure()
+        return hold_for_writing(self.db_path, self.lock_path, self.backup_dir)
 
     def settings(self) -> Settings:
         return load_settings(self.settings_path)

@@ -15,7 +15,7 @@ from app.domain.agents import AgentInfo, AgentRole, AgentState, check_transition
 from app.domain.clock import Clock
 from app.domain.errors import NotFoundError
 from app.events import AgentActed, AgentStateChanged, EventBus
-from app.store.db import connect
+from app.store.db import StoreDb
 
 _COLUMNS = (
     "agent_id, name, template, role, state, config_json, provider, model, created_ms, "
@@ -32,27 +32,26 @@ class AgentStore:
         *,
         durable: bool = True,
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._bus = bus
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def insert(self, info: AgentInfo) -> None:
-        self._conn.execute(
-            f"INSERT INTO agents ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608
-            (
-                info.agent_id, info.name, info.template, info.role.value, info.state.value,
-                json.dumps(info.config, sort_keys=True), info.provider, info.model,
-                info.created_ms, info.updated_ms, info.fault_reason, info.current_task_id,
-                info.last_action, info.last_action_ms,
-            ),
-        )
+        self._db.insert("agents", {
+            "agent_id": info.agent_id, "name": info.name, "template": info.template,
+            "role": info.role.value, "state": info.state.value,
+            "config_json": json.dumps(info.config, sort_keys=True), "provider": info.provider,
+            "model": info.model, "created_ms": info.created_ms, "updated_ms": info.updated_ms,
+            "fault_reason": info.fault_reason, "current_task_id": info.current_task_id,
+            "last_action": info.last_action, "last_action_ms": info.last_action_ms,
+        })
         self._announce(AgentStateChanged(info.agent_id, info.state.value, None))
 
     def get(self, agent_id: str) -> AgentInfo | None:
-        row = self._conn.execute(
+        row = self._db.conn.execute(
             f"SELECT {_COLUMNS} FROM agents WHERE agent_id=? AND deleted=0",  # noqa: S608
             (agent_id,),
         ).fetchone()
@@ -67,7 +66,7 @@ class AgentStore:
         return info
 
     def all(self) -> list[AgentInfo]:
-        rows = self._conn.execute(
+        rows = self._db.conn.execute(
             f"SELECT {_COLUMNS} FROM agents WHERE deleted=0 ORDER BY created_ms, rowid"  # noqa: S608
         ).fetchall()
         return [_info(row) for row in rows]
@@ -94,7 +93,7 @@ class AgentStore:
             return info
         check_transition(info.state, state)
         fault = reason if state is AgentState.FAULTED else None
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE agents SET state=?, fault_reason=?, updated_ms=? WHERE agent_id=?",
             (state.value, fault, self._clock.now_ms(), agent_id),
         )
@@ -104,7 +103,7 @@ class AgentStore:
     def set_config(self, agent_id: str, config: dict[str, Any]) -> AgentInfo:
         """Replace the agent's (already validated) configuration."""
         self.require(agent_id)
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE agents SET config_json=?, updated_ms=? WHERE agent_id=?",
             (json.dumps(config, sort_keys=True), self._clock.now_ms(), agent_id),
         )
@@ -113,12 +112,12 @@ class AgentStore:
         return info
 
     def set_current_task(self, agent_id: str, task_id: str | None) -> None:
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE agents SET current_task_id=? WHERE agent_id=?", (task_id, agent_id)
         )
 
     def record_action(self, agent_id: str, task_id: str | None, action: str) -> None:
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE agents SET last_action=?, last_action_ms=? WHERE agent_id=?",
             (action, self._clock.now_ms(), agent_id),
         )
@@ -127,7 +126,7 @@ class AgentStore:
     def delete(self, agent_id: str) -> None:
         """Hide the agent; its rows (conversations, orders, usage) stay for the audit trail."""
         self.require(agent_id)
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE agents SET deleted=1, state=?, updated_ms=? WHERE agent_id=?",
             (AgentState.STOPPED.value, self._clock.now_ms(), agent_id),
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.domain.agents import Question
 from app.domain.clock import Clock
-from app.store.db import connect
+from app.store.db import StoreDb
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +29,14 @@ class ApprovalLog:
     def __init__(
         self, db_path: Path | str, clock: Clock, *, durable: bool = True
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def requested(self, question: Question, call_xml: str, reason: str) -> None:
-        self._conn.execute(  # a redelivered task asks again: keep the first request only
+        self._db.conn.execute(  # a redelivered task asks again: keep the first request only
             "INSERT INTO approvals (question_id, agent_id, task_id, client_order_id, tool_name, "
             "params_json, reason) SELECT ?,?,?,?,?,?,? WHERE NOT EXISTS "
             "(SELECT 1 FROM approvals WHERE question_id=?)",
@@ -48,13 +48,13 @@ class ApprovalLog:
         )
 
     def decided(self, question: Question, decision: str, order_id: str | None) -> None:
-        self._conn.execute(
+        self._db.conn.execute(
             "UPDATE approvals SET decision=?, decided_ms=?, order_id=? WHERE question_id=?",
             (decision, self._clock.now_ms(), order_id, question.question_id),
         )
 
     def all(self) -> list[ApprovalRecord]:
-        rows = self._conn.execute(
+        rows = self._db.conn.execute(
             "SELECT question_id, agent_id, task_id, tool_name, params_json, reason, decision, "
             "decided_ms, order_id FROM approvals ORDER BY id"
         ).fetchall()

@@ -66,15 +66,20 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _build(args: argparse.Namespace) -> AgentRuntime:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
-    start = workspace_resume_ms(workspace)
-    if start is None:
-        from app.domain.clock import ReplayClock
-        from app.market.replay import ReplayMarketData
-        from app.resources import sample_data_files
+    hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    try:
+        start = workspace_resume_ms(workspace)
+        if start is None:
+            from app.domain.clock import ReplayClock
+            from app.market.replay import ReplayMarketData
+            from app.resources import sample_data_files
 
-        probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
-        start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
-    return build_agent_runtime(workspace, data_files=args.data, at_ms=start)
+            probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
+            start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
+    except BaseException:
+        hold.release()
+        raise
+    return build_agent_runtime(workspace, data_files=args.data, at_ms=start, hold=hold)
 
 
 class TerminalNarrator:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.domain.clock import Clock
 from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
-from app.store.db import connect
+from app.store.db import StoreDb
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people
 SENT_KINDS = frozenset({"task", "assistant", "tool_result", "user_reply"})
@@ -50,7 +50,7 @@ class ConversationStore:
         *,
         durable: bool = True,
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._bus = bus
         # running totals for the budget checks made before every model call: summing the usage
@@ -59,13 +59,13 @@ class ConversationStore:
         self._spent_by_run: dict[str, Decimal] = {}
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def add(
         self, agent_id: str, task_id: str, step: int, role: str, kind: str, content: str
     ) -> StoredMessage:
         market_ms, wall_ms = self._clock.now_ms(), int(time.time() * 1000)
-        cur = self._conn.execute(
+        cur = self._db.conn.execute(
             "INSERT INTO messages (agent_id, task_id, step, role, kind, content, market_ms, "
             "wall_ms) VALUES (?,?,?,?,?,?,?,?)",
             (agent_id, task_id, step, role, kind, content, market_ms, wall_ms),
@@ -89,7 +89,7 @@ class ConversationStore:
         return rows[::-1]
 
     def _rows(self, where: str, args: tuple[object, ...]) -> list[StoredMessage]:
-        rows = self._conn.execute(
+        rows = self._db.conn.execute(
             "SELECT id, agent_id, task_id, step, role, kind, content, market_ms, wall_ms "  # noqa: S608
             f"FROM messages {where}",
             args,
@@ -110,7 +110,7 @@ class ConversationStore:
         cost: Decimal,
         latency_ms: float,
     ) -> None:
-        self._conn.execute(
+        self._db.conn.execute(
             "INSERT INTO llm_usage (agent_id, task_id, run_id, provider, model, input_tokens, "
             "output_tokens, cached_tokens, cost, latency_ms, market_ms, wall_ms) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -163,12 +163,12 @@ class ConversationStore:
             args.append(since_wall_ms)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         totals = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
-        calls, tokens_in, tokens_out = self._conn.execute(
+        calls, tokens_in, tokens_out = self._db.conn.execute(
             f"SELECT {totals} FROM llm_usage {where}", args  # noqa: S608
         ).fetchone()
         # free calls (the rule engine, replays) are most rows: only priced ones are summed
         priced = f"{where} AND cost != '0'" if where else "WHERE cost != '0'"
-        costs = self._conn.execute(
+        costs = self._db.conn.execute(
             f"SELECT cost FROM llm_usage {priced}", args  # noqa: S608
         ).fetchall()
         return UsageTotals(

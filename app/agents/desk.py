@@ -141,16 +141,21 @@ def open_desk(
     Args:
         loop_share: given by a window running the agents on its own event loop.
     """
-    workspace.ensure()
-    files = list(data_files) or sample_data_files()
-    probe = ReplayMarketData.from_paths(ReplayClock(0), files)
-    fresh = is_fresh(workspace)
-    start = workspace_resume_ms(workspace)
-    if start is None:
-        symbol = DEMO_SYMBOL if DEMO_SYMBOL in probe.symbols() else probe.symbols()[0]
-        start = demo_start_ms(probe, symbol)
+    hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    try:
+        files = list(data_files) or sample_data_files()
+        probe = ReplayMarketData.from_paths(ReplayClock(0), files)
+        fresh = is_fresh(workspace)
+        start = workspace_resume_ms(workspace)
+        if start is None:
+            symbol = DEMO_SYMBOL if DEMO_SYMBOL in probe.symbols() else probe.symbols()[0]
+            start = demo_start_ms(probe, symbol)
+    except BaseException:
+        hold.release()
+        raise
     runtime = build_agent_runtime(
-        workspace, data_files=files, at_ms=start, bus=bus, mode=mode, loop_share=loop_share
+        workspace, data_files=files, at_ms=start, bus=bus, mode=mode, loop_share=loop_share,
+        hold=hold,
     )
     return Desk(runtime, fresh, probe.end_ms())
 

@@ -8,6 +8,7 @@ workspace's ``kestrel.db``; the replay clock starts where the workspace's paper 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import uuid
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from app.runtime import OfflineRuntime, build_offline_runtime
 from app.secrets import SecretStore
 from app.store.checkpointer import WalCheckpointer
 from app.store.db import connect
+from app.store.writer import WriterHold
 from app.tools.orchestration_tools import build_orchestration_tools
 from app.workspace import Workspace
 
@@ -115,14 +117,18 @@ class AgentRuntime:
         )
 
     async def aclose(self) -> None:
-        await self.manager.aclose()
-        for provider in self.providers.values():
-            await provider.aclose()
-        for store in (self.agents, self.conversations, self.approvals, self.queue,
-                      self.scheduler, self.questions, self.notifications):
-            store.close()
-        self.checkpointer.stop()
-        self.base.close()
+        try:
+            await self.manager.aclose()
+            for provider in self.providers.values():
+                await provider.aclose()
+            for store in (self.agents, self.conversations, self.approvals, self.queue,
+                          self.scheduler, self.questions, self.notifications):
+                store.close()
+            self.checkpointer.stop()
+        finally:
+            # the last backup of the run can take seconds on a large database: not on the
+            # loop; then the workspace is free for the next writer
+            await asyncio.to_thread(self.base.close, final_backup=True)
 
 
 def workspace_resume_ms(workspace: Workspace) -> int | None:
@@ -152,22 +158,36 @@ def build_agent_runtime(
     approval: ApprovalSettings | None = None,
     force_provider: tuple[str, str] | None = None,
     loop_share: LoopShare | None = None,
+    hold: WriterHold | None = None,
 ) -> AgentRuntime:
     """Build everything; call ``await runtime.start()`` inside the event loop to run agents.
 
     Args:
         loop_share: how agent steps leave time to a window on the same event loop (the desk's);
             headless runs leave it out.
+        hold: this process's hold on the workspace when the caller took it first (to read the
+            workspace before building); the runtime owns it from here on.
+
+    Raises:
+        WorkspaceBusyError: another process writes the workspace.
+        DamagedDatabaseError: the workspace database is damaged (left untouched).
     """
     bus = bus or EventBus()
     ids = ids or RandomIds()
+    hold = hold or workspace.hold_for_writing()
     # started before any store connects, so none of their commits (made on the event loop)
     # checkpoints the WAL; this thread does
-    workspace.ensure()
     checkpointer = WalCheckpointer(workspace.db_path)
-    checkpointer.start()
     try:
-        base = build_offline_runtime(workspace, data_files, at_ms=at_ms, bus=bus, mode=mode)
+        checkpointer.start()
+    except BaseException:
+        hold.release()
+        raise
+    base: OfflineRuntime | None = None
+    try:
+        base = build_offline_runtime(
+            workspace, data_files, at_ms=at_ms, bus=bus, mode=mode, hold=hold
+        )
         settings = workspace.settings()
         db = workspace.db_path
         clock = base.clock
@@ -243,7 +263,13 @@ def build_agent_runtime(
             notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
         )
     except BaseException:
-        checkpointer.stop()
+        try:
+            checkpointer.stop()
+        finally:
+            if base is not None:
+                base.close()  # releases the hold too
+            else:
+                hold.release()  # a no-op when build_offline_runtime released it
         raise
 
 

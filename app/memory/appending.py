@@ -15,6 +15,8 @@ file matches the file as it was before the append; otherwise the whole file is r
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +43,19 @@ def index_content(
     *,
     write_ms: int | None,
     unknown_ms: int | None = None,
+    not_after_ms: int | None = None,
 ) -> None:
-    """Re-index a whole file (binary or oversized files are recorded but not searchable)."""
+    """Re-index a whole file (binary or oversized files are recorded but not searchable).
+
+    Args:
+        not_after_ms: the latest time text of unknown age may get (an index rebuilt at market
+            time T holds nothing written after T, whatever the file's modification time).
+    """
     binary = len(raw) > max_index_bytes or b"\0" in raw[:8192]
     text = "" if binary else raw.decode("utf-8", "replace")
     stamp = unknown_ms if unknown_ms is not None else st.st_mtime_ns // 1_000_000
+    if not_after_ms is not None:
+        stamp = min(stamp, not_after_ms)
     index.replace_file(rel, text, file_state(st, raw), write_ms=write_ms, unknown_ms=stamp)
 
 
@@ -82,6 +92,7 @@ class Appended:
 
 def append(
     index: RecallIndex,
+    index_failed: Callable[[RecallIndex, str, Exception], None],
     rel: str,
     dir_fd: int,
     name: str,
@@ -97,7 +108,8 @@ def append(
     """Append ``data`` as whole lines and index them; the caller holds the folder lock.
 
     A newline goes first if the file lacks one (when ``ensure_newline``), and last if ``data``
-    lacks one; ``header`` goes first when the file is new or empty.
+    lacks one; ``header`` goes first when the file is new or empty. When indexing fails after
+    the bytes are written, ``index_failed`` is told and the append still counts.
     """
     fd, st, created = fsops.open_append(dir_fd, name, rel)
     try:
@@ -117,27 +129,49 @@ def append(
             if created:
                 fsops.sync_folder(dir_fd)
         after = os.fstat(fd)
-        prev = index.file_state(rel)
-        in_step = (prev is None and old_size == 0) or (
-            prev is not None and same(prev, st) and (prev.ends_newline or leading)
-        )
-        if in_step and b"\0" not in payload:
-            newlines = prev.newlines if prev is not None else 0
-            state = FileState(
-                after.st_size,
-                after.st_mtime_ns,
-                after.st_ino,
-                newlines + payload.count(b"\n"),
-                True,
+        try:
+            first = _index_appended(
+                index, rel, fd, st, after, payload, leading, old_size, now, max_index_bytes
             )
-            index.append_text(
-                rel, payload.decode("utf-8", "replace"), newlines + 1, state, write_ms=now
-            )
-            first = newlines + 1 + int(leading)
-        else:
-            raw = fsops.read_all(fd, after.st_size)
-            index_content(index, rel, raw, after, max_index_bytes, write_ms=now)
-            first = raw[:old_size].count(b"\n") + 1 + int(leading)
+        except sqlite3.DatabaseError as exc:
+            index_failed(index, rel, exc)
+            raw = fsops.read_all(fd, old_size) if old_size else b""
+            first = raw.count(b"\n") + 1 + int(leading)
         return Appended(created, after.st_size, first)
     finally:
         os.close(fd)
+
+
+def _index_appended(
+    index: RecallIndex,
+    rel: str,
+    fd: int,
+    st: Any,
+    after: Any,
+    payload: bytes,
+    leading: bool,
+    old_size: int,
+    now: int,
+    max_index_bytes: int,
+) -> int:
+    """Index the bytes just appended; return the line the appended content starts on."""
+    prev = index.file_state(rel)
+    in_step = (prev is None and old_size == 0) or (
+        prev is not None and same(prev, st) and (prev.ends_newline or leading)
+    )
+    if in_step and b"\0" not in payload:
+        newlines = prev.newlines if prev is not None else 0
+        state = FileState(
+            after.st_size,
+            after.st_mtime_ns,
+            after.st_ino,
+            newlines + payload.count(b"\n"),
+            True,
+        )
+        index.append_text(
+            rel, payload.decode("utf-8", "replace"), newlines + 1, state, write_ms=now
+        )
+        return newlines + 1 + int(leading)
+    raw = fsops.read_all(fd, after.st_size)
+    index_content(index, rel, raw, after, max_index_bytes, write_ms=now)
+    return raw[:old_size].count(b"\n") + 1 + int(leading)

@@ -81,7 +81,7 @@ class MemoryBank(MemoryStore):
         self._loop = asyncio.get_running_loop()
         lock = contextlib.nullcontext() if key is None else self._locks.async_lock(*key)
         async with lock:
-            future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+            future = asyncio.ensure_future(asyncio.to_thread(self.healing, fn, *args))
             try:
                 result, events = await asyncio.shield(future)
             except asyncio.CancelledError:
@@ -150,7 +150,7 @@ class MemoryBank(MemoryStore):
         return self._sync(self._rescan_all, unknown_ms)
 
     def _sync(self, fn: Callable[..., tuple[Any, list[MemoryFileChanged]]], *args: Any) -> Any:
-        result, events = fn(*args)
+        result, events = self.healing(fn, *args)
         self._announce(events)
         return result
 

@@ -14,11 +14,16 @@ match would grow without bound, so the candidates are the ``RANK_WINDOW`` most r
 every match of the query's *rare* terms (those in at most ``RARE_TERM_DF`` chunks): an old entry is
 still found by what makes it distinctive; only old chunks sharing nothing but common words with the
 query are left out. Term and chunk counts only ever include chunks visible at the market time.
+
+The index is derived from the files, so it is never worth an error: an index file SQLite cannot
+read, or that lacks its tables, is deleted and rebuilt from the files when it is opened, and one
+found unreadable later is marked ``damaged`` and rebuilt by the store on its next use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 from collections import defaultdict
@@ -28,6 +33,8 @@ from pathlib import Path
 
 from app.memory.ranking import bm25_rank
 from app.memory.text import Chunk, Query, chunk_text, grams, locate, normalise
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
 SEQ_BITS = 20
@@ -46,6 +53,8 @@ _SCHEMA = (
     "old_size INTEGER NOT NULL, new_size INTEGER NOT NULL, market_ms INTEGER NOT NULL)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, grams, tokenize='trigram')",
 )
+_TABLES = ("files", "chunks", "appends", "fts")
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 _RECENT = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
 _TERM_ROWS = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? LIMIT ?"
 _NTH_CHUNK = "SELECT id FROM chunks WHERE id <= ? ORDER BY id DESC LIMIT 1 OFFSET ?"
@@ -78,29 +87,73 @@ def market_ms_of(rowid: int) -> int:
     return rowid >> SEQ_BITS
 
 
+def remove_index(db_path: Path) -> None:
+    """Delete an index file and its WAL companions (it is rebuilt from the memory files)."""
+    for candidate in (db_path, *(db_path.with_name(db_path.name + s) for s in _SIDE_FILES)):
+        candidate.unlink(missing_ok=True)
+
+
 class RecallIndex:
     """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
 
     def __init__(self, db_path: Path) -> None:
+        """Open the index, creating it, or rebuilding it (empty) when it is unreadable."""
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(
+        self.path = db_path
+        self.lock = threading.Lock()
+        self.damaged = False  # found unreadable in use: the store replaces it on next use
+        self.rebuilt = False  # it was unreadable at open and starts empty
+        try:
+            self._conn = self._open(db_path)
+        except sqlite3.DatabaseError as exc:
+            self.rebuilt = True
+            logger.warning(
+                "the recall index %s is unreadable (%s): rebuilding it from the memory files",
+                db_path, exc,
+            )
+            remove_index(db_path)
+            self._conn = self._open(db_path)
+        self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    @staticmethod
+    def _open(db_path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(
             db_path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
-        self.lock = threading.Lock()
-        with self.lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self._transaction():
-                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version not in (0, SCHEMA_VERSION):  # an index is a cache: rebuild it
-                    for table in ("files", "chunks", "fts", "appends"):
-                        self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    for table in _TABLES:
+                        conn.execute(f"DROP TABLE IF EXISTS {table}")
                     version = 0
                 if version == 0:
                     for statement in _SCHEMA:
-                        self._conn.execute(statement)
-                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                for table in _TABLES:  # raises when a table is missing or unreadable
+                    conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchall()  # noqa: S608
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def readable(self) -> bool:
+        """Whether every table can still be read (a cheap probe after an error)."""
+        try:
+            with self.lock:
+                for table in _TABLES:
+                    self._conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchall()  # noqa: S608
+        except sqlite3.DatabaseError:
+            return False
+        return True
 
     def close(self) -> None:
         with self.lock:

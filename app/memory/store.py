@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from app.domain.errors import (
 )
 from app.events import MemoryFileChanged
 from app.memory import appending, fsops
-from app.memory.index import Hit, RecallIndex
+from app.memory.index import Hit, RecallIndex, remove_index
 from app.memory.locks import PathLocks
 from app.memory.paths import check_agent_id, note_path, split_memory_path
 from app.memory.text import ENTRY_HEADER, build_query, entry_header, sniff_type
@@ -131,17 +132,49 @@ class MemoryStore:
         """The agent's index; opening it the first time catches up with edits made by hand
         (the changes found wait in ``_pending`` to be announced)."""
         index = self._indexes.get(agent_id)
-        if index is not None:
+        if index is not None and not index.damaged:
             return index
         with self._index_guard:
             index = self._indexes.get(agent_id)
+            rebuild = index is not None and index.damaged
+            if index is not None and rebuild:
+                logger.warning("rebuilding the recall index of %s from its files", agent_id)
+                index.close()
+                remove_index(index.path)
+                del self._indexes[agent_id]
+                index = None
             if index is None:
                 index = RecallIndex(self.root / INDEX_DIR / f"{agent_id}.sqlite3")
-                events = self._rescan(agent_id, index, unknown_ms)
+                # what a rebuilt index finds was written before now, whatever the files' times
+                cap = self.clock.now_ms() if rebuild or index.rebuilt else None
+                events = self._rescan(agent_id, index, unknown_ms, not_after_ms=cap)
                 self._indexes[agent_id] = index
                 with self._pending_lock:
                     self._pending.extend(events)
         return index
+
+    def healing(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run one operation; if an index turned out unreadable, rebuild it and run it again.
+
+        Repeating is safe: an index error after the operation changed a file is not raised
+        (``_written_but_not_indexed``), so one that escapes came before any change.
+        """
+        try:
+            return fn(*args)
+        except sqlite3.DatabaseError as exc:
+            damaged = [i for i in list(self._indexes.values()) if not i.readable()]
+            if not damaged:
+                raise
+            for index in damaged:
+                logger.warning("the recall index %s is unreadable (%s)", index.path, exc)
+                index.damaged = True
+        return fn(*args)
+
+    def _written_but_not_indexed(self, index: RecallIndex, rel: str, exc: Exception) -> None:
+        """The file is written; its index failed: mark the index for a rebuild from the files
+        (which then include this change) instead of failing a write that happened."""
+        logger.warning("%s is written but its recall index failed (%s): rebuilding it", rel, exc)
+        index.damaged = True
 
     def _usage_of(self, agent_id: str) -> int:
         if agent_id not in self._usage:
@@ -254,9 +287,12 @@ class MemoryStore:
                         self._admitter(agent_id, rel),
                         durable=self.limits.durable,
                     )
-                    appending.index_content(
-                        index, rel, data, done.st, self.limits.max_index_bytes, write_ms=now
-                    )
+                    try:
+                        appending.index_content(
+                            index, rel, data, done.st, self.limits.max_index_bytes, write_ms=now
+                        )
+                    except sqlite3.DatabaseError as exc:
+                        self._written_but_not_indexed(index, rel, exc)
             except OSError:
                 self._forget_usage(agent_id)
                 raise
@@ -279,6 +315,7 @@ class MemoryStore:
                 ):
                     done = appending.append(
                         index,
+                        self._written_but_not_indexed,
                         rel,
                         fd,
                         parts[-1],
@@ -299,7 +336,12 @@ class MemoryStore:
         ]
 
     def _rescan(
-        self, agent_id: str, index: RecallIndex, unknown_ms: int | None
+        self,
+        agent_id: str,
+        index: RecallIndex,
+        unknown_ms: int | None,
+        *,
+        not_after_ms: int | None = None,
     ) -> list[MemoryFileChanged]:
         """Re-index files whose size, mtime or inode changed since indexing; drop deleted ones."""
         indexed = index.indexed_files()
@@ -339,6 +381,7 @@ class MemoryStore:
                         self.limits.max_index_bytes,
                         write_ms=None,
                         unknown_ms=unknown_ms,
+                        not_after_ms=not_after_ms,
                     )
             events.append(
                 MemoryFileChanged(agent_id, rel, "created" if prev is None else "written")

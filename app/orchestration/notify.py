@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import sqlite3
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,8 +21,7 @@ from app.domain.clock import Clock
 from app.domain.errors import InvalidParameterError
 from app.events import EventBus, NotificationRaised
 from app.orchestration.ids import IdFactory, keyed_id
-from app.orchestration.queue import transaction
-from app.store.db import connect
+from app.store.db import StoreDb
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +79,14 @@ class NotificationService:
         *,
         durable: bool = True,
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
-        self._lock = threading.Lock()
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._notifiers = dict(notifiers)
         self.timeout_s = timeout_s
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     async def send(
         self,
@@ -128,22 +125,20 @@ class NotificationService:
             urgency=Urgency(urgency), created_ms=self._clock.now_ms(),
             statuses=tuple(ChannelStatus(c, DeliveryStatus.PENDING, "") for c in wanted),
         )
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             existing = _first(_select(conn, "notification_id=?", (notification.notification_id,)))
             if existing is not None:
                 return existing
-            conn.execute(
-                "INSERT INTO notifications (notification_id, agent_id, channels, message, subject,"
-                " urgency, created_ms, statuses_json) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    notification.notification_id, agent_id, ",".join(c.value for c in wanted),
-                    message, subject, notification.urgency.value, notification.created_ms,
-                    _statuses_json(notification.statuses),
-                ),
-            )
+            self._db.insert("notifications", {
+                "notification_id": notification.notification_id, "agent_id": agent_id,
+                "channels": ",".join(c.value for c in wanted), "message": message,
+                "subject": subject, "urgency": notification.urgency.value,
+                "created_ms": notification.created_ms,
+                "statuses_json": _statuses_json(notification.statuses),
+            })
         statuses = await asyncio.gather(*(self._deliver(c, notification) for c in wanted))
         notification.statuses = tuple(statuses)
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             conn.execute(
                 "UPDATE notifications SET statuses_json=? WHERE notification_id=?",
                 (_statuses_json(notification.statuses), notification.notification_id),
@@ -179,13 +174,13 @@ class NotificationService:
 
     def recent(self, limit: int = 50) -> list[Notification]:
         """The latest notifications, newest first."""
-        with self._lock:
-            return _select(self._conn, "1=1 ORDER BY created_ms DESC, rowid DESC LIMIT ?",
+        with self._db.lock:
+            return _select(self._db.conn, "1=1 ORDER BY created_ms DESC, rowid DESC LIMIT ?",
                            (limit,))
 
     def get(self, notification_id: str) -> Notification | None:
-        with self._lock:
-            return _first(_select(self._conn, "notification_id=?", (notification_id,)))
+        with self._db.lock:
+            return _first(_select(self._db.conn, "notification_id=?", (notification_id,)))
 
 
 def _statuses_json(statuses: Iterable[ChannelStatus]) -> str:

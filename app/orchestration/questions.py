@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import InvalidParameterError, NotFoundError
 from app.events import Event, EventBus, QuestionAnswered, QuestionAsked
 from app.orchestration.ids import IdFactory, keyed_id
-from app.orchestration.queue import transaction
-from app.store.db import connect
+from app.store.db import StoreDb
 
 _COLUMNS = (
     "question_id, agent_id, task_id, kind, text, suggested_json, format_hint, asked_ms, answer, "
@@ -39,14 +37,13 @@ class QuestionStore:
         *,
         durable: bool = True,
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
-        self._lock = threading.Lock()
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._bus = bus
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def ask(
         self,
@@ -82,19 +79,18 @@ class QuestionStore:
             format_hint=format_hint.strip() or "TEXT", asked_ms=self._clock.now_ms(),
             details=dict(details or {}),
         )
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             existing = _first(_select(conn, "question_id=?", (question.question_id,)))
             if existing is not None:
                 return existing
-            conn.execute(
-                f"INSERT INTO questions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608
-                (
-                    question.question_id, agent_id, task_id, question.kind.value, text,
-                    json.dumps(list(question.suggested_replies), ensure_ascii=False),
-                    question.format_hint, question.asked_ms, None, None,
-                    json.dumps(question.details, sort_keys=True, ensure_ascii=False),
-                ),
-            )
+            self._db.insert("questions", {
+                "question_id": question.question_id, "agent_id": agent_id, "task_id": task_id,
+                "kind": question.kind.value, "text": text,
+                "suggested_json": json.dumps(list(question.suggested_replies), ensure_ascii=False),
+                "format_hint": question.format_hint, "asked_ms": question.asked_ms,
+                "answer": None, "answered_ms": None,
+                "details_json": json.dumps(question.details, sort_keys=True, ensure_ascii=False),
+            })
         self._announce(
             QuestionAsked(
                 question.question_id, agent_id, task_id, question.kind.value, text,
@@ -116,7 +112,7 @@ class QuestionStore:
                 "The answer is empty; write a reply to the question.",
                 details={"parameter": "answer", "question_id": question_id},
             )
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             question = _first(_select(conn, "question_id=?", (question_id,)))
             if question is None:
                 raise NotFoundError(
@@ -143,24 +139,24 @@ class QuestionStore:
 
     def pending(self, agent_id: str | None = None) -> list[Question]:
         """Unanswered questions, oldest first (of one agent, or of all)."""
-        with self._lock:
+        with self._db.lock:
             if agent_id is None:
-                return _select(self._conn, "answered_ms IS NULL ORDER BY asked_ms, rowid", ())
+                return _select(self._db.conn, "answered_ms IS NULL ORDER BY asked_ms, rowid", ())
             return _select(
-                self._conn,
+                self._db.conn,
                 "agent_id=? AND answered_ms IS NULL ORDER BY asked_ms, rowid",
                 (agent_id,),
             )
 
     def get(self, question_id: str) -> Question | None:
-        with self._lock:
-            return _first(_select(self._conn, "question_id=?", (question_id,)))
+        with self._db.lock:
+            return _first(_select(self._db.conn, "question_id=?", (question_id,)))
 
     def for_task(self, task_id: str) -> Question | None:
         """The latest question a task asked (what its parked agent waits on)."""
-        with self._lock:
+        with self._db.lock:
             return _first(
-                _select(self._conn, "task_id=? ORDER BY asked_ms DESC, rowid DESC LIMIT 1",
+                _select(self._db.conn, "task_id=? ORDER BY asked_ms DESC, rowid DESC LIMIT 1",
                         (task_id,))
             )
 

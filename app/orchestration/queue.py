@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import KestrelError, NotFoundError
 from app.events import Event, EventBus, TaskFinished, TaskQueued
 from app.orchestration.ids import IdFactory
-from app.store.db import connect
+from app.store.db import StoreDb
 
 DEFAULT_MAX_ATTEMPTS = 3
 
@@ -39,20 +37,6 @@ _FINAL = frozenset({TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
 class TaskStateError(KestrelError):
     """A task was asked to move in a way its status does not allow (e.g. completing it twice)."""
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection, lock: threading.Lock) -> Iterator[sqlite3.Connection]:
-    """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, so a read followed
-    by a write inside it cannot race another connection (another process) doing the same."""
-    with lock:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
 
 class TaskQueue:
@@ -79,8 +63,7 @@ class TaskQueue:
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-        self._conn = connect(db_path, durable=durable)
-        self._lock = threading.Lock()
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._bus = bus
@@ -89,7 +72,7 @@ class TaskQueue:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     # --- producing -------------------------------------------------------------------------
 
@@ -110,7 +93,7 @@ class TaskQueue:
         is added: a dispatch or a job firing repeated after a crash delivers once.
         """
         payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             if dedupe_key is not None:
                 existing = self._select_one(conn, "dedupe_key=?", (dedupe_key,))
                 if existing is not None:
@@ -148,7 +131,7 @@ class TaskQueue:
         It never enters the inbox; the row is the audit trail and gives the dispatch a task id.
         """
         payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             if dedupe_key is not None:
                 existing = self._select_one(conn, "dedupe_key=?", (dedupe_key,))
                 if existing is not None:
@@ -171,7 +154,7 @@ class TaskQueue:
 
     def take(self, agent_id: str) -> Task | None:
         """Take the oldest QUEUED task of ``agent_id``, committed as TAKEN before it is returned."""
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             task = self._select_one(
                 conn, "agent_id=? AND status=? ORDER BY seq LIMIT 1",
                 (agent_id, TaskStatus.QUEUED.value),
@@ -240,7 +223,7 @@ class TaskQueue:
     def cancel_pending(self, agent_id: str, reason: str = "the agent was stopped") -> list[Task]:
         """Cancel every QUEUED and WAITING task of an agent (it was stopped or deleted)."""
         pending = (TaskStatus.QUEUED.value, TaskStatus.WAITING.value)
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             tasks = self._select(conn, "agent_id=? AND status IN (?,?) ORDER BY seq",
                                  (agent_id, *pending))
             now = self._clock.now_ms()
@@ -262,7 +245,7 @@ class TaskQueue:
         forever). Returns every task changed, with its new status.
         """
         changed: list[Task] = []
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             now = self._clock.now_ms()
             for task in self._select(conn, "status=? ORDER BY seq", (TaskStatus.TAKEN.value,)):
                 if task.attempts >= self.max_attempts:
@@ -295,12 +278,12 @@ class TaskQueue:
     # --- reading ---------------------------------------------------------------------------
 
     def get(self, task_id: str) -> Task | None:
-        with self._lock:
-            return self._select_one(self._conn, "task_id=?", (task_id,))
+        with self._db.lock:
+            return self._select_one(self._db.conn, "task_id=?", (task_id,))
 
     def get_by_dedupe_key(self, dedupe_key: str) -> Task | None:
-        with self._lock:
-            return self._select_one(self._conn, "dedupe_key=?", (dedupe_key,))
+        with self._db.lock:
+            return self._select_one(self._db.conn, "dedupe_key=?", (dedupe_key,))
 
     def tasks(
         self,
@@ -322,8 +305,8 @@ class TaskQueue:
             args.extend(wanted)
         order = "DESC" if newest_first else "ASC"
         clause = f"{' AND '.join(where)} ORDER BY seq {order} LIMIT ?"
-        with self._lock:
-            return self._select(self._conn, clause, (*args, limit))
+        with self._db.lock:
+            return self._select(self._db.conn, clause, (*args, limit))
 
     def busy(self, agent_id: str | None = None) -> int:
         """How many tasks are QUEUED or TAKEN (of one agent, or of all): 0 means idle."""
@@ -332,12 +315,12 @@ class TaskQueue:
         if agent_id is not None:
             sql += " AND agent_id=?"
             args += (agent_id,)
-        with self._lock:
-            return int(self._conn.execute(sql, args).fetchone()[0])
+        with self._db.lock:
+            return int(self._db.conn.execute(sql, args).fetchone()[0])
 
     def busy_queued(self, agent_id: str) -> bool:
-        with self._lock:
-            row = self._conn.execute(
+        with self._db.lock:
+            row = self._db.conn.execute(
                 "SELECT 1 FROM tasks WHERE agent_id=? AND status=? LIMIT 1",
                 (agent_id, TaskStatus.QUEUED.value),
             ).fetchone()
@@ -355,7 +338,7 @@ class TaskQueue:
     def _move(
         self, task_id: str, allowed: set[TaskStatus], new: TaskStatus, *, taken: bool = False
     ) -> Task:
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             task = self._locked_task(conn, task_id)
             if task.status not in allowed:
                 raise TaskStateError(
@@ -372,7 +355,7 @@ class TaskQueue:
         return task
 
     def _finish(self, task_id: str, status: TaskStatus, result: str | None) -> Task:
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             task = self._locked_task(conn, task_id)
             if task.status in _FINAL:
                 raise TaskStateError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,8 @@ from app.domain.agents import Job, Task
 from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import InvalidParameterError, MissingParameterError, NotFoundError
 from app.orchestration.ids import IdFactory
-from app.orchestration.queue import TaskQueue, transaction
-from app.store.db import connect
+from app.orchestration.queue import TaskQueue
+from app.store.db import StoreDb
 
 MAX_NAME_LENGTH = 200
 _COLUMNS = (
@@ -85,14 +84,13 @@ class JobScheduler:
         *,
         durable: bool = True,
     ) -> None:
-        self._conn = connect(db_path, durable=durable)
-        self._lock = threading.Lock()
+        self._db = StoreDb(db_path, durable=durable)
         self._clock = clock
         self._queue = queue
         self._ids = ids
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def add_job(
         self,
@@ -154,7 +152,7 @@ class JobScheduler:
             interval_s=interval_s, created_by=created_by,
         )
         job.next_run_ms = next_after(job, now)
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             taken = conn.execute("SELECT job_id FROM jobs WHERE name=?", (name,)).fetchone()
             if taken is not None:
                 raise _invalid(
@@ -163,20 +161,20 @@ class JobScheduler:
                     "<job_name>, or delete that job first.",
                     job_id=taken[0],
                 )
-            conn.execute(
-                f"INSERT INTO jobs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608
-                (
-                    job.job_id, job.name, job.job_type, job.target_agent_id, job.task_type,
-                    json.dumps(job.payload, sort_keys=True, ensure_ascii=False), int(enabled),
-                    now, job.next_run_ms, cron, interval_s, None, created_by,
-                ),
-            )
+            self._db.insert("jobs", {
+                "job_id": job.job_id, "name": job.name, "job_type": job.job_type,
+                "target_agent_id": job.target_agent_id, "task_type": job.task_type,
+                "payload_json": json.dumps(job.payload, sort_keys=True, ensure_ascii=False),
+                "enabled": int(enabled), "created_ms": now, "next_run_ms": job.next_run_ms,
+                "cron": cron, "interval_s": interval_s, "last_run_ms": None,
+                "created_by": created_by,
+            })
         return job
 
     def set_enabled(self, job_id: str, enabled: bool) -> Job:
         """Enable or disable a job; enabling runs it next at the first slot after now (a slot
         missed while disabled is not made up)."""
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             job = self._require(conn, job_id)
             job.enabled = enabled
             if enabled:
@@ -188,31 +186,31 @@ class JobScheduler:
         return job
 
     def delete(self, job_id: str) -> Job:
-        with transaction(self._conn, self._lock) as conn:
+        with self._db.transaction() as conn:
             job = self._require(conn, job_id)
             conn.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
         return job
 
     def get(self, job_id: str) -> Job | None:
-        with self._lock:
-            return _first(self._select(self._conn, "job_id=?", (job_id,)))
+        with self._db.lock:
+            return _first(self._select(self._db.conn, "job_id=?", (job_id,)))
 
     def get_by_name(self, name: str) -> Job | None:
-        with self._lock:
-            return _first(self._select(self._conn, "name=?", (name.strip(),)))
+        with self._db.lock:
+            return _first(self._select(self._db.conn, "name=?", (name.strip(),)))
 
     def jobs(self, target_agent_id: str | None = None) -> list[Job]:
-        with self._lock:
+        with self._db.lock:
             if target_agent_id is None:
-                return self._select(self._conn, "1=1 ORDER BY created_ms, name", ())
+                return self._select(self._db.conn, "1=1 ORDER BY created_ms, name", ())
             return self._select(
-                self._conn, "target_agent_id=? ORDER BY created_ms, name", (target_agent_id,)
+                self._db.conn, "target_agent_id=? ORDER BY created_ms, name", (target_agent_id,)
             )
 
     def next_due_ms(self) -> int | None:
         """When the earliest enabled job is due (what a timer should sleep until)."""
-        with self._lock:
-            row = self._conn.execute(
+        with self._db.lock:
+            row = self._db.conn.execute(
                 "SELECT MIN(next_run_ms) FROM jobs WHERE enabled=1"
             ).fetchone()
         return None if row[0] is None else int(row[0])
@@ -223,9 +221,9 @@ class JobScheduler:
         The task stands for the latest slot at or before now (``scheduled_time`` in its payload);
         slots missed before it are skipped, not replayed.
         """
-        with self._lock:
+        with self._db.lock:
             due = self._select(
-                self._conn,
+                self._db.conn,
                 "enabled=1 AND next_run_ms IS NOT NULL AND next_run_ms<=? "
                 "ORDER BY next_run_ms, name",
                 (now_ms,),
@@ -239,7 +237,7 @@ class JobScheduler:
                 job.target_agent_id, job.task_type, payload, f"job:{job.job_id}",
                 dedupe_key=f"job:{job.job_id}:{slot}",
             )
-            with transaction(self._conn, self._lock) as conn:
+            with self._db.transaction() as conn:
                 # only if nobody moved the job meanwhile (disabled, deleted, fired elsewhere)
                 conn.execute(
                     "UPDATE jobs SET next_run_ms=?, last_run_ms=? WHERE job_id=? AND next_run_ms=?",

@@ -3,7 +3,9 @@
 The schema version lives in ``PRAGMA user_version``; ``MIGRATIONS`` is an ordered list of SQL
 steps and step *n* brings a database from version *n* to *n + 1*. Each step runs in its own
 transaction together with the version bump, so a crash during an upgrade leaves the old version
-intact, never half a schema.
+intact, never half a schema. ``StoreDb`` is what each table store holds: its connection (opened
+and migrated here), its ``BEGIN IMMEDIATE`` unit of work, and sqlite-utils' dict rows and dict
+inserts for the queries that are not hot; each store keeps only its own queries.
 WAL mode lets the UI read while the broker writes, and makes each commit cheap. A commit that
 finds the WAL over its limit (1,000 pages) copies it back into the database first, which takes
 tens of milliseconds; while a ``WalCheckpointer`` (app.store.checkpointer) serves a database, the
@@ -16,9 +18,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import OperationalError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # After a checkpoint has moved the WAL back into the database, a WAL file larger than this is cut
 # back to it. Not smaller: agents under load grow the WAL to ~100 MB between restarts, and a WAL
@@ -194,6 +202,30 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
     return conn
 
 
+def connect_read_only(path: Path | str) -> sqlite3.Connection:
+    """Open an existing ledger for reading only (another process writes it): nothing here can
+    write, not even a schema upgrade; any write raises.
+
+    Raises:
+        OperationalError: the file is missing, not a database, or not at this Kestrel's schema.
+    """
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("PRAGMA busy_timeout=10000")
+        version = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise OperationalError(f"cannot read the ledger {path}: {exc}") from exc
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise OperationalError(
+            f"the ledger {path} has schema version {version}, not {SCHEMA_VERSION}; it can be "
+            "read only once the process writing it has opened it with this Kestrel"
+        )
+    return conn
+
+
 _background_lock = threading.Lock()
 _background: Counter[str] = Counter()
 
@@ -237,11 +269,15 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
             f"the ledger has schema version {current} but this Kestrel knows only up to "
             f"{SCHEMA_VERSION}; upgrade Kestrel to open it"
         )
+    if current >= target:
+        return current
+    db = _utils(conn)
     for version in range(current, target):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _statements(MIGRATIONS[version]):
-                conn.execute(statement)
+            # inside a transaction sqlite-utils runs the script statement by statement (plain
+            # executescript would commit first), so the step and its version bump are one unit
+            db.executescript(MIGRATIONS[version])
             conn.execute(f"PRAGMA user_version={version + 1}")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -250,5 +286,60 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     return schema_version(conn)
 
 
-def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";") if part.strip()]
+def _utils(conn: sqlite3.Connection) -> sqlite_utils.Database:
+    """sqlite-utils over an open connection, changing nothing about it (no pragmas, no plugins).
+
+    Imported here, not at the top: it loads pandas when present (~0.5 s cold), which the
+    window's first second and the light commands must not pay; the stores are built after the
+    market data has loaded pandas anyway.
+    """
+    import sqlite_utils
+
+    return sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
+
+
+class StoreDb:
+    """One table store's connection to the workspace database.
+
+    Args:
+        path: the workspace's ``kestrel.db`` (``":memory:"`` for a store nobody else reads).
+        durable: ``synchronous=FULL`` (survives power loss) or NORMAL (survives a killed
+            process); see ``connect``.
+        read_only: read a database another process writes (``connect_read_only``).
+
+    Raises:
+        OperationalError: the file is not a database, or was written by a newer Kestrel.
+    """
+
+    def __init__(
+        self, path: Path | str, *, durable: bool = True, read_only: bool = False
+    ) -> None:
+        self.conn = connect_read_only(path) if read_only else connect(path, durable=durable)
+        # serialises the store's own threads inside ``transaction`` (one connection, one unit)
+        self.lock = threading.Lock()
+        self._utils = _utils(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` unit: the write lock is taken up front, so a read followed by
+        a write inside it cannot race another connection (or process) doing the same."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """The rows of a query as dicts keyed by column name."""
+        return list(self._utils.query(sql, params))
+
+    def insert(self, table: str, row: Mapping[str, Any]) -> None:
+        """Insert one row given as ``{column: value}`` (for rows written now and then: building
+        the statement costs more than a hand-written one; hot paths keep theirs)."""
+        self._utils.table(table).insert(dict(row))

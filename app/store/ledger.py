@@ -34,8 +34,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from app.domain.errors import OperationalError
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, OrderType, Side
-from app.store.db import connect
+from app.store.db import StoreDb
 
 
 @dataclass(slots=True)
@@ -123,18 +124,26 @@ class Ledger:
     """One account's durable record; the only code that writes the trading tables."""
 
     def __init__(
-        self, path: Path | str = ":memory:", *, durable: bool = True, audit_batch: int = 1
+        self,
+        path: Path | str = ":memory:",
+        *,
+        durable: bool = True,
+        audit_batch: int = 1,
+        read_only: bool = False,
     ) -> None:
         """Open the ledger.
 
         Args:
             audit_batch: how many audit records (tool calls, risk decisions) may wait in memory
                 for the next transaction; 1 writes each at once (see the module docstring).
+            read_only: read a ledger another process writes; every write is refused.
         """
         if audit_batch < 1:
             raise ValueError(f"audit_batch must be at least 1, got {audit_batch}")
         self.path = path
-        self._conn = connect(path, durable=durable)
+        self.read_only = read_only
+        self._db = StoreDb(path, durable=durable, read_only=read_only)
+        self._conn = self._db.conn  # the ledger's own transaction writes what is pending first
         self._audit_batch = audit_batch
         self._calls: list[tuple[Any, ...]] = []
         self._risk: list[tuple[Any, ...]] = []
@@ -174,6 +183,11 @@ class Ledger:
 
         Pending records go first, so they commit with this unit and before anything newer.
         """
+        if self.read_only:
+            raise OperationalError(
+                f"the ledger {self.path} is open read-only (another process writes this "
+                "workspace); nothing can be changed from here"
+            )
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         self._meta_overwritten = False
@@ -369,14 +383,12 @@ class Ledger:
         ]
 
     def risk_decisions(self) -> list[dict[str, Any]]:
-        cur = self.connection.execute("SELECT * FROM risk_decisions ORDER BY id")
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
+        self.flush()
+        return self._db.rows("SELECT * FROM risk_decisions ORDER BY id")
 
     def tool_calls(self) -> list[dict[str, Any]]:
-        cur = self.connection.execute("SELECT * FROM tool_calls ORDER BY id")
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, row, strict=True)) for row in cur]
+        self.flush()
+        rows = self._db.rows("SELECT * FROM tool_calls ORDER BY id")
         for row in rows:
             row["params"] = json.loads(row.pop("params_json"))
         return rows

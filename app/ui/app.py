@@ -14,14 +14,16 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.ui.main_window import MainWindow
     from app.ui.settings.prefs import UiPrefs
+    from app.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,46 @@ def show_window(prefs: UiPrefs) -> MainWindow:
     return window
 
 
+async def open_or_explain(
+    window: MainWindow,
+    workspace: Workspace,
+    *,
+    data_files: Sequence[Path] = (),
+    speed: float | None = None,
+) -> QMessageBox | None:
+    """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
+
+    A workspace another process writes, or whose database is damaged, is a known refusal (a
+    person must act: close the other one, restore a backup), not a crash report.
+    """
+    from app.domain.errors import OperationalError
+
+    try:
+        await window.open_workspace(workspace, data_files=data_files, speed=speed)
+        logger.info("desk open: %s", window.describe())
+    except OperationalError as exc:
+        logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
+        return show_cannot_open(window, workspace, exc)
+    except Exception as exc:  # noqa: BLE001 - shown in the window; it stays open to say so
+        logger.exception("cannot open the workspace %s", workspace.root)
+        window.errors.report(f"Cannot open the workspace {workspace.root}: {exc}", repr(exc))
+    return None
+
+
+def show_cannot_open(window: MainWindow, workspace: Workspace, exc: Exception) -> QMessageBox:
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(window)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle("Kestrel cannot open this workspace")
+    why = str(exc)
+    box.setText(f"Kestrel cannot open the workspace {workspace.root}.\n\n"
+                f"{why[:1].upper()}{why[1:]}")
+    box.setStandardButtons(QMessageBox.StandardButton.Ok)
+    box.open()
+    return box
+
+
 def run_gui(
     workspace: Path | None = None,
     *,
@@ -109,12 +151,7 @@ def run_gui(
         closed = asyncio.Event()
         window.closed.connect(closed.set)
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
-        try:
-            await window.open_workspace(chosen, data_files=data_files or (), speed=speed)
-            logger.info("desk open: %s", window.describe())
-        except Exception as exc:  # noqa: BLE001 - shown in the window; it stays open to say so
-            logger.exception("cannot open the workspace %s", chosen.root)
-            window.errors.report(f"Cannot open the workspace {chosen.root}: {exc}", repr(exc))
+        await open_or_explain(window, chosen, data_files=data_files or (), speed=speed)
         await closed.wait()
         await window.aclose()
         return EXIT_OK

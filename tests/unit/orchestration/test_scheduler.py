@@ -102,7 +102,7 @@ def test_a_crash_between_enqueue_and_update_never_doubles_a_run(
     clock.advance_to(START + HOUR)
     (first,) = scheduler.fire_due(clock.now_ms())
     # the update of the job did not commit: the job row still says it is due
-    scheduler._conn.execute(
+    scheduler._db.conn.execute(
         "UPDATE jobs SET next_run_ms=?, last_run_ms=NULL WHERE job_id=?",
         (START + HOUR, job.job_id),
     )

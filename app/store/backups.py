@@ -1,0 +1,248 @@
+"""Rotating backups of the workspace database, and restoring one.
+
+A backup is a full copy of ``kestrel.db`` made with SQLite's online backup API, so it is a
+consistent snapshot even while the agents write: ``<workspace>/backups/kestrel-<UTC time>.db``.
+A copy is written under a temporary name, checked (``PRAGMA quick_check``) and only then renamed
+into place, so a listed backup is always a whole, healthy database; the newest ``KEEP`` are kept.
+
+While a process writes the workspace a ``BackupKeeper`` thread takes one when the newest is older
+than its interval (at open, then periodically) and, for the app, a last one at close when
+anything changed since: a backup of a large database takes seconds and must never stall the
+window's event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from app.domain.clock import ms_to_iso
+from app.domain.errors import OperationalError
+
+logger = logging.getLogger(__name__)
+
+BACKUP_DIR_NAME = "backups"
+KEEP = 5
+INTERVAL_S = 3600.0
+_PREFIX = "kestrel-"
+_SUFFIX = ".db"
+_STAMP = "%Y%m%dT%H%M%S"
+_SIDE_FILES = ("-wal", "-shm")
+
+
+@dataclass(frozen=True, slots=True)
+class Backup:
+    path: Path
+    taken_ms: int
+    size: int
+
+    def describe(self) -> str:
+        return f"{self.path} (taken {ms_to_iso(self.taken_ms)}, {self.size:,} bytes)"
+
+
+def list_backups(folder: Path) -> list[Backup]:
+    """The backups in ``folder``, newest first (files with any other name are ignored)."""
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in folder.iterdir():
+            name = entry.name
+            if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
+                continue
+            stamp = name[len(_PREFIX): -len(_SUFFIX)]
+            try:
+                when = datetime.strptime(stamp[:15], _STAMP).replace(tzinfo=UTC)
+                millis = int(stamp[16:19]) if len(stamp) >= 19 else 0
+                size = entry.stat().st_size
+            except (ValueError, OSError):
+                continue
+            found.append(Backup(entry, int(when.timestamp() * 1000) + millis, size))
+    found.sort(key=lambda b: (b.taken_ms, b.path.name), reverse=True)
+    return found
+
+
+def quick_check(path: Path) -> list[str]:
+    """SQLite's quick check of a database file: ``[]`` when healthy, else what is wrong.
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database at all.
+    """
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        rows = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def take_backup(
+    db_path: Path, folder: Path, *, keep: int = KEEP, now_ms: int | None = None
+) -> Backup:
+    """Copy the database into ``folder`` as a new backup; drop the oldest beyond ``keep``.
+
+    Raises:
+        OperationalError: the copy could not be made, or fails its check (it is not kept).
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    when = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    name = f"{_PREFIX}{when.strftime(_STAMP)}.{now_ms % 1000:03d}Z{_SUFFIX}"
+    final = folder / name
+    partial = folder / (name + ".partial")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        source = sqlite3.connect(str(db_path), isolation_level=None)
+        try:
+            target = sqlite3.connect(str(partial), isolation_level=None)
+            try:
+                source.backup(target)
+                # a self-contained file: no -wal beside it, whatever mode the original runs in
+                target.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                target.close()
+        finally:
+            source.close()
+        problems = quick_check(partial)
+        if problems:
+            raise OperationalError(f"the backup copy failed its check: {problems[0]}")
+        partial.replace(final)
+    except (OSError, sqlite3.Error) as exc:
+        _remove(partial)
+        raise OperationalError(f"cannot back up {db_path} into {folder}: {exc}") from exc
+    except OperationalError:
+        _remove(partial)
+        raise
+    for old in list_backups(folder)[keep:]:
+        _remove(old.path)
+    return Backup(final, now_ms, final.stat().st_size)
+
+
+def restore_backup(db_path: Path, backup: Path) -> Path | None:
+    """Put ``backup`` in place of the database; the file it replaces is renamed aside.
+
+    Call it only while holding the workspace's lock. Returns where the replaced database went
+    (``kestrel.db.damaged-<UTC time>``, with its -wal/-shm beside it), or None if there was none.
+
+    Raises:
+        OperationalError: the backup is missing or damaged (nothing is changed then), or a file
+            cannot be moved.
+    """
+    try:
+        problems = quick_check(backup)
+    except sqlite3.Error as exc:
+        problems = [str(exc)]
+    if not backup.is_file() or problems:
+        why = "it does not exist" if not backup.is_file() else f"it is damaged ({problems[0]})"
+        raise OperationalError(f"cannot restore {backup}: {why}; nothing was changed")
+    stamp = datetime.now(tz=UTC).strftime(_STAMP)
+    aside = db_path.with_name(f"{db_path.name}.damaged-{stamp}")
+    moved: Path | None = None
+    try:
+        if db_path.exists():
+            db_path.replace(aside)
+            moved = aside
+        for side in _SIDE_FILES:
+            extra = db_path.with_name(db_path.name + side)
+            if extra.exists():
+                extra.replace(aside.with_name(aside.name + side))
+        partial = db_path.with_name(db_path.name + ".restoring")
+        source = sqlite3.connect(str(backup), isolation_level=None)
+        try:
+            target = sqlite3.connect(str(partial), isolation_level=None)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+        finally:
+            source.close()
+        partial.replace(db_path)
+    except (OSError, sqlite3.Error) as exc:
+        raise OperationalError(
+            f"cannot restore {backup} to {db_path}: {exc}"
+            + (f"; the replaced database is at {moved}" if moved else "")
+        ) from exc
+    return moved
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def _changed_ms(db_path: Path) -> int:
+    """When the database (or its WAL) was last written."""
+    newest = 0
+    for candidate in (db_path, db_path.with_name(db_path.name + "-wal")):
+        with contextlib.suppress(FileNotFoundError):
+            newest = max(newest, candidate.stat().st_mtime_ns // 1_000_000)
+    return newest
+
+
+class BackupKeeper:
+    """Takes backups of one database on its own thread while a process writes the workspace.
+
+    Args:
+        interval_s: a backup is due when the newest is older than this (checked at start and
+            every interval).
+    """
+
+    def __init__(
+        self, db_path: Path, folder: Path, *, keep: int = KEEP, interval_s: float = INTERVAL_S
+    ) -> None:
+        if interval_s <= 0 or keep < 1:
+            raise ValueError(f"need interval_s > 0 and keep >= 1, got {interval_s}, {keep}")
+        self.db_path = db_path
+        self.folder = folder
+        self.keep = keep
+        self.interval_s = interval_s
+        self.taken: list[Backup] = []
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"the backup keeper of {self.db_path} is already running")
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, name=f"backup:{self.db_path.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, *, final: bool) -> None:
+        """Stop the thread; with ``final``, back up once more if anything changed since the last
+        backup (call it off the event loop: it can take seconds)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if final:
+            newest = list_backups(self.folder)
+            if not newest or _changed_ms(self.db_path) >= newest[0].taken_ms:
+                self._take()
+
+    def _run(self) -> None:
+        while True:
+            newest = list_backups(self.folder)
+            age_s = (time.time() * 1000 - newest[0].taken_ms) / 1000 if newest else None
+            if age_s is None or age_s >= self.interval_s:
+                self._take()
+                wait = self.interval_s
+            else:
+                wait = self.interval_s - age_s
+            if self._stop.wait(wait):
+                return
+
+    def _take(self) -> None:
+        try:
+            self.taken.append(take_backup(self.db_path, self.folder, keep=self.keep))
+            self.last_error = None
+        except OperationalError as exc:
+            # the app runs on; the next interval tries again and the log says why
+            if str(exc) != self.last_error:
+                logger.warning("%s", exc)
+            self.last_error = str(exc)
