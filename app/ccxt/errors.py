@@ -62,6 +62,10 @@ class ExchangeBadResponseError(ExchangeError, TemporaryError):
     """The exchange answered with something unreadable (empty, truncated, not JSON)."""
 
 
+class ExchangePendingError(ExchangeError, TemporaryError):
+    """The exchange is still processing an earlier request (a cancel); ask again shortly."""
+
+
 class ExchangeAccessError(ExchangeError, OperationalError):
     """The exchange refuses this client (keys, permissions, region, proxy): a person must act."""
 
@@ -150,7 +154,7 @@ TRANSLATIONS: Mapping[str, Translation] = {
     "BadResponse": _BAD_RESPONSE,
     "NullResponse": _BAD_RESPONSE,
     "CancelPending": Translation(
-        ExchangeError, Kind.TEMPORARY,
+        ExchangePendingError, Kind.TEMPORARY,
         "The cancel is still being processed; check the order's status in a moment.",
     ),
     # ExchangeError branch: the request or the account is wrong; retrying cannot help
