@@ -34,6 +34,7 @@ from app.ccxt.client import build_exchange
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read
 from app.ccxt.rules import MarketFees, market_fees, market_rules
 from app.ccxt.settings import ExchangeSettings
+from app.ccxt.streams import CandleStream
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import InvalidParameterError, NotFoundError, OperationalError
 from app.domain.market import BookLevel, OrderBook, Ticker, interval_ms, is_interval
@@ -52,12 +53,14 @@ DEFAULT_PAGE = 500
 class Freshness:
     """How long a fetched answer is served before it is fetched again (seconds).
 
-    Candles are also refetched at the first close after their fetch, whatever their age.
+    Candles are also refetched at the first close after their fetch, whatever their age. With
+    streams, the forming candle is refreshed from a stream that spoke within ``stream_s``.
     """
 
     candles_s: float = 5.0
     ticker_s: float = 2.0
     book_s: float = 1.0
+    stream_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,8 @@ class CcxtMarketData:
         freshness: cache lifetimes.
         retry: how temporary failures of reads are retried.
         symbols: serve only these (BASE/QUOTE); default every active spot market.
+        streams: keep ccxt.pro candle streams (``watch_ohlcv``) where the exchange has them,
+            to refresh forming candles without polling; needs a ccxt.pro exchange.
         sleep: injected so retry tests need not wait.
     """
 
@@ -88,6 +93,7 @@ class CcxtMarketData:
         freshness: Freshness = Freshness(),  # noqa: B008 - frozen
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen
         symbols: Iterable[str] | None = None,
+        streams: bool = False,
         sleep: Sleep = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -108,6 +114,9 @@ class CcxtMarketData:
         self._tickers: dict[str, _Cached[Ticker]] = {}
         self._books: dict[str, _Cached[OrderBook]] = {}
         self._inflight: dict[Any, asyncio.Future[Any]] = {}
+        self._use_streams = streams and bool((exchange.has or {}).get("watchOHLCV"))
+        self._streams: dict[tuple[str, str], CandleStream] = {}
+        self._stream_epoch: dict[tuple[str, str], int] = {}
 
     @classmethod
     async def open(
@@ -120,7 +129,8 @@ class CcxtMarketData:
                 spot market.
             ToolError: the markets could not be loaded (network, rate limit...), translated.
         """
-        market = cls(build_exchange(exchange_id, settings), **options)
+        exchange = build_exchange(exchange_id, settings, streams=bool(options.get("streams")))
+        market = cls(exchange, **options)
         try:
             await market.start()
         except BaseException:
@@ -157,8 +167,16 @@ class CcxtMarketData:
         ))
         await self.sync_time()
 
+    @property
+    def streaming(self) -> bool:
+        """Whether forming candles are refreshed from ccxt.pro streams."""
+        return self._use_streams
+
     async def close(self) -> None:
-        """Stop pending reads and close ccxt's HTTP session (on the loop that opened it)."""
+        """Stop streams and pending reads, close ccxt's sessions (on the loop that opened them)."""
+        for stream in list(self._streams.values()):
+            await stream.stop()
+        self._streams.clear()
         for future in list(self._inflight.values()):
             future.cancel()
         self._inflight.clear()
@@ -268,15 +286,56 @@ class CcxtMarketData:
         await self._keep_time()
         key = (symbol, interval)
         cached = self._candles.get(key)
-        if cached is not None and cached.usable(self.now_ms(), self._mono(),
-                                                self._freshness.candles_s):
-            return cached.series
+        if cached is not None:
+            now, mono = self.now_ms(), self._mono()
+            if cached.usable(now, mono, self._freshness.candles_s):
+                return cached.series
+            streamed = self._from_stream(key, cached, now, mono)
+            if streamed is not None:
+                return streamed.series
         snap = await self._shared(("candles", *key), lambda: self._refill(symbol, interval, bar))
+        if self._use_streams and key not in self._streams:
+            stream = CandleStream(self.exchange, symbol, interval, monotonic=self._mono,
+                                  sleep=self._sleep, retry=self._retry)
+            self._streams[key] = stream
+            stream.start()
         return snap.series
+
+    def _from_stream(
+        self, key: tuple[str, str], cached: candles.CandleSnapshot, now: int, mono: float
+    ) -> candles.CandleSnapshot | None:
+        """The snapshot with its forming candle refreshed from a fresh stream, if there is one.
+
+        Only the forming candle is taken, and only before its close (the caller checked the
+        snapshot is still valid now): a closed candle always comes from REST after its close.
+        A stream that broke since the snapshot's refill is not trusted until the next refill.
+        """
+        stream = self._streams.get(key)
+        forming = cached.forming_open_ms
+        if (
+            stream is None or forming is None or now >= cached.valid_until_ms
+            or not stream.fresh(mono, self._freshness.stream_s)
+            or stream.epoch != self._stream_epoch.get(key)
+        ):
+            return None
+        rows = stream.rows_from(forming, forming)
+        heard = stream.last_message_mono
+        if len(rows) == 0 or heard is None or heard <= cached.fetched_mono_s:
+            return None  # nothing newer than what the snapshot already has
+        table = candles.table_of(cached)
+        table[-1, 1:] = rows[-1, 1:]
+        refreshed = candles.snapshot(
+            cached.series.symbol, cached.series.interval, table, bar_ms=cached.bar_ms,
+            fetched_at_ms=cached.fetched_at_ms, fetched_mono_s=heard,
+        )
+        self._candles[key] = refreshed
+        return refreshed
 
     async def _refill(self, symbol: str, interval: str, bar: int) -> candles.CandleSnapshot:
         """Fetch what is new since the last snapshot (or the whole history) and merge it."""
         old = self._candles.get((symbol, interval))
+        stream = self._streams.get((symbol, interval))
+        self._stream_epoch[(symbol, interval)] = 0 if stream is None else stream.epoch
         fetched_at = self.now_ms()
         mono = self._mono()
         page = self._page_limit()

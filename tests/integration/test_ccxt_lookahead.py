@@ -12,6 +12,7 @@ import asyncio
 
 import pytest
 
+from app.ccxt.market import Freshness
 from tests.helpers.fake_exchange.client import open_market
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     START_MS,
@@ -37,10 +38,10 @@ class Ahead:
         return self.exchange_now.now_ms() + self.delta
 
 
-def steps():
-    """Uneven steps over a day, plus landings exactly on, just before and just after closes."""
+def steps(count=200):
+    """Uneven steps over hours, plus landings exactly on, just before and just after closes."""
     out, t = [], START_MS
-    for _ in range(200):
+    for _ in range(count):
         t += 7 * M + 13_000
         out.append(t)
         boundary = t - t % H + H
@@ -72,27 +73,45 @@ def violations(server, venue, seen, now):
     return found
 
 
-def walk(server, venue, *, keep_offset=True):
+def walk(server, venue, *, keep_offset=True, streams=False):
+    """Step the exchange's time and read after each step; return the violations found.
+
+    With streams, answers go stale at once (``candles_s=0``) and each step waits a few pushes, so
+    the forming candle is taken from the stream whenever the stream can serve it.
+    """
+    freshness = Freshness(candles_s=0.0, stream_s=5.0) if streams else Freshness()
+
     async def scenario():
-        market = await open_market(server, venue, history=60, clock=Ahead(server.now, 20_000))
+        market = await open_market(server, venue, history=60, clock=Ahead(server.now, 20_000),
+                                   streams=streams, freshness=freshness)
         if not keep_offset:
-            market._offset_ms = 0  # what a plain wall-clock rule would do
-        found = []
+            market._offset_ms = 0  # noqa: SLF001 - what a plain wall-clock rule would do
+        found, reads = [], 0
         try:
-            for when in steps():
+            for when in steps(60 if streams else 200):
                 server.now.set(when)
+                if streams:
+                    await asyncio.sleep(0.03)
                 seen = {iv: await market.series("BTC/USDT", iv) for iv in INTERVALS}
+                reads += len(seen)
                 found.extend(violations(server, venue, seen, server.now.now_ms()))
         finally:
             await market.close()
-        return found
+        return found, reads
 
-    return asyncio.run(scenario())
+    found, reads = asyncio.run(scenario())
+    walk.reads, walk.rest = reads, server.count(venue, "klines")
+    return found
 
 
 @pytest.mark.parametrize("venue", VENUES)
 def test_no_unclosed_candle_is_ever_shown_closed_while_time_runs(server, venue):
     assert walk(server, venue) == []
+
+
+def test_no_unclosed_candle_is_shown_closed_with_streams_refreshing_the_forming_one(server):
+    assert walk(server, "binance", streams=True) == []
+    assert walk.rest < walk.reads  # the stream served reads that REST would otherwise have
 
 
 def test_the_check_catches_a_wall_clock_rule_when_the_local_clock_runs_ahead(server):

@@ -14,6 +14,7 @@ API::
         server.fail("binance", "klines", Fault.status(503), times=2)
         server.requests                 # [Request(venue, endpoint, path, query)], in order
         server.count("binance", "klines")
+        server.streams                  # the Binance kline websocket (see ws.py)
 
 Faults (per venue and endpoint, or endpoint "*"; each for ``times`` requests, None = until
 ``clear_faults``): ``Fault.latency(s)``, ``Fault.hang()`` (never answers; the client times out),
@@ -35,6 +36,7 @@ from aiohttp import web
 
 from tests.helpers.fake_exchange.tape import FakeNow
 from tests.helpers.fake_exchange.venues import Binance, MarketState, NotServed, Okx
+from tests.helpers.fake_exchange.ws import BinanceKlineStreams
 
 HANG_S = 60.0
 
@@ -102,6 +104,7 @@ class FakeExchangeServer:
         self._release: asyncio.Event | None = None
         self.port = 0
         self.ws_hooks: list[Any] = []  # extra route installers (the websocket fake)
+        self.streams = BinanceKlineStreams(self)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -163,9 +166,9 @@ class FakeExchangeServer:
         if venue == "okx":
             return {"urls": {"api": {"rest": f"{self.base_url}/okx",
                                      "ws": f"ws://127.0.0.1:{self.port}/okx/ws/v5"}}}
-        import ccxt.async_support as ccxt_async  # the test rig may import ccxt; the app may not
+        import ccxt.pro as ccxt_pro  # the test rig may import ccxt; the app may not at start-up
 
-        exchange = getattr(ccxt_async, venue)()
+        exchange = getattr(ccxt_pro, venue)()  # ccxt.pro's urls: REST's plus the websockets
         return {"urls": {"api": self._rewrite(exchange.urls["api"], venue)}}
 
     def _rewrite(self, urls: Any, venue: str) -> Any:
