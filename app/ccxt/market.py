@@ -9,7 +9,9 @@ Reads go through ccxt's rate limiter (always on), are retried with backoff when 
 temporary (``errors.retry_read``) and are translated once into Kestrel's errors, which name the
 exchange and what to do. Results are cached with a freshness bound, so the indicator tools do not
 refetch on every call, and concurrent reads of one thing share one request. A refill of candles
-asks only for what is new since the last fetch.
+asks only for what is new since the last fetch. With ``streams=True`` (a ccxt.pro exchange that has
+``watch_ohlcv``) the forming candle is refreshed from a websocket between closes instead of by
+polling (``streams.py``); tickers and order books are polled, with short cache lifetimes.
 
 Lifecycle: ``await CcxtMarketData.open(exchange_id, settings)`` (or ``start()`` on one built
 around an exchange), then ``await close()`` on the same event loop; ccxt's aiohttp session belongs
