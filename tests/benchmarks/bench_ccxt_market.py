@@ -16,6 +16,10 @@ overhead of a tool call over the bare ccxt call, median under 2 ms.
   refills from the forming candle on, vs ``exchange.fetch_ohlcv`` of that same refill.
 - cached klines: the same tool call with the default freshness (served from the snapshot) vs the
   bare refill fetch: what the cache saves.
+
+Start-up: a cold ``python -c "import app.cli"`` (what the app imports before its window) against
+the same plus ``import ccxt.async_support``, the cost ccxt would add if anything imported it at
+start-up (``tests/unit/core/test_no_ccxt_at_startup.py`` proves nothing does).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -106,15 +111,36 @@ async def run(server: FakeExchangeServer, venue: str, calls: int) -> None:
         await cached.close()
 
 
+def cold_import_s(code: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def startup(runs: int) -> None:
+    cold_import_s("import app.cli, ccxt.async_support", 1)  # warm the disk cache for both
+    base = cold_import_s("import app.cli", runs)
+    with_ccxt = cold_import_s("import app.cli, ccxt.async_support", runs)
+    print(f"start-up         import app.cli {base * 1000:7.0f} ms   with ccxt "
+          f"{with_ccxt * 1000:7.0f} ms   ccxt would add {(with_ccxt - base) * 1000:+6.0f} ms "
+          f"({with_ccxt / base:4.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--venue", choices=("binance", "okx"), default="binance")
+    parser.add_argument("--startup-runs", type=int, default=5)
     args = parser.parse_args()
     with FakeExchangeServer(START_MS) as server:
         print(f"{args.venue} via ccxt against the fake exchange, {args.calls} interleaved pairs, "
               "medians:")
         asyncio.run(run(server, args.venue, args.calls))
+    if args.startup_runs:
+        startup(args.startup_runs)
 
 
 if __name__ == "__main__":
