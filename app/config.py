@@ -10,11 +10,12 @@ from __future__ import annotations
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, ValidationError
 
 from app.agents.approval import ApprovalSettings
+from app.ccxt.settings import ExchangeSettings
 from app.domain.errors import OperationalError
 from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
@@ -83,6 +84,23 @@ class AgentSettings(_Section):
     )
 
 
+ExchangeId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
+
+
+class ExchangesSettings(RootModel[dict[ExchangeId, ExchangeSettings]]):
+    """``[exchanges.<ccxt id>]`` tables: how to connect to each exchange (ccxt options, timeout).
+
+    A model (not a bare dict) so the settings file writer treats it as one section like the others.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    root: dict[ExchangeId, ExchangeSettings] = Field(default_factory=dict)
+
+    def get(self, exchange_id: str) -> ExchangeSettings:
+        """The settings of one exchange; the defaults when it has no table."""
+        return self.root.get(exchange_id) or ExchangeSettings()
+
+
 class Settings(_Section):
     """Every setting Kestrel reads; construct with no arguments for the defaults."""
 
@@ -95,6 +113,10 @@ class Settings(_Section):
     agents: AgentSettings = AgentSettings()
     approval: ApprovalSettings = ApprovalSettings()
     email: EmailSettings | None = None
+    exchanges: ExchangesSettings = Field(
+        default_factory=ExchangesSettings,
+        description="Per exchange (its ccxt id, e.g. binance): ccxt options and timeout.",
+    )
 
 
 def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:

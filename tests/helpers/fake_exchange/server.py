@@ -1,0 +1,262 @@
+"""A fake Binance + OKX public API on 127.0.0.1 that ccxt's own exchange classes talk to.
+
+Why: the ccxt adapter must be proven against ccxt's real request building, throttling, status
+handling and response parsing, not against a mock of ccxt. The server is aiohttp on a free port,
+in its own thread with its own event loop (so a test's loop, and a fault that hangs, never block
+it). Binance lives under ``/binance`` and OKX under ``/okx``; ``ccxt_config(venue)`` gives the
+``urls`` override that points a ccxt exchange at it.
+
+API::
+
+    with FakeExchangeServer(now_ms) as server:     # start()/close() also work
+        server.now                      # FakeNow: the fake time; also the adapter's Clock
+        server.ccxt_config("binance")   # {"urls": {"api": {...}}} for ExchangeSettings.ccxt_config
+        server.fail("binance", "klines", Fault.status(503), times=2)
+        server.requests                 # [Request(venue, endpoint, path, query)], in order
+        server.count("binance", "klines")
+        server.streams                  # the Binance kline websocket (see ws.py)
+
+Faults (per venue and endpoint, or endpoint "*"; each for ``times`` requests, None = until
+``clear_faults``): ``Fault.latency(s)``, ``Fault.hang()`` (never answers; the client times out),
+``Fault.status(code, retry_after=None)`` (429 and 418 in the venue's rate-limit shape, 5xx in its
+server-error shape), ``Fault.malformed()`` (200 with a truncated JSON body), and
+``Fault.drop_ws()`` for streams (see ``ws.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from aiohttp import web
+
+from tests.helpers.fake_exchange.tape import FakeNow
+from tests.helpers.fake_exchange.venues import Binance, MarketState, NotServed, Okx
+from tests.helpers.fake_exchange.ws import BinanceKlineStreams
+
+HANG_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: str
+    seconds: float = 0.0
+    status_code: int = 0
+    retry_after: str | None = None
+
+    @classmethod
+    def latency(cls, seconds: float) -> Fault:
+        return cls("latency", seconds=seconds)
+
+    @classmethod
+    def hang(cls) -> Fault:
+        return cls("hang")
+
+    @classmethod
+    def status(cls, code: int, retry_after: float | str | None = None) -> Fault:
+        after = None if retry_after is None else str(retry_after)
+        return cls("status", status_code=code, retry_after=after)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        return cls("malformed")
+
+    @classmethod
+    def drop_ws(cls) -> Fault:
+        return cls("drop_ws")
+
+
+@dataclass(slots=True)
+class _Armed:
+    fault: Fault
+    times: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    venue: str
+    endpoint: str
+    path: str
+    query: Mapping[str, str]
+
+
+@dataclass
+class FakeExchangeServer:
+    """The fake venues; see the module docstring."""
+
+    start_ms: int
+    now: FakeNow = field(init=False)
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.now = FakeNow(self.start_ms)
+        self.state = MarketState(self.now)
+        self.venues = {"binance": Binance(self.state), "okx": Okx(self.state)}
+        self._faults: dict[tuple[str, str], list[_Armed]] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._release: asyncio.Event | None = None
+        self.port = 0
+        self.ws_hooks: list[Any] = []  # extra route installers (the websocket fake)
+        self.streams = BinanceKlineStreams(self)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the fake exchange server did not start")
+        return self
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(self._serve())
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._stop())
+        loop.close()
+
+    async def _serve(self) -> None:
+        self._release = asyncio.Event()
+        app = web.Application()
+        for hook in self.ws_hooks:
+            hook(app)
+        app.router.add_route("*", "/{venue}/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _stop(self) -> None:
+        assert self._release is not None and self._runner is not None
+        self._release.set()
+        await self._runner.cleanup()
+
+    def close(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what tests use ------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ccxt_config(self, venue: str) -> dict[str, Any]:
+        """``ccxt_config`` that points ccxt's ``venue`` class at this server (every API URL)."""
+        if venue == "okx":
+            return {"urls": {"api": {"rest": f"{self.base_url}/okx",
+                                     "ws": f"ws://127.0.0.1:{self.port}/okx/ws/v5"}}}
+        import ccxt.pro as ccxt_pro  # the test rig may import ccxt; the app may not at start-up
+
+        exchange = getattr(ccxt_pro, venue)()  # ccxt.pro's urls: REST's plus the websockets
+        return {"urls": {"api": self._rewrite(exchange.urls["api"], venue)}}
+
+    def _rewrite(self, urls: Any, venue: str) -> Any:
+        if isinstance(urls, Mapping):
+            return {k: self._rewrite(v, venue) for k, v in urls.items()}
+        if isinstance(urls, str) and "://" in urls:
+            scheme, rest = urls.split("://", 1)
+            path = rest.split("/", 1)[1] if "/" in rest else ""
+            local = "ws" if scheme.startswith("ws") else "http"
+            return f"{local}://127.0.0.1:{self.port}/{venue}/{path}"
+        return urls
+
+    def fail(self, venue: str, endpoint: str, fault: Fault, times: int | None = 1) -> None:
+        """Arm ``fault`` for the next ``times`` requests to ``endpoint`` ("*": any endpoint)."""
+        with self._lock:
+            self._faults.setdefault((venue, endpoint), []).append(_Armed(fault, times))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def take_fault(self, venue: str, endpoint: str) -> Fault | None:
+        with self._lock:
+            for key in ((venue, endpoint), (venue, "*")):
+                armed = self._faults.get(key)
+                while armed:
+                    head = armed[0]
+                    if head.times is not None:
+                        head.times -= 1
+                        if head.times <= 0:
+                            armed.pop(0)
+                    return head.fault
+        return None
+
+    def count(self, venue: str, endpoint: str) -> int:
+        return sum(1 for r in self.requests if r.venue == venue and r.endpoint == endpoint)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        venue_name = request.match_info["venue"]
+        venue = self.venues.get(venue_name)
+        path = "/" + request.match_info["tail"]
+        if venue is None or path not in venue.endpoints:
+            return _json(404, {"code": -1, "msg": f"the fake exchange does not serve {path}"})
+        endpoint = venue.endpoints[path]
+        query = dict(request.query)
+        self.requests.append(Request(venue_name, endpoint, path, query))
+        fault = self.take_fault(venue_name, endpoint)
+        if fault is not None:
+            early = await self._apply(fault, venue)
+            if early is not None:
+                return early
+        try:
+            status, body = venue.answer(endpoint, query)
+        except NotServed as exc:
+            status, body = venue.not_served(str(exc))
+        return _json(status, body)
+
+    async def _apply(self, fault: Fault, venue: Binance | Okx) -> web.StreamResponse | None:
+        assert self._release is not None
+        if fault.kind == "latency":
+            await asyncio.sleep(fault.seconds)
+            return None
+        if fault.kind == "hang":
+            try:
+                await asyncio.wait_for(self._release.wait(), HANG_S)
+            except TimeoutError:
+                pass
+            return _json(504, {"msg": "hung"})
+        if fault.kind == "status":
+            code = fault.status_code
+            status, body = (
+                venue.rate_limited(fault.retry_after) if code in (418, 429)
+                else venue.server_error(code)
+            )
+            status = code
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            return _json(status, body, headers)
+        if fault.kind == "malformed":
+            return web.Response(
+                status=200, text='{"code": "0", "data": [["17705', content_type="application/json"
+            )
+        raise AssertionError(f"fault {fault.kind} does not apply to REST")
+
+
+def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/json",
+        headers=dict(headers or {}),
+    )
