@@ -18,6 +18,7 @@ from app.agents.approval import ApprovalSettings
 from app.domain.errors import OperationalError
 from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
+from app.telegram.settings import TelegramSettings
 
 
 class _Section(BaseModel):
@@ -95,6 +96,7 @@ class Settings(_Section):
     agents: AgentSettings = AgentSettings()
     approval: ApprovalSettings = ApprovalSettings()
     email: EmailSettings | None = None
+    telegram: TelegramSettings = TelegramSettings()
 
 
 def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:
