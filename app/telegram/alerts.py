@@ -4,16 +4,12 @@ The bot subscribes to the bus like the window and the tray; nothing polls. Each 
 once for its data (the fill the agent itself is told about, the Risk Guard's rule and reason from
 the tool result, the stored question) and worded by ``app.telegram.format``:
 
-==================  =====================================================================
-kind                event
-==================  =====================================================================
-fills, tp_sl        ``TaskQueued`` of an ORDER_FILLED task (its payload is the fill)
-risk_rejections     ``ConversationMessageAdded`` of a rejected tool result
-approvals           ``QuestionAsked`` of an approval (Approve/Refuse buttons)
-questions           ``QuestionAsked`` of a clarification (its suggested replies as buttons)
-agent_errors        ``AgentStateChanged`` to faulted
-daily_summary       a timer at ``telegram.daily_summary_time``, local time
-==================  =====================================================================
+- fills, take_profit_stop_loss: ``TaskQueued`` of an ORDER_FILLED task (its payload is the fill)
+- risk_rejections: ``ConversationMessageAdded`` of a rejected tool result (the rule, the reason)
+- approvals: ``QuestionAsked`` of an approval (Approve/Refuse buttons)
+- questions: ``QuestionAsked`` of a clarification (its suggested replies as buttons)
+- agent_errors: ``AgentStateChanged`` to faulted
+- daily_summary: a timer at ``telegram.daily_summary_time``, local time
 """
 
 from __future__ import annotations
@@ -106,7 +102,7 @@ class Alerts:
         if task is None:
             return
         exit_kind = str(task.payload.get("exit_kind") or "")
-        kind = "tp_sl" if exit_kind in ("TAKE_PROFIT", "STOP_LOSS") else "fills"
+        kind = "take_profit_stop_loss" if exit_kind in ("TAKE_PROFIT", "STOP_LOSS") else "fills"
         self.poster.post(kind, fmt.fill_alert(task.payload, self.commands.name(event.agent_id)))
 
     def on_message(self, event: ConversationMessageAdded) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from app.domain.agents import AgentInfo, AgentState, Notification, Question, QuestionKind
@@ -86,7 +86,7 @@ def number(value: Decimal) -> str:
 
 
 def money(value: Decimal, currency: str = "") -> str:
-    text = f"{value.quantize(Decimal('0.01')):,}"
+    text = f"{value.quantize(Decimal('0.01'), ROUND_HALF_UP):,}"
     return f"{text} {currency}".rstrip()
 
 

@@ -14,10 +14,12 @@ import asyncio
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telegram.error import BadRequest, NetworkError, RetryAfter
+from telegram.warnings import PTBDeprecationWarning
 
 from app.telegram.format import Outgoing
 
@@ -130,6 +132,9 @@ class Outbox:
             item = await self._queue.get()
             try:
                 await self._deliver(item)
+            except asyncio.CancelledError:
+                self._give_up(item, ConnectionError("Kestrel closed before it could be sent"))
+                raise
             finally:
                 self._queue.task_done()
 
@@ -138,10 +143,6 @@ class Outbox:
         while True:
             try:
                 message_id = await item.call()
-            except asyncio.CancelledError:
-                if not item.sent.done():
-                    item.sent.cancel()
-                raise
             except Exception as exc:  # noqa: BLE001 - classified below; nothing is lost silently
                 wait = self._retry_in(exc, delay)
                 if wait is None or self._now() + wait - item.queued_s > self.max_age_s:
@@ -166,7 +167,9 @@ class Outbox:
 
     def _retry_in(self, exc: Exception, delay: float) -> float | None:
         if isinstance(exc, RetryAfter):
-            after = exc.retry_after
+            with warnings.catch_warnings():  # its type changes in the next major version
+                warnings.simplefilter("ignore", PTBDeprecationWarning)
+                after = exc.retry_after
             return after if isinstance(after, int | float) else after.total_seconds()
         if isinstance(exc, BadRequest):  # a subclass of NetworkError, but permanent
             return None

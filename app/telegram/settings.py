@@ -14,39 +14,34 @@ from pydantic import BaseModel, ConfigDict, Field
 BOT_TOKEN_KEY = "telegram.bot_token"  # noqa: S105 - the keyring entry's name, not a secret
 
 Mode = Literal["on", "silent", "off"]
-_MODE_NOTE = "on: with sound; silent: delivered without a sound; off: not sent."
 
 
 class NotifyModes(BaseModel):
-    """What the bot sends by itself, kind by kind (on, silent or off)."""
+    """What the bot sends by itself, kind by kind: on (with a sound), silent (delivered without a
+    sound) or off (not sent)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    fills: Mode = Field(default="on", description=f"An order (part-)filled. {_MODE_NOTE}")
-    tp_sl: Mode = Field(
-        default="on", description=f"A take-profit or stop-loss order filled. {_MODE_NOTE}"
-    )
+    fills: Mode = Field(default="on", description="An order (part-)filled.")
+    take_profit_stop_loss: Mode = Field(
+        default="on", description="A take-profit or stop-loss order filled.")
     risk_rejections: Mode = Field(
-        default="on", description=f"The Risk Guard refused an agent's order. {_MODE_NOTE}"
-    )
+        default="on", description="The Risk Guard refused an agent's order.")
     approvals: Mode = Field(
         default="on",
-        description=f"An order waits for your approval (with Approve/Refuse buttons). {_MODE_NOTE}",
+        description="An order waits for your approval (with Approve/Refuse buttons).",
     )
     questions: Mode = Field(
         default="on",
-        description=f"An agent asks you something (its suggested replies as buttons). {_MODE_NOTE}",
+        description="An agent asks you something (its suggested replies as buttons).",
     )
-    agent_errors: Mode = Field(
-        default="on", description=f"An agent stopped on an error (faulted). {_MODE_NOTE}"
-    )
+    agent_errors: Mode = Field(default="on", description="An agent stopped on an error.")
     agent_messages: Mode = Field(
         default="on",
-        description=f"An agent's own notification sent to the TELEGRAM channel. {_MODE_NOTE}",
+        description="An agent's own notification sent to the TELEGRAM channel.",
     )
     daily_summary: Mode = Field(
-        default="silent", description=f"The account and agents once a day. {_MODE_NOTE}"
-    )
+        default="silent", description="The account and the agents, once a day.")
 
 
 class TelegramSettings(BaseModel):

@@ -282,6 +282,7 @@ def test_a_clarification_arrives_with_buttons_and_the_answer_reaches_the_agent_a
             await eventually(lambda: "Answered: " + label in server.message(
                 OWNER, message.message_id).text)
             assert server.message(OWNER, message.message_id).buttons == []
+            await eventually(lambda: server.button_answers)
             assert server.button_answers[-1][1] == f"Sent: {label}"
 
     question_id, message = asyncio.run(first_session())
@@ -312,6 +313,7 @@ def test_an_approval_from_the_owner_places_the_held_order(
             assert order.side.value == "BUY" and order.symbol == "BTC/USDT"
             (record,) = runtime.approvals.all()
             assert record.decision == "approved" and record.order_id == order.order_id
+            await eventually(lambda: server.button_answers)
             assert server.button_answers[-1][1] == "Approved: the order goes to the broker."
             await eventually(lambda: server.message(OWNER, message.message_id).buttons == [])
             assert "Answered: Approve" in server.message(OWNER, message.message_id).text
@@ -381,9 +383,9 @@ def test_kill_asks_for_confirmation_then_trips_the_switch(
             assert prompt.startswith("Trip the kill switch now?") and switch.trips == []
             (message,) = with_buttons(server)
             server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][1][1])
-            await eventually(lambda: server.button_answers)
-            assert switch.trips == [] and server.message(OWNER, message.message_id).text == \
-                "Kill switch: cancelled."
+            await eventually(lambda: server.message(OWNER, message.message_id).text ==
+                             "Kill switch: cancelled.")
+            assert switch.trips == [] and server.button_answers[-1][1] == "Cancelled."
 
             await ask(server, "/kill")
             message = with_buttons(server)[-1]
@@ -504,5 +506,31 @@ def test_approval_questions_of_an_approval_kind_switched_off_still_answer_approv
                               "the broker.")
             await settle(runtime)
             assert orders_of(runtime, trader)
+
+    asyncio.run(scenario())
+
+
+# -- not started -------------------------------------------------------------------------------
+
+def test_with_telegram_off_or_without_a_token_no_bot_starts_and_the_channel_says_why(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            assert await start_telegram(runtime, TelegramSettings(), SecretStore(environ={})) \
+                is None
+            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+            assert sent.statuses[0].message_id_or_error == (
+                "TELEGRAM is not configured: Telegram is off: turn it on and set the bot token "
+                "in Settings > Telegram")
+            on = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,))
+            from keyring.backends import fail
+
+            assert await start_telegram(
+                runtime, on, SecretStore(backend=fail.Keyring(), environ={})) is None
+            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+            assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
+            assert "has no bot token" in sent.statuses[0].message_id_or_error
+            assert "KESTREL_TELEGRAM_BOT_TOKEN" in sent.statuses[0].message_id_or_error
 
     asyncio.run(scenario())
