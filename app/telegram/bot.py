@@ -408,9 +408,14 @@ class TelegramBot:
         text = (message.text or "").strip()
         replied = message.reply_to_message
         reference = fmt.ref_in(replied.text or "") if replied is not None else None
-        if reference is not None:
+        if replied is not None and reference is not None:
+            age_s = self._now() - replied.date.timestamp()
+
             async def answer() -> str:
                 question = self.commands.find(reference)
+                if question.kind is QuestionKind.APPROVAL and \
+                        age_s > self.settings.approval_expiry_s:
+                    return "That approval request has expired: send /approve for a fresh one."
                 self.commands.answer(question, text)
                 return f"Answer sent to {self.commands.name(question.agent_id)}."
             await self._answer(update, answer)

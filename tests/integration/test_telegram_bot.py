@@ -534,3 +534,109 @@ def test_with_telegram_off_or_without_a_token_no_bot_starts_and_the_channel_says
             assert "KESTREL_TELEGRAM_BOT_TOKEN" in sent.statuses[0].message_id_or_error
 
     asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_kestrel_run_answers_on_telegram_while_it_runs(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "settings.toml").write_text(
+        f'[telegram]\nenabled = true\nallowed_user_ids = [{OWNER}]\n'
+        f'api_base_url = "{server.base_url}"\n', encoding="utf-8")
+    env = {**os.environ, env_var_name(BOT_TOKEN_KEY): server.token}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--for", "1h",
+         "--speed", "600", "--setup", SETUP_COMMAND],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while "getUpdates" not in server.methods():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the bot never polled"
+            time.sleep(0.05)
+        server.push_text(OWNER, OWNER, "/agents")
+        while not any(t.startswith("Agents:") for t in server.in_chat(OWNER)):
+            assert time.monotonic() < deadline, server.in_chat(OWNER)
+            time.sleep(0.05)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert server.token.encode() not in out + err
+    answer = next(t for t in server.in_chat(OWNER) if t.startswith("Agents:"))
+    assert "Orchestrator" in answer
+
+
+def test_a_reply_in_the_persons_own_words_answers_the_question_it_replies_to(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path, APPROVAL) as runtime, telegram(
+                runtime, server, approval_expiry_s=60):
+            trader = await signal_trader(runtime)
+            await eventually(lambda: with_buttons(server))
+            (message,) = with_buttons(server)
+            server.age_message(OWNER, message.message_id, 61)
+            before = len(server.in_chat(OWNER))
+            server.push_text(OWNER, OWNER, "yes", reply_to=message.message_id)
+            await eventually(lambda: len(server.in_chat(OWNER)) > before)
+            assert server.in_chat(OWNER)[before].startswith("That approval request has expired")
+            (question,) = runtime.questions.pending()
+            server.age_message(OWNER, message.message_id, -61)
+            before = len(server.in_chat(OWNER))
+            server.push_text(OWNER, OWNER, "no, too big for today", reply_to=message.message_id)
+            await eventually(lambda: len(server.in_chat(OWNER)) > before)
+            assert server.in_chat(OWNER)[before] == "Answer sent to T."
+            assert runtime.questions.get(question.question_id).answer == "no, too big for today"
+            await settle(runtime)
+            assert orders_of(runtime, trader) == []
+            assert runtime.approvals.all()[0].decision == "refused"
+            assert runtime.orchestrator() is None, "the reply was not sent to the Orchestrator"
+
+    asyncio.run(scenario())
+
+
+def test_telegram_down_at_start_holds_nothing_up_and_the_bot_connects_once_it_is_back(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            server.failing = "drop"
+            settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
+                                        api_base_url=server.base_url)
+            secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
+            started = time.monotonic()
+            bot = await start_telegram(runtime, settings, secrets, poll_timeout_s=1.0)
+            assert bot is not None and time.monotonic() - started < 1.0
+            try:
+                assert not await bot.wait_connected(0.5)
+                assert bot.state is BotState.CONNECTING
+                server.failing = None
+                assert await bot.wait_connected(15)
+                assert (await ask(server, "/agents")).startswith("Agents:")
+            finally:
+                await bot.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_secret_in_an_outgoing_text_is_masked(tmp_path: Path, server: FakeTelegram) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            await runtime.notifications.send(
+                "system", [Channel.TELEGRAM], f"my token is {server.token}, keep it safe")
+            await eventually(lambda: server.sent)
+            (message,) = server.sent
+            assert server.token not in message.text and "my token is ***" in message.text
+
+    asyncio.run(scenario())
