@@ -485,6 +485,9 @@ def test_a_refused_token_faults_the_bot_with_the_reason_and_no_token_text(
                 assert bot.state is BotState.FAULTED
                 assert "Telegram refused the bot token" in bot.fault_reason
                 assert wrong not in bot.fault_reason
+                sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hi")
+                assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
+                assert "Telegram refused the bot token" in sent.statuses[0].message_id_or_error
             finally:
                 await bot.aclose()
 
