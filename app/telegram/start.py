@@ -44,7 +44,10 @@ async def start_telegram(
         options: passed to ``TelegramBot`` (``poll_timeout_s``, ``now_s``, ``outbox``).
     """
     if settings is None:
-        settings = runtime.base.workspace.settings().telegram
+        try:
+            settings = runtime.base.workspace.settings().telegram
+        except OperationalError as exc:  # edited since the runtime read it: say so, go on
+            return _not_started(runtime, f"the settings cannot be read: {exc}")
     if not settings.enabled:
         return None
     secrets = secrets or SecretStore()
