@@ -19,6 +19,7 @@ from app.ccxt.settings import ExchangeSettings
 from app.domain.errors import OperationalError
 from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
+from app.telegram.settings import TelegramSettings
 
 
 class _Section(BaseModel):
@@ -117,6 +118,7 @@ class Settings(_Section):
         default_factory=ExchangesSettings,
         description="Per exchange (its ccxt id, e.g. binance): ccxt options and timeout.",
     )
+    telegram: TelegramSettings = TelegramSettings()
 
 
 def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:

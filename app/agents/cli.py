@@ -23,6 +23,7 @@ from app.events import (
     NotificationRaised,
     QuestionAsked,
 )
+from app.telegram.start import start_telegram
 from app.workspace import Workspace
 
 DAY_MS = 86_400_000
@@ -134,9 +135,11 @@ async def _run(args: argparse.Namespace) -> int:
     if args.speed <= 0:
         raise ValueError(f"--speed must be positive, got {args.speed}")
     runtime = _build(args)
+    telegram = None
     try:
         TerminalNarrator(runtime)
         await runtime.start()
+        telegram = await start_telegram(runtime)
         orchestrator = await runtime.ensure_orchestrator()
         print(f"Offline replay from {ms_to_iso(runtime.clock.now_ms())} at {args.speed:g}x; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
@@ -149,6 +152,8 @@ async def _run(args: argparse.Namespace) -> int:
         await runtime.manager.wait_idle()
         _print_summary(runtime)
     finally:
+        if telegram is not None:
+            await telegram.aclose()
         await runtime.aclose()
     return 0
 

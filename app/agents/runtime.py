@@ -277,15 +277,15 @@ EMAIL_PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry name, no
 
 
 def _notifiers(settings: Settings, secrets: SecretStore, bus: EventBus) -> dict[Channel, Notifier]:
-    """UI alerts and the tray go out on the bus; e-mail when configured; Telegram says where to
-    configure it (its bot arrives with its own issue)."""
+    """UI alerts and the tray go out on the bus; e-mail when configured; Telegram through the bot
+    once ``app.telegram.start.start_telegram`` has started it, until then it says why not."""
     notifiers: dict[Channel, Notifier] = {
         Channel.UI_ALERT: BusNotifier(Channel.UI_ALERT, bus),
         Channel.TRAY: BusNotifier(Channel.TRAY, bus),
         Channel.TELEGRAM: UnconfiguredNotifier(
             Channel.TELEGRAM,
-            "Telegram is not connected in this version: set the bot token and chat id in "
-            "Settings > Telegram once the Telegram bot is available",
+            "the Telegram bot has not started yet" if settings.telegram.enabled else
+            "Telegram is off: turn it on and set the bot token in Settings > Telegram",
         ),
     }
     if settings.email is not None:

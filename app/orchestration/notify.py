@@ -1,9 +1,10 @@
 """Notifications to the person: one ``Notifier`` port per channel, sent side by side.
 
 The notification is produced once and each channel only delivers it (the UI alert and the tray on
-the event bus, e-mail over SMTP, Telegram in its own issue). Every channel runs in its own guard
-with its own deadline, concurrently, so one failing or hanging channel never blocks or hides the
-others, and each channel's outcome is reported and stored with the notification.
+the event bus, e-mail over SMTP, Telegram through the bot once it has started). Every channel runs
+in its own guard with its own deadline, concurrently, so one failing or hanging channel never
+blocks or hides the others, and each channel's outcome is reported and stored with the
+notification.
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ class NotificationService:
 
     def close(self) -> None:
         self._db.close()
+
+    def use(self, notifier: Notifier) -> Notifier | None:
+        """Deliver ``notifier.channel`` through ``notifier`` from now on (a channel that connects
+        after start-up, like the Telegram bot); returns the notifier it replaced."""
+        previous = self._notifiers.get(notifier.channel)
+        self._notifiers[notifier.channel] = notifier
+        return previous
 
     async def send(
         self,

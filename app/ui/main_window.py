@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         self.tasks.attach(self)
         self.desk: Desk | None = None
         self.runtime: AgentRuntime | None = None
+        self.telegram: Any = None  # the Telegram bot when settings turn it on (app.telegram)
         self.docks: dict[str, QDockWidget] = {}
         self.panels: dict[str, Any] = {}
         self.live: Any = None
@@ -160,6 +161,9 @@ class MainWindow(QMainWindow):
             desk.runtime.driver.set_speed(speed)
         self._install(desk)
         await desk.runtime.start()
+        from app.telegram.start import start_telegram
+
+        self.telegram = await start_telegram(desk.runtime, secrets=self.secrets)
         if desk.fresh:
             # the demo's first request is handled before time starts to flow, so its first
             # trade is placed at the moment the replay was chosen for (see app.agents.desk)
@@ -476,6 +480,8 @@ class MainWindow(QMainWindow):
         for panel in self.panels.values():
             await stop_panel(panel)
         self.tasks.shutdown()
+        if self.telegram is not None:
+            await self.telegram.aclose()
         if self.runtime is not None:
             await self.runtime.aclose()
             self.runtime = None

@@ -33,11 +33,11 @@ from app.config import Settings
 from app.orchestration.email_channel import EmailSettings
 from app.risk import rules as risk_rules
 from app.secrets import SecretStore
+from app.telegram.settings import TelegramSettings
 from app.ui.settings.connection import CheckResult
 from app.ui.settings.keys import (
     EMAIL_PASSWORD,
     TELEGRAM_BOT_TOKEN,
-    TELEGRAM_CHAT_ID,
     SecretField,
     exchange_key_name,
 )
@@ -267,22 +267,65 @@ class ExchangePage(Page):
 
 class TelegramPage(Page):
     title = "Telegram"
+    sections = ("telegram",)
 
-    def __init__(self, secrets: SecretStore) -> None:
+    def __init__(self, settings: Settings, secrets: SecretStore, spawn: Spawn) -> None:
         super().__init__(
-            "The bot token (from @BotFather) and your chat id. Both are kept in the OS "
-            "keyring: together they let anyone message you as the bot.")
+            "A Telegram bot of your own sends you fills, approvals and agents' questions, and "
+            "takes commands (/status, /pause, /approve…) from the user ids allowed below, and "
+            "from nobody else. Create the bot with @BotFather, paste its token here (kept in "
+            "the OS keyring), open the bot in Telegram and press Start.")
+        self._spawn = spawn
         self.body.addWidget(_note(
-            "Telegram notifications are not connected in this version: agents' TELEGRAM "
-            "notifications report that the channel is not available yet. What you store here "
-            "will be used once the Telegram bot arrives.", "warning"))
-        form = QFormLayout()
+            "Your user id: message the bot once, then look in Kestrel's log for the refused "
+            "sender's id (or ask @userinfobot). Changes take effect when Kestrel next starts."))
+        keys = QFormLayout()
         self.token = SecretField(secrets, TELEGRAM_BOT_TOKEN, "bot token")
-        self.chat = SecretField(secrets, TELEGRAM_CHAT_ID, "chat id")
-        self._secret_row(form, self.token)
-        self._secret_row(form, self.chat)
-        self.body.addLayout(form)
+        self._secret_row(keys, self.token)
+        self.body.addLayout(keys)
+        form = ModelForm(TelegramSettings, settings.telegram)
+        form.setObjectName("form_telegram")
+        self.forms["telegram"] = form
+        self.body.addWidget(form)
+        row = QHBoxLayout()
+        self.test_button = QPushButton("Send test message")
+        self.test_button.setObjectName("test_telegram")
+        self.test_button.clicked.connect(self._test)
+        self.result = QLabel()
+        self.result.setObjectName("telegram_result")
+        self.result.setWordWrap(True)
+        row.addWidget(self.test_button)
+        row.addWidget(self.result, 1)
+        self.body.addLayout(row)
         self.finish()
+
+    def _test(self) -> None:
+        from pydantic import ValidationError
+
+        from app.telegram.check import send_test_message
+
+        form = self.forms["telegram"]
+        form.clear_errors()
+        try:
+            settings = TelegramSettings.model_validate(form.raw())
+        except ValidationError as exc:
+            for error in exc.errors():
+                form.show_error(tuple(error["loc"]), error["msg"])
+            show_result(self.result, CheckResult(False, "Fix the fields marked in red first."))
+            return
+        token = self.token.pending() or self.token.current()
+        self.test_button.setEnabled(False)
+        self.result.setText("Sending…")
+        self.result.setStyleSheet(f"color: {palette().muted};")
+
+        async def run() -> None:
+            try:
+                outcome = await send_test_message(token, settings)
+                show_result(self.result, CheckResult(outcome.ok, outcome.message))
+            finally:
+                self.test_button.setEnabled(True)
+
+        self._spawn(run())
 
 
 class EmailPage(Page):

@@ -88,7 +88,7 @@ class SettingsDialog(QDialog):
         s = self.current
         self.llm_page = LlmPage(s, secrets, self.tasks.spawn)
         self.exchange_page = ExchangePage(secrets, self.tasks.spawn)
-        self.telegram_page = TelegramPage(secrets)
+        self.telegram_page = TelegramPage(s, secrets, self.tasks.spawn)
         self.email_page = EmailPage(s, secrets, self.tasks.spawn)
         self.risk_page = SectionPage(
             "Risk limits", "risk", RiskConfig, s.risk,

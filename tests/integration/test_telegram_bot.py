@@ -1,0 +1,645 @@
+"""The Telegram bot end to end: python-telegram-bot over real HTTP against a local fake Bot API,
+a real agent runtime (rule-engine agents, the replayed market, SQLite in a temp workspace).
+
+A person's Telegram is played by pushing updates into the fake server; what the bot answers is
+read back from what the server received. Nothing here mocks the library or the runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.agents.runtime import AgentRuntime
+from app.domain.agents import AgentRole, AgentState, Channel, DeliveryStatus, QuestionKind
+from app.orchestration.ids import RandomIds
+from app.secrets import SecretStore, env_var_name
+from app.telegram import format as fmt
+from app.telegram.bot import BotState, TelegramBot
+from app.telegram.outbox import Outbox
+from app.telegram.settings import BOT_TOKEN_KEY, NotifyModes, TelegramSettings
+from app.telegram.start import start_telegram
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from tests.helpers.fake_telegram import FakeTelegram, Sent
+
+OWNER = 4242
+STRANGER = 31337
+GROUP = -1001234
+TRADER = "TraderAgent_Default_v1"
+
+
+async def eventually(condition: Callable[[], Any], within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.02)
+
+
+def fast_outbox(send: Any) -> Outbox:
+    return Outbox(send, first_delay_s=0.2, max_delay_s=0.5)
+
+
+@pytest.fixture
+def server() -> Any:
+    with FakeTelegram() as fake:
+        yield fake
+
+
+@asynccontextmanager
+async def telegram(
+    runtime: AgentRuntime, server: FakeTelegram, *, kill_switch: Any = None, **settings: Any
+) -> AsyncIterator[TelegramBot]:
+    values: dict[str, Any] = {"enabled": True, "allowed_user_ids": (OWNER,),
+                              "api_base_url": server.base_url, **settings}
+    secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
+    bot = await start_telegram(runtime, TelegramSettings(**values), secrets,
+                               kill_switch=kill_switch, poll_timeout_s=1.0, outbox=fast_outbox)
+    assert bot is not None
+    assert await bot.wait_connected(10), bot.fault_reason
+    try:
+        yield bot
+    finally:
+        await bot.aclose()
+
+
+@asynccontextmanager
+async def running(folder: Path, settings_toml: str = "", **kwargs: Any) -> AsyncIterator[
+        AgentRuntime]:
+    if settings_toml:
+        (folder / "settings.toml").write_text(settings_toml, encoding="utf-8")
+    runtime = agent_runtime(folder, **kwargs)
+    try:
+        await runtime.start()
+        yield runtime
+    finally:
+        await runtime.aclose()
+
+
+async def ask(server: FakeTelegram, text: str, *, chat: int = OWNER, user: int = OWNER) -> str:
+    """Write ``text`` and return the bot's next message in that chat."""
+    before = len(server.in_chat(chat))
+    server.push_text(user, chat, text)
+    await eventually(lambda: len(server.in_chat(chat)) > before)
+    return server.in_chat(chat)[before]
+
+
+def with_buttons(server: FakeTelegram, chat: int = OWNER) -> list[Sent]:
+    return [s for s in server.sent if s.chat_id == chat and s.buttons]
+
+
+async def signal_trader(runtime: AgentRuntime) -> str:
+    """A Trader and a BUY signal for it: its order is placed (or held for approval)."""
+    trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+    price = await runtime.base.broker.last_price("BTC/USDT")
+    runtime.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+        "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
+        "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
+        "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
+        "reason": "test signal"}, "agent:analyst-1")
+    await settle(runtime)
+    return trader.agent_id
+
+
+def orders_of(runtime: AgentRuntime, agent_id: str) -> list[Any]:
+    return [r.order for r in runtime.base.ledger.load().orders if r.order.agent_id == agent_id]
+
+
+# -- who may command ---------------------------------------------------------------------------
+
+def test_a_strangers_commands_do_nothing_and_each_refusal_is_logged(
+    tmp_path: Path, server: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server) as bot:
+            runtime.manager.send_user_message(
+                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(runtime)
+            before = {a.agent_id: a.state for a in runtime.manager.list_agents()}
+            assert set(before.values()) == {AgentState.RUNNING}
+            with caplog.at_level(logging.WARNING, logger="app.telegram.auth"):
+                server.push_text(STRANGER, STRANGER, "/stop_all", username="mallory")
+                server.push_text(STRANGER, STRANGER, "sell everything", username="mallory")
+                server.push_text(OWNER, GROUP, "/pause")  # the owner, in a chat not allowed
+                answer = await ask(server, "/agents")
+            assert answer.startswith("Agents: 3 (3 running)")
+            assert {a.agent_id: a.state for a in runtime.manager.list_agents()} == before
+            assert server.in_chat(STRANGER) == [] and server.in_chat(GROUP) == []
+            assert runtime.queue.tasks(runtime.orchestrator().agent_id)[-1].payload.get(
+                "text") != "sell everything"
+            assert [r.sender.what for r in bot.gate.refusals] == [
+                "/stop_all", "sell everything", "/pause"]
+            refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+            assert len(refused) == 3
+            assert "user 31337 (@mallory) in chat 31337" in refused[0]
+            assert "chat -1001234 is not an allowed chat" in refused[2]
+            assert "Refused Telegram senders since start: 3" in await ask(server, "/status")
+
+    asyncio.run(scenario())
+
+
+def test_commands_sent_while_kestrel_was_closed_are_dropped_not_executed(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            runtime.manager.send_user_message(
+                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(runtime)
+            server.push_text(OWNER, OWNER, "/stop_all")  # while the bot was not running
+            async with telegram(runtime, server):
+                assert server.pending() == 0  # dropped when polling started
+                # a message that arrives now but was written an hour ago (a delayed delivery)
+                server.push_text(OWNER, OWNER, "/pause", date_s=time.time() - 3600)
+                assert (await ask(server, "/agents")).startswith("Agents: 3 (3 running)")
+            assert all(a.state is AgentState.RUNNING for a in runtime.manager.list_agents())
+            assert server.in_chat(OWNER)[0].startswith("Agents:")
+
+    asyncio.run(scenario())
+
+
+# -- the owner's commands ----------------------------------------------------------------------
+
+def test_the_owners_account_commands_answer_with_the_accounts_real_data(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            trader = await signal_trader(runtime)
+            await advance_hours(runtime, 2)  # the order fills; the trader sets its TP/SL
+            broker = runtime.base.broker
+            account = await broker.account()
+            (position,) = await broker.positions()
+            open_orders = await broker.open_orders()
+            (fill,) = await broker.trades()
+            assert open_orders, "the take-profit and stop-loss wait"
+
+            status = await ask(server, "/status")
+            assert f"Equity {fmt.money(account.equity, 'USDT')}" in status
+            assert "Positions 1, open orders 2" in status and "Agents: 1 (1 running)" in status
+            balance = await ask(server, "/balance")
+            for asset in account.assets:
+                assert f"{asset.currency}: {fmt.number(asset.total)}" in balance
+            positions = await ask(server, "/positions")
+            assert f"BTC/USDT: {fmt.number(position.size)} at avg " \
+                   f"{fmt.number(position.avg_price)}" in positions
+            orders = await ask(server, "/orders")
+            for order in open_orders:
+                assert f"id {order.order_id[:8]}" in orders
+            assert "[take profit]" in orders and "[stop loss]" in orders
+            trades = await ask(server, "/trades")
+            assert f"BUY {fmt.number(fill.quantity)} BTC/USDT at {fmt.number(fill.price)}" \
+                in trades and "· T" in trades
+            agents = await ask(server, "/agents")
+            assert "• T · trader · running · rule engine" in agents
+            info = runtime.agents.get(trader)
+            assert info.last_action in agents
+            fill_alerts = [t for t in server.in_chat(OWNER) if t.startswith("✅ Order filled · T")]
+            assert len(fill_alerts) == 1 and fmt.number(fill.price) in fill_alerts[0]
+
+    asyncio.run(scenario())
+
+
+def test_pause_and_resume_change_the_agents_state(tmp_path: Path, server: FakeTelegram) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            runtime.manager.send_user_message(
+                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(runtime)
+            states = lambda: {a.state for a in runtime.manager.list_agents()}  # noqa: E731
+            assert (await ask(server, "/pause")).startswith("Paused 3 agent(s)")
+            assert states() == {AgentState.PAUSED}
+            trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+            assert await ask(server, f"/resume {trader.name}") == f"Resumed {trader.name}."
+            assert runtime.agents.get(trader.agent_id).state is AgentState.RUNNING
+            assert (await ask(server, "/resume")).startswith("Resumed 2 agent(s)")
+            assert states() == {AgentState.RUNNING}
+            assert "no agent named 'Nobody'" in await ask(server, "/pause Nobody")
+            assert (await ask(server, "/stop_all")).startswith("Stopped 3 agent(s)")
+            assert states() == {AgentState.STOPPED}
+
+    asyncio.run(scenario())
+
+
+def test_plain_text_reaches_the_orchestrator_and_its_answer_comes_back(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            server.push_text(OWNER, OWNER, SETUP_COMMAND)
+            await eventually(lambda: runtime.orchestrator() is not None and runtime.queue.tasks(
+                runtime.orchestrator().agent_id))
+            await settle(runtime)
+            orchestrator = runtime.orchestrator()
+            (task,) = runtime.queue.tasks(orchestrator.agent_id)
+            assert task.payload["text"] == SETUP_COMMAND and task.source == "user"
+            finals = [m.content for m in runtime.conversations.recent(orchestrator.agent_id)
+                      if m.kind == "final"]
+            assert finals
+            await eventually(lambda: finals[-1].strip() in server.in_chat(OWNER))
+            assert {a.role for a in runtime.manager.list_agents()} == set(AgentRole)
+            assert "sendChatAction" in server.methods()
+
+    asyncio.run(scenario())
+
+
+# -- questions and approvals -------------------------------------------------------------------
+
+def test_a_clarification_arrives_with_buttons_and_the_answer_reaches_the_agent_after_a_restart(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def first_session() -> tuple[str, Sent]:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            server.push_text(OWNER, OWNER, "watch BTC/USDT")
+            await eventually(lambda: with_buttons(server))
+            (question,) = runtime.questions.pending()
+            (message,) = with_buttons(server)
+            assert question.text in message.text
+            assert f"ref {fmt.ref(question.question_id)}" in message.text
+            assert [row[0][0] for row in message.buttons] == list(question.suggested_replies)
+            return question.question_id, message
+
+    async def second_session(question_id: str, message: Sent) -> None:
+        async with running(tmp_path, ids=RandomIds()) as runtime, telegram(runtime, server):
+            orchestrator = runtime.orchestrator()
+            assert orchestrator.state is AgentState.WAITING_FOR_USER
+            label, data = message.buttons[0][0]
+            server.push_button(OWNER, OWNER, message.message_id, data)
+            await eventually(lambda: runtime.questions.get(question_id).answer is not None)
+            assert runtime.questions.get(question_id).answer == label
+            await settle(runtime)
+            replies = [m.content for m in runtime.conversations.messages(
+                runtime.questions.get(question_id).task_id) if m.kind == "user_reply"]
+            assert replies == [label], "the waiting agent got the answer and went on"
+            await eventually(lambda: "Answered: " + label in server.message(
+                OWNER, message.message_id).text)
+            assert server.message(OWNER, message.message_id).buttons == []
+            await eventually(lambda: server.button_answers)
+            assert server.button_answers[-1][1] == f"Sent: {label}"
+
+    question_id, message = asyncio.run(first_session())
+    asyncio.run(second_session(question_id, message))
+
+
+APPROVAL = "[approval]\nabove_quote = 100\n"
+
+
+def test_an_approval_from_the_owner_places_the_held_order(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path, APPROVAL) as runtime, telegram(runtime, server):
+            trader = await signal_trader(runtime)
+            assert orders_of(runtime, trader) == []
+            await eventually(lambda: with_buttons(server))
+            (message,) = with_buttons(server)
+            assert message.text.startswith("🟡 Approval needed · T")
+            assert "Order: BUY BTC/USDT MARKET" in message.text
+            assert [[label for label, _ in row] for row in message.buttons] == [
+                ["Approve", "Refuse"]]
+            assert not message.silent
+            server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
+            await eventually(lambda: orders_of(runtime, trader))
+            await settle(runtime)
+            (order,) = orders_of(runtime, trader)
+            assert order.side.value == "BUY" and order.symbol == "BTC/USDT"
+            (record,) = runtime.approvals.all()
+            assert record.decision == "approved" and record.order_id == order.order_id
+            await eventually(lambda: server.button_answers)
+            assert server.button_answers[-1][1] == "Approved: the order goes to the broker."
+            await eventually(lambda: server.message(OWNER, message.message_id).buttons == [])
+            assert "Answered: Approve" in server.message(OWNER, message.message_id).text
+
+    asyncio.run(scenario())
+
+
+def test_an_expired_approval_button_does_nothing_and_approve_sends_fresh_ones(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path, APPROVAL) as runtime, telegram(
+                runtime, server, approval_expiry_s=60) as _bot:
+            trader = await signal_trader(runtime)
+            await eventually(lambda: with_buttons(server))
+            (message,) = with_buttons(server)
+            assert "The buttons work for 1 min" in message.text
+            server.age_message(OWNER, message.message_id, 61)
+            server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
+            await eventually(lambda: server.button_answers)
+            assert "expired" in server.button_answers[-1][1]
+            await settle(runtime)
+            assert orders_of(runtime, trader) == []
+            (question,) = runtime.questions.pending()
+            assert question.answer is None
+            await eventually(lambda: server.message(OWNER, message.message_id).buttons == [])
+
+            server.push_text(OWNER, OWNER, "/approve")
+            await eventually(lambda: len(with_buttons(server)) == 1 and
+                             with_buttons(server)[0].message_id != message.message_id)
+            (fresh,) = with_buttons(server)
+            assert fmt.ref(question.question_id) in fresh.text
+            reply = await ask(server, f"/reject {fmt.ref(question.question_id)}")
+            assert reply == f"Refused ({fmt.ref(question.question_id)}): the order is not placed."
+            await settle(runtime)
+            assert orders_of(runtime, trader) == []
+            assert runtime.approvals.all()[0].decision == "refused"
+            assert "No order waits" in await ask(server, "/approve")
+
+    asyncio.run(scenario())
+
+
+# -- the kill switch ---------------------------------------------------------------------------
+
+class RecordingKillSwitch:
+    """Stands in for issue 16's kill switch: the bot's side of the interface only."""
+
+    def __init__(self) -> None:
+        self.trips: list[tuple[str, str]] = []
+
+    def is_tripped(self) -> bool:
+        return bool(self.trips)
+
+    async def trip(self, reason: str, by: str) -> str | None:
+        self.trips.append((reason, by))
+        return "Every open order was cancelled."
+
+
+def test_kill_asks_for_confirmation_then_trips_the_switch(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    switch = RecordingKillSwitch()
+
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server, kill_switch=switch):
+            prompt = await ask(server, "/kill")
+            assert prompt.startswith("Trip the kill switch now?") and switch.trips == []
+            (message,) = with_buttons(server)
+            server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][1][1])
+            await eventually(lambda: server.message(OWNER, message.message_id).text ==
+                             "Kill switch: cancelled.")
+            assert switch.trips == [] and server.button_answers[-1][1] == "Cancelled."
+
+            await ask(server, "/kill")
+            message = with_buttons(server)[-1]
+            server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
+            await eventually(lambda: switch.trips)
+            assert switch.trips == [("tripped from Telegram", "Telegram user 4242 (@owner)")]
+            await eventually(lambda: server.message(OWNER, message.message_id).text ==
+                             "Kill switch tripped. Every open order was cancelled.")
+            assert "Kill switch: TRIPPED" in await ask(server, "/status")
+
+    asyncio.run(scenario())
+
+
+def test_kill_without_a_kill_switch_says_it_is_not_available(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            answer = await ask(server, "/kill")
+            assert answer == ("The kill switch is not available in this version. /stop_all "
+                              "stops every agent.")
+            assert with_buttons(server) == []
+
+    asyncio.run(scenario())
+
+
+# -- notifications -----------------------------------------------------------------------------
+
+def test_notification_modes_silent_sends_without_sound_and_off_sends_nothing(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            modes = NotifyModes(agent_messages="silent", daily_summary="off")
+            async with telegram(runtime, server, notify=modes) as bot:
+                sent = await runtime.notifications.send(
+                    "system", [Channel.TELEGRAM], "BTC crossed 9000", "Price alert")
+                (status,) = sent.statuses
+                assert status.delivery_status is DeliveryStatus.SUCCESS
+                (message,) = server.sent
+                assert message.text.startswith("🔔 Price alert\nBTC crossed 9000")
+                assert message.silent
+                assert await bot.alerts.send_summary() == []
+            modes = NotifyModes(agent_messages="off", daily_summary="on")
+            async with telegram(runtime, server, notify=modes) as bot:
+                sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "again")
+                (status,) = sent.statuses
+                assert status.delivery_status is DeliveryStatus.FAILED
+                assert "switched off" in status.message_id_or_error
+                await asyncio.gather(*await bot.alerts.send_summary())
+            assert len(server.sent) == 2
+            summary = server.sent[1]
+            assert summary.text.startswith("📊 Daily summary · PAPER") and not summary.silent
+            # closed: the channel says so again instead of pretending to send
+            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "after")
+            assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("failure", ["error", "drop"])
+def test_a_network_drop_reconnects_and_what_was_said_meanwhile_arrives(
+    tmp_path: Path, server: FakeTelegram, failure: str
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server) as bot:
+            assert (await ask(server, "/agents")).startswith("Agents:")
+            server.failing = failure
+            await eventually(lambda: bot.poll_errors >= 2)
+            during = asyncio.ensure_future(runtime.notifications.send(
+                "system", [Channel.TELEGRAM], "said during the outage"))
+            await eventually(lambda: bot.outbox.failures >= 1)
+            server.failing = None
+            (status,) = (await during).statuses
+            assert status.delivery_status in (DeliveryStatus.SUCCESS, DeliveryStatus.PENDING)
+            await eventually(lambda: any("said during the outage" in t
+                                         for t in server.in_chat(OWNER)))
+            assert (await ask(server, "/status")).startswith("Kestrel · PAPER")
+            assert bot.state is BotState.RUNNING
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_token_faults_the_bot_with_the_reason_and_no_token_text(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            wrong = "999:not-the-token-the-server-knows"
+            settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
+                                        api_base_url=server.base_url)
+            secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): wrong})
+            bot = await start_telegram(runtime, settings, secrets, poll_timeout_s=1.0)
+            assert bot is not None
+            try:
+                assert not await bot.wait_connected(10)
+                assert bot.state is BotState.FAULTED
+                assert "Telegram refused the bot token" in bot.fault_reason
+                assert wrong not in bot.fault_reason
+                sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hi")
+                assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
+                assert "Telegram refused the bot token" in sent.statuses[0].message_id_or_error
+            finally:
+                await bot.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_approval_questions_of_an_approval_kind_switched_off_still_answer_approve(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path, APPROVAL) as runtime, telegram(
+                runtime, server, notify=NotifyModes(approvals="off")):
+            trader = await signal_trader(runtime)
+            (question,) = runtime.questions.pending()
+            assert question.kind is QuestionKind.APPROVAL
+            assert with_buttons(server) == []  # off: not pushed
+            answer = await ask(server, f"/approve {fmt.ref(question.question_id)}")
+            assert answer == (f"Approved ({fmt.ref(question.question_id)}): the order goes to "
+                              "the broker.")
+            await settle(runtime)
+            assert orders_of(runtime, trader)
+
+    asyncio.run(scenario())
+
+
+# -- not started -------------------------------------------------------------------------------
+
+def test_with_telegram_off_or_without_a_token_no_bot_starts_and_the_channel_says_why(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            assert await start_telegram(runtime, TelegramSettings(), SecretStore(environ={})) \
+                is None
+            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+            assert sent.statuses[0].message_id_or_error == (
+                "TELEGRAM is not configured: Telegram is off: turn it on and set the bot token "
+                "in Settings > Telegram")
+            on = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,))
+            from keyring.backends import fail
+
+            assert await start_telegram(
+                runtime, on, SecretStore(backend=fail.Keyring(), environ={})) is None
+            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+            assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
+            assert "has no bot token" in sent.statuses[0].message_id_or_error
+            assert "KESTREL_TELEGRAM_BOT_TOKEN" in sent.statuses[0].message_id_or_error
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_kestrel_run_answers_on_telegram_while_it_runs(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "settings.toml").write_text(
+        f'[telegram]\nenabled = true\nallowed_user_ids = [{OWNER}]\n'
+        f'api_base_url = "{server.base_url}"\n', encoding="utf-8")
+    env = {**os.environ, env_var_name(BOT_TOKEN_KEY): server.token}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--for", "1h",
+         "--speed", "600", "--setup", SETUP_COMMAND],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while "getUpdates" not in server.methods():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the bot never polled"
+            time.sleep(0.05)
+        server.push_text(OWNER, OWNER, "/agents")
+        while not any(t.startswith("Agents:") for t in server.in_chat(OWNER)):
+            assert time.monotonic() < deadline, server.in_chat(OWNER)
+            time.sleep(0.05)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert server.token.encode() not in out + err
+    answer = next(t for t in server.in_chat(OWNER) if t.startswith("Agents:"))
+    assert "Orchestrator" in answer
+
+
+def test_a_reply_in_the_persons_own_words_answers_the_question_it_replies_to(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path, APPROVAL) as runtime, telegram(
+                runtime, server, approval_expiry_s=60):
+            trader = await signal_trader(runtime)
+            await eventually(lambda: with_buttons(server))
+            (message,) = with_buttons(server)
+            server.age_message(OWNER, message.message_id, 61)
+            before = len(server.in_chat(OWNER))
+            server.push_text(OWNER, OWNER, "yes", reply_to=message.message_id)
+            await eventually(lambda: len(server.in_chat(OWNER)) > before)
+            assert server.in_chat(OWNER)[before].startswith("That approval request has expired")
+            (question,) = runtime.questions.pending()
+            server.age_message(OWNER, message.message_id, -61)
+            before = len(server.in_chat(OWNER))
+            server.push_text(OWNER, OWNER, "no, too big for today", reply_to=message.message_id)
+            await eventually(lambda: len(server.in_chat(OWNER)) > before)
+            assert server.in_chat(OWNER)[before] == "Answer sent to T."
+            assert runtime.questions.get(question.question_id).answer == "no, too big for today"
+            await settle(runtime)
+            assert orders_of(runtime, trader) == []
+            assert runtime.approvals.all()[0].decision == "refused"
+            assert runtime.orchestrator() is None, "the reply was not sent to the Orchestrator"
+
+    asyncio.run(scenario())
+
+
+def test_telegram_down_at_start_holds_nothing_up_and_the_bot_connects_once_it_is_back(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime:
+            server.failing = "drop"
+            settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
+                                        api_base_url=server.base_url)
+            secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
+            started = time.monotonic()
+            bot = await start_telegram(runtime, settings, secrets, poll_timeout_s=1.0)
+            assert bot is not None and time.monotonic() - started < 1.0
+            try:
+                assert not await bot.wait_connected(0.5)
+                assert bot.state is BotState.CONNECTING
+                server.failing = None
+                assert await bot.wait_connected(15)
+                assert (await ask(server, "/agents")).startswith("Agents:")
+            finally:
+                await bot.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_secret_in_an_outgoing_text_is_masked(tmp_path: Path, server: FakeTelegram) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as runtime, telegram(runtime, server):
+            await runtime.notifications.send(
+                "system", [Channel.TELEGRAM], f"my token is {server.token}, keep it safe")
+            await eventually(lambda: server.sent)
+            (message,) = server.sent
+            assert server.token not in message.text and "my token is ***" in message.text
+
+    asyncio.run(scenario())
