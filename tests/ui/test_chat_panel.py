@@ -383,6 +383,7 @@ def test_a_failing_model_faults_the_agent_and_the_chat_says_why(
         await settle(runtime)
         await until(lambda: panel.header.status_text().startswith("faulted"))
         assert "the API key was refused" in panel.header.reason.text()
+        assert "What to do: check the API key" in panel.header.reason.text()
         await until(lambda: not panel.transcript.typing and bool(cards(panel, NoticeLine)))
         notice = cards(panel, NoticeLine)[-1]
         assert "the model provider failed: openai-compatible: the API key was refused" in (
