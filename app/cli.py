@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 from app import __version__
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.errors import KestrelError
+from app.redaction import redacted_output
 from app.store.lock import WorkspaceBusyError, WorkspaceLock
 from app.tools.spec import ALL_PERMISSIONS, AgentContext, Permission
 from app.workspace import Workspace, setup_logging
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_TOOL_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL_ERROR = 1  # what Python itself exits with after an uncaught exception
 EXIT_WORKSPACE_BUSY = 75  # sysexits' EX_TEMPFAIL: another process writes the workspace
 
 # tools that only read: they may run on a workspace another process writes. Memory tools are not
@@ -329,6 +332,16 @@ def gui_command(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; everything it prints (tracebacks too) passes the secret redactor."""
+    with redacted_output():
+        try:
+            return _main(argv)
+        except Exception:  # a bug: its traceback is printed here, where stderr still redacts
+            traceback.print_exc()
+            return EXIT_INTERNAL_ERROR
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] == "gui":
         return gui_command(arguments[1:])

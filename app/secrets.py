@@ -5,7 +5,8 @@ backups and bug reports. So ``SecretStore`` reads the environment first (headles
 a machine without a keyring), then the OS keyring through ``keyring``; it writes only to the
 keyring, and when this machine has none (a headless Linux has only keyring's ``fail`` backend)
 ``set`` refuses with the exact environment variable to use instead. ``mask`` is what a person
-sees of a key.
+sees of a key. Every value a store can return (each ``KESTREL_*`` variable, each value read or
+stored) is handed to the process's redactor, so it never reaches a log, a database or a report.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import keyring.errors
 from keyring.backends import chainer, fail
 
 from app.domain.errors import OperationalError
-from app.workspace import REDACTOR
+from app.redaction import REDACTOR
 
 SERVICE = "kestrel"
 ENV_PREFIX = "KESTREL_"
@@ -65,6 +66,7 @@ class SecretStore:
         self.service = service
         self._backend = backend
         self._environ = os.environ if environ is None else environ
+        REDACTOR.add_environment(self._environ)
 
     @property
     def backend(self) -> keyring.backend.KeyringBackend:
@@ -94,7 +96,7 @@ class SecretStore:
                     f"the OS keyring could not read {name!r}: {exc}. You can set the environment "
                     f"variable {env_var_name(name)} instead.") from exc
         if value:
-            REDACTOR.add_secret(value)  # once read, a secret can never reach a log line
+            REDACTOR.add_secret(value)  # once read, a secret can never reach any output
         return value or None
 
     def where(self, name: str) -> str | None:
@@ -118,6 +120,7 @@ class SecretStore:
                 f"cannot store {name!r}: {reason}. Kestrel never writes keys to a file; set the "
                 f"environment variable {env_var_name(name)} before starting Kestrel instead, or "
                 "install an OS keyring (e.g. GNOME Keyring or KWallet with a D-Bus session).")
+        REDACTOR.add_secret(value)
         try:
             self.backend.set_password(self.service, name, value)
         except keyring.errors.KeyringError as exc:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import platformdirs
 
 from app.config import Settings, load_settings
 from app.domain.errors import OperationalError
+from app.redaction import REDACTOR
 from app.resources import source_root
 from app.store.backups import BACKUP_DIR_NAME
 from app.store.lock import LOCK_FILE_NAME
@@ -86,31 +86,6 @@ class Workspace:
         return load_settings(self.settings_path)
 
 
-class SecretRedactor(logging.Filter):
-    """Masks registered secrets and key-shaped strings in every log record."""
-
-    _KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|[A-Fa-f0-9]{40,})\b")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._secrets: set[str] = set()
-
-    def add_secret(self, secret: str) -> None:
-        if len(secret) >= 6:
-            self._secrets.add(secret)
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return self._KEY_SHAPED.sub("***", text)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redact(record.getMessage())
-        record.args = None
-        return True
-
-
-REDACTOR = SecretRedactor()
 _configured = False
 
 

@@ -2,7 +2,7 @@
 
 State changes go through ``check_transition`` so a stopped agent can never quietly become paused,
 and each one is committed before it is announced on the bus, so the GUI never shows a state the
-database does not hold.
+database does not hold. A fault reason and an action are redacted before they are stored.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from app.domain.agents import AgentInfo, AgentRole, AgentState, check_transition
 from app.domain.clock import Clock
 from app.domain.errors import NotFoundError
 from app.events import AgentActed, AgentStateChanged, EventBus
+from app.redaction import redact
 from app.store.db import StoreDb
 
 _COLUMNS = (
@@ -92,6 +93,7 @@ class AgentStore:
         if info.state is state:
             return info
         check_transition(info.state, state)
+        reason = None if reason is None else redact(reason)
         fault = reason if state is AgentState.FAULTED else None
         self._db.conn.execute(
             "UPDATE agents SET state=?, fault_reason=?, updated_ms=? WHERE agent_id=?",
@@ -117,6 +119,7 @@ class AgentStore:
         )
 
     def record_action(self, agent_id: str, task_id: str | None, action: str) -> None:
+        action = redact(action)
         self._db.conn.execute(
             "UPDATE agents SET last_action=?, last_action_ms=? WHERE agent_id=?",
             (action, self._clock.now_ms(), agent_id),

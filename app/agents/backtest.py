@@ -4,7 +4,9 @@ The agents, tools, queue and scheduler are the ones the app runs; only the clock
 cursor, advanced a bar at a time and only once every running agent's inbox is idle. Each Analyst
 gets a job that fires when each bar closes; the Traders receive its signals and their fills. The
 report puts the agents beside buy-and-hold, and, when the agents use a language model, beside the
-same templates run on the rule engine, so what the model adds is measured, not assumed.
+same templates run on the rule engine, so what the model adds is measured, not assumed. An agent
+that faulted (a refused key, an unreachable server) is named at the top of the report, because its
+silence would otherwise read as a market with nothing to trade.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import numpy as np
 
 from app.agents.approval import ApprovalSettings
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
+from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
 from app.backtest.engine import ReplayOutput, Timeline, build_timeline
 from app.backtest.report import BacktestResult, write_report
@@ -60,12 +63,14 @@ class AgentBacktestOptions:
 class AgentBacktestResult:
     result: BacktestResult
     agents: list[AgentInfo]
-    llm_calls: int
+    llm_calls: int  # language-model calls only; the rule engine's are ``rule_decisions``
     tokens_in: int
     tokens_out: int
     cost: Decimal
     tool_calls: int
     files: dict[str, Path] = field(default_factory=dict)
+    rule_decisions: int = 0
+    faults: list[Fault] = field(default_factory=list)
 
 
 def estimate(
@@ -148,6 +153,10 @@ async def _run(
     )
     runtime.base.ledger.flush()
     usage = runtime.conversations.usage(run_id=runtime.run_id)
+    by_provider = runtime.conversations.calls_by_provider(run_id=runtime.run_id)
+    rule_decisions = by_provider.pop("rule-engine", 0)
+    model_calls = sum(by_provider.values())
+    faults = faults_of(runtime.manager.list_agents())
     tool_calls = int(
         runtime.base.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
     )
@@ -157,16 +166,18 @@ async def _run(
         "start": ms_to_iso(int(timeline.time_ms[0])), "end": ms_to_iso(int(timeline.time_ms[-1])),
     }
     stats = {
-        "llm_calls": usage.calls, "tokens_in": usage.input_tokens,
+        "llm_calls": model_calls, "rule_engine_decisions": rule_decisions,
+        "tokens_in": usage.input_tokens,
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
     result = collect_result(
         runtime.base, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
     )
+    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
     files = write_report(result, out_dir)
     return AgentBacktestResult(
-        result, agents, usage.calls, usage.input_tokens, usage.output_tokens, usage.cost,
-        tool_calls, files,
+        result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
+        tool_calls, files, rule_decisions, faults,
     )
 
 

@@ -3,6 +3,13 @@
 They build the same agent runtime as the window, on the offline market in paper mode (backtest
 mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
 measure templates without a display. Output is plain lines: who did what, at which market time.
+
+Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
+(``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
+model server...), named with its reason at the top of the summary and the report; 1 and 2 as
+every command (an internal error; bad input). ``kestrel chat`` shows a faulted Orchestrator, why,
+and what to do, and ``/resume`` lets faulted agents try again. The rule engine's answers are
+counted as "rule-engine decisions", never as LLM calls.
 """
 
 from __future__ import annotations
@@ -14,7 +21,16 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
+from app.agents.faults import (
+    EXIT_AGENT_FAULTED,
+    RERUN_HINT,
+    Fault,
+    fault_banner,
+    faults_of,
+    what_to_do,
+)
 from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
+from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.events import (
     AgentStateChanged,
@@ -123,6 +139,8 @@ class TerminalNarrator:
     def _state(self, event: AgentStateChanged) -> None:
         if event.state in ("faulted", "stopped", "deleted") or event.reason:
             why = f": {event.reason}" if event.reason else ""
+            if event.state == AgentState.FAULTED.value:
+                why += f". What to do: {what_to_do(event.reason or '')}"
             self.out(f"[{self._stamp()}] {self._name(event.agent_id)} is {event.state}{why}")
 
     def _clock(self, event: ClockAdvanced) -> None:
@@ -150,24 +168,39 @@ async def _run(args: argparse.Namespace) -> int:
         runtime.driver.set_speed(args.speed)
         await runtime.driver.run_paced(end, max_step_ms=60_000)
         await runtime.manager.wait_idle()
-        _print_summary(runtime)
+        faults = _print_summary(runtime)
     finally:
         if telegram is not None:
             await telegram.aclose()
         await runtime.aclose()
-    return 0
+    return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(runtime: AgentRuntime) -> None:
+def _print_summary(runtime: AgentRuntime) -> list[Fault]:
+    """The run's summary, opening with any faulted agent; returns the faults."""
     state = runtime.base.ledger.load()
     fills = runtime.base.ledger.fills()
     usage = runtime.conversations.usage(run_id=runtime.run_id)
-    print(f"\nMarket time now {ms_to_iso(runtime.clock.now_ms())}; {len(fills)} fills in total.")
-    for info in runtime.manager.list_agents():
+    agents = runtime.manager.list_agents()
+    faults = faults_of(agents)
+    print()
+    for line in fault_banner(faults):
+        print(line)
+    print(f"Market time now {ms_to_iso(runtime.clock.now_ms())}; {len(fills)} fills in total.")
+    for info in agents:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
     balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
-    print(f"Balances: {balances}. LLM calls this run: {usage.calls}, cost ${usage.cost}.")
+    calls = _calls_text(runtime.conversations.calls_by_provider(run_id=runtime.run_id))
+    print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
+    return faults
+
+
+def _calls_text(by_provider: dict[str, int]) -> str:
+    """Model calls and rule-engine decisions, each under its own name."""
+    counts = dict(by_provider)
+    decisions = counts.pop("rule-engine", 0)
+    return f"{sum(counts.values())} LLM calls, {decisions} rule-engine decisions"
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -179,8 +212,9 @@ async def _chat(args: argparse.Namespace) -> int:
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
-              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /quit. "
-              "Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /resume, "
+              "/quit. Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+        _print_fault(runtime.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
             if line is None or line.strip() in ("/quit", "/exit"):
@@ -210,12 +244,39 @@ async def _chat_line(runtime: AgentRuntime, orchestrator_id: str, line: str) -> 
     if line == "/agents":
         _print_summary(runtime)
         return
+    if line == "/resume":
+        await _resume_faulted(runtime)
+        return
     pending = [q for q in runtime.questions.pending(orchestrator_id) if q.answer is None]
     if pending and line.isdigit():
         replies = pending[0].suggested_replies
         if 1 <= int(line) <= len(replies):
             line = replies[int(line) - 1]
     runtime.manager.send_user_message(orchestrator_id, line)
+    await runtime.manager.wait_idle()
+    _print_fault(runtime.manager.get_agent(orchestrator_id), waiting=True)
+
+
+def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
+    """Say so when the agent the chat talks to is faulted: it answers nothing until resumed."""
+    if info is None or info.state is not AgentState.FAULTED:
+        return
+    reason = info.fault_reason or ""
+    print(f"{info.name} is FAULTED and cannot answer: {reason or 'no reason recorded'}.")
+    print(f"What to do: {what_to_do(reason, 'type /resume to let it try again')}")
+    if waiting:
+        print("Your message waits in its inbox and is answered once it runs again.")
+
+
+async def _resume_faulted(runtime: AgentRuntime) -> None:
+    """``/resume``: every faulted agent runs again (its failed task stays failed)."""
+    faulted = [a for a in runtime.manager.list_agents() if a.state is AgentState.FAULTED]
+    if not faulted:
+        print("No agent is faulted.")
+        return
+    for info in faulted:
+        await runtime.manager.control(info.agent_id, "resume")
+        print(f"Resumed {info.name}.")
     await runtime.manager.wait_idle()
 
 
@@ -239,6 +300,8 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
 
     A run that calls a language model first prints its estimated calls and cost and needs
     ``--yes``; it is then repeated on the rule engine, so the model's contribution is measured.
+    A run in which an agent faulted opens its summary with the fault, is not compared, and
+    returns ``EXIT_AGENT_FAULTED``.
     """
     from app.agents.backtest import AgentBacktestOptions, print_progress, run_agent_backtest
     from app.agents.costs import PriceTable
@@ -284,7 +347,13 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     print(summary_table(outcome.result))
     print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
     print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
-          f"tokens, ${outcome.cost}); tool calls {outcome.tool_calls}.")
+          f"tokens, ${outcome.cost}); rule-engine decisions {outcome.rule_decisions}; "
+          f"tool calls {outcome.tool_calls}.")
+    if outcome.faults:
+        for line in fault_banner(outcome.faults, RERUN_HINT):
+            print(line, file=sys.stderr)
+        print(f"report: {args.out / 'summary.json'} (workspace: {args.out / 'workspace'})")
+        return EXIT_AGENT_FAULTED
     if uses_llm:
         options.force_provider, options.llm_settings = ("rule-engine", "rules"), {}
         baseline = asyncio.run(run_agent_backtest(args.data, options, args.out / "rule_engine"))

@@ -2,7 +2,8 @@
 
 A task's conversation is rebuilt from these rows, so a task redelivered after a crash continues
 exactly where it stopped, and any decision can be audited or replayed later. A message is committed
-before anything acts on it (the assistant's tool call is stored before the tool runs).
+before anything acts on it (the assistant's tool call is stored before the tool runs). Every
+message is redacted as it is stored, so no secret reaches the database, the chat or a prompt.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from app.domain.clock import Clock
 from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
+from app.redaction import redact
 from app.store.db import StoreDb
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people
@@ -65,6 +67,7 @@ class ConversationStore:
         self, agent_id: str, task_id: str, step: int, role: str, kind: str, content: str
     ) -> StoredMessage:
         market_ms, wall_ms = self._clock.now_ms(), int(time.time() * 1000)
+        content = redact(content)
         cur = self._db.conn.execute(
             "INSERT INTO messages (agent_id, task_id, step, role, kind, content, market_ms, "
             "wall_ms) VALUES (?,?,?,?,?,?,?,?)",
@@ -143,6 +146,15 @@ class ConversationStore:
             cache[key] = (self.usage(agent_id=agent_id) if agent_id is not None
                           else self.usage(run_id=run_id)).cost
         return cache[key]
+
+    def calls_by_provider(self, *, run_id: str | None = None) -> dict[str, int]:
+        """How many calls each provider answered, e.g. to count the rule engine's decisions
+        apart from language-model calls."""
+        where, args = ("WHERE run_id=?", (run_id,)) if run_id is not None else ("", ())
+        rows = self._db.conn.execute(
+            f"SELECT provider, COUNT(*) FROM llm_usage {where} GROUP BY provider", args  # noqa: S608
+        ).fetchall()
+        return {str(provider): int(count) for provider, count in rows}
 
     def usage(
         self,

@@ -433,7 +433,8 @@ class AgentLoop:
         if task.reply_expected and task.reply_to:
             self.s.queue.enqueue(
                 task.reply_to, TASK_REPLY,
-                {"task_id": task.task_id, "from_agent_id": self.agent_id, "text": text},
+                {"task_id": task.task_id, "from_agent_id": self.agent_id,
+                 "from_agent_name": self.profile.info.name, "text": text},
                 f"agent:{self.agent_id}", dedupe_key=f"reply:{task.task_id}",
             )
 

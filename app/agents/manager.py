@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app import yamltext
-from app.agents.llm.port import LLMProvider
+from app.agents.llm.port import LLMError, LLMProvider
 from app.agents.loop import USER_MESSAGE, AgentLoop, AgentProfile, LoopServices, TaskOutcome
 from app.agents.prompt import build_system_prompt
 from app.agents.templates import AgentTemplate, permissions_of, to_json_safe, validate_config
@@ -288,6 +288,10 @@ class AgentManager:
             logger.debug("agent %s task %s: %s", info.agent_id, task.task_id, outcome)
         except asyncio.CancelledError:
             raise
+        except LLMError as exc:  # its provider could not be built (no key, unknown kind...)
+            reason = f"the model provider could not be set up: {exc}"
+            self.s.queue.fail(task.task_id, reason)
+            self.s.agents.set_state(info.agent_id, AgentState.FAULTED, reason)
         except Exception as exc:
             logger.exception("agent %s failed on task %s", info.agent_id, task.task_id)
             reason = f"internal error while working on {task.task_type}: {exc!r}"

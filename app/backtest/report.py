@@ -2,7 +2,8 @@
 
 The result is produced once (``BacktestResult``) and only formatted here, so the CLI, the tests and
 later the GUI read the same numbers. The chart uses matplotlib's Agg backend: it renders to a file
-with no display, and importing it never touches Qt.
+with no display, and importing it never touches Qt. What is written is redacted: a run whose agents
+faulted carries the fault reasons, and those quote servers' error text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from app.backtest.metrics import Metrics, RoundTrip, drawdown_pct
 from app.domain.clock import ms_to_iso
+from app.redaction import REDACTOR
 
 TRADE_FIELDS = (
     "symbol", "entry_time_iso", "exit_time_iso", "entry_time_ms", "exit_time_ms", "quantity",
@@ -32,6 +34,8 @@ class BacktestResult:
     Attributes:
         time_ms: close time of each step; ``equity`` and ``baseline_equity`` align with it.
         settings: what was run (data files, strategy and parameters, cash, fees), for the record.
+        faults: one line per agent that faulted during the run (reason and what to do); a
+            report with any opens with them.
     """
 
     time_ms: np.ndarray
@@ -43,6 +47,7 @@ class BacktestResult:
     baseline: Metrics
     settings: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    faults: tuple[str, ...] = ()
 
 
 def _clean(value: Any) -> Any:
@@ -56,9 +61,12 @@ def _clean(value: Any) -> Any:
 
 
 def summary(result: BacktestResult) -> dict[str, Any]:
-    """The JSON summary: strategy metrics and the buy-and-hold baseline side by side."""
+    """The JSON summary: strategy metrics and the buy-and-hold baseline side by side (after the
+    faults, when agents faulted)."""
+    faults = {"faults": list(result.faults)} if result.faults else {}
     return _clean(
         {
+            **faults,
             "settings": result.settings,
             "strategy": result.metrics.as_dict(),
             "buy_and_hold": result.baseline.as_dict(),
@@ -93,7 +101,12 @@ def summary_table(result: BacktestResult) -> str:
         ("Fees paid", _fmt(result.metrics.fees_paid, 4), _fmt(result.baseline.fees_paid, 4)),
     ]
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':<{width}}  {'strategy':>16}  {'buy & hold':>16}"]
+    lines = []
+    if result.faults:
+        lines += [f"WARNING: {len(result.faults)} agent(s) FAULTED during this run; the results "
+                  "below do not show what the agents would have done.",
+                  *(f"  {line}" for line in result.faults), ""]
+    lines.append(f"{'':<{width}}  {'strategy':>16}  {'buy & hold':>16}")
     lines += [f"{name:<{width}}  {a:>16}  {b:>16}" for name, a, b in rows]
     return "\n".join(lines)
 
@@ -107,7 +120,8 @@ def write_report(result: BacktestResult, out_dir: Path) -> dict[str, Path]:
         "trades": out_dir / "trades.csv",
         "chart": out_dir / "equity.png",
     }
-    paths["summary"].write_text(json.dumps(summary(result), indent=2) + "\n", encoding="utf-8")
+    document = REDACTOR.redact_data(summary(result))
+    paths["summary"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     _write_equity(result, paths["equity"])
     _write_trades(result, paths["trades"])
     write_chart(result, paths["chart"])
@@ -165,8 +179,9 @@ def write_chart(result: BacktestResult, path: Path) -> None:
         top.legend(loc="upper left")
         top.grid(alpha=0.3)
         name = result.settings.get("strategy", "strategy")
+        faulted = f"{len(result.faults)} agent(s) FAULTED - " if result.faults else ""
         top.set_title(
-            f"{name}: return {result.metrics.total_return_pct:.2f}% vs buy & hold "
+            f"{faulted}{name}: return {result.metrics.total_return_pct:.2f}% vs buy & hold "
             f"{result.baseline.total_return_pct:.2f}%"
         )
         bottom.fill_between(times, -drawdown_pct(result.equity), 0, color="#d62728", alpha=0.5,

@@ -4,7 +4,8 @@ The notification is produced once and each channel only delivers it (the UI aler
 the event bus, e-mail over SMTP, Telegram through the bot once it has started). Every channel runs
 in its own guard with its own deadline, concurrently, so one failing or hanging channel never
 blocks or hides the others, and each channel's outcome is reported and stored with the
-notification.
+notification. The message and each channel's error are redacted before they are stored, sent or
+shown (a mail server's refusal may quote the login).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.domain.clock import Clock
 from app.domain.errors import InvalidParameterError
 from app.events import EventBus, NotificationRaised
 from app.orchestration.ids import IdFactory, keyed_id
+from app.redaction import redact
 from app.store.db import StoreDb
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,7 @@ class NotificationService:
             InvalidParameterError: no channel, or an empty message.
         """
         wanted = tuple(dict.fromkeys(Channel(c) for c in channels))
+        message, subject = redact(message), redact(subject)
         if not wanted:
             raise InvalidParameterError(
                 "Give at least one channel: " + ", ".join(c.value for c in Channel) + ".",
@@ -170,15 +173,14 @@ class NotificationService:
                 return ChannelStatus(
                     channel, DeliveryStatus.FAILED, f"no answer within {self.timeout_s:g} s"
                 )
-            return ChannelStatus(channel, DeliveryStatus.FAILED, f"timed out: {exc}"[:500])
+            return ChannelStatus(channel, DeliveryStatus.FAILED,
+                                 redact(f"timed out: {exc}")[:500])
         except Exception as exc:  # a broken channel must not stop the others
             logger.exception("the %s notifier failed", channel.value)
             return ChannelStatus(
-                channel, DeliveryStatus.FAILED, f"{type(exc).__name__}: {exc}"[:500]
+                channel, DeliveryStatus.FAILED, redact(f"{type(exc).__name__}: {exc}")[:500]
             )
-        if status.channel is not channel:  # a notifier wired to the wrong channel
-            status = ChannelStatus(channel, status.delivery_status, status.message_id_or_error)
-        return status
+        return ChannelStatus(channel, status.delivery_status, redact(status.message_id_or_error))
 
     def recent(self, limit: int = 50) -> list[Notification]:
         """The latest notifications, newest first."""

@@ -19,6 +19,7 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import InvalidParameterError, NotFoundError
 from app.events import Event, EventBus, QuestionAnswered, QuestionAsked
 from app.orchestration.ids import IdFactory, keyed_id
+from app.redaction import redact
 from app.store.db import StoreDb
 
 _COLUMNS = (
@@ -66,7 +67,7 @@ class QuestionStore:
         Raises:
             InvalidParameterError: the question text is empty.
         """
-        text = text.strip()
+        text = redact(text.strip())
         if not text:
             raise InvalidParameterError(
                 "<question_text> must not be empty: write the question to ask the person.",

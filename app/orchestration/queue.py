@@ -24,6 +24,7 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import KestrelError, NotFoundError
 from app.events import Event, EventBus, TaskFinished, TaskQueued
 from app.orchestration.ids import IdFactory
+from app.redaction import redact
 from app.store.db import StoreDb
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -130,6 +131,7 @@ class TaskQueue:
 
         It never enters the inbox; the row is the audit trail and gives the dispatch a task id.
         """
+        result = redact(result)
         payload_json = json.dumps(payload, sort_keys=True, ensure_ascii=False)
         with self._db.transaction() as conn:
             if dedupe_key is not None:
@@ -223,6 +225,7 @@ class TaskQueue:
     def cancel_pending(self, agent_id: str, reason: str = "the agent was stopped") -> list[Task]:
         """Cancel every QUEUED and WAITING task of an agent (it was stopped or deleted)."""
         pending = (TaskStatus.QUEUED.value, TaskStatus.WAITING.value)
+        reason = redact(reason)
         with self._db.transaction() as conn:
             tasks = self._select(conn, "agent_id=? AND status IN (?,?) ORDER BY seq",
                                  (agent_id, *pending))
@@ -355,6 +358,7 @@ class TaskQueue:
         return task
 
     def _finish(self, task_id: str, status: TaskStatus, result: str | None) -> Task:
+        result = None if result is None else redact(result)
         with self._db.transaction() as conn:
             task = self._locked_task(conn, task_id)
             if task.status in _FINAL:

@@ -36,6 +36,7 @@ from typing import Any
 
 from app.domain.errors import OperationalError
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, OrderType, Side
+from app.redaction import redact
 from app.store.db import StoreDb
 
 
@@ -339,7 +340,7 @@ class Ledger:
             (o.order_id, o.client_order_id, o.agent_id, o.symbol, o.side.value,
              o.order_type.value, str(o.quantity), _text(o.price), _text(o.stop_price),
              int(o.reduce_only), o.exit_kind.value, o.status.value, str(o.filled_quantity),
-             _text(o.average_price), str(o.fee), o.fee_currency, o.reason, o.created_ms,
+             _text(o.average_price), str(o.fee), o.fee_currency, redact(o.reason), o.created_ms,
              o.updated_ms, int(o.triggered), _text(record.quote_amount), str(record.reserved)),
         )
 

@@ -2,7 +2,8 @@
 
 Every tool call from every agent passes through ``ToolExecutor.execute``. It never raises for a bad
 call: each failure becomes an error envelope the model can read and act on. Every call, good or bad,
-is handed to the injected recorder with its parameters, result and duration.
+is handed to the injected recorder with its parameters, result and duration. A tool's error text
+comes from outside (an exchange, a mail server) and may quote a key: it is redacted here, once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from app.domain.errors import (
     ToolError,
     UnknownToolError,
 )
+from app.redaction import REDACTOR
 from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
 from app.tools.protocol.render import (
     ToolResult,
@@ -137,7 +139,8 @@ class ToolExecutor:
             data = await self._run(spec, ctx, params)
             result = render_success(call.name, data)
         except ToolError as exc:
-            result = render_error(call.name, exc.code, exc.message, exc.details)
+            result = render_error(call.name, exc.code, REDACTOR.redact(exc.message),
+                                  REDACTOR.redact_data(exc.details))
         except RiskRejection as exc:
             result = render_rejected(call.name, exc.rule, exc.reason, exc.details)
         except Exception as exc:  # a bug in a tool must not kill the agent loop

@@ -7,8 +7,8 @@ so a test can assert what was sent (system prompt first, ``cache_control``, ``st
 
 API::
 
-    FakeOpenAIServer(api_key=None, default=None)     # POST /v1/chat/completions
-    FakeAnthropicServer(api_key=None, default=None)  # POST /v1/messages
+    FakeOpenAIServer(api_key=None, default=None, echo_key=None)     # POST /v1/chat/completions
+    FakeAnthropicServer(api_key=None, default=None, echo_key=None)  # POST /v1/messages
         with ... as server:            # start()/close() also work
         server.base_url                # what to give the SDK / the provider as base_url
         server.script([item, ...])     # queue answers (returns the server)
@@ -23,7 +23,10 @@ API::
     delay(seconds, then="")            # answer only after `seconds` (forces a client timeout)
     Reply(chunk_delay_s=...)           # a stream that stalls between pieces
 
-``api_key`` set: a call with another key gets the vendor's 401. Streaming follows each SDK's wire
+``api_key`` set: a call with another key gets the vendor's 401. ``echo_key`` makes that 401 quote
+the key it received, as some servers do: "full" (a proxy echoing the Authorization header),
+"masked" (OpenAI's "Incorrect API key provided: sk-abc12***…***wxyz") or "both"; the leak tests
+then prove the key reaches no output. Streaming follows each SDK's wire
 format: OpenAI ``data: {chunk}`` lines, usage in a last chunk when ``stream_options.include_usage``,
 then ``data: [DONE]``; Anthropic ``message_start``, ``content_block_start``, ``ping``,
 ``content_block_delta``..., ``content_block_stop``, ``message_delta`` (stop reason, usage),
@@ -131,8 +134,14 @@ class _FakeServerBase:
     path: str = ""
     _ids = itertools.count(1)
 
-    def __init__(self, *, api_key: str | None = None, default: ScriptItem | None = None) -> None:
+    def __init__(
+        self, *, api_key: str | None = None, default: ScriptItem | None = None,
+        echo_key: str | None = None,
+    ) -> None:
+        if echo_key not in (None, "full", "masked", "both"):
+            raise ValueError(f"echo_key must be 'full', 'masked' or 'both', not {echo_key!r}")
         self.expected_api_key = api_key
+        self.echo_key = echo_key
         self.default = default
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
@@ -231,6 +240,20 @@ class _FakeServerBase:
     def authorised(self, headers: dict[str, str]) -> bool:
         raise NotImplementedError
 
+    def received_key(self, headers: dict[str, str]) -> str:
+        raise NotImplementedError
+
+    def refusal(self, headers: dict[str, str]) -> Reply:
+        """The 401 for a wrong key, quoting the key received when ``echo_key`` says so."""
+        key = self.received_key(headers)
+        masked = f"{key[:8]}{'*' * max(4, len(key) - 12)}{key[-4:]}"
+        quoted = {"full": key, "masked": masked,
+                  "both": f"{masked} (Authorization: Bearer {key})"}.get(self.echo_key or "")
+        if quoted is None:
+            return error(401)
+        return error(401, f"Incorrect API key provided: {quoted}. You can find your API key "
+                          "in your account settings.")
+
     def error_body(self, reply: Reply) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -279,7 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         if not owner.authorised(headers):
-            self._send_json(401, owner.error_body(error(401)))
+            self._send_json(401, owner.error_body(owner.refusal(headers)))
             return
         reply = owner._next_reply(body)
         if not owner._wait(reply.delay_s):
@@ -338,6 +361,9 @@ class FakeOpenAIServer(_FakeServerBase):
         return self.expected_api_key is None or (
             headers.get("authorization") == f"Bearer {self.expected_api_key}"
         )
+
+    def received_key(self, headers: dict[str, str]) -> str:
+        return headers.get("authorization", "").removeprefix("Bearer ")
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
         kinds = {401: "invalid_request_error", 404: "invalid_request_error", 429: "requests"}
@@ -398,6 +424,9 @@ class FakeAnthropicServer(_FakeServerBase):
         return key is None or key in (
             headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")
         )
+
+    def received_key(self, headers: dict[str, str]) -> str:
+        return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
         message = reply.error_message or _DEFAULT_MESSAGES.get(reply.status, "Error.")

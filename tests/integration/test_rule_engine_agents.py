@@ -118,7 +118,7 @@ def test_add_a_trader_links_every_analyst_that_had_none(tmp_path: Path) -> None:
         answer = await say(runtime, "add a trader")
         (trader,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]
         assert trader.config["symbols"] == ["BTC/USDT"]
-        assert f"Signals of {analyst.name} now go to it" in answer
+        assert f"The signals of {analyst.name} now go to it" in answer
         linked = runtime.agents.get(analyst.agent_id)
         assert linked.config["trader_agent_id"] == trader.agent_id
         stored = yaml.safe_load(runtime.base.memory.read_file(analyst.agent_id, "config.yaml").data)
@@ -231,5 +231,71 @@ def test_a_signal_for_a_symbol_not_configured_is_ignored(tmp_path: Path) -> None
         answer = await signal(runtime, trader_id, symbol="ETH/USDT")
         assert "ETH/USDT is not one of my symbols" in answer
         assert [n for n, _ in calls(runtime, trader_id)] == ["log_journal_entry"]
+
+    run(tmp_path, body)
+
+
+def test_add_a_trader_with_no_analyst_creates_none_and_says_how_to_set_one_up(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        answer = await say(runtime, "add a trader")
+        assert "a Trader only acts on an analyst's signals, so I created none" in answer
+        assert "watch BTC/USDT on 1h every 1h with a trend analyst and a trader" in answer
+        answer = await say(runtime, "add a trader for ETH/USDT")
+        assert answer.startswith("No analyst watches ETH/USDT")
+        assert [a.role for a in runtime.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
+
+    run(tmp_path, body)
+
+
+def test_add_a_trader_when_every_analyst_has_one_asks_which_and_links_the_one_named(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        await say(runtime, SETUP_COMMAND)
+        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+        orchestrator = await runtime.ensure_orchestrator()
+        task = runtime.manager.send_user_message(orchestrator.agent_id, "add a trader")
+        await settle(runtime)
+        (question,) = [q for q in runtime.questions.pending(orchestrator.agent_id)
+                       if q.answer is None]
+        assert question.text.startswith("Every analyst already has a Trader: "
+                                        f"{analyst.name} (signals to BTC/USDT Trader)")
+        assert analyst.name in question.suggested_replies
+        assert len([a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]) == 1
+        runtime.manager.answer(question.question_id, "the trend analyst")
+        await settle(runtime)
+        answer = runtime.queue.get(task.task_id).result or ""
+        traders = [a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]
+        assert len(traders) == 2
+        linked = runtime.agents.get(analyst.agent_id).config["trader_agent_id"]
+        assert linked == traders[-1].agent_id
+        assert answer.startswith(f"Created the Trader {traders[-1].name}. The signals of "
+                                 f"{analyst.name} now go to it.")
+
+    run(tmp_path, body)
+
+
+def test_the_orchestrator_names_agents_by_their_names_not_their_ids(tmp_path: Path) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        said = [await say(runtime, SETUP_COMMAND), await say(runtime, "status"),
+                await say(runtime, "stop nobody"), await say(runtime, SETUP_COMMAND)]
+        agents = {a.role: a for a in runtime.manager.list_agents()}
+        orchestrator, analyst = agents[AgentRole.ORCHESTRATOR], agents[AgentRole.ANALYST]
+        reply = runtime.queue.enqueue(
+            analyst.agent_id, "RUN_ANALYSIS", {"symbol": "BTC/USDT", "interval": "1h"},
+            f"agent:{orchestrator.agent_id}", reply_to=orchestrator.agent_id,
+            reply_expected=True)
+        await settle(runtime)
+        (answered,) = [t for t in runtime.queue.tasks(orchestrator.agent_id)
+                       if t.task_type == "TASK_REPLY" and t.payload["task_id"] == reply.task_id]
+        said.append(answered.result or "")
+        assert said[-1].startswith(f"Reply from {analyst.name}: ")
+        said += [n.message for n in runtime.notifications.recent()]
+        for text in said:
+            for agent in agents.values():
+                assert agent.agent_id not in text and agent.agent_id[:8] not in text.replace(
+                    f"_{agent.agent_id[:8]}", ""), text  # a job's name may end in one
 
     run(tmp_path, body)

@@ -378,6 +378,9 @@ def test_the_rule_engine_is_labelled_as_not_an_llm_and_an_llm_by_its_provider(
         llm_id, rule_id = llm_panel.model.rows[0].agent_id, rule_panel.model.rows[0].agent_id
         assert cell(llm_panel, llm_id, "Provider / model") == "openai-compatible · gpt-4o-mini"
         assert cell(rule_panel, rule_id, "Provider / model") == "rule engine (not an LLM)"
+        tip = Qt.ItemDataRole.ToolTipRole
+        assert cell(llm_panel, llm_id, "Cost", tip) == "0 model calls"
+        assert cell(rule_panel, rule_id, "Cost", tip) == "0 rule-engine decisions"
         for w in (llm_panel, rule_panel):
             w.tasks.shutdown()
         for rt in (llm, rules):

@@ -147,7 +147,8 @@ def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_
             "SELECT tool_name FROM tool_calls WHERE agent_id=? ORDER BY id", (panel.agent_id,)
         ).fetchall()
         assert [c.entry.tool_name for c in tools] == [row[0] for row in calls]
-        trader = tools[0]
+        assert tools[0].name.text() == "list_agent_instances"  # is it set up already?
+        trader = tools[1]
         assert trader.name.text() == "create_new_agent_instance"
         assert trader.glyph.text() == "✓" and trader.meta.text().startswith("ok")
         assert "agent_name_label=BTC/USDT Trader" in trader.params.full_text
@@ -174,7 +175,7 @@ def test_reasoning_is_folded_away_until_the_person_opens_it(make_runtime, open_p
     async def scenario() -> None:
         await said(runtime, qtbot, panel, SETUP_COMMAND)
         await until(lambda: len(cards(panel, ToolCard)) >= 2)
-        card = cards(panel, ToolCard)[0]
+        card = cards(panel, ToolCard)[1]
         assert card.reasoning.toggle.isVisible() and not card.reasoning.expanded
         assert card.reasoning.body is None
         assert card.reasoning.toggle.text() == "Reasoning ▸"
@@ -383,6 +384,7 @@ def test_a_failing_model_faults_the_agent_and_the_chat_says_why(
         await settle(runtime)
         await until(lambda: panel.header.status_text().startswith("faulted"))
         assert "the API key was refused" in panel.header.reason.text()
+        assert "What to do: check the API key" in panel.header.reason.text()
         await until(lambda: not panel.transcript.typing and bool(cards(panel, NoticeLine)))
         notice = cards(panel, NoticeLine)[-1]
         assert "the model provider failed: openai-compatible: the API key was refused" in (

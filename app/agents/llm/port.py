@@ -4,6 +4,9 @@ Every adapter (OpenAI-compatible, Anthropic, the rule engine, replay) answers on
 with one ``LLMResponse``. Foreign SDK exceptions are translated at the adapter's border, once, into
 ``TemporaryLLMError`` (retry with backoff: timeouts, 429, 5xx, dropped connections) or
 ``PermanentLLMError`` (a person must act: a wrong key, an unknown model, a refused request).
+The message is redacted as the error is made: a server that echoes the key in its error text
+(some proxies echo the Authorization header; OpenAI shows a masked key) never puts it into a
+fault reason, a task result or a log line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from app.redaction import redact
 
 MessageRole = Literal["user", "assistant"]
 
@@ -85,7 +90,7 @@ class LLMError(Exception):
     """A provider could not answer; ``provider`` names which, the message says why in words."""
 
     def __init__(self, provider: str, message: str) -> None:
-        super().__init__(f"{provider}: {message}")
+        super().__init__(redact(f"{provider}: {message}"))
         self.provider = provider
 
 

@@ -7,7 +7,8 @@ matter, words in any order):
   [every N (m|h|d) | hourly | daily | each candle | cron "EXPR"] [with a trend|mean-reversion
   analyst] [and a trader | and the existing trader | without a trader]``
   e.g. ``watch BTC/USDT on 1h every 1h with a trend analyst and a trader``;
-- ``add a trader [for SYMBOL…]``: a Trader, linked to every analyst that has none;
+- ``add a trader [for SYMBOL…]``: a Trader, linked to every analyst (of those symbols) that has
+  none; when each has one, the Orchestrator asks which analyst the new Trader is for;
 - ``status``: every agent with its state, last action and next scheduled run;
 - ``pause|resume|stop all | NAME | ID | analysts | traders``;
 - ``help``.
@@ -279,7 +280,8 @@ HELP_TEXT = (
     "- watch BTC/USDT on 1h every 1h with a trend analyst and a trader\n"
     "  (also: a mean-reversion analyst; and the existing trader; without a trader;\n"
     "  cron \"0 */4 * * *\")\n"
-    "- add a trader [for BTC/USDT]: a Trader linked to every analyst that has none\n"
+    "- add a trader [for BTC/USDT]: a Trader for the analysts that have none (or the one\n"
+    "  you name when I ask)\n"
     "- status: the agents, their state, last action and next run\n"
     "- pause | resume | stop all | <agent name or id> | analysts | traders\n"
     "Connect a language model in Settings to talk freely."

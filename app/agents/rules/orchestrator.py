@@ -1,24 +1,26 @@
 """The Orchestrator policy: turn the plain commands of ``commands.py`` into tool calls.
 
 A setup (``watch …``) asks for what it lacks with ``ask_user_clarification`` (symbols, interval,
-schedule, which analyst; each at most three times), then calls, in order:
+schedule, which analyst; each at most three times), then lists the agents: a setup that exists
+already (the same analyst template, symbols and interval, with a Trader when one is asked for) is
+reused, not repeated (``kestrel run --setup`` sends the same words on every start), with only a
+missing job scheduled and a paused or stopped agent resumed. Otherwise it calls, in order:
 ``create_new_agent_instance`` for the Trader (unless none is wanted or an existing one is reused,
 found with ``list_agent_instances``), ``create_new_agent_instance`` for the Analyst with
 ``trader_agent_id`` set, one ``schedule_background_job`` per symbol (RUN_ANALYSIS to the Analyst),
 a first RUN_ANALYSIS per symbol dispatched at once (so the person need not wait for the schedule),
-``send_notification`` (UI_ALERT) announcing it, and answers with a summary: ids, job names and
-next runs. ``status``, ``pause/resume/stop`` and ``add a trader`` read the agents with
-``list_agent_instances`` and act with ``dispatch_task_to_agent``.
+``send_notification`` (UI_ALERT) announcing it, and answers with a summary: names, job names and
+next runs. ``status``, ``pause/resume/stop`` and ``add a trader`` are in ``agent_commands.py``.
+What it says to the person names agents by their names; ids appear only in the tool calls.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from app.agents.rules.agent_commands import add_trader, control, status
 from app.agents.rules.calls import Answer, call, final
 from app.agents.rules.commands import (
     HELP_TEXT,
@@ -26,73 +28,61 @@ from app.agents.rules.commands import (
     Analyst,
     Command,
     Kind,
+    Schedule,
     TraderChoice,
     is_cancel,
     parse_command,
     parse_fragment,
 )
-from app.agents.rules.transcript import Step, Transcript
+from app.agents.rules.roster import (
+    MAX_ASKS,
+    TRADER_TEMPLATE,
+    Listed,
+    agents_of,
+    announce,
+    symbols_label,
+)
+from app.agents.rules.transcript import Transcript
 from app.memory.roles import symbol_key
 
 MODEL = "rules-orchestrator-v1"
-TRADER_TEMPLATE = "TraderAgent_Default_v1"
 ANALYST_TEMPLATES = {
     Analyst.TREND: ("AnalystAgent_Trend_v1", "Trend", "Trend Analyst"),
     Analyst.MEAN_REVERSION: (
         "AnalystAgent_MeanReversion_v1", "MeanReversion", "Mean-Reversion Analyst"),
 }
-MAX_ASKS = 3
 _ASK_TAG = re.compile(r"^\[ask (\w+) (\d+)\]")
-CONTROL_TASKS = {"pause": "PAUSE_AGENT", "resume": "RESUME_AGENT", "stop": "STOP_AGENT"}
-_CAN = {
-    "pause": {"running", "waiting_for_user"},
-    "resume": {"paused", "stopped", "faulted", "created"},
-    "stop": {"created", "running", "paused", "waiting_for_user", "faulted"},
-}
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """One agent as ``list_agent_instances`` reported it."""
-
-    agent_id: str
-    name: str
-    role: str
-    state: str
-    template: str
-    config: Mapping[str, Any]
-    last_action: str
-    last_action_time: str
-    fault_reason: str
-    jobs: tuple[Mapping[str, str], ...]
+def _schedule_words(listed: str) -> str:
+    """A job's schedule as ``list_agent_instances`` gives it ("every 3600 s", "cron 0 * * * *"),
+    in the words a setup uses ("every 1h")."""
+    every = re.fullmatch(r"every (\d+) s", listed)
+    if every is not None:
+        return Schedule(interval_s=int(every.group(1))).words()
+    if listed.startswith("cron "):
+        return Schedule(cron=listed.removeprefix("cron ")).words()
+    return listed
 
 
-def _listed(step: Step | None) -> list[Listed] | None:
-    if step is None or step.result is None or not step.result.ok:
-        return None
-    root = step.result.first()
-    agents = []
-    for item in root if root is not None else ():
-        try:
-            config = json.loads(item.findtext("config_json") or "{}")
-        except ValueError:
-            config = {}
-        agents.append(Listed(
-            agent_id=item.get("agent_id", ""), name=item.get("name", ""),
-            role=item.get("role", ""), state=item.get("state", ""),
-            template=item.get("template", ""), config=config if isinstance(config, dict) else {},
-            last_action=item.get("last_action", ""),
-            last_action_time=item.get("last_action_time_iso", ""),
-            fault_reason=item.get("fault_reason", ""),
-            jobs=tuple(dict(job.attrib) for job in item.findall("job")),
-        ))
-    return agents
-
-
-def _label(symbols: tuple[str, ...] | list[str]) -> str:
-    if not symbols:
-        return "All-symbol"
-    return ", ".join(symbols) if len(symbols) <= 3 else f"{len(symbols)}-symbol"
+def _same_setup(
+    agents: list[Listed], template: str, symbols: tuple[str, ...], interval: str,
+    trader: TraderChoice,
+) -> Listed | None:
+    """An analyst that already does what a setup asks: the same template, symbols and interval,
+    and a Trader when one is asked for (none when none is)."""
+    traders = {a.agent_id for a in agents if a.role == "trader"}
+    for agent in agents:
+        if agent.role != "analyst" or agent.template != template:
+            continue
+        if sorted(str(s) for s in agent.config.get("symbols") or []) != sorted(symbols):
+            continue
+        if agent.config.get("interval") != interval:
+            continue
+        linked = str(agent.config.get("trader_agent_id") or "") in traders
+        if linked == (trader is not TraderChoice.NONE):
+            return agent
+    return None
 
 
 class OrchestratorPolicy:
@@ -104,8 +94,9 @@ class OrchestratorPolicy:
     def turn(self, t: Transcript) -> Answer:
         task = t.task
         if task.task_type == "TASK_REPLY":
-            sender = task.payload.get("from_agent_id", "an agent")
-            return final(f"Reply from agent {sender}: {task.payload.get('text', '')}")
+            sender = (task.payload.get("from_agent_name") or task.payload.get("from_agent_id")
+                      or "an agent")
+            return final(f"Reply from {sender}: {task.payload.get('text', '')}")
         if not task.is_user_message:
             return final(
                 f"The rule-engine Orchestrator acts on chat messages; a {task.task_type} task is "
@@ -118,11 +109,11 @@ class OrchestratorPolicy:
             case Kind.WATCH:
                 return self._watch(t, command)
             case Kind.STATUS:
-                return self._status(t)
+                return status(t)
             case Kind.CONTROL:
-                return self._control(t, command)
+                return control(t, command, self.agent_id)
             case Kind.ADD_TRADER:
-                return self._add_trader(t, command)
+                return add_trader(t, command, self.quote)
         return final(f"I did not understand {task.text[:200]!r}.\n{HELP_TEXT}")
 
     # -- setting up a watch --------------------------------------------------------------------
@@ -202,17 +193,19 @@ class OrchestratorPolicy:
         interval = c.interval or self.default_interval
         assert schedule is not None and c.analyst is not None
         template, job_word, title = ANALYST_TEMPLATES[c.analyst]
-        label = _label(c.symbols)
+        label = symbols_label(c.symbols)
         choice = c.trader or TraderChoice.NONE
+        agents = agents_of(t, "First: is this watch set up already? Then it is reused.")
+        if isinstance(agents, Answer):
+            return agents
+        same = _same_setup(agents, template, c.symbols, interval, choice)
+        if same is not None and t.tagged("create analyst") is None:
+            return self._reuse(t, c, same, agents, job_word, schedule)
         notes: list[str] = []
         trader_id: str | None = None
         trader_name = ""
         if choice is TraderChoice.EXISTING:
-            listed = t.tagged("agents")
-            if listed is None:
-                return call("list_agent_instances", "agents", "Finding the existing Trader.",
-                            role="trader")
-            traders = [a for a in _listed(listed) or [] if a.state not in ("stopped",)]
+            traders = [a for a in agents if a.role == "trader" and a.state != "stopped"]
             overlap = [a for a in traders if set(a.config.get("symbols") or c.symbols)
                        & set(c.symbols)]
             chosen = (overlap or traders or [None])[0]
@@ -243,26 +236,68 @@ class OrchestratorPolicy:
             return call(
                 "create_new_agent_instance", "create analyst",
                 f"Now the {title} for {label} on {interval}"
-                + (f", sending its signals to {trader_id}." if trader_id else ", signals only."),
+                + (f", sending its signals to {trader_name}." if trader_id else ", signals only."),
                 agent_type_template=template, agent_name_label=f"{label} {interval} {title}",
                 initial_config_json=config, start_immediately=True,
             )
         if analyst.result is None or not analyst.result.ok:
             problem = analyst.result.problem() if analyst.result else "no result"
-            made = f" The Trader {trader_id} was created and waits idle." if (
+            made = f" The Trader {trader_name} was created and waits idle." if (
                 choice is TraderChoice.NEW) else ""
             return final(f"Could not create the Analyst: {problem}.{made}")
         analyst_id = analyst.result.attr("agent_id") or ""
         analyst_name = analyst.result.attr("agent_name_label") or title
+        jobs = self._jobs(t, c, analyst_id, (), job_word, schedule, notes)
+        if isinstance(jobs, Answer):
+            return jobs
+        for symbol in c.symbols:
+            first = t.tagged(f"first {symbol}")
+            if first is None:
+                return call(
+                    "dispatch_task_to_agent", f"first {symbol}",
+                    f"A first analysis of {symbol} now, so you need not wait for the schedule.",
+                    target_agent_id=analyst_id, task_type="RUN_ANALYSIS",
+                    task_payload_json={"symbol": symbol, "interval": interval},
+                    reply_expected=False,
+                )
+        trading = (f"its BUY/SELL signals go to {trader_name}, which orders through the "
+                   "Risk Guard" if trader_id else
+                   "no Trader: its signals are logged and notified, nothing is traded "
+                   "(say 'add a trader' to trade them)")
+        summary = (f"Set up {analyst_name} analysing {', '.join(jobs) or label} "
+                   f"on {interval} candles, starting with an analysis now; {trading}.")
+        if notes:
+            summary += " " + " ".join(notes)
+        announced = t.tagged("announce")
+        if announced is None:
+            return announce(summary)
+        return final(summary)
+
+    def _jobs(
+        self, t: Transcript, c: Command, analyst_id: str, existing: tuple[Mapping[str, str], ...],
+        job_word: str, schedule: Schedule, notes: list[str],
+    ) -> list[str] | Answer:
+        """The analysis job of each symbol: an existing one is kept, a missing one scheduled."""
+        interval = c.interval or self.default_interval
         jobs: list[str] = []
         for symbol in c.symbols:
+            name = f"{symbol_key(symbol)}_{interval}_{job_word}_{analyst_id[:8]}"
+            found = next((j for j in existing if j.get("job_name") == name), None)
+            if found is not None:
+                kept = _schedule_words(found.get("schedule", ""))
+                jobs.append(f"{symbol} {kept} (job {name}, next run "
+                            f"{found.get('next_run_time_utc_iso') or 'none: it is disabled'})")
+                if kept != schedule.words():
+                    notes.append(f"You asked for {schedule.words()}; the existing schedule of "
+                                 f"{symbol} ({kept}) is kept: stop this analyst and set the "
+                                 "watch up again to change it.")
+                continue
             job = t.tagged(f"job {symbol}")
             if job is None:
                 return call(
                     "schedule_background_job", f"job {symbol}",
                     f"Scheduling the analysis of {symbol} {schedule.words()}.",
-                    job_name=f"{symbol_key(symbol)}_{interval}_{job_word}_{analyst_id[:8]}",
-                    job_type_identifier="PERIODIC_AGENT_TRIGGER",
+                    job_name=name, job_type_identifier="PERIODIC_AGENT_TRIGGER",
                     cron_expression=schedule.cron, interval_seconds=schedule.interval_s,
                     target_agent_id_on_trigger=analyst_id, task_type_on_trigger="RUN_ANALYSIS",
                     task_payload_on_trigger_json={"symbol": symbol, "interval": interval},
@@ -276,153 +311,39 @@ class OrchestratorPolicy:
             else:
                 problem = job.result.problem() if job.result else "no result"
                 notes.append(f"The schedule for {symbol} failed: {problem}")
-        for symbol in c.symbols:
-            first = t.tagged(f"first {symbol}")
-            if first is None:
-                return call(
-                    "dispatch_task_to_agent", f"first {symbol}",
-                    f"A first analysis of {symbol} now, so you need not wait for the schedule.",
-                    target_agent_id=analyst_id, task_type="RUN_ANALYSIS",
-                    task_payload_json={"symbol": symbol, "interval": interval},
-                    reply_expected=False,
-                )
-        trading = (f"its BUY/SELL signals go to Trader {trader_name} ({trader_id}), which orders "
-                   "through the Risk Guard" if trader_id else
-                   "no Trader: its signals are logged and notified, nothing is traded "
-                   "(say 'add a trader' to trade them)")
-        summary = (f"Set up {analyst_name} ({analyst_id}) analysing {', '.join(jobs) or label} "
-                   f"on {interval} candles, starting with an analysis now; {trading}.")
-        if notes:
-            summary += " " + " ".join(notes)
-        announced = t.tagged("announce")
-        if announced is None:
-            return self._announce(summary)
-        return final(summary)
+        return jobs
 
-    def _announce(self, summary: str) -> Answer:
-        return call(
-            "send_notification", "announce", "Announcing what was set up.",
-            channels=("channel", ["UI_ALERT"]), message_text=summary,
-            subject_text="Agents set up", urgency_level="LOW",
-        )
-
-    # -- status, control and adding a trader ---------------------------------------------------
-
-    def _agents(self, t: Transcript, why: str) -> list[Listed] | Answer:
-        listed = t.tagged("agents")
-        if listed is None:
-            return call("list_agent_instances", "agents", why)
-        agents = _listed(listed)
-        if agents is None:
-            problem = listed.result.problem() if listed.result else "no result"
-            return final(f"I could not list the agents: {problem}")
-        return agents
-
-    def _status(self, t: Transcript) -> Answer:
-        agents = self._agents(t, "The person asked for the status of the agents.")
-        if isinstance(agents, Answer):
-            return agents
-        agents = [a for a in agents if a.role != "orchestrator"]
-        if not agents:
-            return final("No agents yet besides me. Try: watch BTC/USDT on 1h every 1h with a "
-                         "trend analyst and a trader.")
-        lines = [f"{len(agents)} agent(s):"]
-        for a in agents:
-            state = a.state.replace("_", " ")
-            if a.fault_reason:
-                state += f" ({a.fault_reason})"
-            line = f"- {a.name} [{a.role}, {a.agent_id}]: {state}"
-            if a.last_action:
-                line += f"; last: {a.last_action} at {a.last_action_time}"
-            for job in a.jobs:
-                next_run = job.get("next_run_time_utc_iso") or "disabled"
-                line += f"; job {job.get('job_name')} {job.get('schedule')}, next {next_run}"
-            lines.append(line)
-        return final("\n".join(lines))
-
-    def _targets(self, agents: list[Listed], target: str) -> list[Listed]:
-        others = [a for a in agents if a.role != "orchestrator" and a.agent_id != self.agent_id]
-        wanted = target.lower().removeprefix("the ").strip()
-        if wanted in ("", "all", "everything", "all agents", "agents", "everyone"):
-            return others
-        for role in ("analyst", "trader"):
-            if wanted in (role, f"{role}s", f"all {role}s", f"the {role}s"):
-                return [a for a in others if a.role == role]
-        exact = [a for a in others if wanted in (a.agent_id.lower(), a.name.lower())]
-        return exact or [a for a in others if wanted in a.name.lower()]
-
-    def _control(self, t: Transcript, c: Command) -> Answer:
-        agents = self._agents(t, f"To {c.action} agents I need their ids and states.")
-        if isinstance(agents, Answer):
-            return agents
-        targets = self._targets(agents, c.target)
-        if not targets:
-            names = ", ".join(f"{a.name} ({a.agent_id})" for a in agents
-                              if a.role != "orchestrator") or "none"
-            return final(f"No agent matches {c.target or 'that'!r}. Agents: {names}.")
-        done, skipped = [], []
-        for agent in targets:
-            if agent.state not in _CAN[c.action]:
-                skipped.append(f"{agent.name} is {agent.state.replace('_', ' ')}")
+    def _reuse(
+        self, t: Transcript, c: Command, analyst: Listed, agents: list[Listed], job_word: str,
+        schedule: Schedule,
+    ) -> Answer:
+        """The watch exists (a setup sent again, e.g. by every ``kestrel run --setup``): keep
+        its agents, schedule only a missing job and let a paused or stopped agent run again."""
+        by_id = {a.agent_id: a for a in agents}
+        trader = by_id.get(str(analyst.config.get("trader_agent_id") or ""))
+        notes: list[str] = []
+        for agent in (analyst, trader):
+            if agent is None or agent.state in ("running", "waiting_for_user"):
                 continue
-            step = t.tagged(f"control {agent.agent_id}")
+            step = t.tagged(f"resume {agent.agent_id}")
             if step is None:
                 return call(
-                    "dispatch_task_to_agent", f"control {agent.agent_id}",
-                    f"{c.action.capitalize()} {agent.name}.", target_agent_id=agent.agent_id,
-                    task_type=CONTROL_TASKS[c.action], task_payload_json={}, reply_expected=False,
+                    "dispatch_task_to_agent", f"resume {agent.agent_id}",
+                    f"{agent.name} exists but is {agent.state}: letting it run again.",
+                    target_agent_id=agent.agent_id, task_type="RESUME_AGENT",
+                    task_payload_json={}, reply_expected=False,
                 )
             if step.result is not None and step.result.ok:
-                done.append(agent.name)
+                notes.append(f"{agent.name} was {agent.state.replace('_', ' ')} and runs again.")
             else:
-                skipped.append(f"{agent.name}: {step.result.problem() if step.result else '?'}")
-        verb = {"pause": "Paused", "resume": "Resumed", "stop": "Stopped"}[c.action]
-        text = f"{verb}: {', '.join(done)}." if done else f"Nothing to {c.action}."
-        if skipped:
-            text += f" Not changed: {'; '.join(skipped)}."
-        return final(text)
-
-    def _add_trader(self, t: Transcript, c: Command) -> Answer:
-        agents = self._agents(t, "Which analysts have no Trader yet?")
-        if isinstance(agents, Answer):
-            return agents
-        lonely = [a for a in agents if a.role == "analyst" and a.state != "stopped"
-                  and not a.config.get("trader_agent_id")]
-        symbols = list(c.symbols) or sorted(
-            {str(s) for a in lonely for s in a.config.get("symbols") or []})
-        label = _label(symbols)
-        created = t.tagged("create trader")
-        if created is None:
-            return call(
-                "create_new_agent_instance", "create trader", f"Creating a Trader for {label}.",
-                agent_type_template=TRADER_TEMPLATE, agent_name_label=f"{label} Trader",
-                initial_config_json={"symbols": symbols}, start_immediately=True,
-            )
-        if created.result is None or not created.result.ok:
-            problem = created.result.problem() if created.result else "no result"
-            return final(f"Could not create the Trader: {problem}")
-        trader_id = created.result.attr("agent_id") or ""
-        linked, failed = [], []
-        for analyst in lonely:
-            step = t.tagged(f"link {analyst.agent_id}")
-            if step is None:
-                return call(
-                    "dispatch_task_to_agent", f"link {analyst.agent_id}",
-                    f"{analyst.name} has no Trader: linking it to the new one.",
-                    target_agent_id=analyst.agent_id, task_type="UPDATE_AGENT_CONFIG",
-                    task_payload_json={"trader_agent_id": trader_id}, reply_expected=False,
-                )
-            if step.result is not None and step.result.ok:
-                linked.append(analyst.name)
-            else:
-                failed.append(f"{analyst.name}: {step.result.problem() if step.result else '?'}")
-        summary = f"Created Trader {label} Trader ({trader_id})."
-        summary += (f" Signals of {', '.join(linked)} now go to it." if linked else
-                    " No analyst without a Trader was found; link one by setting up a watch "
-                    "'and the existing trader'.")
-        if failed:
-            summary += f" Could not link: {'; '.join(failed)}."
-        if t.tagged("announce") is None:
-            return self._announce(summary)
-        return final(summary)
-
+                problem = step.result.problem() if step.result else "no result"
+                notes.append(f"{agent.name} is {agent.state} and could not resume: {problem}")
+        jobs = self._jobs(t, c, analyst.agent_id, analyst.jobs, job_word, schedule, notes)
+        if isinstance(jobs, Answer):
+            return jobs
+        trading = (f"its signals go to {trader.name}" if trader is not None
+                   else "it has no Trader")
+        watched = ", ".join(jobs) or symbols_label(c.symbols)
+        summary = (f"This watch is already set up, so I reused it and created nothing new: "
+                   f"{analyst.name} analyses {watched}; {trading}.")
+        return final(" ".join([summary, *notes]))

@@ -85,10 +85,16 @@ def _tokens_text(row: AgentRow) -> str:
     return f"{usage.input_tokens:,} / {usage.output_tokens:,}"
 
 
+def _calls_text(row: AgentRow) -> str:
+    """The agent's calls under their right name: the rule engine's are not model calls."""
+    what = "rule-engine decisions" if row.info.provider == "rule-engine" else "model calls"
+    return f"{row.usage.calls:,} {what}"
+
+
 def _tokens_tip(row: AgentRow) -> str:
     usage = row.usage
     return (
-        f"{usage.calls:,} model calls · {usage.input_tokens:,} input tokens · "
+        f"{_calls_text(row)} · {usage.input_tokens:,} input tokens · "
         f"{usage.output_tokens:,} output tokens"
     )
 
@@ -152,7 +158,7 @@ def agent_columns(money: int, currency: str) -> list[AgentColumn]:
                     key=lambda r: r.usage.input_tokens + r.usage.output_tokens),
         AgentColumn("Cost (USD)", lambda r: format_fixed(r.usage.cost, COST_DECIMALS),
                     numeric=True, key=lambda r: r.usage.cost,
-                    tooltip=lambda r: f"{r.usage.calls:,} model calls"),
+                    tooltip=_calls_text),
     ]
 
 

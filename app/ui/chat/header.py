@@ -14,6 +14,7 @@ from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPolygonF
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QVBoxLayout
 
+from app.agents.faults import what_to_do
 from app.domain.agents import AgentInfo, AgentRole, AgentState
 from app.ui.chat.style import STATE_WORDS, retone
 from app.ui.chat.widgets import text_label
@@ -146,7 +147,9 @@ class AgentHeader(QFrame):
         self.state.setText(state_words(info))
         self.details.setText(f"·  {info.role.value}  ·  {provider_words(info)}")
         faulted = info.state is AgentState.FAULTED and bool(info.fault_reason)
-        self.reason.setText(f"Reason: {info.fault_reason}" if faulted else "")
+        self.reason.setText(
+            f"Reason: {info.fault_reason}. What to do: {what_to_do(info.fault_reason or '')}"
+            if faulted else "")
         self.reason.setVisible(faulted)
 
     def status_text(self) -> str:

@@ -7,7 +7,8 @@ import pytest
 from app.config import Settings, load_settings, settings_from_mapping
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.errors import OperationalError
-from app.workspace import SecretRedactor, Workspace
+from app.redaction import Redactor
+from app.workspace import Workspace
 
 
 def test_defaults_need_no_file(tmp_path):
@@ -54,9 +55,9 @@ def test_explicit_workspace_creates_its_folders(tmp_path):
 
 
 def test_secrets_never_reach_a_log_line():
-    redactor = SecretRedactor()
+    redactor = Redactor()
     redactor.add_secret("my-exchange-secret-123")
-    line = redactor.redact("key=my-exchange-secret-123 openai=sk-abcdefghijklmnop")
+    line = redactor.redact("key=my-exchange-secret-123 openai=sk-abcdefghijklmnop", display=True)
     assert "my-exchange-secret-123" not in line and "sk-abcdefghijklmnop" not in line
 
 

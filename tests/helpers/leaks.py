@@ -1,0 +1,47 @@
+"""Search outputs for a planted key: whole, any piece of 8 characters, or masked around its ends.
+
+Why bytes: the search runs over everything a run leaves behind (SQLite pages, the WAL, memory
+files, reports, the chart, captured stdout and stderr) exactly as written, without decoding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+PIECE = 8
+_MASK = rb"(?:\*{2,}|\.{3}|\xe2\x80\xa6|\xe2\x80\xa2{2,})"  # ** ... … ••
+
+
+def leak_patterns(key: str) -> list[tuple[str, re.Pattern[bytes]]]:
+    """What counts as the key leaking: the key, each piece of ``PIECE`` characters, its first 4
+    characters before a mask and its last 4 after one."""
+    raw = key.encode()
+    patterns = [("whole key", re.compile(re.escape(raw)))]
+    patterns += [
+        (f"piece {raw[i:i + PIECE].decode()!r}", re.compile(re.escape(raw[i:i + PIECE])))
+        for i in range(len(raw) - PIECE + 1)
+    ]
+    patterns.append(("masked start", re.compile(re.escape(raw[:4]) + _MASK)))
+    patterns.append(("masked end", re.compile(_MASK + re.escape(raw[-4:]))))
+    return patterns
+
+
+def leaks(data: bytes, key: str) -> list[str]:
+    """The kinds of leak found in ``data`` (empty: none)."""
+    return [name for name, pattern in leak_patterns(key) if pattern.search(data)]
+
+
+def files_under(*roots: Path) -> list[Path]:
+    return sorted(p for root in roots for p in root.rglob("*") if p.is_file())
+
+
+def search(outputs: Mapping[str, bytes], key: str) -> dict[str, list[str]]:
+    """Every output that leaks the key, with what was found in it."""
+    found = {name: leaks(data, key) for name, data in outputs.items()}
+    return {name: kinds for name, kinds in found.items() if kinds}
+
+
+def read_all(paths: Iterable[Path]) -> dict[str, bytes]:
+    return {str(path): path.read_bytes() for path in paths}

@@ -1,0 +1,86 @@
+"""A setup sent again is reused, not repeated: across restarts of ``kestrel run --setup`` (real
+subprocesses on one workspace) and within one runtime (paused agents, other intervals)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from app.agents.runtime import AgentRuntime
+from app.domain.agents import AgentRole, AgentState
+from tests.helpers.agents import SETUP_COMMAND
+from tests.helpers.paths import BTC_USDT_1H, REPO
+from tests.integration.test_rule_engine_agents import run, say
+
+
+def kestrel_run(workspace: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--data",
+         str(BTC_USDT_1H), "--setup", SETUP_COMMAND, "--for", "1h", "--speed", "100000"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+
+
+def test_restarting_kestrel_run_with_the_same_setup_keeps_one_analyst_trader_and_job(
+    tmp_path: Path,
+) -> None:
+    outputs = [kestrel_run(tmp_path) for _ in range(3)]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+    first, *again = (done.stdout for done in outputs)
+    assert "Set up BTC/USDT 1h Trend Analyst" in first
+    for later in again:
+        assert "already set up, so I reused it and created nothing new" in later
+        assert "Set up BTC/USDT" not in later
+    conn = sqlite3.connect(tmp_path / "kestrel.db")
+    try:
+        roles = [r[0] for r in conn.execute("SELECT role FROM agents WHERE deleted=0")]
+        jobs = conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+    finally:
+        conn.close()
+    assert sorted(roles) == ["analyst", "orchestrator", "trader"]
+    assert jobs == 1
+    # the rule engine's answers are counted as what they are
+    assert "0 LLM calls, " in first and " rule-engine decisions" in first
+
+
+def test_a_paused_watch_set_up_again_runs_again_and_another_interval_is_a_new_watch(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        await say(runtime, SETUP_COMMAND)
+        assert (await say(runtime, "pause all")).startswith("Paused: ")
+        answer = await say(runtime, SETUP_COMMAND)
+        assert "reused it and created nothing new" in answer
+        assert "BTC/USDT 1h Trend Analyst was paused and runs again." in answer
+        assert "BTC/USDT Trader was paused and runs again." in answer
+        agents = runtime.manager.list_agents()
+        assert len(agents) == 3 and all(a.state is AgentState.RUNNING for a in agents)
+        answer = await say(runtime, "watch BTC/USDT on 1h every 4h with a trend analyst and a "
+                                    "trader")
+        assert "the existing schedule of BTC/USDT (every 1h) is kept" in answer
+        answer = await say(runtime, "watch BTC/USDT on 4h every 4h with a trend analyst and a "
+                                    "trader")
+        assert answer.startswith("Set up BTC/USDT 4h Trend Analyst")
+        roles = [a.role for a in runtime.manager.list_agents()]
+        assert roles.count(AgentRole.ANALYST) == 2 and len(runtime.scheduler.jobs()) == 2
+
+    run(tmp_path, body)
+
+
+def test_a_watch_whose_job_was_removed_gets_its_job_back_and_no_second_analyst(
+    tmp_path: Path,
+) -> None:
+    async def body(runtime: AgentRuntime) -> None:
+        await say(runtime, SETUP_COMMAND)
+        (job,) = runtime.scheduler.jobs()
+        runtime.scheduler.delete(job.job_id)
+        answer = await say(runtime, SETUP_COMMAND)
+        assert "reused it" in answer
+        (again,) = runtime.scheduler.jobs()
+        assert again.name == job.name and again.target_agent_id == job.target_agent_id
+        assert len(runtime.manager.list_agents()) == 3
+
+    run(tmp_path, body)
