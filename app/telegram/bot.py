@@ -40,6 +40,7 @@ from telegram.ext import (
 from app.domain.agents import Channel
 from app.events import ConversationMessageAdded, QuestionAnswered
 from app.orchestration.notify import Notifier, UnconfiguredNotifier
+from app.redaction import redact
 from app.telegram import format as fmt
 from app.telegram.alerts import Alerts
 from app.telegram.auth import Gatekeeper, Sender
@@ -47,7 +48,6 @@ from app.telegram.commands import BotCommands, KillSwitch
 from app.telegram.handlers import UpdateHandlers
 from app.telegram.notifier import Poster, TelegramNotifier
 from app.telegram.outbox import Outbox
-from app.telegram.redact import redact
 from app.telegram.settings import TelegramSettings
 
 if TYPE_CHECKING:
