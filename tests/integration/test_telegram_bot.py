@@ -21,6 +21,7 @@ import pytest
 from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentRole, AgentState, Channel, DeliveryStatus, QuestionKind
 from app.orchestration.ids import RandomIds
+from app.redaction import MARKER
 from app.secrets import SecretStore, env_var_name
 from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
@@ -640,6 +641,6 @@ def test_a_secret_in_an_outgoing_text_is_masked(tmp_path: Path, server: FakeTele
                 "system", [Channel.TELEGRAM], f"my token is {server.token}, keep it safe")
             await eventually(lambda: server.sent)
             (message,) = server.sent
-            assert server.token not in message.text and "my token is ***" in message.text
+            assert server.token not in message.text and f"my token is {MARKER}" in message.text
 
     asyncio.run(scenario())
