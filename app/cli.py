@@ -127,6 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(run)
     chat = sub.add_parser("chat", help="talk to the Orchestrator in the terminal")
     add_chat_arguments(chat)
+
+    from app.mcp.serve_command import add_mcp_serve_arguments
+
+    mcp_serve = sub.add_parser(
+        "mcp-serve",
+        help="serve the workspace's market, indicator, account, trade and memory tools over MCP "
+             "(stdio) to an external agent",
+        description="Serve Kestrel's tools to an MCP client over stdin/stdout. Calls go through "
+                    "the same executor, Risk Guard and audit trail as Kestrel's own agents; an "
+                    "order the approval policy would hold for a person is refused.",
+    )
+    add_mcp_serve_arguments(mcp_serve)
     return parser
 
 
@@ -288,6 +300,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat_command(args)
 
 
+def cmd_mcp_serve(args: argparse.Namespace) -> int:
+    from app.mcp.serve_command import mcp_serve_command
+
+    return mcp_serve_command(args)
+
+
 COMMANDS = {
     "run": cmd_run,
     "chat": cmd_chat,
@@ -297,6 +315,7 @@ COMMANDS = {
     "restore-backup": cmd_restore_backup,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "mcp-serve": cmd_mcp_serve,
 }
 
 

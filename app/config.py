@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints,
 from app.agents.approval import ApprovalSettings
 from app.ccxt.settings import ExchangeSettings
 from app.domain.errors import OperationalError
+from app.mcp.settings import McpSettings
 from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
 from app.telegram.settings import TelegramSettings
@@ -119,6 +120,10 @@ class Settings(_Section):
         description="Per exchange (its ccxt id, e.g. binance): ccxt options and timeout.",
     )
     telegram: TelegramSettings = TelegramSettings()
+    mcp: McpSettings = Field(
+        default_factory=McpSettings,
+        description="MCP servers whose tools agents may use once a person approves each tool.",
+    )
 
 
 def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Settings:

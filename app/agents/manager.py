@@ -43,6 +43,7 @@ class AgentManager:
         new_id: Callable[[], str],
         scheduler: Any = None,
         provider_choice: Callable[[AgentTemplate], tuple[str, str]] | None = None,
+        extra_permissions: Callable[[AgentInfo], frozenset[str]] | None = None,
     ) -> None:
         self.s = services
         self.templates = dict(templates)
@@ -54,6 +55,8 @@ class AgentManager:
         self._provider_choice = provider_choice or (
             lambda tpl: (tpl.provider.kind, tpl.provider.model)
         )
+        # permissions granted beyond the template's groups (the MCP tools a person enabled)
+        self._extra_permissions = extra_permissions
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._loops: dict[str, AgentLoop] = {}
@@ -309,6 +312,11 @@ class AgentManager:
             self._loops[info.agent_id] = loop
         return loop
 
+    def refresh_profiles(self) -> None:
+        """Rebuild every agent's prompt and permissions at its next task (the tools it may use
+        changed: an MCP tool was enabled, disabled or turned off by a change)."""
+        self._loops.clear()
+
     def profile_for(self, info: AgentInfo) -> AgentProfile:
         tpl = self.templates.get(info.template)
         if tpl is None:
@@ -317,12 +325,15 @@ class AgentManager:
                 details={"template": info.template},
             )
         config = validate_config(tpl, info.config)
+        permissions = permissions_of(tpl)
+        if self._extra_permissions is not None:
+            permissions |= self._extra_permissions(info)
         prompt = build_system_prompt(
             tpl, config, agent_id=info.agent_id, agent_name=info.name, mode=self.s.mode,
-            registry=self._registry,
+            registry=self._registry, permissions=permissions,
         )
         return AgentProfile(
-            info=info, system_prompt=prompt, permissions=permissions_of(tpl),
+            info=info, system_prompt=prompt, permissions=permissions,
             provider=self._provider_for(info, tpl), max_steps=tpl.limits.max_steps,
             max_output_tokens=tpl.limits.max_output_tokens, budget_usd=tpl.limits.budget_usd,
         )

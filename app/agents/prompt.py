@@ -167,6 +167,7 @@ def build_system_prompt(
     quote_currency: str = "USDT",
     templates: Mapping[str, AgentTemplate] | None = None,
     prompts_dir: Path | None = None,
+    permissions: frozenset[str] | None = None,
 ) -> str:
     """The agent's full system prompt: template, permitted tools, role augmentation, context.
 
@@ -174,6 +175,8 @@ def build_system_prompt(
         config: the agent's validated configuration (``validate_config``).
         templates: the templates an Orchestrator may create (default: the bundled ones).
         prompts_dir: where the prompt files are (default: ``resources/prompts``).
+        permissions: what the agent may call (default: its template's groups); the manager
+            adds the MCP tools a person enabled for this agent or its template.
 
     Raises:
         OperationalError: a prompt file is missing, or a placeholder has no value.
@@ -201,7 +204,8 @@ def build_system_prompt(
         },
         RUNTIME_CONTEXT,
     )
-    tools = registry.available_tools_section(permissions_of(template)) or "(none)"
+    granted = permissions_of(template) if permissions is None else permissions
+    tools = registry.available_tools_section(granted) or "(none)"
     prompt = fill(
         _read(folder, SYSTEM_TEMPLATE),
         {"available_tools": tools, "role_augmentation": role, "runtime_context": context},

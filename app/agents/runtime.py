@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from app.domain.agents import AgentInfo, AgentRole, Channel
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode
 from app.events import EventBus
+from app.mcp.hub import McpHub, attach_mcp
 from app.orchestration.email_channel import EmailNotifier
 from app.orchestration.ids import IdFactory, RandomIds
 from app.orchestration.notify import (
@@ -90,6 +92,7 @@ class AgentRuntime:
     run_id: str
     providers: dict[tuple[str, str, str, str], LLMProvider]
     checkpointer: WalCheckpointer
+    mcp: McpHub | None = None  # None: no MCP server configured (the SDK is never imported)
 
     @property
     def clock(self) -> ReplayClock:
@@ -119,6 +122,8 @@ class AgentRuntime:
     async def aclose(self) -> None:
         try:
             await self.manager.aclose()
+            if self.mcp is not None:
+                await self.mcp.aclose()  # stops the servers' processes
             for provider in self.providers.values():
                 await provider.aclose()
             for store in (self.agents, self.conversations, self.approvals, self.queue,
@@ -247,20 +252,34 @@ def build_agent_runtime(
                 return template.provider.kind, template.provider.model
             return settings.llm.provider, settings.llm.model or template.provider.model
 
+        mcp_hub: McpHub | None = None
+
+        def mcp_grants(info: AgentInfo) -> frozenset[str]:
+            return frozenset() if mcp_hub is None else mcp_hub.grants(info.agent_id,
+                                                                       info.template)
+
         manager = AgentManager(
             services, templates, base.registry, base.memory, provider_for, ids.new, scheduler,
-            provider_choice=provider_choice,
+            provider_choice=provider_choice, extra_permissions=mcp_grants,
         )
         for spec in build_orchestration_tools(
             manager, queue, scheduler, notifications, questions, clock
         ):
             base.registry.register(spec)
+        # after every core tool: an MCP tool may never take a core tool's name
+        mcp_hub = attach_mcp(
+            base.registry, settings.mcp, workspace.root, secrets.get,
+            lambda: int(time.time() * 1000),
+        )
+        if mcp_hub is not None:
+            mcp_hub.approvals.subscribe(manager.refresh_profiles)
         fills = FillRouter(base.ledger, queue, agents)
         driver = MarketDriver(clock, broker, scheduler, fills, manager, bus)
         driver.speed = settings.agents.replay_speed
         return AgentRuntime(
             base, bus, ids, agents, conversations, approvals, queue, scheduler, questions,
             notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
+            mcp_hub,
         )
     except BaseException:
         try:

@@ -177,7 +177,7 @@ class ToolExecutor:
                 f"This agent ({ctx.role}) is not permitted to call <{spec.name}> (permission "
                 f"group '{spec.permission}'). Use the tools in your Available Tools section, or "
                 "dispatch the task to an agent whose role allows it.",
-                details={"tool": spec.name, "permission": spec.permission.value},
+                details={"tool": spec.name, "permission": str(spec.permission)},
             )
         if call.attrs:
             example = "".join(

@@ -34,6 +34,11 @@ class ToolRegistry:
             raise ValueError(f"tool {spec.name!r} is registered twice")
         self._specs[spec.name] = spec
 
+    def upsert(self, spec: ToolSpec) -> None:
+        """Add a tool or replace the one of that name (an MCP tool re-approved with a new
+        definition); the caller decides what may be replaced."""
+        self._specs[spec.name] = spec
+
     def get(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
 

@@ -123,7 +123,7 @@ class ToolSpec:
     group: str
     description: str
     params: tuple[ParamSpec, ...]
-    permission: Permission
+    permission: Permission | str  # a core group, or ``mcp:<server>__<tool>`` (app.mcp)
     handler: ToolHandler
     returns: str = ""
     timeout_s: float | None = None  # None: the executor's default (settings.tools)

@@ -33,6 +33,7 @@ from app.domain.errors import OperationalError
 from app.risk.config import RiskConfig
 from app.secrets import SecretStore
 from app.ui.panels.tasks import TaskSet
+from app.ui.settings.mcp_page import McpPage
 from app.ui.settings.pages import (
     AppearancePage,
     EmailPage,
@@ -104,10 +105,11 @@ class SettingsDialog(QDialog):
         self.agents_page = SectionPage(
             "Agents", "agents", AgentSettings, s.agents, "Budgets and replay speed.")
         self.appearance_page = AppearancePage(self.prefs)
+        self.mcp_page = McpPage(workspace, self.tasks.spawn, getattr(getattr(parent, "runtime", None), "mcp", None))  # noqa: E501
         self.pages: list[Page] = [
             self.llm_page, self.exchange_page, self.telegram_page, self.email_page,
             self.risk_page, self.approval_page, self.paper_page, self.agents_page,
-            self.appearance_page,
+            self.appearance_page, self.mcp_page,
         ]
         self.nav = QListWidget()
         self.nav.setObjectName("settings_nav")

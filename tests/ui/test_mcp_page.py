@@ -1,0 +1,79 @@
+"""Settings > MCP servers as a person uses it: list a real server's tools, approve one, enable it
+for a template; and saving the dialog keeps the [mcp] servers in settings.toml."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QCheckBox, QPushButton, QWidget
+
+from app.config import load_settings
+from app.mcp.hub import attach_mcp
+from app.secrets import SecretStore
+from app.tools.registry import ToolRegistry
+from app.ui.settings import SettingsDialog
+from app.ui.settings.prefs import UiPrefs
+from app.workspace import Workspace
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")
+TEMPLATE = "TraderAgent_Default_v1"
+
+
+class _Runtime:
+    def __init__(self, mcp):
+        self.mcp = mcp
+
+
+class _Window(QWidget):
+    """What the dialog reads of its parent window: the running runtime."""
+
+    def __init__(self, mcp):
+        super().__init__()
+        self.runtime = _Runtime(mcp)
+
+
+def test_a_person_lists_approves_and_enables_an_mcp_tool(qtbot, qloop, tmp_path):
+    workspace = Workspace.at(tmp_path).ensure()
+    workspace.settings_path.write_text(
+        f"[mcp.servers.hostile]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = {json.dumps([HOSTILE])}\n")
+    hub = attach_mcp(ToolRegistry(), workspace.settings().mcp, tmp_path, lambda _n: None,
+                     lambda: int(time.time() * 1000))
+    window = _Window(hub)
+    qtbot.addWidget(window)
+    dialog = SettingsDialog(workspace, SecretStore(environ={}), UiPrefs(), window)
+    qtbot.addWidget(dialog)
+    box = dialog.mcp_page.boxes["hostile"]
+    try:
+        qtbot.mouseClick(box.list_button, Qt.MouseButton.LeftButton)
+        qloop.run_until_complete(_until(lambda: box.table.rowCount() > 0))
+        assert box.table.rowCount() == 8, "every listed tool is shown, refused ones too"
+        approve = dialog.findChild(QPushButton, "mcp_approve_hostile__echo")
+        qtbot.mouseClick(approve, Qt.MouseButton.LeftButton)
+        assert hub.approvals.get("hostile", "echo") is not None
+        assert hub.grants("a1", TEMPLATE) == frozenset(), "approved but not yet enabled"
+        name = f"mcp_enable_hostile__echo__{TEMPLATE}"
+        qloop.run_until_complete(_until(
+            lambda: (b := dialog.findChild(QCheckBox, name)) is not None and b.isEnabled()))
+        dialog.findChild(QCheckBox, name).setChecked(True)
+        assert hub.grants("a1", TEMPLATE) == {"mcp:hostile__echo"}
+        assert dialog.findChild(QCheckBox, "mcp_enable_hostile__refs__" + TEMPLATE).isEnabled() \
+            is False
+        assert dialog.save()
+        assert "hostile" in load_settings(workspace.settings_path).mcp.servers
+    finally:
+        qloop.run_until_complete(hub.aclose())
+
+
+async def _until(condition, timeout_s: float = 30.0) -> None:
+    """Poll a widget state the page reaches through its own tasks (no signal to wait on)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - polling Qt state, not an asyncio event
+            await asyncio.sleep(0.05)
