@@ -77,7 +77,8 @@ class ToolCallModel(QAbstractTableModel):
         return self.entries[source_row][0]
 
     def append(self, rows: Sequence[ToolCallRow]) -> None:
-        """Add calls read from the ledger (oldest first, ids above ``last_id``)."""
+        """Add calls read from the ledger (oldest first); calls already listed are skipped."""
+        rows = [r for r in rows if r.call_id > self.last_id]
         if not rows:
             return
         self.last_id = max(self.last_id, rows[-1].call_id)

@@ -8,6 +8,7 @@ parameters and the full result XML) are read only for the selected row.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
 from app.events import EventBus, ToolCallCompleted
 from app.store.ledger import Ledger
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
-from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail
+from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail, ToolCallRow
 from app.ui.panels.style import COLORS, format_time, mono_font, panel_stylesheet
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
@@ -47,6 +48,7 @@ class AuditPanel(QWidget):
         self._agents: set[str] = set()
         self._tools: set[str] = set()
         self._detail_seq = 0
+        self._reading = asyncio.Lock()
         self.detail: ToolCallDetail | None = None
         self.tasks = TaskSet(on_error=lambda exc: self.count_label.setText(f"Error: {exc}"))
         self.setStyleSheet(panel_stylesheet())
@@ -156,8 +158,17 @@ class AuditPanel(QWidget):
     # ------------------------------------------------------------------ data
 
     async def refresh(self) -> None:
-        """Load the calls recorded since the last refresh (all of them the first time)."""
-        rows = await self.reader.tool_calls(after_id=self.model.last_id)
+        """Load the calls recorded since the last refresh (all of them the first time).
+
+        One read at a time: the window's start-up read and the throttled reads after tool calls
+        may be asked for together (a resumed agent calls tools while the history loads), and two
+        reads from the same ``last_id`` would list the same calls twice.
+        """
+        async with self._reading:
+            rows = await self.reader.tool_calls(after_id=self.model.last_id)
+            self._add(rows)
+
+    def _add(self, rows: list[ToolCallRow]) -> None:
         if rows:
             self.model.append(rows)
             self._grow(self.agent_filter, self._agents, {r.agent_id for r in rows})
