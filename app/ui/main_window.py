@@ -170,6 +170,7 @@ class MainWindow(QMainWindow):
                 logger.warning("the demo's agents are still busy; starting the replay anyway")
         for key in ("account", "memory", "audit"):
             self.tasks.spawn(self.panels[key].refresh())
+        self.tasks.spawn(self.panels["chart"].load())  # shown before the clock first moves
         if paced:
             self.start_replay()
         self._refresh_title()

@@ -205,3 +205,28 @@ def test_an_unexpected_error_in_a_task_is_reported_with_its_details(desk: Desk) 
         assert "the exchange sent nonsense" in summary and "RuntimeError" in details
 
     desk.run(scenario)
+
+
+def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        assert window.runtime is not None
+        window.runtime.driver.paused = True
+        window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
+        await desk.settle(window)
+        chart = window.panels["chart"]
+        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
+        assert drawn == ["Entry", "SL", "TP"]
+        await desk.close(window)
+
+        again = await desk.open()  # no clock move and no new fill from here on
+        chart = again.panels["chart"]
+        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        assert sorted(label.split()[0] for _price, label in
+                      chart.view.markers.visible_lines) == drawn
+        await until(lambda: len(chart.view.markers.markers) >= 1)
+        assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
+
+    desk.run(scenario)

@@ -231,7 +231,6 @@ class ChartWidget(QWidget):
             self._decimals = self._market.price_decimals(symbol)
             self.view.set_decimals(self._decimals)
             self._apply(series, reset=True)
-            self._trades_changed()
             await self._recompute_studies(series)
 
     async def refresh(self) -> None:
@@ -276,7 +275,7 @@ class ChartWidget(QWidget):
         self._series = series
         grew = old is not None and not reset and len(series) > len(old)
         self.view.set_series(series, interval_ms(series.interval), first_changed, reset)
-        if grew:
+        if grew or reset:  # markers sit on bars: place them on the bars now shown
             self._trades_changed()
         self._show_readout(self._hovered)
 
