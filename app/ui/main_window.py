@@ -34,12 +34,13 @@ from PySide6.QtWidgets import (
 
 from app.domain.agents import AgentRole, AgentState
 from app.domain.clock import ms_to_iso
-from app.domain.errors import KestrelError
+from app.domain.errors import KestrelError, OperationalError
 from app.events import EventBus
 from app.secrets import SecretStore
 from app.ui.errors import ErrorReporter
 from app.ui.panels.tasks import TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
+from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import apply_theme, palette
 from app.workspace import Workspace
@@ -110,6 +111,7 @@ class MainWindow(QMainWindow):
         self.tray: Any = None
         self.replay_bar: Any = None
         self._pacer: asyncio.Task[None] | None = None
+        self._speed_lock = asyncio.Lock()
         self._closing = False
         self.loading = QLabel("Opening the workspace…")
         self.loading.setObjectName("loading")
@@ -159,6 +161,8 @@ class MainWindow(QMainWindow):
         if speed is not None:
             desk.runtime.driver.set_speed(speed)
         self._install(desk)
+        if speed is not None:
+            self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
         await desk.runtime.start()
         if desk.fresh:
             # the demo's first request is handled before time starts to flow, so its first
@@ -244,6 +248,7 @@ class MainWindow(QMainWindow):
         self._restore_layout()
 
         self.replay_bar = ReplayBar(runtime.driver, HOUR_MS, self)
+        self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.setStatusBar(StatusBar(runtime, base.broker.mode, "Offline replay", self))
         self.tray = TrayController(
@@ -310,6 +315,20 @@ class MainWindow(QMainWindow):
         self._pacer = self.tasks.spawn(
             self.desk.runtime.driver.run_paced(self.desk.end_ms, tick_s=0.1, max_step_ms=HOUR_MS)
         )
+
+    def keep_speed(self, speed: float) -> None:
+        """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
+        a relaunch starts the replay at."""
+        if self.runtime is not None:
+            self.tasks.spawn(self._store_speed(self.runtime.base.workspace.settings_path, speed))
+
+    async def _store_speed(self, path: Path, speed: float) -> None:
+        async with self._speed_lock:  # two quick choices are written in the order made
+            try:
+                await asyncio.to_thread(save_replay_speed, path, speed)
+            except (OSError, OperationalError) as exc:
+                self.statusBar().showMessage(
+                    f"The replay speed {speed:g}x was not kept for the next start: {exc}", 15_000)
 
     async def pause_all(self) -> None:
         """Pause every running agent (the tray's and the Agents menu's command)."""

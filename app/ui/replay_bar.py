@@ -20,6 +20,7 @@ class ReplayBar(QToolBar):
     """Speed, pause/play and step for the replay clock."""
 
     stepped = Signal(int)  # fills produced by a manual step
+    speed_chosen = Signal(float)  # the person picked a speed (the window keeps it)
 
     def __init__(self, driver: MarketDriver, step_ms: int, parent: QWidget | None = None) -> None:
         super().__init__("Replay", parent)
@@ -52,7 +53,9 @@ class ReplayBar(QToolBar):
         return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
 
     def _speed_changed(self, index: int) -> None:
-        self.driver.set_speed(float(self.speed.itemData(index)))
+        speed = float(self.speed.itemData(index))
+        self.driver.set_speed(speed)
+        self.speed_chosen.emit(speed)
 
     def toggle_pause(self) -> None:
         self.driver.paused = not self.driver.paused

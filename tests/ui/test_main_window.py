@@ -230,3 +230,27 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
 
     desk.run(scenario)
+
+
+def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()  # a fresh workspace: the demo runs at its top speed
+        assert window.replay_bar.speed.currentText() == "600x"
+        await desk.settle(window)
+        await desk.close(window)
+
+        again = await desk.open()
+        assert again.runtime is not None
+        assert again.replay_bar.speed.currentText() == "600x"
+        assert again.runtime.driver.speed == 600.0
+        bar = again.replay_bar
+        bar.speed.setCurrentIndex(bar.speed.findText("10x"))
+        await until(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
+        await desk.close(again)
+
+        third = await desk.open()
+        assert third.runtime is not None
+        assert third.replay_bar.speed.currentText() == "10x"
+        assert third.runtime.driver.speed == 10.0
+
+    desk.run(scenario)
