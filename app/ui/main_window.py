@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         self.desk: Desk | None = None
         self.runtime: AgentRuntime | None = None
         self.docks: dict[str, QDockWidget] = {}
+        self.panel_shortcuts: dict[str, QAction] = {}
         self.panels: dict[str, Any] = {}
         self.live: Any = None
         self.tray: Any = None
@@ -239,9 +240,17 @@ class MainWindow(QMainWindow):
                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
             self.docks[spec.key] = dock
-            action = dock.toggleViewAction()
-            action.setShortcut(QKeySequence(spec.shortcut))
-            self.view_menu.addAction(action)
+            # the menu toggles a panel; its shortcut only ever shows and raises it, so a
+            # panel behind a tab comes forward instead of being hidden (and the saved layout
+            # never keeps a panel hidden by a key pressed to see it)
+            toggle = dock.toggleViewAction()
+            toggle.setText(f"{spec.title}\t{spec.shortcut}")
+            self.view_menu.addAction(toggle)
+            shortcut = QAction(f"Show {spec.title}", self)
+            shortcut.setShortcut(QKeySequence(spec.shortcut))
+            shortcut.triggered.connect(lambda _=False, key=spec.key: self.open_panel(key))
+            self.addAction(shortcut)
+            self.panel_shortcuts[spec.key] = shortcut
         self._default_arrangement()
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.reset_layout_action)

@@ -161,8 +161,7 @@ def test_notices_and_shortcuts_open_the_right_panel(desk: Desk) -> None:
         window.docks["memory"].close()
         window.open_memory(trader.agent_id)
         assert window.docks["memory"].isVisible()
-        action = window.docks["audit"].toggleViewAction()
-        assert action.shortcut().toString() == "Ctrl+6"
+        assert window.panel_shortcuts["audit"].shortcut().toString() == "Ctrl+6"
 
     desk.run(scenario)
 
@@ -252,5 +251,35 @@ def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
         assert third.runtime is not None
         assert third.replay_bar.speed.currentText() == "10x"
         assert third.runtime.driver.speed == 10.0
+
+    desk.run(scenario)
+
+
+def on_screen(dock) -> bool:
+    """Whether a person sees the dock: shown, and not behind another panel's tab."""
+    return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        account, audit = window.docks["account"], window.docks["audit"]
+        await until(lambda: on_screen(account))
+        assert not on_screen(audit), "the tool calls start behind the account's tab"
+        shortcut = window.panel_shortcuts["audit"]
+        assert shortcut.shortcut().toString() == "Ctrl+6"
+        for _press in range(2):  # pressed again, it stays: a shortcut never hides a panel
+            shortcut.trigger()
+            await until(lambda: on_screen(audit))
+            assert not on_screen(account), "the account went behind its tab"
+        menu = audit.toggleViewAction()
+        assert menu in window.view_menu.actions() and menu.shortcut().isEmpty()
+        assert menu.text().endswith("\tCtrl+6"), "the menu still shows the shortcut"
+        menu.trigger()
+        await until(lambda: audit.isHidden())
+        shortcut.trigger()
+        await until(lambda: on_screen(audit))
 
     desk.run(scenario)
