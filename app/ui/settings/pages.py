@@ -204,6 +204,21 @@ class LlmPage(Page):
         self._spawn(run())
 
 
+CCXT_MISSING = (
+    "The full list of exchanges comes from ccxt, the exchange library, which is not installed "
+    "in this Kestrel, so only the common exchanges are offered. You can still type any "
+    "exchange's ccxt id and store its keys.")
+
+
+def ccxt_exchange_ids() -> list[str] | None:
+    """Every exchange id ccxt knows, or None when ccxt cannot be imported."""
+    try:
+        import ccxt
+    except ImportError:
+        return None
+    return list(ccxt.exchanges)
+
+
 class ExchangePage(Page):
     title = "Exchanges"
 
@@ -227,20 +242,26 @@ class ExchangePage(Page):
         self._secret_row(form, self.api_key)
         self._secret_row(form, self.api_secret)
         self.body.addLayout(form)
+        self.availability = _note(CCXT_MISSING)
+        self.availability.setObjectName("ccxt_availability")
+        self.availability.hide()
+        self.body.addWidget(self.availability)
         self.exchange.currentTextChanged.connect(self._renamed)
         self.finish()
         spawn(self._load_ids())
 
     async def _load_ids(self) -> None:
-        """ccxt's list of exchange ids; importing ccxt takes a second, so not on the loop."""
-        def ids() -> list[str]:
-            import ccxt
+        """ccxt's list of exchange ids; importing ccxt takes a second, so not on the loop.
 
-            return list(ccxt.exchanges)
-
+        ccxt is an optional part here: without it the page offers the common exchanges, says
+        in words why the list is short, and still stores keys.
+        """
         # run_in_executor on the loop set for this thread: Qt may step this task outside
         # run_until_complete, where asyncio.to_thread finds no running loop
-        found = await asyncio.get_event_loop().run_in_executor(None, ids)
+        found = await asyncio.get_event_loop().run_in_executor(None, ccxt_exchange_ids)
+        if found is None:
+            self.availability.show()
+            return
         self.known = frozenset(found)
         current = self.exchange.currentText()
         self.exchange.blockSignals(True)

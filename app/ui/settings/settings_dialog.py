@@ -175,14 +175,15 @@ class SettingsDialog(QDialog):
             self._say(f"settings.toml was not written: {exc}", "error")
             return False
         self.current = new
-        self._apply_prefs()
+        prefs = self._apply_prefs()
         self.saved.emit(new)
         if failed:
             self._say(f"Settings saved, but not stored: {', '.join(failed)} (see the message "
                       "under each).", "warning")
             return False
-        where = f" to {self.workspace.settings_path}" if written else " (nothing had changed)"
-        self._say(f"Saved{where}.", "ok")
+        done = ([f"settings to {self.workspace.settings_path}"] if written else []) + prefs
+        self._say(f"Saved {' and '.join(done)}." if done else "Nothing to save: no value "
+                  "differs from what was stored.", "ok")
         logger.info("settings saved; sections changed: %s", ", ".join(sorted(written)) or "none")
         return True
 
@@ -207,16 +208,21 @@ class SettingsDialog(QDialog):
             text += " " + "; ".join(unplaced)
         self._say(text, "error")
 
-    def _apply_prefs(self) -> None:
+    def _apply_prefs(self) -> list[str]:
+        """Store and announce the changed preferences; what changed, in words."""
+        changed = []
         theme = self.appearance_page.theme()
         tray = self.appearance_page.close_to_tray.isChecked()
         if theme != self.prefs.theme:
             self.prefs.theme = theme
             self.theme_changed.emit(theme)
+            changed.append(f"the {theme} theme")
         if tray != self.prefs.close_to_tray:
             self.prefs.close_to_tray = tray
             self.close_to_tray_changed.emit(tray)
+            changed.append("closing to the tray" if tray else "quitting on close")
         self.prefs.sync()
+        return changed
 
     def _say(self, text: str, kind: str) -> None:
         colours = {"error": palette().down, "warning": palette().warning, "ok": palette().up}
@@ -228,7 +234,10 @@ class SettingsDialog(QDialog):
         self.banner.show()
 
     def _task_failed(self, exc: BaseException) -> None:
-        self._say(f"{type(exc).__name__}: {exc}", "error")
+        # the exception's class is for the log (TaskSet logs it with its traceback), not the
+        # person: the banner says what happened in its message's words
+        self._say(f"Something went wrong here: {str(exc) or 'no details were given'}. The log has "
+                  "the details.", "error")
 
     def done(self, result: int) -> None:
         self.tasks.cancel_all()
