@@ -30,7 +30,7 @@ from app.ui.chat.entries import (
     task_source_words,
 )
 from app.ui.chat.style import TOOL_GLYPHS, retone
-from app.ui.chat.widgets import Collapsible, Divider, ElidedLabel, FlowLayout, text_label
+from app.ui.chat.widgets import Chip, Collapsible, Divider, ElidedLabel, FlowLayout, text_label
 from app.ui.panels.audit_model import format_duration
 from app.ui.panels.style import format_time, mono_font
 
@@ -238,10 +238,10 @@ class TaskCard(Card):
         head.setSpacing(8)
         self.kind = text_label(entry.task_type or "task", "taskType", wrap=False)
         sender = task_source_words(entry.source, hooks.agent_names())
-        self.source = text_label(f"from {sender}", "muted", wrap=False)
+        self.source = ElidedLabel(f"from {sender}")  # cut, not wider than the panel
+        self.source.setObjectName("muted")
         head.addWidget(self.kind)
-        head.addWidget(self.source)
-        head.addStretch(1)
+        head.addWidget(self.source, 1)
         head.addWidget(text_label(clock_time(entry.market_ms), "meta", wrap=False))
         box.addLayout(head)
         payload = {k: v for k, v in entry.payload.items() if k != "text"}
@@ -250,7 +250,7 @@ class TaskCard(Card):
             chips = QWidget()
             flow = FlowLayout(chips, spacing=4)
             for param in params:
-                chip = text_label(f"{param.name} {param.value}", "chip", wrap=False)
+                chip = Chip(f"{param.name} {param.value}")
                 chip.setFont(mono_font(8))
                 flow.addWidget(chip)
             box.addWidget(chips)
