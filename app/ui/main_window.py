@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # the heavy parts load after the window is shown
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+DEFAULT_SIZE = QSize(1600, 1000)
 DEMO_SETUP_TIMEOUT_S = 30
 DEMO_SPEED = 600.0
 HOUR_MS = 3_600_000
@@ -73,6 +75,25 @@ DOCKS = (
     DockSpec("account", "Account", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+5"),
     DockSpec("audit", "Tool calls", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+6"),
 )
+
+
+def _share(total: int, fraction: float, low: int, high: int) -> int:
+    return max(low, min(high, int(total * fraction)))
+
+
+def scrolling(panel: QWidget, key: str) -> QScrollArea:
+    """``panel`` in a frameless scroll area, as a dock's body.
+
+    A dock is then allowed smaller than its panel's own minimum: on a small screen the panel
+    scrolls inside its dock instead of pushing the window (and its status bar) past the screen.
+    Where the dock has the room, the panel fills it and no scroll bar shows.
+    """
+    area = QScrollArea()
+    area.setObjectName(f"scroll_{key}")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QScrollArea.Shape.NoFrame)
+    area.setWidget(panel)
+    return area
 
 
 class MainWindow(QMainWindow):
@@ -120,10 +141,22 @@ class MainWindow(QMainWindow):
         self.loading.setStyleSheet(f"color: {palette().muted}; font-size: 14pt;")
         self.setCentralWidget(self.loading)
         self._build_menus()
-        self.resize(1600, 1000)
         geometry = self.store.value("window/geometry")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
+        if not (isinstance(geometry, QByteArray) and self.restoreGeometry(geometry)):
+            self._fit_screen()
+
+    def _fit_screen(self) -> None:
+        """The first size: the default where the screen has room, else the whole screen
+        (maximized where a window manager can do it, its available size where none does)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        room = screen.availableGeometry() if screen is not None else None
+        if room is None or (room.width() >= DEFAULT_SIZE.width() + 40
+                            and room.height() >= DEFAULT_SIZE.height() + 60):
+            self.resize(DEFAULT_SIZE)
+            return
+        self.resize(DEFAULT_SIZE.boundedTo(room.size()))
+        self.move(room.topLeft())
+        self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
 
     # -- opening a workspace -------------------------------------------------------------------
 
@@ -235,7 +268,7 @@ class MainWindow(QMainWindow):
         for spec in DOCKS:
             dock = QDockWidget(spec.title, self)
             dock.setObjectName(f"dock_{spec.key}")
-            dock.setWidget(self.panels[spec.key])
+            dock.setWidget(scrolling(self.panels[spec.key], spec.key))
             dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
@@ -288,13 +321,20 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self._default_sizes)
 
     def _default_sizes(self) -> None:
+        """Shares of the window, so the chart keeps the middle on a 1280x720 screen as on a
+        large one: agents a quarter of the width, the chat under a third, the account and
+        tool calls below the chart a third of the height."""
         if not self.docks:
             return
-        self.resizeDocks([self.docks["agents"], self.docks["chat"]], [400, 470],
+        width, height = self.width(), self.height()
+        self.resizeDocks([self.docks["agents"], self.docks["chat"]],
+                         [_share(width, 0.24, 260, 400), _share(width, 0.29, 340, 470)],
                          Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["account"], self.docks["book"]], [1150, 450],
+        book = _share(width, 0.28, 330, 450)
+        self.resizeDocks([self.docks["account"], self.docks["book"]], [width - book, book],
                          Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["account"]], [320], Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["account"]], [_share(height, 0.32, 200, 320)],
+                         Qt.Orientation.Vertical)
 
     def _restore_layout(self) -> None:
         state = self.store.value("window/state")

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QRect, QSettings, QSize, Qt
 
 from app.agents.desk import DEMO_COMMAND
 from app.agents.loop_share import LoopShare
@@ -58,10 +58,15 @@ class Desk:
 
         self.qloop.run_until_complete(guarded())
 
-    async def open(self, *, paced: bool = False, speed: float | None = None) -> MainWindow:
+    async def open(
+        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None
+    ) -> MainWindow:
         prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
         window = MainWindow(prefs, SecretStore(), interactive_errors=False)
         self.qtbot.addWidget(window)
+        if size is not None:  # a screen of this size: the window opens filling it
+            window.setWindowState(Qt.WindowState.WindowNoState)
+            window.resize(size)
         window.show()
         await window.open_workspace(self.workspace, paced=paced, speed=speed)
         self.windows.append(window)
@@ -281,5 +286,29 @@ def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
         await until(lambda: audit.isHidden())
         shortcut.trigger()
         await until(lambda: on_screen(audit))
+
+    desk.run(scenario)
+
+
+@pytest.mark.parametrize("size", [QSize(1280, 720), QSize(1366, 768)], ids=str)
+def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size: QSize) -> None:
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        await until(lambda: on_screen(window.docks["account"]))
+        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
+        assert window.size() == size, "the window's minimum is larger than the screen"
+        inside = QRect(0, 0, size.width(), size.height())
+        status = window.statusBar()
+        assert status.isVisible() and inside.contains(status.geometry())
+        chart = window.panels["chart"]
+        assert chart.isVisible() and chart.view.height() >= 220
+        assert inside.contains(QRect(chart.mapTo(window, chart.rect().topLeft()), chart.size()))
+        for key, dock in window.docks.items():
+            dock.raise_()  # a panel behind another's tab is one click away
+            await until(lambda dock=dock: on_screen(dock))
+            assert inside.contains(dock.geometry()), key
+            # big enough to use: a dock smaller than its panel scrolls, it never clips it away
+            assert dock.width() >= 250 and dock.height() >= 150, (key, dock.size())
+            assert dock.widget().viewport().width() >= 200, key
 
     desk.run(scenario)

@@ -134,11 +134,12 @@ class ReportView(QWidget):
         self.note.setStyleSheet(f"color: {palette().muted};")
         top_layout.addWidget(self.note)
         top_layout.addWidget(self.metrics)
-        split = QSplitter(Qt.Orientation.Vertical)
+        self.split = split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(self.plots)
         split.addWidget(self.trades)
         split.setSizes([300, 340, 200])
+        self._top = top
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
@@ -170,9 +171,16 @@ class ReportView(QWidget):
                 colour = _sign_colour(value) if signed else None
                 self.metrics.setItem(row, col, _cell(fmt(value, decimals), colour=colour))
         self.metrics.resizeRowsToContents()
-        height = (self.metrics.horizontalHeader().height() + 4
-                  + sum(self.metrics.rowHeight(r) for r in range(self.metrics.rowCount())))
-        self.metrics.setMinimumHeight(height)  # every metric in view, no scrolling
+        # every metric in view when the window has the room: the splitter gives the table its
+        # full height, but it is not pinned there (a small screen scrolls the table instead)
+        table = (self.metrics.horizontalHeader().height() + 2 * self.metrics.frameWidth() + 2
+                 + sum(self.metrics.rowHeight(r) for r in range(self.metrics.rowCount())))
+        wanted = self._top.sizeHint().height() - self.metrics.sizeHint().height() + table
+        total = sum(self.split.sizes())
+        if total > 0:
+            top = min(wanted, int(total * 0.6))
+            rest = total - top
+            self.split.setSizes([top, rest * 3 // 5, rest - rest * 3 // 5])
 
     def _fill_chart(self, result: BacktestResult) -> None:
         t = palette()

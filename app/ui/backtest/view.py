@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QVBoxLayout,
@@ -238,11 +239,20 @@ class BacktestView(QWidget):
         side.addWidget(self.eta)
         side.addWidget(self.status)
         side.addStretch(1)
-        left.setMinimumWidth(400)
-        left.setMaximumWidth(480)
+        left.setMinimumWidth(360)
+        # the form is taller than a small screen's window leaves the tab: it scrolls there
+        # instead of setting the whole window's minimum height
+        form = QScrollArea()
+        form.setObjectName("backtest_form")
+        form.setWidgetResizable(True)
+        form.setFrameShape(QScrollArea.Shape.NoFrame)
+        form.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        form.setWidget(left)
+        form.setMinimumWidth(left.minimumWidth() + form.verticalScrollBar().sizeHint().width())
+        form.setMaximumWidth(500)
         self.report = ReportView()
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
+        split.addWidget(form)
         split.addWidget(self.report)
         split.setStretchFactor(1, 1)
         layout = QVBoxLayout(self)

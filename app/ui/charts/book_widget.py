@@ -130,6 +130,7 @@ class BookWidget(QWidget):
 
         self.header = QLabel(self)
         self.header.setFont(mono_font(9))
+        self.header.setWordWrap(True)  # a narrow dock wraps it rather than scrolling sideways
         self.model = LadderModel(depth, market.price_decimals(self.symbol))
         self.ladder = QTableView(self)
         self.ladder.setModel(self.model)
@@ -146,7 +147,8 @@ class BookWidget(QWidget):
         self.ladder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
         self.ladder.setSpan(self.model.spread_row, 0, 1, len(COLUMNS))
         self.depth_chart = DepthChart(self)
-        self.depth_chart.setMinimumHeight(140)
+        # small enough for a 720-pixel screen's bottom dock to keep rows of the ladder in view
+        self.depth_chart.setMinimumHeight(60)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.ladder)
         splitter.addWidget(self.depth_chart)

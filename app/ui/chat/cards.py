@@ -13,7 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui.chat.entries import (
     AWAITING,
@@ -101,9 +109,9 @@ class ToolCard(Card):
         self.glyph.setObjectName("glyph")
         self.glyph.setFixedWidth(14)
         self.glyph.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.name = QLabel()
+        self.name = ElidedLabel()  # whole where there is room, cut in a narrow panel
         self.name.setObjectName("toolName")
-        self.name.setTextFormat(Qt.TextFormat.PlainText)
+        self.name.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.name.setFont(mono_font(9))
         self.params = ElidedLabel()
         self.params.setObjectName("muted")
@@ -140,7 +148,7 @@ class ToolCard(Card):
         retone(self.frame, e.status)
         retone(self.glyph, e.status)
         self.glyph.setText(TOOL_GLYPHS.get(e.status, "•"))
-        self.name.setText(e.tool_name)
+        self.name.set_full_text(e.tool_name)
         self.params.set_full_text("  ".join(f"{p.name}={p.value}" for p in e.params))
         meta = [e.status if e.status != SUCCESS else "ok"]
         if e.duration_ms is not None:

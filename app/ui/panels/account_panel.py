@@ -170,6 +170,8 @@ class AccountPanel(QWidget):
             pos=start, angle=0, pen=pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine)
         )
         self.curve_plot.addItem(self.baseline)
+        # on a small screen the tables keep the room and the curve gives way first
+        self.curve_plot.setMinimumHeight(24)
 
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.tabs)
@@ -196,6 +198,7 @@ class AccountPanel(QWidget):
         view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         view.horizontalHeader().setStretchLastSection(False)
         view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        view.setMinimumHeight(48)  # a header and a row: what a 720-pixel screen leaves
         newest_first = model is not self.positions
         view.sortByColumn(
             0, Qt.SortOrder.DescendingOrder if newest_first else Qt.SortOrder.AscendingOrder

@@ -94,6 +94,7 @@ class AuditPanel(QWidget):
         root.addLayout(filters)
 
         self.table = QTableView()
+        self.table.setMinimumHeight(48)
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -148,6 +149,7 @@ class AuditPanel(QWidget):
         caption = QLabel(title)
         caption.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
         view = QPlainTextEdit()
+        view.setMinimumHeight(36)  # a small screen's bottom dock: the table keeps the room
         view.setReadOnly(True)
         view.setFont(mono_font(9))
         view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
