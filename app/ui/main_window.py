@@ -43,7 +43,7 @@ from app.ui.panels.tasks import TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
-from app.ui.theme import apply_theme, palette
+from app.ui.theme import Restylable, apply_theme, set_look
 from app.workspace import Workspace
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
@@ -138,7 +138,8 @@ class MainWindow(QMainWindow):
         self.loading = QLabel("Opening the workspace…")
         self.loading.setObjectName("loading")
         self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.loading.setStyleSheet(f"color: {palette().muted}; font-size: 14pt;")
+        self.loading.setStyleSheet("font-size: 14pt;")
+        set_look(self.loading, "muted")
         self.setCentralWidget(self.loading)
         self._build_menus()
         geometry = self.store.value("window/geometry")
@@ -502,16 +503,21 @@ class MainWindow(QMainWindow):
 
         workspace = self.runtime.base.workspace if self.runtime else Workspace.default()
         dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
-        dialog.theme_changed.connect(self._apply_theme)
+        dialog.theme_changed.connect(self.apply_theme)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
                 lambda value: setattr(self.tray, "close_to_tray", value))
         dialog.open()
 
-    def _apply_theme(self, name: str) -> None:
+    def apply_theme(self, name: str) -> None:
+        """Switch the whole window to theme ``name``: the application's palette and sheet (which
+        every widget takes its look from), then what each panel draws itself (charts, plots)."""
         app = QApplication.instance()
         if isinstance(app, QApplication):
             apply_theme(app, name)
+        for panel in self.panels.values():
+            if isinstance(panel, Restylable):
+                panel.restyle()
 
     # -- errors and closing --------------------------------------------------------------------
 

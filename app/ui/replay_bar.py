@@ -11,7 +11,6 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
 
 from app.agents.driver import MarketDriver
-from app.ui.theme import palette
 
 SPEEDS = (1.0, 10.0, 60.0, 600.0)
 
@@ -91,5 +90,4 @@ class Banner(QLabel):
     def __init__(self, text: str, parent: QWidget | None = None) -> None:
         super().__init__(text, parent)
         self.setObjectName("banner")
-        self.setWordWrap(True)
-        self.setStyleSheet(f"color: {palette().text};")
+        self.setWordWrap(True)  # its colours are the sheet's (``QLabel#banner``)

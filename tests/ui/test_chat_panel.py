@@ -27,7 +27,7 @@ from app.ui.chat import ChatPanel
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble, QuestionCard
 from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.panel import MAX_CARDS
-from app.ui.chat.style import ORANGE
+from app.ui.theme import COLORS
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -217,7 +217,8 @@ def test_a_risk_guard_refusal_is_drawn_in_orange_with_its_rule_and_reason(
         assert order.problem.text.text() == (
             "Position weight would be 19.9% > limit 5.0% for BTC/USDT")
         image = order.frame.grab().toImage()
-        assert image.pixelColor(1, image.height() // 2) == QColor(ORANGE)  # the left edge
+        edge = image.pixelColor(1, image.height() // 2)  # the card's left edge
+        assert edge == QColor(COLORS["rejected"])
         others = [c for c in cards(panel, ToolCard) if c is not order]
         assert all(c.problem is None for c in others)
 

@@ -5,88 +5,20 @@ shortcuts, and the replay and the agents obey the window's controls."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QRect, QSettings, QSize, Qt
+from PySide6.QtCore import QRect, QSize
 
 from app.agents.desk import DEMO_COMMAND
 from app.agents.loop_share import LoopShare
 from app.domain.agents import AgentRole, AgentState
-from app.secrets import SecretStore
-from app.ui.main_window import DOCKS, MainWindow
-from app.ui.settings.prefs import UiPrefs
-from app.workspace import Workspace
+from app.ui.main_window import DOCKS
+from tests.ui.desk import Desk, on_screen, until
 
 # the offscreen platform cannot size, raise or activate windows and says so
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
 HOUR_MS = 3_600_000
-
-
-async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
-
-
-class Desk:
-    """Opens windows on one workspace with one QSettings file, as restarts of the app would.
-
-    Everything happens inside the running qasync loop, as in the app (``app.ui.app``): a
-    scenario is one coroutine, run with ``desk.run(scenario)``.
-    """
-
-    def __init__(self, tmp_path: Path, qtbot, qloop) -> None:
-        self.workspace = Workspace.at(tmp_path / "ws")
-        self.settings_file = str(tmp_path / "kestrel-ui.ini")
-        self.qtbot = qtbot
-        self.qloop = qloop
-        self.windows: list[MainWindow] = []
-
-    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
-        async def guarded() -> None:
-            try:
-                await scenario()
-            finally:
-                for window in list(self.windows):
-                    await self.close(window)
-
-        self.qloop.run_until_complete(guarded())
-
-    async def open(
-        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None
-    ) -> MainWindow:
-        prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
-        window = MainWindow(prefs, SecretStore(), interactive_errors=False)
-        self.qtbot.addWidget(window)
-        if size is not None:  # a screen of this size: the window opens filling it
-            window.setWindowState(Qt.WindowState.WindowNoState)
-            window.resize(size)
-        window.show()
-        await window.open_workspace(self.workspace, paced=paced, speed=speed)
-        self.windows.append(window)
-        return window
-
-    async def settle(self, window: MainWindow) -> None:
-        assert window.runtime is not None
-        await asyncio.wait_for(window.runtime.manager.wait_idle(), 30)
-
-    async def close(self, window: MainWindow) -> None:
-        window.close()
-        await window.aclose()
-        self.windows.remove(window)
-
-
-@pytest.fixture
-def desk(tmp_path: Path, qapp, qtbot, qloop) -> Iterator[Desk]:
-    qapp.setQuitOnLastWindowClosed(False)  # as app.ui.app sets it: the window may go to the tray
-    yield Desk(tmp_path, qtbot, qloop)
-    qapp.setQuitOnLastWindowClosed(True)
 
 
 def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk: Desk) -> None:
@@ -258,11 +190,6 @@ def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
         assert third.runtime.driver.speed == 10.0
 
     desk.run(scenario)
-
-
-def on_screen(dock) -> bool:
-    """Whether a person sees the dock: shown, and not behind another panel's tab."""
-    return dock.isVisible() and not dock.visibleRegion().isEmpty()
 
 
 def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(

@@ -43,8 +43,9 @@ from app.ui.charts.indicator_panes import (
     study_label,
 )
 from app.ui.charts.markers import build_markers, position_lines
-from app.ui.charts.style import COLORS, mono_font
+from app.ui.charts.style import mono_font
 from app.ui.panels.tasks import REDRAWS, TaskSet
+from app.ui.theme import set_look
 
 PREFERRED_INTERVALS = ("1h", "4h", "1d")
 
@@ -98,10 +99,6 @@ class ChartWidget(QWidget):
         layout.addWidget(self._toolbar)
         layout.addWidget(self.readout)
         layout.addWidget(self.view, 1)
-        self.setStyleSheet(
-            f"QWidget {{ background: {COLORS['panel']}; color: {COLORS['text']}; }}"
-            "QToolButton { padding: 2px 6px; }"
-        )
 
         self._throttle = QTimer(self)
         self._throttle.setSingleShot(True)
@@ -377,6 +374,11 @@ class ChartWidget(QWidget):
 
     # -- view ---------------------------------------------------------------------------------
 
+    def restyle(self) -> None:
+        """Redraw candles, axes, markers and lines in the current theme (it changed)."""
+        self.view.restyle()
+        self._trades_changed()
+
     def follow_latest(self) -> None:
         """Scroll back to the newest bar and keep following it."""
         self.view.show_latest()
@@ -402,5 +404,4 @@ class ChartWidget(QWidget):
             list(self.studies.values()),
         )
         self.readout.setText(text)
-        color = COLORS["up"] if rising else COLORS["down"]
-        self.readout.setStyleSheet(f"color: {color};")
+        set_look(self.readout, "up" if rising else "down")

@@ -115,8 +115,9 @@ class Chip(QLabel):
         return self._full
 
     def _chrome(self) -> int:
+        """The sheet's padding and border beside the text (Qt keeps them as contents margins)."""
         margins = self.contentsMargins()
-        return margins.left() + margins.right() + 2 * self.frameWidth()
+        return margins.left() + margins.right()
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         hint = super().sizeHint()
@@ -127,7 +128,7 @@ class Chip(QLabel):
         return QSize(self.MIN_WIDTH, super().minimumSizeHint().height())
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
-        room = event.size().width() - self._chrome() - 2
+        room = event.size().width() - self._chrome()
         self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight,
                                                    max(room, 0)))
         super().resizeEvent(event)

@@ -30,8 +30,9 @@ from app.events import EventBus, ToolCallCompleted
 from app.store.ledger import Ledger
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
 from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail, ToolCallRow
-from app.ui.panels.style import COLORS, format_time, mono_font, panel_stylesheet
+from app.ui.panels.style import format_time, mono_font
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.theme import set_look
 
 STATUSES = ("success", "error", "rejected")
 ALL = "All"
@@ -51,7 +52,6 @@ class AuditPanel(QWidget):
         self._reading = asyncio.Lock()
         self.detail: ToolCallDetail | None = None
         self.tasks = TaskSet(on_error=lambda exc: self.count_label.setText(f"Error: {exc}"))
-        self.setStyleSheet(panel_stylesheet())
         self._build()
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=250, parent=self)
         self.link = BusLink(bus)
@@ -80,13 +80,13 @@ class AuditPanel(QWidget):
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self.search.returnPressed.connect(self.apply_filters)
         self.count_label = QLabel("")
-        self.count_label.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.count_label, "muted")
         for label, widget in (
             ("Agent", self.agent_filter), ("Tool", self.tool_filter),
             ("Status", self.status_filter),
         ):
             caption = QLabel(label)
-            caption.setStyleSheet(f"color: {COLORS['muted']};")
+            set_look(caption, "muted")
             filters.addWidget(caption)
             filters.addWidget(widget)
         filters.addWidget(self.search, 1)
@@ -116,7 +116,7 @@ class AuditPanel(QWidget):
 
         details = QSplitter(Qt.Orientation.Horizontal)
         self.detail_title = QLabel("Select a call to see its parameters and result")
-        self.detail_title.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.detail_title, "muted")
         self.params_view = self._text_view("Parameters", details)
         self.result_view = self._text_view("Result XML", details)
         details.setStretchFactor(0, 2)
@@ -147,7 +147,8 @@ class AuditPanel(QWidget):
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
         caption = QLabel(title)
-        caption.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
+        caption.setStyleSheet("font-size: 8pt;")
+        set_look(caption, "muted")
         view = QPlainTextEdit()
         view.setMinimumHeight(36)  # a small screen's bottom dock: the table keeps the room
         view.setReadOnly(True)

@@ -33,7 +33,7 @@ from app.memory.text import sniff_type
 from app.ui.panels.memory_pane import FilePane
 from app.ui.panels.memory_recall import RecallView
 from app.ui.panels.memory_tree import ROLE, MemoryTree
-from app.ui.panels.style import format_bytes, panel_stylesheet
+from app.ui.panels.style import format_bytes
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,6 @@ class MemoryBrowser(QWidget):
         self._open_seq = 0
         self._dirty: set[str] = set()
         self.tasks = TaskSet(on_error=lambda exc: self.pane.banner.show_message("error", str(exc)))
-        self.setStyleSheet(panel_stylesheet())
         self._build()
         self.tree_throttle = Throttle(self._refresh_dirty, self.tasks, 150, self)
         self.full_throttle = Throttle(self.refresh, self.tasks, 50, self)
@@ -148,6 +147,10 @@ class MemoryBrowser(QWidget):
         dirty, self._dirty = self._dirty, set()
         for agent_id in sorted(dirty):
             await self.refresh_agent(agent_id)
+
+    def restyle(self) -> None:
+        """Recolour the tree's folders and changed files (the theme changed)."""
+        self.tree.recolor()
 
     def show_agent(self, agent_id: str) -> None:
         """Bring an agent's folder into view and scope recall to it ("open its memory")."""

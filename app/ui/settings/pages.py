@@ -43,7 +43,7 @@ from app.ui.settings.keys import (
 )
 from app.ui.settings.model_form import ModelForm, attribute_docs
 from app.ui.settings.prefs import THEMES, UiPrefs
-from app.ui.theme import palette
+from app.ui.theme import set_look
 
 COMMON_EXCHANGES = ("binance", "coinbase", "kraken", "bybit", "okx", "bitstamp", "kucoin")
 Spawn = Callable[[Any], Any]
@@ -52,8 +52,7 @@ Spawn = Callable[[Any], Any]
 def _note(text: str, kind: str = "muted") -> QLabel:
     label = QLabel(text)
     label.setWordWrap(True)
-    colour = {"muted": palette().muted, "warning": palette().warning}.get(kind, palette().text)
-    label.setStyleSheet(f"color: {colour};")
+    set_look(label, kind if kind in ("muted", "warning") else "")
     return label
 
 
@@ -64,9 +63,8 @@ def _heading(text: str) -> QLabel:
 
 
 def show_result(label: QLabel, result: CheckResult) -> None:
-    colour = palette().up if result.ok else palette().down
     label.setText(("✓ " if result.ok else "✗ ") + result.message)
-    label.setStyleSheet(f"color: {colour};")
+    set_look(label, "ok" if result.ok else "error")
 
 
 class Page(QWidget):
@@ -189,7 +187,7 @@ class LlmPage(Page):
         key = self.key.pending() or self.key.current()
         self.test_button.setEnabled(False)
         self.result.setText("Testing… (one tiny request)")
-        self.result.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.result, "muted")
 
         async def run() -> None:
             try:
@@ -365,7 +363,7 @@ class EmailPage(Page):
         password = self.password.pending() or self.password.current()
         self.test_button.setEnabled(False)
         self.result.setText(f"Sending to {', '.join(settings.recipients)}…")
-        self.result.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.result, "muted")
 
         async def run() -> None:
             try:

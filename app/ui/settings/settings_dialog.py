@@ -32,6 +32,7 @@ from app.config import AgentSettings, PaperSettings, Settings
 from app.domain.errors import OperationalError
 from app.risk.config import RiskConfig
 from app.secrets import SecretStore
+from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.settings.pages import (
     AppearancePage,
@@ -45,7 +46,6 @@ from app.ui.settings.pages import (
 )
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_settings
-from app.ui.theme import palette
 from app.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -137,12 +137,6 @@ class SettingsDialog(QDialog):
         layout.addLayout(body, 1)
         layout.addWidget(self.banner)
         layout.addWidget(buttons)
-        self.setStyleSheet(f"QListWidget#settings_nav {{ font-size: 13px; }} "
-                           f"QListWidget#settings_nav::item {{ padding: 6px 8px; }} "
-                           f"QGroupBox {{ border: 1px solid {palette().border}; "
-                           f"border-radius: 4px; margin-top: 14px; padding-top: 6px; }} "
-                           f"QGroupBox::title {{ subcontrol-origin: margin; left: 8px; "
-                           f"padding: 0 4px; }}")
         if load_error is not None:
             self._say(f"settings.toml cannot be read, so nothing can be saved until it is "
                       f"fixed by hand: {load_error}", "error")
@@ -225,12 +219,8 @@ class SettingsDialog(QDialog):
         return changed
 
     def _say(self, text: str, kind: str) -> None:
-        colours = {"error": palette().down, "warning": palette().warning, "ok": palette().up}
-        edge = colours.get(kind, palette().accent)
         self.banner.setText(text)
-        self.banner.setStyleSheet(
-            f"background: {palette().raised}; color: {palette().text}; padding: 6px 10px; "
-            f"border-left: 4px solid {edge};")
+        set_banner(self.banner, kind)
         self.banner.show()
 
     def _task_failed(self, exc: BaseException) -> None:
