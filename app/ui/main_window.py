@@ -246,9 +246,6 @@ class MainWindow(QMainWindow):
         backtest = BacktestView(base.workspace)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
-        # the memory browser's own layout asks for ~480 px; sharing the left column with the
-        # agents, it is allowed narrower so the chart keeps the middle of the desk
-        memory.setMinimumWidth(320)
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
         rule_engine = any(a.provider == "rule-engine" for a in runtime.manager.list_agents()) or (

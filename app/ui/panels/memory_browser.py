@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidgetItem,
@@ -37,6 +38,7 @@ from app.ui.panels.style import format_bytes
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 logger = logging.getLogger(__name__)
+NARROW_PX = 560  # narrower than this, the file is shown under the tree
 AgentList = Callable[[], Sequence[tuple[str, str]]]
 RECALL_PER_AGENT = 10
 NEW_FILE_PATH = "notes/untitled.md"
@@ -92,7 +94,7 @@ class MemoryBrowser(QWidget):
     def _build(self) -> None:
         root = QHBoxLayout(self)
         root.setContentsMargins(6, 6, 6, 6)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -123,6 +125,15 @@ class MemoryBrowser(QWidget):
         split.setStretchFactor(1, 3)
         split.setSizes([380, 620])
         root.addWidget(split)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """Side by side where there is room; in a narrow dock (a small screen's left column)
+        the file is shown under the tree, so neither is squeezed to a sliver."""
+        wanted = (Qt.Orientation.Vertical if event.size().width() < NARROW_PX
+                  else Qt.Orientation.Horizontal)
+        if self.split.orientation() != wanted:
+            self.split.setOrientation(wanted)
+        super().resizeEvent(event)
 
     # ------------------------------------------------------------------ tree
 

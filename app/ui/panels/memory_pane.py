@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -85,9 +86,12 @@ class FilePane(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         bar = QHBoxLayout()
-        self.title = QLabel("Select a file on the left")
+        self.title = QLabel("Select a file in the tree")
         self.title.setStyleSheet("font-weight: bold;")
         set_look(self.title, "muted")
+        # a long path must not widen a narrow dock: the title is cut at the pane's width
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setMinimumWidth(60)
         self.agent_label = QLabel("")
         set_look(self.agent_label, "muted")
         self.agent_label.hide()
