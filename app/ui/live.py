@@ -3,7 +3,8 @@
 The driver publishes ``ClockAdvanced`` for every move, up to ten a second at 600x; each panel
 already batches its own redraws, so this module only fans the event out and, for the agents'
 trades on the chart (fills, open orders, position lines), reads the broker and the ledger at most
-once a second, off the loop where it touches SQLite.
+once a second, off the loop where it touches SQLite: once at start-up (so a relaunched workspace's
+open position is drawn at once), then after fills and order tool calls.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class LiveMarket:
         self.link.attach(chart)
         self.link.subscribe(ClockAdvanced, self._on_clock)
         self.link.subscribe(ToolCallCompleted, self._on_tool_call)
+        # what is already open (a relaunched workspace's position, its TP/SL orders and past
+        # fills) is drawn now, not only after the next fill
+        self.trades.request()
 
     def _failed(self, exc: BaseException) -> None:
         self.errors.append(f"{type(exc).__name__}: {exc}")

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -34,14 +35,15 @@ from PySide6.QtWidgets import (
 
 from app.domain.agents import AgentRole, AgentState
 from app.domain.clock import ms_to_iso
-from app.domain.errors import KestrelError
+from app.domain.errors import KestrelError, OperationalError
 from app.events import EventBus
 from app.secrets import SecretStore
 from app.ui.errors import ErrorReporter
 from app.ui.panels.tasks import TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
+from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
-from app.ui.theme import apply_theme, palette
+from app.ui.theme import Restylable, apply_theme, set_look
 from app.workspace import Workspace
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # the heavy parts load after the window is shown
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+DEFAULT_SIZE = QSize(1600, 1000)
 DEMO_SETUP_TIMEOUT_S = 30
 DEMO_SPEED = 600.0
 HOUR_MS = 3_600_000
@@ -72,6 +75,25 @@ DOCKS = (
     DockSpec("account", "Account", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+5"),
     DockSpec("audit", "Tool calls", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+6"),
 )
+
+
+def _share(total: int, fraction: float, low: int, high: int) -> int:
+    return max(low, min(high, int(total * fraction)))
+
+
+def scrolling(panel: QWidget, key: str) -> QScrollArea:
+    """``panel`` in a frameless scroll area, as a dock's body.
+
+    A dock is then allowed smaller than its panel's own minimum: on a small screen the panel
+    scrolls inside its dock instead of pushing the window (and its status bar) past the screen.
+    Where the dock has the room, the panel fills it and no scroll bar shows.
+    """
+    area = QScrollArea()
+    area.setObjectName(f"scroll_{key}")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QScrollArea.Shape.NoFrame)
+    area.setWidget(panel)
+    return area
 
 
 class MainWindow(QMainWindow):
@@ -106,22 +128,37 @@ class MainWindow(QMainWindow):
         self.runtime: AgentRuntime | None = None
         self.telegram: Any = None  # the Telegram bot when settings turn it on (app.telegram)
         self.docks: dict[str, QDockWidget] = {}
+        self.panel_shortcuts: dict[str, QAction] = {}
         self.panels: dict[str, Any] = {}
         self.live: Any = None
         self.tray: Any = None
         self.replay_bar: Any = None
         self._pacer: asyncio.Task[None] | None = None
+        self._speed_lock = asyncio.Lock()
         self._closing = False
         self.loading = QLabel("Opening the workspace…")
         self.loading.setObjectName("loading")
         self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.loading.setStyleSheet(f"color: {palette().muted}; font-size: 14pt;")
+        self.loading.setStyleSheet("font-size: 14pt;")
+        set_look(self.loading, "muted")
         self.setCentralWidget(self.loading)
         self._build_menus()
-        self.resize(1600, 1000)
         geometry = self.store.value("window/geometry")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
+        if not (isinstance(geometry, QByteArray) and self.restoreGeometry(geometry)):
+            self._fit_screen()
+
+    def _fit_screen(self) -> None:
+        """The first size: the default where the screen has room, else the whole screen
+        (maximized where a window manager can do it, its available size where none does)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        room = screen.availableGeometry() if screen is not None else None
+        if room is None or (room.width() >= DEFAULT_SIZE.width() + 40
+                            and room.height() >= DEFAULT_SIZE.height() + 60):
+            self.resize(DEFAULT_SIZE)
+            return
+        self.resize(DEFAULT_SIZE.boundedTo(room.size()))
+        self.move(room.topLeft())
+        self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
 
     # -- opening a workspace -------------------------------------------------------------------
 
@@ -160,6 +197,8 @@ class MainWindow(QMainWindow):
         if speed is not None:
             desk.runtime.driver.set_speed(speed)
         self._install(desk)
+        if speed is not None:
+            self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
         await desk.runtime.start()
         from app.telegram.start import start_telegram
 
@@ -174,6 +213,7 @@ class MainWindow(QMainWindow):
                 logger.warning("the demo's agents are still busy; starting the replay anyway")
         for key in ("account", "memory", "audit"):
             self.tasks.spawn(self.panels[key].refresh())
+        self.tasks.spawn(self.panels["chart"].load())  # shown before the clock first moves
         if paced:
             self.start_replay()
         self._refresh_title()
@@ -210,9 +250,6 @@ class MainWindow(QMainWindow):
         backtest = BacktestView(base.workspace)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
-        # the memory browser's own layout asks for ~480 px; sharing the left column with the
-        # agents, it is allowed narrower so the chart keeps the middle of the desk
-        memory.setMinimumWidth(320)
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
         rule_engine = any(a.provider == "rule-engine" for a in runtime.manager.list_agents()) or (
@@ -233,20 +270,29 @@ class MainWindow(QMainWindow):
         for spec in DOCKS:
             dock = QDockWidget(spec.title, self)
             dock.setObjectName(f"dock_{spec.key}")
-            dock.setWidget(self.panels[spec.key])
+            dock.setWidget(scrolling(self.panels[spec.key], spec.key))
             dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
             self.docks[spec.key] = dock
-            action = dock.toggleViewAction()
-            action.setShortcut(QKeySequence(spec.shortcut))
-            self.view_menu.addAction(action)
+            # the menu toggles a panel; its shortcut only ever shows and raises it, so a
+            # panel behind a tab comes forward instead of being hidden (and the saved layout
+            # never keeps a panel hidden by a key pressed to see it)
+            toggle = dock.toggleViewAction()
+            toggle.setText(f"{spec.title}\t{spec.shortcut}")
+            self.view_menu.addAction(toggle)
+            shortcut = QAction(f"Show {spec.title}", self)
+            shortcut.setShortcut(QKeySequence(spec.shortcut))
+            shortcut.triggered.connect(lambda _=False, key=spec.key: self.open_panel(key))
+            self.addAction(shortcut)
+            self.panel_shortcuts[spec.key] = shortcut
         self._default_arrangement()
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.reset_layout_action)
         self._restore_layout()
 
         self.replay_bar = ReplayBar(runtime.driver, HOUR_MS, self)
+        self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.setStatusBar(StatusBar(runtime, base.broker.mode, "Offline replay", self))
         self.tray = TrayController(
@@ -277,13 +323,20 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self._default_sizes)
 
     def _default_sizes(self) -> None:
+        """Shares of the window, so the chart keeps the middle on a 1280x720 screen as on a
+        large one: agents a quarter of the width, the chat under a third, the account and
+        tool calls below the chart a third of the height."""
         if not self.docks:
             return
-        self.resizeDocks([self.docks["agents"], self.docks["chat"]], [400, 470],
+        width, height = self.width(), self.height()
+        self.resizeDocks([self.docks["agents"], self.docks["chat"]],
+                         [_share(width, 0.24, 260, 400), _share(width, 0.29, 340, 470)],
                          Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["account"], self.docks["book"]], [1150, 450],
+        book = _share(width, 0.28, 330, 450)
+        self.resizeDocks([self.docks["account"], self.docks["book"]], [width - book, book],
                          Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["account"]], [320], Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["account"]], [_share(height, 0.32, 200, 320)],
+                         Qt.Orientation.Vertical)
 
     def _restore_layout(self) -> None:
         state = self.store.value("window/state")
@@ -313,6 +366,20 @@ class MainWindow(QMainWindow):
         self._pacer = self.tasks.spawn(
             self.desk.runtime.driver.run_paced(self.desk.end_ms, tick_s=0.1, max_step_ms=HOUR_MS)
         )
+
+    def keep_speed(self, speed: float) -> None:
+        """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
+        a relaunch starts the replay at."""
+        if self.runtime is not None:
+            self.tasks.spawn(self._store_speed(self.runtime.base.workspace.settings_path, speed))
+
+    async def _store_speed(self, path: Path, speed: float) -> None:
+        async with self._speed_lock:  # two quick choices are written in the order made
+            try:
+                await asyncio.to_thread(save_replay_speed, path, speed)
+            except (OSError, OperationalError) as exc:
+                self.statusBar().showMessage(
+                    f"The replay speed {speed:g}x was not kept for the next start: {exc}", 15_000)
 
     async def pause_all(self) -> None:
         """Pause every running agent (the tray's and the Agents menu's command)."""
@@ -437,16 +504,21 @@ class MainWindow(QMainWindow):
 
         workspace = self.runtime.base.workspace if self.runtime else Workspace.default()
         dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
-        dialog.theme_changed.connect(self._apply_theme)
+        dialog.theme_changed.connect(self.apply_theme)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
                 lambda value: setattr(self.tray, "close_to_tray", value))
         dialog.open()
 
-    def _apply_theme(self, name: str) -> None:
+    def apply_theme(self, name: str) -> None:
+        """Switch the whole window to theme ``name``: the application's palette and sheet (which
+        every widget takes its look from), then what each panel draws itself (charts, plots)."""
         app = QApplication.instance()
         if isinstance(app, QApplication):
             apply_theme(app, name)
+        for panel in self.panels.values():
+            if isinstance(panel, Restylable):
+                panel.restyle()
 
     # -- errors and closing --------------------------------------------------------------------
 

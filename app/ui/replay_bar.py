@@ -11,7 +11,6 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
 
 from app.agents.driver import MarketDriver
-from app.ui.theme import palette
 
 SPEEDS = (1.0, 10.0, 60.0, 600.0)
 
@@ -20,6 +19,7 @@ class ReplayBar(QToolBar):
     """Speed, pause/play and step for the replay clock."""
 
     stepped = Signal(int)  # fills produced by a manual step
+    speed_chosen = Signal(float)  # the person picked a speed (the window keeps it)
 
     def __init__(self, driver: MarketDriver, step_ms: int, parent: QWidget | None = None) -> None:
         super().__init__("Replay", parent)
@@ -52,7 +52,9 @@ class ReplayBar(QToolBar):
         return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
 
     def _speed_changed(self, index: int) -> None:
-        self.driver.set_speed(float(self.speed.itemData(index)))
+        speed = float(self.speed.itemData(index))
+        self.driver.set_speed(speed)
+        self.speed_chosen.emit(speed)
 
     def toggle_pause(self) -> None:
         self.driver.paused = not self.driver.paused
@@ -88,5 +90,4 @@ class Banner(QLabel):
     def __init__(self, text: str, parent: QWidget | None = None) -> None:
         super().__init__(text, parent)
         self.setObjectName("banner")
-        self.setWordWrap(True)
-        self.setStyleSheet(f"color: {palette().text};")
+        self.setWordWrap(True)  # its colours are the sheet's (``QLabel#banner``)

@@ -233,3 +233,18 @@ def save_settings(path: Path, new: Settings, old: Settings | None = None) -> set
         return set()
     atomic_write(path, render_file(old_text, new, changed))
     return changed
+
+
+def save_replay_speed(path: Path, speed: float) -> bool:
+    """Keep the replay speed chosen in the window in ``[agents] replay_speed``, the setting the
+    workspace starts its replay at; True when the file changed.
+
+    Raises:
+        OperationalError: the current file is unreadable or invalid (nothing is written then).
+        OSError: the file cannot be written.
+    """
+    current = load_settings(path)
+    if current.agents.replay_speed == speed:
+        return False
+    agents = current.agents.model_copy(update={"replay_speed": speed})
+    return bool(save_settings(path, current.model_copy(update={"agents": agents}), current))

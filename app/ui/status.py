@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 from app.domain.agents import AgentState
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Mode
-from app.ui.theme import palette
+from app.ui.panels.style import MODE_COLORS
 
 if TYPE_CHECKING:
     from app.agents.runtime import AgentRuntime
@@ -37,11 +37,9 @@ class StatusBar(QStatusBar):
         self.spend_label.setObjectName("status_spend")
         self.mode_label = QLabel(f" {mode.value} ")
         self.mode_label.setObjectName("status_mode")
-        colour = {Mode.LIVE: palette().live, Mode.PAPER: palette().paper}.get(
-            mode, palette().backtest
-        )
+        background, text = MODE_COLORS[mode]  # the badge's: the same in either theme
         self.mode_label.setStyleSheet(
-            f"background: {colour}; color: white; font-weight: bold; border-radius: 3px;"
+            f"background: {background}; color: {text}; font-weight: bold; border-radius: 3px;"
         )
         for label in (self.clock_label, self.connection_label, self.agents_label,
                       self.spend_label):

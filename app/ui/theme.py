@@ -1,15 +1,27 @@
-"""Colours and the application style sheet, dark (default) and light, from one place.
+"""The colours of the whole window, dark (default) and light, and how a theme switch reaches
+every widget.
 
-Every widget takes its colours from ``palette()`` so a theme switch is one call. Trading colours
-follow the desk convention: up/buy green, down/sell red; LIVE mode gets an unmistakable orange-red.
+One ``Theme`` holds every colour the window uses; ``COLORS`` is the current theme's colours by
+name, one dict shared by the panels and the charts (``app.ui.panels.style`` and
+``app.ui.charts.style`` hand out this same object) and updated in place by ``apply_theme``, so
+code that looks a colour up when it draws always gets the current one.
+
+Why a theme switch reaches every widget: widgets do not carry colours of their own. Their looks
+are rules of the one application style sheet (``app.ui.theme_sheet``), chosen by object name or
+by a ``look`` property (``set_look``); ``apply_theme`` replaces that sheet and Qt restyles every
+widget. What Qt's sheets cannot colour (the charts' pens and brushes, colours kept in table
+items) is redrawn by the panel's ``restyle()``, which the main window calls after a switch.
+Trading colours follow the desk convention: up/buy green, down/sell red; LIVE mode gets an
+unmistakable orange-red.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
 
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 
 @dataclass(frozen=True)
@@ -17,8 +29,10 @@ class Theme:
     name: str
     background: str
     panel: str
+    panel_alt: str
     raised: str
     border: str
+    grid: str
     text: str
     muted: str
     accent: str
@@ -28,72 +42,117 @@ class Theme:
     live: str
     paper: str
     backtest: str
+    error_bg: str
+    warning_bg: str
+    info_bg: str
+    ok_bg: str
+    selection: str
+    axis: str
+    crosshair: str
+    person_bubble: str
+    person_text: str
+    rejected: str  # Risk Guard refusals: louder than a warning, distinct from an error's red
+    rejected_bg: str
+    rejected_border: str
+    rejected_problem_bg: str
+    volume_up: str
+    volume_down: str
+
+    def colors(self) -> dict[str, str]:
+        """Every colour by name, with the chart's names for the position lines."""
+        named = {k: v for k, v in asdict(self).items() if k != "name"}
+        named.update(entry=self.accent, take_profit=self.up, stop_loss=self.down)
+        return named
 
 
 DARK = Theme(
-    name="dark", background="#0f1116", panel="#161a22", raised="#1e2430", border="#2a3140",
-    text="#d6dae3", muted="#8a93a6", accent="#4f8cff", up="#26a69a", down="#ef5350",
-    warning="#f0b429", live="#ff3d00", paper="#3b82f6", backtest="#8b5cf6",
+    name="dark", background="#0f1116", panel="#161a22", panel_alt="#1b2029", raised="#1e2430",
+    border="#262c38", grid="#232834", text="#d6dae3", muted="#8a93a6", accent="#4f8cff",
+    up="#26a69a", down="#ef5350", warning="#f0b90b", live="#ff3d00", paper="#3b82f6",
+    backtest="#8b5cf6", error_bg="#3a1518", warning_bg="#3a3012", info_bg="#14233d",
+    ok_bg="#10302c", selection="#2a3a5c", axis="#8a93a6", crosshair="#6b7385",
+    person_bubble="#1f3357", person_text="#e8ecf4", rejected="#ff9f43", rejected_bg="#2b1d0e",
+    rejected_border="#6b4514", rejected_problem_bg="#3d2508", volume_up="#26a69a66",
+    volume_down="#ef535066",
 )
 LIGHT = Theme(
-    name="light", background="#f5f6f8", panel="#ffffff", raised="#eef0f4", border="#d5d9e0",
-    text="#1c2230", muted="#5c6678", accent="#2563eb", up="#0f9d58", down="#d93025",
-    warning="#b7791f", live="#e03400", paper="#2563eb", backtest="#7c3aed",
+    name="light", background="#f5f6f8", panel="#ffffff", panel_alt="#f0f2f5", raised="#e9ecf1",
+    border="#cfd4dc", grid="#e6e9ef", text="#1c2230", muted="#5c6678", accent="#2563eb",
+    up="#0f8a4f", down="#d93025", warning="#a86a12", live="#e03400", paper="#2563eb",
+    backtest="#7c3aed", error_bg="#fde8e7", warning_bg="#fdf3dc", info_bg="#e6efff",
+    ok_bg="#e3f5ec", selection="#cfe0ff", axis="#5c6678", crosshair="#9aa3b2",
+    person_bubble="#dbe7ff", person_text="#1c2230", rejected="#c25e00", rejected_bg="#fff1e0",
+    rejected_border="#f0b57a", rejected_problem_bg="#ffe2c2", volume_up="#0f8a4f55",
+    volume_down="#d9302555",
 )
 THEMES = {"dark": DARK, "light": LIGHT}
 _current: list[Theme] = [DARK]
+
+#: The current theme's colours by name; updated in place, never rebound.
+COLORS: dict[str, str] = DARK.colors()
 
 
 def palette() -> Theme:
     return _current[0]
 
 
+@runtime_checkable
+class Restylable(Protocol):
+    """A panel that draws colours the style sheet cannot reach (pens, brushes, item colours)."""
+
+    def restyle(self) -> None:
+        """Redraw those colours from ``COLORS`` (the theme changed)."""
+
+
 def apply_theme(app: QApplication, name: str = "dark") -> Theme:
-    """Set the Qt palette and style sheet for the whole application."""
+    """Make ``name`` the theme of the whole application: palette, colours and style sheet."""
+    from app.ui.theme_sheet import style_sheet
+
     theme = THEMES.get(name, DARK)
     _current[0] = theme
+    COLORS.clear()
+    COLORS.update(theme.colors())
     app.setStyle("Fusion")
     qpal = QPalette()
     roles = {
         QPalette.ColorRole.Window: theme.background,
         QPalette.ColorRole.WindowText: theme.text,
         QPalette.ColorRole.Base: theme.panel,
-        QPalette.ColorRole.AlternateBase: theme.raised,
+        QPalette.ColorRole.AlternateBase: theme.panel_alt,
         QPalette.ColorRole.Text: theme.text,
         QPalette.ColorRole.Button: theme.raised,
         QPalette.ColorRole.ButtonText: theme.text,
+        QPalette.ColorRole.BrightText: theme.text,
         QPalette.ColorRole.Highlight: theme.accent,
         QPalette.ColorRole.HighlightedText: "#ffffff",
         QPalette.ColorRole.ToolTipBase: theme.raised,
         QPalette.ColorRole.ToolTipText: theme.text,
         QPalette.ColorRole.PlaceholderText: theme.muted,
+        QPalette.ColorRole.Link: theme.accent,
+        QPalette.ColorRole.Light: theme.raised,
+        QPalette.ColorRole.Midlight: theme.border,
+        QPalette.ColorRole.Mid: theme.border,
+        QPalette.ColorRole.Dark: theme.border,
+        QPalette.ColorRole.Shadow: theme.background,
     }
     for role, colour in roles.items():
         qpal.setColor(role, QColor(colour))
+    for group in (QPalette.ColorGroup.Disabled,):
+        for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text,
+                     QPalette.ColorRole.ButtonText):
+            qpal.setColor(group, role, QColor(theme.muted))
     app.setPalette(qpal)
     app.setStyleSheet(style_sheet(theme))
     return theme
 
 
-def style_sheet(t: Theme) -> str:
-    return f"""
-QMainWindow, QDialog {{ background: {t.background}; }}
-QDockWidget {{ color: {t.text}; }}
-QDockWidget::title {{ background: {t.panel}; padding: 4px 8px;
-    border-bottom: 1px solid {t.border}; }}
-QToolBar {{ background: {t.panel}; border-bottom: 1px solid {t.border}; spacing: 6px; }}
-QStatusBar {{ background: {t.panel}; color: {t.muted}; border-top: 1px solid {t.border}; }}
-QTableView, QTreeView, QListView, QTextBrowser, QPlainTextEdit, QTextEdit, QLineEdit {{
-    background: {t.panel}; border: 1px solid {t.border}; selection-background-color: {t.accent};
-}}
-QHeaderView::section {{ background: {t.raised}; color: {t.muted}; border: none;
-    border-right: 1px solid {t.border}; padding: 3px 6px; }}
-QPushButton {{ background: {t.raised}; border: 1px solid {t.border}; border-radius: 4px;
-    padding: 4px 10px; }}
-QPushButton:hover {{ border-color: {t.accent}; }}
-QPushButton:disabled {{ color: {t.muted}; }}
-QTabBar::tab {{ background: {t.panel}; padding: 5px 12px; border: 1px solid {t.border}; }}
-QTabBar::tab:selected {{ background: {t.raised}; color: {t.text}; }}
-QLabel#banner {{ background: {t.raised}; color: {t.text}; padding: 6px 10px;
-    border-bottom: 1px solid {t.border}; }}
-"""
+def set_look(widget: QWidget, look: str) -> None:
+    """Give ``widget`` one of the sheet's looks (``muted``, ``up``, ``error-banner``…; "" for
+    none) and restyle it; nothing happens when it already has that look, so this is cheap to
+    call on every update."""
+    if (widget.property("look") or "") == look:
+        return
+    widget.setProperty("look", look)
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)

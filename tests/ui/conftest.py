@@ -17,6 +17,19 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+@pytest.fixture(autouse=True)
+def themed(qapp: Any) -> Iterator[None]:
+    """The application's theme, as ``app.ui.app`` sets it before any window: the widgets take
+    their look from its style sheet. A test that switches themes gets the dark one back."""
+    from app.ui.theme import apply_theme, palette
+
+    if qapp.styleSheet() == "" or palette().name != "dark":
+        apply_theme(qapp, "dark")
+    yield
+    if palette().name != "dark":
+        apply_theme(qapp, "dark")
+
+
 @pytest.fixture
 def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
     import gc
@@ -48,3 +61,13 @@ def qloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
         gc.enable()
     if errors:
         raise AssertionError(f"unhandled exceptions in asyncio tasks: {errors}")
+
+
+@pytest.fixture
+def desk(tmp_path: Any, qapp: Any, qtbot: Any, qloop: Any) -> Iterator[Any]:
+    """A ``tests.ui.desk.Desk``: main windows opened on one workspace, as restarts would."""
+    from tests.ui.desk import Desk
+
+    qapp.setQuitOnLastWindowClosed(False)  # as app.ui.app sets it: the window may go to the tray
+    yield Desk(tmp_path, qtbot, qloop)
+    qapp.setQuitOnLastWindowClosed(True)

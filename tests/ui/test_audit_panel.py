@@ -166,3 +166,21 @@ def test_a_hundred_thousand_calls_load_and_filter_without_stalling(runtime, bus,
     assert agents == sorted(agents)
     print(f"100k audit rows: load {loaded:.2f} s, filter {filtered:.3f} s, sort {sorted_s:.3f} s")
     assert loaded < 10 and filtered < 1.5 and sorted_s < 1.5
+
+
+def test_a_reopened_workspace_lists_each_recorded_call_once(runtime, bus, qtbot, qloop):
+    """After a relaunch the window reads the ledger's history while the resumed agents' first
+    calls are announced: two reads at once must not list the same calls twice."""
+    qloop.run_until_complete(run_calls(runtime, bus, CALLS))
+    panel = AuditPanel(runtime.ledger, bus)  # the relaunched window's panel: history in the DB
+    qtbot.addWidget(panel)
+
+    async def scenario() -> None:
+        # the window's start-up read and a read for a call announced meanwhile, side by side
+        await asyncio.gather(panel.refresh(), panel.refresh())
+        await until(lambda: not panel.throttle.pending)
+
+    qloop.run_until_complete(scenario())
+    ids = [panel.model.row(r).call_id for r in range(panel.model.rowCount())]
+    assert sorted(ids) == list(range(1, len(CALLS) + 1)), ids
+    assert panel.count_label.text() == f"{len(CALLS)} calls"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QPlainTextEdit
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 from app.agents.llm.port import (
     LLMRequest,
@@ -27,12 +27,13 @@ from app.ui.chat import ChatPanel
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble, QuestionCard
 from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.panel import MAX_CARDS
-from app.ui.chat.style import ORANGE
+from app.ui.theme import COLORS
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 TRADER = "TraderAgent_Default_v1"
+SIGNAL = "NEW_MARKET_ANALYSIS_SIGNAL"
 RuntimeFactory = Callable[..., AgentRuntime]
 
 
@@ -217,7 +218,8 @@ def test_a_risk_guard_refusal_is_drawn_in_orange_with_its_rule_and_reason(
         assert order.problem.text.text() == (
             "Position weight would be 19.9% > limit 5.0% for BTC/USDT")
         image = order.frame.grab().toImage()
-        assert image.pixelColor(1, image.height() // 2) == QColor(ORANGE)  # the left edge
+        edge = image.pixelColor(1, image.height() // 2)  # the card's left edge
+        assert edge == QColor(COLORS["rejected"])
         others = [c for c in cards(panel, ToolCard) if c is not order]
         assert all(c.problem is None for c in others)
 
@@ -621,5 +623,43 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
         assert question.buttons[0].isChecked() and not question.buttons[1].isEnabled()
         await until(lambda: bool(cards(panel, AnswerBubble)))
         assert cards(panel, AnswerBubble)[0].text.text().count("Placed MARKET BUY") == 1
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_panel, qtbot, qloop):
+    """A signal's payload, the person's message and the agent's replies all stay inside the
+    panel's width: nothing is cut off at the right with no way to scroll to it."""
+    runtime = make_runtime()
+    panel = open_panel(runtime)
+
+    async def scenario() -> None:
+        await said(runtime, qtbot, panel, SETUP_COMMAND)
+        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+        panel.set_agent(trader.agent_id)
+        def signals() -> list[TaskCard]:
+            return [c for c in cards(panel, TaskCard) if c.entry.task_type == SIGNAL]
+
+        for _hour in range(48):  # until the analyst's first signal reaches the trader
+            if signals():
+                break
+            await advance_hours(runtime, 1)
+            await until(lambda: not panel.loading)
+        assert signals(), "the trader received a signal"
+        say(qtbot, panel, "what is your plan for this position, and why that size?")
+        await settle(runtime)
+        await until(lambda: bool(cards(panel, PersonBubble)))
+        panel.resize(380, 900)  # the chat dock on a 1280-pixel-wide screen
+        await asyncio.sleep(0.3)  # the layout settles over a few turns of the loop
+        view = panel.transcript
+        width = view.viewport().width()
+        assert view.widget().width() <= width
+        for card in view.cards:
+            for part in [card, *card.findChildren(QWidget)]:
+                if not part.isVisible():
+                    continue
+                right = part.mapTo(view.viewport(), part.rect().topRight()).x()
+                assert right <= width, (type(card).__name__, type(part).__name__,
+                                        part.objectName(), right, width)
 
     qloop.run_until_complete(scenario())

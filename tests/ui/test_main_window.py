@@ -5,83 +5,20 @@ shortcuts, and the replay and the agents obey the window's controls."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QRect, QSize
 
 from app.agents.desk import DEMO_COMMAND
 from app.agents.loop_share import LoopShare
 from app.domain.agents import AgentRole, AgentState
-from app.secrets import SecretStore
-from app.ui.main_window import DOCKS, MainWindow
-from app.ui.settings.prefs import UiPrefs
-from app.workspace import Workspace
+from app.ui.main_window import DOCKS
+from tests.ui.desk import Desk, on_screen, until
 
 # the offscreen platform cannot size, raise or activate windows and says so
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
 HOUR_MS = 3_600_000
-
-
-async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
-
-
-class Desk:
-    """Opens windows on one workspace with one QSettings file, as restarts of the app would.
-
-    Everything happens inside the running qasync loop, as in the app (``app.ui.app``): a
-    scenario is one coroutine, run with ``desk.run(scenario)``.
-    """
-
-    def __init__(self, tmp_path: Path, qtbot, qloop) -> None:
-        self.workspace = Workspace.at(tmp_path / "ws")
-        self.settings_file = str(tmp_path / "kestrel-ui.ini")
-        self.qtbot = qtbot
-        self.qloop = qloop
-        self.windows: list[MainWindow] = []
-
-    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
-        async def guarded() -> None:
-            try:
-                await scenario()
-            finally:
-                for window in list(self.windows):
-                    await self.close(window)
-
-        self.qloop.run_until_complete(guarded())
-
-    async def open(self, *, paced: bool = False, speed: float | None = None) -> MainWindow:
-        prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
-        window = MainWindow(prefs, SecretStore(), interactive_errors=False)
-        self.qtbot.addWidget(window)
-        window.show()
-        await window.open_workspace(self.workspace, paced=paced, speed=speed)
-        self.windows.append(window)
-        return window
-
-    async def settle(self, window: MainWindow) -> None:
-        assert window.runtime is not None
-        await asyncio.wait_for(window.runtime.manager.wait_idle(), 30)
-
-    async def close(self, window: MainWindow) -> None:
-        window.close()
-        await window.aclose()
-        self.windows.remove(window)
-
-
-@pytest.fixture
-def desk(tmp_path: Path, qapp, qtbot, qloop) -> Iterator[Desk]:
-    qapp.setQuitOnLastWindowClosed(False)  # as app.ui.app sets it: the window may go to the tray
-    yield Desk(tmp_path, qtbot, qloop)
-    qapp.setQuitOnLastWindowClosed(True)
 
 
 def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk: Desk) -> None:
@@ -161,8 +98,7 @@ def test_notices_and_shortcuts_open_the_right_panel(desk: Desk) -> None:
         window.docks["memory"].close()
         window.open_memory(trader.agent_id)
         assert window.docks["memory"].isVisible()
-        action = window.docks["audit"].toggleViewAction()
-        assert action.shortcut().toString() == "Ctrl+6"
+        assert window.panel_shortcuts["audit"].shortcut().toString() == "Ctrl+6"
 
     desk.run(scenario)
 
@@ -203,5 +139,103 @@ def test_an_unexpected_error_in_a_task_is_reported_with_its_details(desk: Desk) 
         await until(lambda: bool(window.errors.reports))
         summary, details = window.errors.reports[0]
         assert "the exchange sent nonsense" in summary and "RuntimeError" in details
+
+    desk.run(scenario)
+
+
+def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        assert window.runtime is not None
+        window.runtime.driver.paused = True
+        window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
+        await desk.settle(window)
+        chart = window.panels["chart"]
+        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
+        assert drawn == ["Entry", "SL", "TP"]
+        await desk.close(window)
+
+        again = await desk.open()  # no clock move and no new fill from here on
+        chart = again.panels["chart"]
+        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        assert sorted(label.split()[0] for _price, label in
+                      chart.view.markers.visible_lines) == drawn
+        await until(lambda: len(chart.view.markers.markers) >= 1)
+        assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
+
+    desk.run(scenario)
+
+
+def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()  # a fresh workspace: the demo runs at its top speed
+        assert window.replay_bar.speed.currentText() == "600x"
+        await desk.settle(window)
+        await desk.close(window)
+
+        again = await desk.open()
+        assert again.runtime is not None
+        assert again.replay_bar.speed.currentText() == "600x"
+        assert again.runtime.driver.speed == 600.0
+        bar = again.replay_bar
+        bar.speed.setCurrentIndex(bar.speed.findText("10x"))
+        await until(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
+        await desk.close(again)
+
+        third = await desk.open()
+        assert third.runtime is not None
+        assert third.replay_bar.speed.currentText() == "10x"
+        assert third.runtime.driver.speed == 10.0
+
+    desk.run(scenario)
+
+
+def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        account, audit = window.docks["account"], window.docks["audit"]
+        await until(lambda: on_screen(account))
+        assert not on_screen(audit), "the tool calls start behind the account's tab"
+        shortcut = window.panel_shortcuts["audit"]
+        assert shortcut.shortcut().toString() == "Ctrl+6"
+        for _press in range(2):  # pressed again, it stays: a shortcut never hides a panel
+            shortcut.trigger()
+            await until(lambda: on_screen(audit))
+            assert not on_screen(account), "the account went behind its tab"
+        menu = audit.toggleViewAction()
+        assert menu in window.view_menu.actions() and menu.shortcut().isEmpty()
+        assert menu.text().endswith("\tCtrl+6"), "the menu still shows the shortcut"
+        menu.trigger()
+        await until(lambda: audit.isHidden())
+        shortcut.trigger()
+        await until(lambda: on_screen(audit))
+
+    desk.run(scenario)
+
+
+@pytest.mark.parametrize("size", [QSize(1280, 720), QSize(1366, 768)], ids=str)
+def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size: QSize) -> None:
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        await until(lambda: on_screen(window.docks["account"]))
+        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
+        assert window.size() == size, "the window's minimum is larger than the screen"
+        inside = QRect(0, 0, size.width(), size.height())
+        status = window.statusBar()
+        assert status.isVisible() and inside.contains(status.geometry())
+        chart = window.panels["chart"]
+        assert chart.isVisible() and chart.view.height() >= 220
+        assert inside.contains(QRect(chart.mapTo(window, chart.rect().topLeft()), chart.size()))
+        for key, dock in window.docks.items():
+            dock.raise_()  # a panel behind another's tab is one click away
+            await until(lambda dock=dock: on_screen(dock))
+            assert inside.contains(dock.geometry()), key
+            # big enough to use: a dock smaller than its panel scrolls, it never clips it away
+            assert dock.width() >= 250 and dock.height() >= 150, (key, dock.size())
+            assert dock.widget().viewport().width() >= 200, key
 
     desk.run(scenario)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -382,3 +383,50 @@ def test_a_key_from_the_environment_is_shown_masked_with_its_variable(
     status = dialog.telegram_page.token.status.text()
     assert status == "Set by the environment variable KESTREL_TELEGRAM_BOT_TOKEN: 123…Opqr"
     assert token not in status
+
+
+def test_the_exchanges_page_explains_in_words_when_ccxt_is_missing(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qloop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ccxt", None)  # ``import ccxt`` fails, as when not installed
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    page = dialog.exchange_page
+    wait_for(qloop, lambda: page.availability.isVisibleTo(page), 10)
+    assert "ccxt" in page.availability.text() and "not installed" in page.availability.text()
+    assert "Error" not in page.availability.text()
+    assert not dialog.banner.isVisibleTo(dialog), dialog.banner.text()
+    # the page still works: the common exchanges are offered and keys can be typed
+    assert page.exchange.findText("binance") >= 0 and page.exchange.isEnabled()
+    assert page.known is None
+
+
+def test_the_exchanges_page_lists_every_ccxt_exchange_when_ccxt_is_installed(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qloop: asyncio.AbstractEventLoop,
+) -> None:
+    ccxt = pytest.importorskip("ccxt")
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    page = dialog.exchange_page
+    wait_for(qloop, lambda: page.known is not None, 30)
+    assert page.exchange.count() == len(ccxt.exchanges)
+    assert not page.availability.isVisibleTo(page) and not dialog.banner.isVisibleTo(dialog)
+
+
+def test_an_unexpected_failure_is_said_in_words_without_an_exception_name(
+    make_dialog: Callable[[SecretStore], SettingsDialog],
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    dialog._task_failed(RuntimeError("the keyring daemon went away"))
+    text = dialog.banner.text()
+    assert "the keyring daemon went away" in text and "RuntimeError" not in text
+
+
+def test_saving_only_the_theme_says_what_was_saved(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    dialog.appearance_page.buttons["light"].setChecked(True)
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    text = dialog.banner.text()
+    assert "nothing had changed" not in text
+    assert "light theme" in text

@@ -25,9 +25,9 @@ from app.agents.conversation_store import UsageTotals
 from app.domain.agents import AgentInfo, AgentRole, Task
 from app.ui.agents.lifecycle import (
     ATTENTION,
-    STATE_COLORS,
     engine_text,
     engine_tooltip,
+    state_color,
     state_text,
     state_tooltip,
 )
@@ -139,7 +139,7 @@ def agent_columns(money: int, currency: str) -> list[AgentColumn]:
         AgentColumn("Name", lambda r: r.info.name, tooltip=lambda r: f"id {r.agent_id}",
                     key=lambda r: r.info.name.casefold()),
         AgentColumn("State", lambda r: state_text(r.info), tooltip=lambda r: state_tooltip(r.info),
-                    color=lambda r: STATE_COLORS[r.info.state],
+                    color=lambda r: state_color(r.info.state),
                     key=lambda r: r.info.state.value,
                     bold=lambda r: r.info.state in ATTENTION),
         AgentColumn(f"P&L ({currency})", pnl_text, numeric=True, color=pnl_color_of,

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.agents.templates import AgentTemplate, ConfigField, coerce_value, plain
 from app.domain.agents import AgentInfo, AgentRole
-from app.ui.panels.style import COLORS
+from app.ui.theme import set_look
 
 _INT32 = 2**31 - 1
 _AGENT_SUFFIX = "_agent_id"
@@ -199,12 +199,15 @@ class FieldEditor:
         self.error = sentence
         if sentence is None:
             self.help.setText(self.help_text)
-            self.help.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
-            self.label.setStyleSheet("")
+            set_look(self.help, "muted")
+            set_look(self.label, "")
         else:
             self.help.setText(sentence)
-            self.help.setStyleSheet(f"color: {COLORS['down']}; font-size: 8pt;")
-            self.label.setStyleSheet(f"color: {COLORS['down']}; font-weight: bold;")
+            set_look(self.help, "error")
+            set_look(self.label, "error")
+        font = self.label.font()
+        font.setBold(sentence is not None)
+        self.label.setFont(font)
 
 
 class ConfigForm(QWidget):

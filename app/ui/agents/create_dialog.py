@@ -33,9 +33,9 @@ from app.domain.agents import AgentInfo
 from app.domain.errors import InvalidParameterError, KestrelError
 from app.ui.agents.config_form import ConfigForm
 from app.ui.agents.lifecycle import engine_text
-from app.ui.agents.look import agents_stylesheet
-from app.ui.panels.style import COLORS, banner_style
+from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet
+from app.ui.theme import set_look
 
 CreateAgent = Callable[[str, str, dict[str, Any], bool], Awaitable[AgentInfo]]
 _CONFIG_PREFIX = "initial_config_json "
@@ -56,7 +56,6 @@ class CreateAgentDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Create agent")
-        self.setStyleSheet(agents_stylesheet())
         self.templates = dict(templates)
         self._agents = list(agents)
         self._symbols = list(symbols)
@@ -89,9 +88,6 @@ class CreateAgentDialog(QDialog):
         head.addWidget(self.template_box, 0, 1)
         about = QFrame()
         about.setObjectName("about")
-        about.setStyleSheet(
-            f"QFrame#about {{ background: {COLORS['panel']}; border: 1px solid "
-            f"{COLORS['border']}; border-radius: 4px; }} QLabel {{ background: transparent; }}")
         card = QVBoxLayout(about)
         card.setContentsMargins(10, 8, 10, 8)
         card.setSpacing(4)
@@ -99,7 +95,7 @@ class CreateAgentDialog(QDialog):
         self.description.setWordWrap(True)
         card.addWidget(self.description)
         self.engine = QLabel()
-        self.engine.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.engine, "muted")
         card.addWidget(self.engine)
         head.addWidget(about, 1, 1)
         self.name_edit = QLineEdit()
@@ -113,7 +109,8 @@ class CreateAgentDialog(QDialog):
         root.addLayout(head)
 
         settings = QLabel("SETTINGS")
-        settings.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt; font-weight: bold;")
+        settings.setStyleSheet("font-size: 8pt; font-weight: bold;")
+        set_look(settings, "muted")
         root.addWidget(settings)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
@@ -171,7 +168,7 @@ class CreateAgentDialog(QDialog):
             self.form.set_value(field, value)
 
     def show_message(self, text: str) -> None:
-        self.message.setStyleSheet(banner_style("error"))
+        set_banner(self.message, "error")
         self.message.setText(text)
         self.message.show()
 

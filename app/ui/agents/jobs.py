@@ -25,6 +25,7 @@ from app.domain.agents import Job
 from app.ui.agents.agent_table import humanize_task
 from app.ui.panels.record_model import Column, RecordTableModel
 from app.ui.panels.style import COLORS, format_time
+from app.ui.theme import set_look
 
 _UNITS = ((86_400, "day"), (3_600, "hour"), (60, "minute"), (1, "second"))
 _WEEKDAYS = {"0": "Sunday", "1": "Monday", "2": "Tuesday", "3": "Wednesday", "4": "Thursday",
@@ -108,7 +109,8 @@ class JobsPane(QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setSpacing(4)
         self.title = QLabel()
-        self.title.setStyleSheet(f"color: {COLORS['muted']}; font-weight: bold;")
+        self.title.setStyleSheet("font-weight: bold;")
+        set_look(self.title, "muted")
         layout.addWidget(self.title)
         self.model: RecordTableModel[Job] = RecordTableModel(job_columns())
         self.view = QTableView()

@@ -44,14 +44,19 @@ STATE_WORDS: dict[AgentState, str] = {
     AgentState.FAULTED: "faulted",
 }
 
-STATE_COLORS: dict[AgentState, str] = {
-    AgentState.CREATED: COLORS["muted"],
-    AgentState.RUNNING: COLORS["up"],
-    AgentState.PAUSED: COLORS["warning"],
-    AgentState.WAITING_FOR_USER: COLORS["accent"],
-    AgentState.STOPPED: COLORS["muted"],
-    AgentState.FAULTED: COLORS["down"],
+_STATE_TONES: dict[AgentState, str] = {
+    AgentState.CREATED: "muted",
+    AgentState.RUNNING: "up",
+    AgentState.PAUSED: "warning",
+    AgentState.WAITING_FOR_USER: "accent",
+    AgentState.STOPPED: "muted",
+    AgentState.FAULTED: "down",
 }
+
+
+def state_color(state: AgentState) -> str:
+    """The colour of a state's word in the current theme."""
+    return COLORS[_STATE_TONES[state]]
 
 # states that need the person: drawn bold so they stand out in a long list
 ATTENTION = frozenset({AgentState.WAITING_FOR_USER, AgentState.FAULTED})

@@ -53,16 +53,15 @@ from app.ui.agents.create_dialog import CreateAgentDialog
 from app.ui.agents.feed import AgentFeed
 from app.ui.agents.jobs import JobsPane
 from app.ui.agents.lifecycle import DONE_WORDS, STATE_WORDS, Action, allows
-from app.ui.agents.look import agents_stylesheet
 from app.ui.panels.style import (
-    COLORS,
-    banner_style,
     format_quantity,
     format_time,
     money_decimals,
     mono_font,
+    set_banner,
 )
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.theme import set_look
 
 REFRESH_MS = 250  # at most four refreshes a second, however busy the bus
 _ROLE_ORDER = {AgentRole.ANALYST: 0, AgentRole.TRADER: 1, AgentRole.ORCHESTRATOR: 2}
@@ -93,7 +92,6 @@ class AgentsPanel(QWidget):
         self._fitted = 0
         self.tasks = TaskSet(on_error=self._unexpected)
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=REFRESH_MS, parent=self)
-        self.setStyleSheet(agents_stylesheet())
         self.commands = AgentCommands(self)
         self._connect_commands()
         self._build()
@@ -126,7 +124,7 @@ class AgentsPanel(QWidget):
         self.toolbar = self.commands.toolbar()
         root.addWidget(self.toolbar)  # a row of its own: in a narrow dock it folds into »
         self.summary = QLabel()
-        self.summary.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.summary, "muted")
         root.addWidget(self.summary)
 
         self.model = AgentTableModel(
@@ -393,7 +391,7 @@ class AgentsPanel(QWidget):
     # ------------------------------------------------------------------ messages
 
     def show_message(self, text: str, kind: str = "info") -> None:
-        self.message.setStyleSheet(banner_style(kind))
+        set_banner(self.message, kind)
         self.message.setText(text)
         self.message.show()
 

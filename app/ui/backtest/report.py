@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from app.backtest.metrics import Metrics, drawdown_pct
 from app.backtest.report import BacktestResult
 from app.domain.clock import ms_to_iso
-from app.ui.theme import palette
+from app.ui.theme import palette, set_look
 
 Row = tuple[str, Callable[[Metrics], float | int | None], int, bool]
 # label, value, decimals, coloured by sign
@@ -106,7 +106,7 @@ class ReportView(QWidget):
         self.trades.horizontalHeader().setStretchLastSection(True)
         self.plots = pg.GraphicsLayoutWidget()
         self.plots.setObjectName("equity_chart")
-        self.plots.setBackground(palette().background)
+        self._shown: tuple[BacktestResult, str, str] | None = None
         self.equity_plot = self.plots.addPlot(row=0, col=0,
                                               axisItems={"bottom": pg.DateAxisItem()})
         self.drawdown_plot = self.plots.addPlot(row=1, col=0,
@@ -114,13 +114,9 @@ class ReportView(QWidget):
         self.plots.ci.layout.setRowStretchFactor(0, 3)
         self.plots.ci.layout.setRowStretchFactor(1, 1)
         self.drawdown_plot.setXLink(self.equity_plot)
-        for plot, label in ((self.equity_plot, "equity"), (self.drawdown_plot, "drawdown %")):
+        for plot in (self.equity_plot, self.drawdown_plot):
             plot.showGrid(x=True, y=True, alpha=0.15)
-            plot.setLabel("left", label, color=palette().muted)
             plot.setMenuEnabled(False)
-            for axis in ("left", "bottom"):
-                plot.getAxis(axis).setTextPen(palette().muted)
-                plot.getAxis(axis).setPen(palette().border)
             plot.getAxis("left").setWidth(64)
         self.equity_plot.getAxis("bottom").setStyle(showValues=False)
         self.legend = self.equity_plot.addLegend(offset=(10, 10))
@@ -131,19 +127,37 @@ class ReportView(QWidget):
         self.note = QLabel()
         self.note.setObjectName("report_note")
         self.note.setWordWrap(True)
-        self.note.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.note, "muted")
         top_layout.addWidget(self.note)
         top_layout.addWidget(self.metrics)
-        split = QSplitter(Qt.Orientation.Vertical)
+        self.split = split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(self.plots)
         split.addWidget(self.trades)
         split.setSizes([300, 340, 200])
+        self._top = top
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
+        self._paint_plots()
+
+    def _paint_plots(self) -> None:
+        t = palette()
+        self.plots.setBackground(t.background)
+        for plot, label in ((self.equity_plot, "equity"), (self.drawdown_plot, "drawdown %")):
+            plot.setLabel("left", label, color=t.muted)
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setTextPen(t.muted)
+                plot.getAxis(axis).setPen(t.border)
+
+    def restyle(self) -> None:
+        """Redraw the plots and the coloured cells in the current theme (it changed)."""
+        self._paint_plots()
+        if self._shown is not None:
+            self.show_result(*self._shown)
 
     def clear(self) -> None:
+        self._shown = None
         self.metrics.setRowCount(0)
         self.trades.setRowCount(0)
         self.equity_plot.clear()
@@ -152,6 +166,7 @@ class ReportView(QWidget):
 
     def show_result(self, result: BacktestResult, title: str, note: str = "") -> None:
         self.clear()
+        self._shown = (result, title, note)
         start, end = int(result.time_ms[0]), int(result.time_ms[-1])
         first, last = (ms_to_iso(t)[:16].replace("T", " ") for t in (start, end))
         self.title.setText(f"{title}: {first} → {last} UTC, {result.time_ms.size:,} bars")
@@ -170,9 +185,16 @@ class ReportView(QWidget):
                 colour = _sign_colour(value) if signed else None
                 self.metrics.setItem(row, col, _cell(fmt(value, decimals), colour=colour))
         self.metrics.resizeRowsToContents()
-        height = (self.metrics.horizontalHeader().height() + 4
-                  + sum(self.metrics.rowHeight(r) for r in range(self.metrics.rowCount())))
-        self.metrics.setMinimumHeight(height)  # every metric in view, no scrolling
+        # every metric in view when the window has the room: the splitter gives the table its
+        # full height, but it is not pinned there (a small screen scrolls the table instead)
+        table = (self.metrics.horizontalHeader().height() + 2 * self.metrics.frameWidth() + 2
+                 + sum(self.metrics.rowHeight(r) for r in range(self.metrics.rowCount())))
+        wanted = self._top.sizeHint().height() - self.metrics.sizeHint().height() + table
+        total = sum(self.split.sizes())
+        if total > 0:
+            top = min(wanted, int(total * 0.6))
+            rest = total - top
+            self.split.setSizes([top, rest * 3 // 5, rest - rest * 3 // 5])
 
     def _fill_chart(self, result: BacktestResult) -> None:
         t = palette()

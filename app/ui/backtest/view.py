@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QVBoxLayout,
@@ -54,7 +55,7 @@ from app.ui.backtest.jobs import (
 )
 from app.ui.backtest.report import ReportView
 from app.ui.panels.tasks import TaskSet
-from app.ui.theme import palette
+from app.ui.theme import set_look
 from app.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,6 @@ class BacktestView(QWidget):
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self) -> None:
-        t = palette()
         data_box = QGroupBox("Data")
         self.data_list = QListWidget()
         self.data_list.setObjectName("data_list")
@@ -205,8 +205,6 @@ class BacktestView(QWidget):
         self.estimate = QLabel()
         self.estimate.setObjectName("estimate")
         self.estimate.setWordWrap(True)
-        self.estimate.setStyleSheet(
-            f"background: {t.raised}; padding: 6px 8px; border-left: 3px solid {t.accent};")
         self.start_button = QPushButton("Start")
         self.start_button.setObjectName("start_backtest")
         self.start_button.clicked.connect(self.start_run)
@@ -223,7 +221,7 @@ class BacktestView(QWidget):
         self.progress.setValue(0)
         self.eta = QLabel()
         self.eta.setObjectName("eta")
-        self.eta.setStyleSheet(f"color: {t.muted};")
+        set_look(self.eta, "muted")
         self.status = QLabel()
         self.status.setObjectName("status")
         self.status.setWordWrap(True)
@@ -238,11 +236,20 @@ class BacktestView(QWidget):
         side.addWidget(self.eta)
         side.addWidget(self.status)
         side.addStretch(1)
-        left.setMinimumWidth(400)
-        left.setMaximumWidth(480)
+        left.setMinimumWidth(360)
+        # the form is taller than a small screen's window leaves the tab: it scrolls there
+        # instead of setting the whole window's minimum height
+        form = QScrollArea()
+        form.setObjectName("backtest_form")
+        form.setWidgetResizable(True)
+        form.setFrameShape(QScrollArea.Shape.NoFrame)
+        form.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        form.setWidget(left)
+        form.setMinimumWidth(left.minimumWidth() + form.verticalScrollBar().sizeHint().width())
+        form.setMaximumWidth(500)
         self.report = ReportView()
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
+        split.addWidget(form)
         split.addWidget(self.report)
         split.setStretchFactor(1, 1)
         layout = QVBoxLayout(self)
@@ -252,6 +259,10 @@ class BacktestView(QWidget):
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self._poll)
         self._mode_changed()
+
+    def restyle(self) -> None:
+        """Redraw the report's plots and coloured cells (the theme changed)."""
+        self.report.restyle()
 
     # -- data -----------------------------------------------------------------------------------
     def _add_file(self, path: Path, checked: bool) -> QListWidgetItem:
@@ -426,11 +437,11 @@ class BacktestView(QWidget):
     # -- running --------------------------------------------------------------------------------
     def show_error(self, text: str) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet(f"color: {palette().down};")
+        set_look(self.status, "error")
 
     def _say(self, text: str) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet(f"color: {palette().text};")
+        set_look(self.status, "")
 
     def _cash(self) -> Decimal | None:
         try:

@@ -171,10 +171,14 @@ class GridItem(pg.GraphicsObject):
     def __init__(self, plot: pg.PlotItem, color: str) -> None:
         super().__init__()
         self._plot = plot
-        self._pen = pg.mkPen(color, width=1)
-        self._pen.setCosmetic(True)
+        self.set_color(color)
         self.setZValue(-100)
         self.setFlag(self.GraphicsItemFlag.ItemIgnoresParentOpacity)
+
+    def set_color(self, color: str) -> None:
+        self._pen = pg.mkPen(color, width=1)
+        self._pen.setCosmetic(True)
+        self.update()
 
     def boundingRect(self) -> QRectF:  # noqa: N802 - Qt's name
         view = self.viewRect()

@@ -29,7 +29,7 @@ from app.market.port import MarketData
 from app.market.replay import ReplayMarketData
 from app.ui.charts.axis import PriceAxisItem
 from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegate, cumulative
-from app.ui.charts.style import COLORS, format_price, mono_font, qcolor
+from app.ui.charts.style import format_price, mono_font, qcolor
 from app.ui.panels.tasks import REDRAWS, TaskSet
 
 
@@ -41,7 +41,6 @@ class DepthChart(pg.PlotWidget):
             parent=parent,
             axisItems={"bottom": PriceAxisItem("bottom"), "right": PriceAxisItem(compact=True)},
         )
-        self.setBackground(qcolor("background"))
         plot = self.getPlotItem()
         plot.hideAxis("left")
         plot.showAxis("right")
@@ -52,24 +51,30 @@ class DepthChart(pg.PlotWidget):
         # made a repaint cost ~10 ms instead of ~2.5 ms at ten books a second
         plot.showGrid(x=False, y=False)
         for name in ("bottom", "right"):
+            plot.getAxis(name).setStyle(tickFont=mono_font(8))
+        self.bids = pg.PlotDataItem(fillLevel=0.0)
+        self.asks = pg.PlotDataItem(fillLevel=0.0)
+        self.mid = pg.InfiniteLine(angle=90)
+        for item in (self.bids, self.asks):
+            plot.addItem(item)
+        plot.addItem(self.mid, ignoreBounds=True)
+        self.restyle()
+
+    def restyle(self) -> None:
+        """Paint in the current theme's colours."""
+        self.setBackground(qcolor("background"))
+        plot = self.getPlotItem()
+        for name in ("bottom", "right"):
             axis = plot.getAxis(name)
             axis.setPen(pg.mkPen(qcolor("grid")))
             axis.setTextPen(pg.mkPen(qcolor("axis")))
-            axis.setStyle(tickFont=mono_font(8))
-        self.bids = self._area("up")
-        self.asks = self._area("down")
-        pen = pg.mkPen(qcolor("muted"), style=Qt.PenStyle.DotLine)
-        self.mid = pg.InfiniteLine(angle=90, pen=pen)
-        plot.addItem(self.mid, ignoreBounds=True)
-
-    def _area(self, color_name: str) -> pg.PlotDataItem:
-        color = qcolor(color_name)
-        fill = qcolor(color_name)
-        fill.setAlpha(70)
-        # a 1-pixel cosmetic pen: Qt's fast path (a 1.5 px pen made each repaint ~3x dearer)
-        item = pg.PlotDataItem(pen=pg.mkPen(color, width=1), fillLevel=0.0, brush=fill)
-        self.getPlotItem().addItem(item)
-        return item
+        for item, color_name in ((self.bids, "up"), (self.asks, "down")):
+            fill = qcolor(color_name)
+            fill.setAlpha(70)
+            # a 1-pixel cosmetic pen: Qt's fast path (a 1.5 px pen made a repaint ~3x dearer)
+            item.setPen(pg.mkPen(qcolor(color_name), width=1))
+            item.setBrush(fill)
+        self.mid.setPen(pg.mkPen(qcolor("muted"), style=Qt.PenStyle.DotLine))
 
     @staticmethod
     def steps(rows: list[LadderRow]) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +135,7 @@ class BookWidget(QWidget):
 
         self.header = QLabel(self)
         self.header.setFont(mono_font(9))
+        self.header.setWordWrap(True)  # a narrow dock wraps it rather than scrolling sideways
         self.model = LadderModel(depth, market.price_decimals(self.symbol))
         self.ladder = QTableView(self)
         self.ladder.setModel(self.model)
@@ -146,7 +152,8 @@ class BookWidget(QWidget):
         self.ladder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
         self.ladder.setSpan(self.model.spread_row, 0, 1, len(COLUMNS))
         self.depth_chart = DepthChart(self)
-        self.depth_chart.setMinimumHeight(140)
+        # small enough for a 720-pixel screen's bottom dock to keep rows of the ladder in view
+        self.depth_chart.setMinimumHeight(60)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.ladder)
         splitter.addWidget(self.depth_chart)
@@ -157,17 +164,19 @@ class BookWidget(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.header)
         layout.addWidget(splitter, 1)
-        self.setStyleSheet(
-            f"QWidget {{ background: {COLORS['panel']}; color: {COLORS['text']}; }}"
-            f"QHeaderView::section {{ background: {COLORS['panel']}; color: {COLORS['muted']};"
-            " border: none; padding: 2px 6px; }"
-        )
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(int(1000 / min(max(redraw_hz, 2.0), 10.0)))
         self._timer.timeout.connect(self._tick)
         self._fetch_wanted = False
         self._update_header()
+
+    def restyle(self) -> None:
+        """Redraw the ladder and the depth chart in the current theme (it changed)."""
+        self.model.recolor()
+        self.ladder.itemDelegate().recolor()
+        self.ladder.viewport().update()
+        self.depth_chart.restyle()
 
     def set_symbol(self, symbol: str) -> None:
         """Show another symbol; its book appears with the next ``refresh`` or ``update_book``."""

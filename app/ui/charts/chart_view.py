@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QPen
 
 from app.market.series import KlineSeries
 from app.ui.charts.axis import GridItem, PriceAxisItem, TimeAxisItem
@@ -49,6 +50,7 @@ class ChartView(pg.GraphicsLayoutWidget):
         self._programmatic = 0
         self.high = np.zeros(0)
         self.low = np.zeros(0)
+        self._grids: dict[int, GridItem] = {}
 
         self.price_plot = self._new_plot(row=0, compact=False)
         self.volume_plot = self._new_plot(row=1, compact=True)
@@ -86,18 +88,43 @@ class ChartView(pg.GraphicsLayoutWidget):
         plot.showAxis("right")
         plot.hideButtons()
         plot.setMenuEnabled(False)
-        plot.addItem(GridItem(plot, COLORS["grid"]), ignoreBounds=True)
+        grid = GridItem(plot, COLORS["grid"])
+        self._grids[id(plot)] = grid
+        plot.addItem(grid, ignoreBounds=True)
         plot.vb.setMouseEnabled(x=True, y=False)
         plot.vb.disableAutoRange()
         for name in ("right", "bottom"):
-            axis = plot.getAxis(name)
-            axis.setPen(pg.mkPen(qcolor("grid")))
-            axis.setTextPen(pg.mkPen(qcolor("axis")))
-            axis.setStyle(tickFont=mono_font(8))
+            plot.getAxis(name).setStyle(tickFont=mono_font(8))
+        self._paint_axes(plot)
         price_axis.setWidth(78)
         if self._count:
             time_axis.set_timestamps(self._timestamps, self._bar_ms)
         return plot
+
+    @staticmethod
+    def _paint_axes(plot: pg.PlotItem) -> None:
+        for name in ("right", "bottom"):
+            axis = plot.getAxis(name)
+            axis.setPen(pg.mkPen(qcolor("grid")))
+            axis.setTextPen(pg.mkPen(qcolor("axis")))
+
+    def restyle(self) -> None:
+        """Repaint everything in the current theme's colours (the theme changed)."""
+        self.setBackground(qcolor("background"))
+        pen = self._crosshair_pen()
+        for plot in self.plots:
+            self._paint_axes(plot)
+            self._grids[id(plot)].set_color(COLORS["grid"])
+            self._vlines[id(plot)].setPen(pen)
+            self._hlines[id(plot)].setPen(pen)
+        for item in (self.candles, self.volume):
+            item.invalidate()  # its cached picture holds the old colours
+        self.update_legends()
+        self.layout_markers()
+
+    @staticmethod
+    def _crosshair_pen() -> QPen:
+        return pg.mkPen(qcolor("crosshair"), width=1, style=Qt.PenStyle.DashLine)
 
     def new_pane(self) -> pg.PlotItem:
         """A plot below the others for an oscillator, sharing the x axis."""
@@ -112,6 +139,7 @@ class ChartView(pg.GraphicsLayoutWidget):
     def remove_pane(self, plot: pg.PlotItem) -> None:
         self.panes.remove(plot)
         self._vlines.pop(id(plot), None)
+        self._grids.pop(id(plot), None)
         self._hlines.pop(id(plot), None)
         self._legends.pop(id(plot), None)
         self.ci.removeItem(plot)
@@ -154,7 +182,7 @@ class ChartView(pg.GraphicsLayoutWidget):
             plot.showAxis("bottom", plot is plots[-1])
 
     def _add_crosshair(self, plot: pg.PlotItem) -> None:
-        pen = pg.mkPen(qcolor("crosshair"), width=1, style=Qt.PenStyle.DashLine)
+        pen = self._crosshair_pen()
         vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
         hline = pg.InfiniteLine(angle=0, movable=False, pen=pen)
         for line in (vline, hline):

@@ -43,8 +43,9 @@ from app.ui.charts.indicator_panes import (
     study_label,
 )
 from app.ui.charts.markers import build_markers, position_lines
-from app.ui.charts.style import COLORS, mono_font
+from app.ui.charts.style import mono_font
 from app.ui.panels.tasks import REDRAWS, TaskSet
+from app.ui.theme import set_look
 
 PREFERRED_INTERVALS = ("1h", "4h", "1d")
 
@@ -98,10 +99,6 @@ class ChartWidget(QWidget):
         layout.addWidget(self._toolbar)
         layout.addWidget(self.readout)
         layout.addWidget(self.view, 1)
-        self.setStyleSheet(
-            f"QWidget {{ background: {COLORS['panel']}; color: {COLORS['text']}; }}"
-            "QToolButton { padding: 2px 6px; }"
-        )
 
         self._throttle = QTimer(self)
         self._throttle.setSingleShot(True)
@@ -231,7 +228,6 @@ class ChartWidget(QWidget):
             self._decimals = self._market.price_decimals(symbol)
             self.view.set_decimals(self._decimals)
             self._apply(series, reset=True)
-            self._trades_changed()
             await self._recompute_studies(series)
 
     async def refresh(self) -> None:
@@ -276,7 +272,7 @@ class ChartWidget(QWidget):
         self._series = series
         grew = old is not None and not reset and len(series) > len(old)
         self.view.set_series(series, interval_ms(series.interval), first_changed, reset)
-        if grew:
+        if grew or reset:  # markers sit on bars: place them on the bars now shown
             self._trades_changed()
         self._show_readout(self._hovered)
 
@@ -378,6 +374,11 @@ class ChartWidget(QWidget):
 
     # -- view ---------------------------------------------------------------------------------
 
+    def restyle(self) -> None:
+        """Redraw candles, axes, markers and lines in the current theme (it changed)."""
+        self.view.restyle()
+        self._trades_changed()
+
     def follow_latest(self) -> None:
         """Scroll back to the newest bar and keep following it."""
         self.view.show_latest()
@@ -403,5 +404,4 @@ class ChartWidget(QWidget):
             list(self.studies.values()),
         )
         self.readout.setText(text)
-        color = COLORS["up"] if rising else COLORS["down"]
-        self.readout.setStyleSheet(f"color: {color};")
+        set_look(self.readout, "up" if rising else "down")

@@ -24,7 +24,7 @@ from PySide6.QtCore import (
     QRectF,
     Qt,
 )
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QStyledItemDelegate, QStyleOptionViewItem
 
 from app.domain.market import BookLevel, OrderBook
@@ -71,10 +71,21 @@ class LadderModel(QAbstractTableModel):
         self._deepest = Decimal(1)
         self._text: list[list[str | None]] = []
         self._fill: list[float | None] = []
-        self._colors = {name: qcolor(name) for name in ("up", "down", "text", "background")}
+        self._colors = self._theme_colors()
         self._right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._center = int(Qt.AlignmentFlag.AlignCenter)
         self._cache_cells()
+
+    @staticmethod
+    def _theme_colors() -> dict[str, QColor]:
+        return {name: qcolor(name) for name in ("up", "down", "text", "background")}
+
+    def recolor(self) -> None:
+        """Take the current theme's colours (the rows repaint with them)."""
+        self._colors = self._theme_colors()
+        if self.rowCount() > 0:
+            self.dataChanged.emit(self.index(0, 0),
+                                  self.index(self.rowCount() - 1, self.columnCount() - 1))
 
     @property
     def spread_row(self) -> int:
@@ -176,6 +187,11 @@ class SizeBarDelegate(QStyledItemDelegate):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._shades: dict[str, QColor] = {}
+        self.recolor()
+
+    def recolor(self) -> None:
+        """Take the current theme's colours."""
         self._shades = {side: qcolor(name) for side, name in (("ask", "down"), ("bid", "up"))}
         for color in self._shades.values():
             color.setAlpha(48)

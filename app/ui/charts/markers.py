@@ -22,7 +22,10 @@ from app.domain.trading import ExitKind, Fill, Order, OrderStatus, Position, Sid
 from app.ui.charts.style import format_price, format_quantity, qcolor
 
 MARKER_SIZE = 12
-LABEL_FILL = (15, 17, 22, 210)  # the background colour, slightly see-through
+MARKER_Z = 20
+# a line's label sits at the right edge, where the newest candles and markers are: the line and
+# its label are drawn above both, the label on an opaque ground so candles never show through
+LINE_Z = 30
 MARKER_GAP_PX = 9  # distance between a bar's extreme and its marker's centre
 
 
@@ -140,7 +143,7 @@ class TradeMarkers:
             hoverable=True, tip=lambda x, y, data: data, size=MARKER_SIZE, pxMode=True
         )
         for item in (self._filled, self._open):
-            item.setZValue(20)
+            item.setZValue(MARKER_Z)
             plot.addItem(item)
         self._lines: list[pg.InfiniteLine] = []
 
@@ -187,9 +190,9 @@ class TradeMarkers:
             line = pg.InfiniteLine(
                 angle=0, movable=False,
                 label="",
-                labelOpts={"position": 0.97, "anchors": [(1, 1), (1, 1)], "fill": LABEL_FILL},
+                labelOpts={"position": 0.97, "anchors": [(1, 1), (1, 1)]},
             )
-            line.setZValue(15)
+            line.setZValue(LINE_Z)
             self._plot.addItem(line, ignoreBounds=True)
             self._lines.append(line)
         for item, spec in zip(self._lines, lines, strict=False):
@@ -198,6 +201,7 @@ class TradeMarkers:
             item.setPos(float(spec.price))
             item.label.setText(spec.label)
             item.label.setColor(color)
+            item.label.fill = pg.mkBrush(qcolor("background"))  # the theme's, when it changes
             item.setVisible(True)
         for item in self._lines[len(lines):]:
             item.setVisible(False)

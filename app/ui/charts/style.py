@@ -1,8 +1,9 @@
 """Colours and number formatting shared by the chart and order-book widgets.
 
-One dict of colours (``COLORS``) so a light theme is a second dict, not edits scattered over
-widgets; the lead may merge it into ``app/ui/theme.py``. Number formatting lives here too because
-the axis, the crosshair readout, the tooltips and the ladder must print prices the same way.
+``COLORS`` is the current theme's colours (``app.ui.theme``, kept up to date when the theme
+changes): the chart looks a colour up when it draws, and redraws on ``restyle``. Number
+formatting lives here too because the axis, the crosshair readout, the tooltips and the ladder
+must print prices the same way.
 """
 
 from __future__ import annotations
@@ -12,23 +13,9 @@ from decimal import Decimal
 
 from PySide6.QtGui import QColor, QFont, QFontDatabase
 
-COLORS: dict[str, str] = {
-    "background": "#0f1116",
-    "panel": "#161a22",
-    "grid": "#232834",
-    "axis": "#8a93a6",
-    "text": "#d6dae3",
-    "muted": "#8a93a6",
-    "up": "#26a69a",
-    "down": "#ef5350",
-    "accent": "#4f8cff",
-    "crosshair": "#6b7385",
-    "entry": "#4f8cff",
-    "take_profit": "#26a69a",
-    "stop_loss": "#ef5350",
-    "volume_up": "#26a69a66",
-    "volume_down": "#ef535066",
-}
+from app.ui.theme import COLORS
+
+__all__ = ["COLORS", "SERIES_COLORS", "qcolor"]
 
 #: Line colours for indicator outputs, picked in order as overlays and panes are added.
 SERIES_COLORS: tuple[str, ...] = (

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QResizeEvent, QTextDocument
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from app.domain.agents import QuestionKind
 from app.ui.chat.cards import Card, CardHooks, clock_time
 from app.ui.chat.entries import AnswerEntry, PersonEntry, QuestionEntry, one_line
 from app.ui.chat.style import retone
-from app.ui.chat.widgets import Collapsible, FlowLayout, text_label
+from app.ui.chat.widgets import Collapsible, FlowLayout, WrappedLabel, text_label
 
 BUBBLE_SHARE = 0.82  # the person's bubble leaves the left of the row free, as chats do
 PREVIEW_CHARS = 600
@@ -54,6 +54,27 @@ def _meta_row(left: str, right: str, *, align_right: bool = False) -> QHBoxLayou
     return row
 
 
+class MessageText(WrappedLabel):
+    """The person's words, wrapped: the bubble asks for their natural width (each line unbroken)
+    and takes less when the row is narrower. A plain wrapped label asks for an arbitrary width
+    and would break a short message into lines."""
+
+    def __init__(self, text: str, name: str) -> None:
+        super().__init__()
+        self.setObjectName(name)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setText(text)
+        self.setWordWrap(True)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                     | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        metrics = self.fontMetrics()
+        natural = max((metrics.horizontalAdvance(line) for line in self.text().splitlines()),
+                      default=0) + 4
+        return QSize(natural, self.heightForWidth(natural))
+
+
 class PersonBubble(Card):
     """What the person wrote: a message (a task) or a reply to a question, on the right."""
 
@@ -72,7 +93,7 @@ class PersonBubble(Card):
         self.who = _meta_row("You" if not entry.reply else "You answered",
                              clock_time(entry.market_ms), align_right=True)
         box.addLayout(self.who)
-        self.text = text_label(entry.text, "personText")
+        self.text = MessageText(entry.text, "personText")
         box.addWidget(self.text)
         self.queued = text_label("queued: the agent has not started on it yet", "meta",
                                  selectable=False)
@@ -85,14 +106,10 @@ class PersonBubble(Card):
         self.queued.setVisible(self.entry.queued)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
-        """Size the bubble to its text, up to ``BUBBLE_SHARE`` of the row: a wrapped label
-        would otherwise take an arbitrary narrow width and break a short message into lines."""
-        limit = max(160, int(event.size().width() * BUBBLE_SHARE))
-        self.frame.setMaximumWidth(limit)
-        metrics = self.text.fontMetrics()
-        natural = max((metrics.horizontalAdvance(line) for line in self.entry.text.splitlines()),
-                      default=0)
-        self.text.setMinimumWidth(min(natural + 4, limit - 26))
+        """Keep the bubble within ``BUBBLE_SHARE`` of the row. Only a maximum is set: a minimum
+        taken from the row's width would hold the row at that width when the panel narrows,
+        and the message would go off the panel's edge."""
+        self.frame.setMaximumWidth(max(160, int(event.size().width() * BUBBLE_SHARE)))
         super().resizeEvent(event)
 
 
@@ -109,7 +126,7 @@ class AnswerBubble(Card):
         box.setContentsMargins(12, 8, 12, 9)
         box.setSpacing(4)
         box.addLayout(_meta_row(hooks.agent_name(entry.agent_id), clock_time(entry.market_ms)))
-        self.text = QLabel()
+        self.text = WrappedLabel()
         self.text.setObjectName("answerText")
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setWordWrap(True)

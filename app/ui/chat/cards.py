@@ -13,7 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui.chat.entries import (
     AWAITING,
@@ -30,7 +38,7 @@ from app.ui.chat.entries import (
     task_source_words,
 )
 from app.ui.chat.style import TOOL_GLYPHS, retone
-from app.ui.chat.widgets import Collapsible, Divider, ElidedLabel, FlowLayout, text_label
+from app.ui.chat.widgets import Chip, Collapsible, Divider, ElidedLabel, FlowLayout, text_label
 from app.ui.panels.audit_model import format_duration
 from app.ui.panels.style import format_time, mono_font
 
@@ -101,9 +109,9 @@ class ToolCard(Card):
         self.glyph.setObjectName("glyph")
         self.glyph.setFixedWidth(14)
         self.glyph.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.name = QLabel()
+        self.name = ElidedLabel()  # whole where there is room, cut in a narrow panel
         self.name.setObjectName("toolName")
-        self.name.setTextFormat(Qt.TextFormat.PlainText)
+        self.name.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.name.setFont(mono_font(9))
         self.params = ElidedLabel()
         self.params.setObjectName("muted")
@@ -140,7 +148,7 @@ class ToolCard(Card):
         retone(self.frame, e.status)
         retone(self.glyph, e.status)
         self.glyph.setText(TOOL_GLYPHS.get(e.status, "•"))
-        self.name.setText(e.tool_name)
+        self.name.set_full_text(e.tool_name)
         self.params.set_full_text("  ".join(f"{p.name}={p.value}" for p in e.params))
         meta = [e.status if e.status != SUCCESS else "ok"]
         if e.duration_ms is not None:
@@ -238,10 +246,10 @@ class TaskCard(Card):
         head.setSpacing(8)
         self.kind = text_label(entry.task_type or "task", "taskType", wrap=False)
         sender = task_source_words(entry.source, hooks.agent_names())
-        self.source = text_label(f"from {sender}", "muted", wrap=False)
+        self.source = ElidedLabel(f"from {sender}")  # cut, not wider than the panel
+        self.source.setObjectName("muted")
         head.addWidget(self.kind)
-        head.addWidget(self.source)
-        head.addStretch(1)
+        head.addWidget(self.source, 1)
         head.addWidget(text_label(clock_time(entry.market_ms), "meta", wrap=False))
         box.addLayout(head)
         payload = {k: v for k, v in entry.payload.items() if k != "text"}
@@ -250,7 +258,7 @@ class TaskCard(Card):
             chips = QWidget()
             flow = FlowLayout(chips, spacing=4)
             for param in params:
-                chip = text_label(f"{param.name} {param.value}", "chip", wrap=False)
+                chip = Chip(f"{param.name} {param.value}")
                 chip.setFont(mono_font(8))
                 flow.addWidget(chip)
             box.addWidget(chips)

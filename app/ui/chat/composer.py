@@ -144,7 +144,7 @@ class Composer(QFrame):
         row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         box.addLayout(row)
         self.hint = text_label("Enter sends · Shift+Enter new line · ↑ ↓ earlier messages",
-                               "meta", wrap=False, selectable=False)
+                               "meta", selectable=False)
         box.addWidget(self.hint)
 
     def send(self) -> None:

@@ -106,7 +106,7 @@ class AgentHeader(QFrame):
         self.dot = QLabel("●")
         self.dot.setObjectName("stateDot")
         self.state = text_label("", "state", wrap=False, selectable=False)
-        self.details = text_label("", "muted", wrap=False)
+        self.details = text_label("", "muted")  # wraps in a narrow panel
         row.addWidget(self.dot)
         row.addWidget(self.state)
         row.addWidget(self.details, 1)

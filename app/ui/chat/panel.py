@@ -18,7 +18,6 @@ import asyncio
 from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.agents.runtime import AgentRuntime
@@ -38,9 +37,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.entries import Entry, Message, ToolEntry, readable_hint, short_id
 from app.ui.chat.header import AgentHeader
 from app.ui.chat.reader import ChatReader
-from app.ui.chat.style import chat_stylesheet
 from app.ui.chat.transcript import TranscriptView
-from app.ui.panels.style import COLORS
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 MAX_CARDS = 300  # kept while the person reads at the bottom
@@ -98,18 +95,7 @@ class ChatPanel(QWidget):
         self.tasks.spawn(self._open_orchestrator())
 
     def _build(self) -> None:
-        self.setStyleSheet(chat_stylesheet())
-        palette = self.palette()
-        for role, key in ((QPalette.ColorRole.Window, "background"),
-                          (QPalette.ColorRole.WindowText, "text"),
-                          (QPalette.ColorRole.Base, "panel"), (QPalette.ColorRole.Text, "text"),
-                          (QPalette.ColorRole.Button, "panel_alt"),
-                          (QPalette.ColorRole.ButtonText, "text"),
-                          (QPalette.ColorRole.PlaceholderText, "muted"),
-                          (QPalette.ColorRole.Highlight, "selection"),
-                          (QPalette.ColorRole.HighlightedText, "text")):
-            palette.setColor(role, QColor(COLORS[key]))
-        self.setPalette(palette)
+        # styled by the application's sheet (``app.ui.theme_sheet``), so it follows the theme
         self.setAutoFillBackground(True)
         root = QVBoxLayout(self)
         root.setContentsMargins(0, 0, 0, 0)

@@ -52,7 +52,9 @@ class TranscriptView(QScrollArea):
         self.setObjectName("transcript")
         self.hooks = hooks
         self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # cards wrap or cut their text to the panel's width; should one still be wider (a very
+        # long unbroken word in an answer), a scroll bar reaches it rather than nothing
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         body = QWidget()
         body.setObjectName("transcriptBody")
         self.column = QVBoxLayout(body)

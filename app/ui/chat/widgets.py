@@ -1,5 +1,6 @@
-"""Small widgets the chat's cards are made of: plain-text labels, an elided line, a collapsible
-block, a flow of buttons and the divider between tasks.
+"""Small widgets the chat's cards are made of: plain-text labels, an elided line, a chip, a
+collapsible block, a flow of buttons and chips that wraps to the card's width, and the divider
+between tasks.
 
 Every label that shows agent- or model-written text is forced to plain text (``text_label``):
 Qt would otherwise guess "rich text" from a ``<b>`` in a tool result and render markup the
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -24,10 +25,28 @@ from PySide6.QtWidgets import (
 )
 
 
+class WrappedLabel(QLabel):
+    """A word-wrapped label that may be narrower than its longest word.
+
+    Qt will not make a wrapped label narrower than its longest word, so one long token (an id,
+    a path) would widen the card and with it the whole conversation past the panel's edge. Here
+    such a token is cut at the label's edge instead (it is still whole when selected and copied),
+    and every other line wraps to the panel's width.
+    """
+
+    MIN_WIDTH = 80
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        if self.wordWrap():
+            hint.setWidth(min(hint.width(), self.MIN_WIDTH))
+        return hint
+
+
 def text_label(text: str = "", name: str = "", *, wrap: bool = True,
                selectable: bool = True) -> QLabel:
     """A label that shows ``text`` literally (never as markup), wrapped and selectable."""
-    label = QLabel()
+    label = WrappedLabel()
     label.setTextFormat(Qt.TextFormat.PlainText)
     label.setText(text)
     label.setWordWrap(wrap)
@@ -70,6 +89,49 @@ class ElidedLabel(QLabel):
                                                rect.width())
         painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
                          elided)
+
+
+class Chip(QLabel):
+    """A ``name value`` tag on one line, cut with "…" when its line is narrower than its text.
+
+    A signal's payload holds long values (its reasoning, order ids); at their full width a row of
+    chips would make the card, and the whole conversation, wider than the panel. The layout may
+    give a chip less than its natural width (``sizeHint``); the chip then shows what fits, and
+    the whole text in its tooltip.
+    """
+
+    MIN_WIDTH = 48
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.setObjectName("chip")
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self._full = text
+        self.setText(text)
+        self.setToolTip(text if len(text) > 40 else "")
+
+    @property
+    def full_text(self) -> str:
+        return self._full
+
+    def _chrome(self) -> int:
+        """The sheet's padding and border beside the text (Qt keeps them as contents margins)."""
+        margins = self.contentsMargins()
+        return margins.left() + margins.right()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().sizeHint()
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + self._chrome() + 2,
+                     hint.height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(self.MIN_WIDTH, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        room = event.size().width() - self._chrome()
+        self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight,
+                                                   max(room, 0)))
+        super().resizeEvent(event)
 
 
 class Collapsible:
@@ -157,14 +219,16 @@ class FlowLayout(QLayout):
         return size
 
     def _arrange(self, rect: QRect, *, move: bool) -> int:
+        """Place the items line by line; one wider than a whole line gets the line's width."""
         x, y, line = rect.x(), rect.y(), 0
         for item in self._items:
             hint = item.sizeHint()
-            if x + hint.width() > rect.right() + 1 and line > 0:
+            width = min(hint.width(), max(rect.width(), 1))
+            if x + width > rect.right() + 1 and line > 0:
                 x, y, line = rect.x(), y + line + self._gap, 0
             if move:
-                item.setGeometry(QRect(QPoint(x, y), hint))
-            x += hint.width() + self._gap
+                item.setGeometry(QRect(QPoint(x, y), QSize(width, hint.height())))
+            x += width + self._gap
             line = max(line, hint.height())
         return y + line - rect.y()
 

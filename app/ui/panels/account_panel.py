@@ -41,17 +41,17 @@ from app.ui.panels.mode_badge import ModeBadge
 from app.ui.panels.record_model import RecordTableModel
 from app.ui.panels.style import (
     COLORS,
-    banner_style,
     format_fixed,
     format_pct,
     format_quantity,
     format_time,
     money_decimals,
     mono_font,
-    panel_stylesheet,
-    pnl_color,
+    pnl_tone,
+    set_banner,
 )
 from app.ui.panels.tasks import REDRAWS, BusLink, TaskSet, Throttle
+from app.ui.theme import set_look
 
 logger = logging.getLogger(__name__)
 FILL_HISTORY = 500
@@ -62,27 +62,26 @@ class _Card(QFrame):
 
     def __init__(self, title: str) -> None:
         super().__init__()
-        self.setStyleSheet(
-            f"QFrame {{ background: {COLORS['panel']}; border: 1px solid {COLORS['border']}; "
-            "border-radius: 4px; } QLabel { border: 0; background: transparent; }"
-        )
+        self.setObjectName("card")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
         layout.setSpacing(1)
         self.title = QLabel(title.upper())
-        self.title.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
+        self.title.setStyleSheet("font-size: 8pt;")
+        set_look(self.title, "muted")
         self.value = QLabel("—")
         self.value.setFont(mono_font(13))
         self.sub = QLabel("")
         self.sub.setFont(mono_font(8))
-        self.sub.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.sub, "muted")
         for label in (self.title, self.value, self.sub):
             label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             layout.addWidget(label)
 
-    def show_value(self, text: str, color: str | None = None, sub: str = "") -> None:
+    def show_value(self, text: str, tone: str = "", sub: str = "") -> None:
+        """Show ``text`` in a ``look`` (``up``, ``down``; "" for plain text)."""
         self.value.setText(text)
-        self.value.setStyleSheet(f"color: {color or COLORS['text']};")
+        set_look(self.value, tone)
         self.sub.setText(sub)
 
 
@@ -107,7 +106,6 @@ class AccountPanel(QWidget):
         self._curve_v: list[float] = []
         self.tasks = TaskSet(on_error=lambda exc: self.show_message(str(exc), "error"))
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=300, parent=self)
-        self.setStyleSheet(panel_stylesheet())
         self._build(mode)
         self.link = BusLink(bus)
         self.link.subscribe(ToolCallCompleted, self._on_tool_call)
@@ -127,7 +125,7 @@ class AccountPanel(QWidget):
         self.badge = ModeBadge(mode)
         top.addWidget(self.badge)
         self.as_of = QLabel("")
-        self.as_of.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.as_of, "muted")
         top.addStretch(1)
         top.addWidget(self.as_of)
         root.addLayout(top)
@@ -153,23 +151,18 @@ class AccountPanel(QWidget):
         self.tabs.addTab(self.fills_view, "Fills")
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
-        self.curve_plot.setBackground(COLORS["panel"])
         # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
         self.curve_plot.showGrid(x=False, y=False)
         self.curve_plot.setMenuEnabled(False)
-        self.curve_plot.setTitle("Equity", color=COLORS["muted"], size="9pt")
         item = self.curve_plot.getPlotItem()
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen(COLORS["muted"])
-            item.getAxis(axis).setPen(COLORS["border"])
-        self.curve = self.curve_plot.plot([], [], pen=pg.mkPen(COLORS["accent"], width=1.6))
-        start = float(self.broker.initial_cash)
-        self.baseline = pg.InfiniteLine(
-            pos=start, angle=0, pen=pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine)
-        )
+        self.curve = self.curve_plot.plot([], [])
+        self.baseline = pg.InfiniteLine(pos=float(self.broker.initial_cash), angle=0)
         self.curve_plot.addItem(self.baseline)
+        self.restyle()
+        # on a small screen the tables keep the room and the curve gives way first
+        self.curve_plot.setMinimumHeight(24)
 
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.tabs)
@@ -184,6 +177,17 @@ class AccountPanel(QWidget):
         self.message.hide()
         root.addWidget(self.message)
 
+    def restyle(self) -> None:
+        """Draw the equity curve in the current theme's colours (the sheet cannot reach it)."""
+        self.curve_plot.setBackground(COLORS["panel"])
+        self.curve_plot.setTitle("Equity", color=COLORS["muted"], size="9pt")
+        item = self.curve_plot.getPlotItem()
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setTextPen(COLORS["muted"])
+            item.getAxis(axis).setPen(COLORS["border"])
+        self.curve.setPen(pg.mkPen(COLORS["accent"], width=1.6))
+        self.baseline.setPen(pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine))
+
     def _table(self, model: RecordTableModel) -> QTableView:
         view = QTableView()
         view.setModel(model)
@@ -196,6 +200,7 @@ class AccountPanel(QWidget):
         view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         view.horizontalHeader().setStretchLastSection(False)
         view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        view.setMinimumHeight(48)  # a header and a row: what a 720-pixel screen leaves
         newest_first = model is not self.positions
         view.sortByColumn(
             0, Qt.SortOrder.DescendingOrder if newest_first else Qt.SortOrder.AscendingOrder
@@ -246,11 +251,11 @@ class AccountPanel(QWidget):
             base = state.equity - pnl
             pct = pnl / base * 100 if base else Decimal(0)
             self.cards[name].show_value(
-                format_fixed(pnl, money, sign=True), pnl_color(pnl), format_pct(pct, sign=True)
+                format_fixed(pnl, money, sign=True), pnl_tone(pnl), format_pct(pct, sign=True)
             )
         drawdown = state.max_drawdown_pct
         self.cards["Max drawdown"].show_value(
-            format_pct(drawdown), COLORS["down"] if drawdown > 0 else None, "from peak equity"
+            format_pct(drawdown), "down" if drawdown > 0 else "", "from peak equity"
         )
         self.as_of.setText(f"as of {format_time(self.broker.clock.now_ms())} UTC")
         self._set_rows(self.positions, self.positions_view, list(state.positions))
@@ -271,7 +276,8 @@ class AccountPanel(QWidget):
             button = QPushButton("Cancel")
             button.setObjectName(f"cancel-{order.order_id}")
             button.setToolTip(f"Cancel {order.order_id} ({order.agent_id})")
-            button.setStyleSheet(f"QPushButton {{ color: {COLORS['down']}; padding: 1px 8px; }}")
+            button.setStyleSheet("padding: 1px 8px;")
+            set_look(button, "down")
             button.clicked.connect(
                 lambda _checked=False, o=order, b=button: self._cancel_clicked(o, b)
             )
@@ -330,7 +336,7 @@ class AccountPanel(QWidget):
         return True
 
     def show_message(self, text: str, kind: str = "info") -> None:
-        self.message.setStyleSheet(banner_style(kind))
+        set_banner(self.message, kind)
         self.message.setText(text)
         self.message.show()
 

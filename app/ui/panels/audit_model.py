@@ -30,7 +30,7 @@ Index = QModelIndex | QPersistentModelIndex
 Entry = tuple[ToolCallRow, str]  # the row and its lower-cased search text
 COLUMNS = ("Time", "Agent", "Tool", "Status", "Error", "Duration")
 DURATION = 5
-_STATUS_COLORS = {"success": COLORS["up"], "error": COLORS["down"], "rejected": COLORS["warning"]}
+_STATUS_TONES = {"success": "up", "error": "down", "rejected": "warning"}
 _KEYS: tuple[Callable[[ToolCallRow], Any], ...] = (
     lambda r: r.call_id,
     lambda r: (r.agent_id, r.call_id),
@@ -77,7 +77,8 @@ class ToolCallModel(QAbstractTableModel):
         return self.entries[source_row][0]
 
     def append(self, rows: Sequence[ToolCallRow]) -> None:
-        """Add calls read from the ledger (oldest first, ids above ``last_id``)."""
+        """Add calls read from the ledger (oldest first); calls already listed are skipped."""
+        rows = [r for r in rows if r.call_id > self.last_id]
         if not rows:
             return
         self.last_id = max(self.last_id, rows[-1].call_id)
@@ -119,8 +120,8 @@ class ToolCallModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return _text(row, column)
         if role == Qt.ItemDataRole.ForegroundRole and column in (3, 4):
-            color = _STATUS_COLORS.get(row.status)
-            return None if color is None else QBrush(QColor(color))
+            tone = _STATUS_TONES.get(row.status)
+            return None if tone is None else QBrush(QColor(COLORS[tone]))
         if role == Qt.ItemDataRole.TextAlignmentRole and column == DURATION:
             return Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
         if role == Qt.ItemDataRole.UserRole:

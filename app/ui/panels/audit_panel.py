@@ -8,6 +8,7 @@ parameters and the full result XML) are read only for the selected row.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer
@@ -28,9 +29,10 @@ from PySide6.QtWidgets import (
 from app.events import EventBus, ToolCallCompleted
 from app.store.ledger import Ledger
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
-from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail
-from app.ui.panels.style import COLORS, format_time, mono_font, panel_stylesheet
+from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail, ToolCallRow
+from app.ui.panels.style import format_time, mono_font
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.theme import set_look
 
 STATUSES = ("success", "error", "rejected")
 ALL = "All"
@@ -47,9 +49,9 @@ class AuditPanel(QWidget):
         self._agents: set[str] = set()
         self._tools: set[str] = set()
         self._detail_seq = 0
+        self._reading = asyncio.Lock()
         self.detail: ToolCallDetail | None = None
         self.tasks = TaskSet(on_error=lambda exc: self.count_label.setText(f"Error: {exc}"))
-        self.setStyleSheet(panel_stylesheet())
         self._build()
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=250, parent=self)
         self.link = BusLink(bus)
@@ -78,13 +80,13 @@ class AuditPanel(QWidget):
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self.search.returnPressed.connect(self.apply_filters)
         self.count_label = QLabel("")
-        self.count_label.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.count_label, "muted")
         for label, widget in (
             ("Agent", self.agent_filter), ("Tool", self.tool_filter),
             ("Status", self.status_filter),
         ):
             caption = QLabel(label)
-            caption.setStyleSheet(f"color: {COLORS['muted']};")
+            set_look(caption, "muted")
             filters.addWidget(caption)
             filters.addWidget(widget)
         filters.addWidget(self.search, 1)
@@ -92,6 +94,7 @@ class AuditPanel(QWidget):
         root.addLayout(filters)
 
         self.table = QTableView()
+        self.table.setMinimumHeight(48)
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -113,7 +116,7 @@ class AuditPanel(QWidget):
 
         details = QSplitter(Qt.Orientation.Horizontal)
         self.detail_title = QLabel("Select a call to see its parameters and result")
-        self.detail_title.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.detail_title, "muted")
         self.params_view = self._text_view("Parameters", details)
         self.result_view = self._text_view("Result XML", details)
         details.setStretchFactor(0, 2)
@@ -144,8 +147,10 @@ class AuditPanel(QWidget):
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
         caption = QLabel(title)
-        caption.setStyleSheet(f"color: {COLORS['muted']}; font-size: 8pt;")
+        caption.setStyleSheet("font-size: 8pt;")
+        set_look(caption, "muted")
         view = QPlainTextEdit()
+        view.setMinimumHeight(36)  # a small screen's bottom dock: the table keeps the room
         view.setReadOnly(True)
         view.setFont(mono_font(9))
         view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
@@ -156,8 +161,17 @@ class AuditPanel(QWidget):
     # ------------------------------------------------------------------ data
 
     async def refresh(self) -> None:
-        """Load the calls recorded since the last refresh (all of them the first time)."""
-        rows = await self.reader.tool_calls(after_id=self.model.last_id)
+        """Load the calls recorded since the last refresh (all of them the first time).
+
+        One read at a time: the window's start-up read and the throttled reads after tool calls
+        may be asked for together (a resumed agent calls tools while the history loads), and two
+        reads from the same ``last_id`` would list the same calls twice.
+        """
+        async with self._reading:
+            rows = await self.reader.tool_calls(after_id=self.model.last_id)
+            self._add(rows)
+
+    def _add(self, rows: list[ToolCallRow]) -> None:
         if rows:
             self.model.append(rows)
             self._grow(self.agent_filter, self._agents, {r.agent_id for r in rows})

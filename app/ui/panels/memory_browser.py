@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidgetItem,
@@ -33,10 +34,11 @@ from app.memory.text import sniff_type
 from app.ui.panels.memory_pane import FilePane
 from app.ui.panels.memory_recall import RecallView
 from app.ui.panels.memory_tree import ROLE, MemoryTree
-from app.ui.panels.style import format_bytes, panel_stylesheet
+from app.ui.panels.style import format_bytes
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 logger = logging.getLogger(__name__)
+NARROW_PX = 560  # narrower than this, the file is shown under the tree
 AgentList = Callable[[], Sequence[tuple[str, str]]]
 RECALL_PER_AGENT = 10
 NEW_FILE_PATH = "notes/untitled.md"
@@ -77,7 +79,6 @@ class MemoryBrowser(QWidget):
         self._open_seq = 0
         self._dirty: set[str] = set()
         self.tasks = TaskSet(on_error=lambda exc: self.pane.banner.show_message("error", str(exc)))
-        self.setStyleSheet(panel_stylesheet())
         self._build()
         self.tree_throttle = Throttle(self._refresh_dirty, self.tasks, 150, self)
         self.full_throttle = Throttle(self.refresh, self.tasks, 50, self)
@@ -93,7 +94,7 @@ class MemoryBrowser(QWidget):
     def _build(self) -> None:
         root = QHBoxLayout(self)
         root.setContentsMargins(6, 6, 6, 6)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -125,6 +126,15 @@ class MemoryBrowser(QWidget):
         split.setSizes([380, 620])
         root.addWidget(split)
 
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """Side by side where there is room; in a narrow dock (a small screen's left column)
+        the file is shown under the tree, so neither is squeezed to a sliver."""
+        wanted = (Qt.Orientation.Vertical if event.size().width() < NARROW_PX
+                  else Qt.Orientation.Horizontal)
+        if self.split.orientation() != wanted:
+            self.split.setOrientation(wanted)
+        super().resizeEvent(event)
+
     # ------------------------------------------------------------------ tree
 
     async def refresh(self) -> None:
@@ -148,6 +158,10 @@ class MemoryBrowser(QWidget):
         dirty, self._dirty = self._dirty, set()
         for agent_id in sorted(dirty):
             await self.refresh_agent(agent_id)
+
+    def restyle(self) -> None:
+        """Recolour the tree's folders and changed files (the theme changed)."""
+        self.tree.recolor()
 
     def show_agent(self, agent_id: str) -> None:
         """Bring an agent's folder into view and scope recall to it ("open its memory")."""

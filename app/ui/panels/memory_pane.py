@@ -19,13 +19,15 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
-from app.ui.panels.style import COLORS, banner_style, mono_font
+from app.ui.panels.style import COLORS, mono_font, set_banner
+from app.ui.theme import set_look
 
 _MARKDOWN_MARKUP = re.compile(r"^[#>\-*+\s]+|[*_`]+")
 EDITABLE_TYPES = ("MARKDOWN", "YAML", "TEXT", "UNKNOWN")
@@ -51,7 +53,7 @@ class Banner(QFrame):
     ) -> None:
         self.kind = kind
         self.label.setText(text)
-        self.label.setStyleSheet(banner_style(kind))
+        set_banner(self.label, kind)
         for button in self._buttons:
             button.deleteLater()
         self._buttons = []
@@ -84,10 +86,14 @@ class FilePane(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         bar = QHBoxLayout()
-        self.title = QLabel("Select a file on the left")
-        self.title.setStyleSheet(f"color: {COLORS['muted']}; font-weight: bold;")
+        self.title = QLabel("Select a file in the tree")
+        self.title.setStyleSheet("font-weight: bold;")
+        set_look(self.title, "muted")
+        # a long path must not widen a narrow dock: the title is cut at the pane's width
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setMinimumWidth(60)
         self.agent_label = QLabel("")
-        self.agent_label.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.agent_label, "muted")
         self.agent_label.hide()
         self.path_edit = QLineEdit()
         self.path_edit.setPlaceholderText("path inside the agent's folder, e.g. notes/plan.md")
@@ -97,7 +103,7 @@ class FilePane(QWidget):
         self.edit_button = QPushButton("Edit")
         self.save_button = QPushButton("Save")
         self.discard_button = QPushButton("Discard")
-        self.save_button.setStyleSheet(f"QPushButton {{ color: {COLORS['accent']}; }}")
+        set_look(self.save_button, "accent")
         bar.addWidget(self.title, 1)
         bar.addWidget(self.agent_label)
         bar.addWidget(self.path_edit, 1)
@@ -138,7 +144,7 @@ class FilePane(QWidget):
     def show_text(self, title: str, text: str, type_hint: str, line: int | None = None) -> None:
         """Render Markdown as a document, anything else verbatim in monospace; go to ``line``."""
         self.title.setText(title)
-        self.title.setStyleSheet(f"color: {COLORS['text']}; font-weight: bold;")
+        set_look(self.title, "text")
         scroll = self.viewer.verticalScrollBar().value()
         same = self.viewer.property("shown") == title
         if type_hint == "MARKDOWN":

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.memory.index import Hit
 from app.ui.panels.memory_tree import ROLE
-from app.ui.panels.style import COLORS
+from app.ui.theme import set_look
 
 SNIPPET_CHARS = 160
 
@@ -78,7 +78,7 @@ class RecallView:
 
     def show_refusal(self, text: str) -> None:
         self.hits.clear()
-        self.label.setStyleSheet(f"color: {COLORS['down']};")
+        set_look(self.label, "error")
         self.label.setText(text)
 
     def show_hits(
@@ -95,7 +95,7 @@ class RecallView:
             item.setData(ROLE, (agent_id, hit.path, hit.line))
             item.setToolTip(hit.snippet)
             self.hits.addItem(item)
-        self.label.setStyleSheet(f"color: {COLORS['muted']};")
+        set_look(self.label, "muted")
         self.label.setText(
             f"{len(found)} recalled for “{query}”" if found else f"Nothing recalled for “{query}”"
         )

@@ -203,8 +203,9 @@ class MemoryTree(QTreeWidget):
             elif not path.endswith("/"):
                 base = path.rsplit("/", 1)[-1]
                 item.setText(0, f"{MARK}{base}" if hot else base)
-                color = COLORS["warning"] if hot else COLORS["text"]
-                item.setForeground(0, QBrush(QColor(color)))
+                # a plain file takes the view's text colour, so it follows the theme
+                item.setData(0, Qt.ItemDataRole.ForegroundRole,
+                             QBrush(QColor(COLORS["warning"])) if hot else None)
                 note = " — changed by the agent" if hot else ""
                 item.setToolTip(0, f"{agent_id}/{path}{note}")
             font = item.font(0)
@@ -212,6 +213,14 @@ class MemoryTree(QTreeWidget):
             item.setFont(0, font)
 
     # ------------------------------------------------------------------ selection
+
+    def recolor(self) -> None:
+        """Draw folders and changed files in the current theme's colours (after a switch)."""
+        for (agent_id, path), item in self._items.items():
+            if path.endswith("/"):
+                item.setForeground(0, QBrush(QColor(COLORS["muted"])))
+            elif path and self._styled.get((agent_id, path)):
+                item.setForeground(0, QBrush(QColor(COLORS["warning"])))
 
     def item_for(self, agent_id: str, path: str) -> QTreeWidgetItem | None:
         return self._items.get((agent_id, path))

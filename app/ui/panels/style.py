@@ -1,9 +1,9 @@
 """Colours and number/time formatting shared by the memory, account and audit panels.
 
-Colours sit in one dict (``COLORS``) so a light theme is a second dict rather than edits scattered
-over widgets; the keys match ``app/ui/charts/style.py`` so the lead can merge both into one theme
-module. Formatting lives here because every table must print money, prices and P&L the same way:
-thousands separators, the market's decimals, ``Decimal`` in and text out (never a float detour).
+``COLORS`` is the current theme's colours (``app.ui.theme``; the same dict the charts use, kept up
+to date when the theme changes): look a colour up when drawing, never keep a copy. Formatting
+lives here because every table must print money, prices and P&L the same way: thousands
+separators, the market's decimals, ``Decimal`` in and text out (never a float detour).
 """
 
 from __future__ import annotations
@@ -11,27 +11,13 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from PySide6.QtGui import QColor, QFont, QFontDatabase
+from PySide6.QtWidgets import QWidget
 
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Mode
+from app.ui.theme import COLORS, set_look
 
-COLORS: dict[str, str] = {
-    "background": "#0f1116",
-    "panel": "#161a22",
-    "panel_alt": "#1b2029",
-    "border": "#262c38",
-    "grid": "#232834",
-    "text": "#d6dae3",
-    "muted": "#8a93a6",
-    "up": "#26a69a",
-    "down": "#ef5350",
-    "accent": "#4f8cff",
-    "warning": "#f0b90b",
-    "error_bg": "#3a1518",
-    "warning_bg": "#3a3012",
-    "info_bg": "#14233d",
-    "selection": "#2a3a5c",
-}
+__all__ = ["COLORS", "MODE_COLORS", "set_banner"]
 
 #: Mode badge colours: (background, text). LIVE is a loud red no one can mistake for paper.
 MODE_COLORS: dict[Mode, tuple[str, str]] = {
@@ -82,6 +68,11 @@ def format_pct(value: Decimal, *, sign: bool = False) -> str:
     return f"{format_fixed(value, 2, sign=sign)}%"
 
 
+def pnl_tone(value: Decimal) -> str:
+    """The ``look`` of a gain (``up``), a loss (``down``) or exactly zero (none)."""
+    return "up" if value > 0 else "down" if value < 0 else ""
+
+
 def pnl_color(value: Decimal) -> str:
     """Green for a gain, red for a loss, the plain text colour for exactly zero."""
     if value > 0:
@@ -108,42 +99,6 @@ def format_bytes(size: int) -> str:
     return f"{size / (1 << 20):.1f} MB"
 
 
-def panel_stylesheet() -> str:
-    """The dark desk look for the panels' own widgets (the main window may set a global one)."""
-    c = COLORS
-    return f"""
-    QWidget {{ background: {c['background']}; color: {c['text']}; }}
-    QTreeView, QTableView, QListView, QTextBrowser, QPlainTextEdit, QLineEdit, QComboBox {{
-        background: {c['panel']}; border: 1px solid {c['border']};
-        selection-background-color: {c['selection']}; selection-color: {c['text']};
-    }}
-    QTableView, QListView, QTreeView {{ alternate-background-color: {c['panel_alt']}; }}
-    QTableView {{ gridline-color: {c['grid']}; }}
-    QHeaderView::section {{
-        background: {c['panel_alt']}; color: {c['muted']}; border: 0;
-        border-right: 1px solid {c['border']}; padding: 3px 6px;
-    }}
-    QPushButton {{
-        background: {c['panel_alt']}; border: 1px solid {c['border']}; padding: 3px 10px;
-        border-radius: 3px;
-    }}
-    QPushButton:hover {{ border-color: {c['accent']}; }}
-    QPushButton:disabled {{ color: {c['muted']}; }}
-    QTabBar::tab {{
-        background: {c['panel']}; color: {c['muted']}; padding: 4px 12px;
-        border: 1px solid {c['border']}; border-bottom: 0;
-    }}
-    QTabBar::tab:selected {{ color: {c['text']}; border-top: 2px solid {c['accent']}; }}
-    QTabWidget::pane {{ border: 1px solid {c['border']}; }}
-    QSplitter::handle {{ background: {c['border']}; }}
-    """
-
-
-def banner_style(kind: str) -> str:
-    """The stylesheet of a message strip: ``error``, ``warning`` or ``info``."""
-    back = {"error": "error_bg", "warning": "warning_bg"}.get(kind, "info_bg")
-    edge = {"error": "down", "warning": "warning"}.get(kind, "accent")
-    return (
-        f"background: {COLORS[back]}; color: {COLORS['text']}; "
-        f"border-left: 4px solid {COLORS[edge]}; padding: 6px 8px;"
-    )
+def set_banner(label: QWidget, kind: str) -> None:
+    """Style a message strip as ``error``, ``warning``, ``info`` or ``ok`` (the theme's colours)."""
+    set_look(label, f"{kind if kind in ('error', 'warning', 'ok') else 'info'}-banner")

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBox
 
 from app.domain.errors import OperationalError
 from app.secrets import SecretStore, env_var_name, mask
-from app.ui.theme import palette
+from app.ui.theme import set_look
 
 # Keyring entry names. EMAIL_PASSWORD must equal app.agents.runtime.EMAIL_PASSWORD_KEY (the
 # runtime reads the SMTP password under that name); the UI cannot import the agent runtime.
@@ -66,12 +66,12 @@ class SecretField(QWidget):
         self.warning = QLabel()
         self.warning.setObjectName("secret_warning")
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet(f"color: {palette().warning};")
+        set_look(self.warning, "warning")
         self.warning.hide()
         self.error = QLabel()
         self.error.setObjectName("secret_error")
         self.error.setWordWrap(True)
-        self.error.setStyleSheet(f"color: {palette().down};")
+        set_look(self.error, "error")
         self.error.hide()
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -109,13 +109,12 @@ class SecretField(QWidget):
 
     def refresh(self) -> None:
         """Enable or disable the box and describe the stored value (masked) and its source."""
-        muted = palette().muted
         available, _reason = self.secrets.available()
         if not self._name:
             self.edit.setEnabled(False)
             self.remove_button.setEnabled(False)
             self.status.setText("Give the key a name first (e.g. openai).")
-            self.status.setStyleSheet(f"color: {muted};")
+            set_look(self.status, "muted")
             self.warning.hide()
             return
         try:
@@ -131,7 +130,7 @@ class SecretField(QWidget):
             shown = f"Stored in the OS keyring as {self._name!r}: {mask(self.current())}"
         else:
             shown = "Not set."
-        self.status.setStyleSheet(f"color: {muted};")
+        set_look(self.status, "muted")
         if not available:
             self.edit.setEnabled(False)
             self.edit.setPlaceholderText("no OS keyring on this machine")

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.theme import palette
+from app.ui.theme import set_look
 
 _WORDS = {"pct": "%", "usd": "(USD)", "s": "(s)", "url": "URL", "llm": "LLM", "api": "API",
           "id": "ID", "bps": "(bps)"}
@@ -181,7 +181,6 @@ class ModelForm(QWidget):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         outer.addLayout(form)
-        muted = palette().muted
         for name, info in model.model_fields.items():
             annotation, optional = _strip_optional(info.annotation)
             current = getattr(value, name) if value is not None else (
@@ -195,7 +194,7 @@ class ModelForm(QWidget):
                 if description:
                     note = QLabel(description)
                     note.setWordWrap(True)
-                    note.setStyleSheet(f"color: {muted};")
+                    set_look(note, "muted")
                     inner.addWidget(note)
                 child = ModelForm(nested, current, box, nested_level=nested_level + 1)
                 inner.addWidget(child)
@@ -206,7 +205,7 @@ class ModelForm(QWidget):
             error = QLabel()
             error.setObjectName(f"error_{name}")
             error.setWordWrap(True)
-            error.setStyleSheet(f"color: {palette().down};")
+            set_look(error, "error")
             error.hide()
             cell = QWidget()
             column = QVBoxLayout(cell)
@@ -218,7 +217,8 @@ class ModelForm(QWidget):
             if hint:
                 note = QLabel(hint)
                 note.setWordWrap(True)
-                note.setStyleSheet(f"color: {muted}; font-size: 11px;")
+                note.setStyleSheet("font-size: 11px;")
+                set_look(note, "muted")
                 column.addWidget(note)
                 widget.setToolTip(hint)
             column.addWidget(error)

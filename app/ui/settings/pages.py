@@ -43,7 +43,7 @@ from app.ui.settings.keys import (
 )
 from app.ui.settings.model_form import ModelForm, attribute_docs
 from app.ui.settings.prefs import THEMES, UiPrefs
-from app.ui.theme import palette
+from app.ui.theme import set_look
 
 COMMON_EXCHANGES = ("binance", "coinbase", "kraken", "bybit", "okx", "bitstamp", "kucoin")
 Spawn = Callable[[Any], Any]
@@ -52,8 +52,7 @@ Spawn = Callable[[Any], Any]
 def _note(text: str, kind: str = "muted") -> QLabel:
     label = QLabel(text)
     label.setWordWrap(True)
-    colour = {"muted": palette().muted, "warning": palette().warning}.get(kind, palette().text)
-    label.setStyleSheet(f"color: {colour};")
+    set_look(label, kind if kind in ("muted", "warning") else "")
     return label
 
 
@@ -64,9 +63,8 @@ def _heading(text: str) -> QLabel:
 
 
 def show_result(label: QLabel, result: CheckResult) -> None:
-    colour = palette().up if result.ok else palette().down
     label.setText(("✓ " if result.ok else "✗ ") + result.message)
-    label.setStyleSheet(f"color: {colour};")
+    set_look(label, "ok" if result.ok else "error")
 
 
 class Page(QWidget):
@@ -189,7 +187,7 @@ class LlmPage(Page):
         key = self.key.pending() or self.key.current()
         self.test_button.setEnabled(False)
         self.result.setText("Testing… (one tiny request)")
-        self.result.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.result, "muted")
 
         async def run() -> None:
             try:
@@ -202,6 +200,21 @@ class LlmPage(Page):
                 self.test_button.setEnabled(True)
 
         self._spawn(run())
+
+
+CCXT_MISSING = (
+    "The full list of exchanges comes from ccxt, the exchange library, which is not installed "
+    "in this Kestrel, so only the common exchanges are offered. You can still type any "
+    "exchange's ccxt id and store its keys.")
+
+
+def ccxt_exchange_ids() -> list[str] | None:
+    """Every exchange id ccxt knows, or None when ccxt cannot be imported."""
+    try:
+        import ccxt
+    except ImportError:
+        return None
+    return list(ccxt.exchanges)
 
 
 class ExchangePage(Page):
@@ -227,20 +240,26 @@ class ExchangePage(Page):
         self._secret_row(form, self.api_key)
         self._secret_row(form, self.api_secret)
         self.body.addLayout(form)
+        self.availability = _note(CCXT_MISSING)
+        self.availability.setObjectName("ccxt_availability")
+        self.availability.hide()
+        self.body.addWidget(self.availability)
         self.exchange.currentTextChanged.connect(self._renamed)
         self.finish()
         spawn(self._load_ids())
 
     async def _load_ids(self) -> None:
-        """ccxt's list of exchange ids; importing ccxt takes a second, so not on the loop."""
-        def ids() -> list[str]:
-            import ccxt
+        """ccxt's list of exchange ids; importing ccxt takes a second, so not on the loop.
 
-            return list(ccxt.exchanges)
-
+        ccxt is an optional part here: without it the page offers the common exchanges, says
+        in words why the list is short, and still stores keys.
+        """
         # run_in_executor on the loop set for this thread: Qt may step this task outside
         # run_until_complete, where asyncio.to_thread finds no running loop
-        found = await asyncio.get_event_loop().run_in_executor(None, ids)
+        found = await asyncio.get_event_loop().run_in_executor(None, ccxt_exchange_ids)
+        if found is None:
+            self.availability.show()
+            return
         self.known = frozenset(found)
         current = self.exchange.currentText()
         self.exchange.blockSignals(True)
@@ -387,7 +406,7 @@ class EmailPage(Page):
         password = self.password.pending() or self.password.current()
         self.test_button.setEnabled(False)
         self.result.setText(f"Sending to {', '.join(settings.recipients)}…")
-        self.result.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.result, "muted")
 
         async def run() -> None:
             try:

@@ -32,6 +32,7 @@ from app.config import AgentSettings, PaperSettings, Settings
 from app.domain.errors import OperationalError
 from app.risk.config import RiskConfig
 from app.secrets import SecretStore
+from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.settings.mcp_page import McpPage
 from app.ui.settings.pages import (
@@ -46,7 +47,6 @@ from app.ui.settings.pages import (
 )
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_settings
-from app.ui.theme import palette
 from app.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -139,12 +139,6 @@ class SettingsDialog(QDialog):
         layout.addLayout(body, 1)
         layout.addWidget(self.banner)
         layout.addWidget(buttons)
-        self.setStyleSheet(f"QListWidget#settings_nav {{ font-size: 13px; }} "
-                           f"QListWidget#settings_nav::item {{ padding: 6px 8px; }} "
-                           f"QGroupBox {{ border: 1px solid {palette().border}; "
-                           f"border-radius: 4px; margin-top: 14px; padding-top: 6px; }} "
-                           f"QGroupBox::title {{ subcontrol-origin: margin; left: 8px; "
-                           f"padding: 0 4px; }}")
         if load_error is not None:
             self._say(f"settings.toml cannot be read, so nothing can be saved until it is "
                       f"fixed by hand: {load_error}", "error")
@@ -177,14 +171,15 @@ class SettingsDialog(QDialog):
             self._say(f"settings.toml was not written: {exc}", "error")
             return False
         self.current = new
-        self._apply_prefs()
+        prefs = self._apply_prefs()
         self.saved.emit(new)
         if failed:
             self._say(f"Settings saved, but not stored: {', '.join(failed)} (see the message "
                       "under each).", "warning")
             return False
-        where = f" to {self.workspace.settings_path}" if written else " (nothing had changed)"
-        self._say(f"Saved{where}.", "ok")
+        done = ([f"settings to {self.workspace.settings_path}"] if written else []) + prefs
+        self._say(f"Saved {' and '.join(done)}." if done else "Nothing to save: no value "
+                  "differs from what was stored.", "ok")
         logger.info("settings saved; sections changed: %s", ", ".join(sorted(written)) or "none")
         return True
 
@@ -209,28 +204,32 @@ class SettingsDialog(QDialog):
             text += " " + "; ".join(unplaced)
         self._say(text, "error")
 
-    def _apply_prefs(self) -> None:
+    def _apply_prefs(self) -> list[str]:
+        """Store and announce the changed preferences; what changed, in words."""
+        changed = []
         theme = self.appearance_page.theme()
         tray = self.appearance_page.close_to_tray.isChecked()
         if theme != self.prefs.theme:
             self.prefs.theme = theme
             self.theme_changed.emit(theme)
+            changed.append(f"the {theme} theme")
         if tray != self.prefs.close_to_tray:
             self.prefs.close_to_tray = tray
             self.close_to_tray_changed.emit(tray)
+            changed.append("closing to the tray" if tray else "quitting on close")
         self.prefs.sync()
+        return changed
 
     def _say(self, text: str, kind: str) -> None:
-        colours = {"error": palette().down, "warning": palette().warning, "ok": palette().up}
-        edge = colours.get(kind, palette().accent)
         self.banner.setText(text)
-        self.banner.setStyleSheet(
-            f"background: {palette().raised}; color: {palette().text}; padding: 6px 10px; "
-            f"border-left: 4px solid {edge};")
+        set_banner(self.banner, kind)
         self.banner.show()
 
     def _task_failed(self, exc: BaseException) -> None:
-        self._say(f"{type(exc).__name__}: {exc}", "error")
+        # the exception's class is for the log (TaskSet logs it with its traceback), not the
+        # person: the banner says what happened in its message's words
+        self._say(f"Something went wrong here: {str(exc) or 'no details were given'}. The log has "
+                  "the details.", "error")
 
     def done(self, result: int) -> None:
         self.tasks.cancel_all()

@@ -1,0 +1,78 @@
+"""Windows opened on one workspace, as a person's restarts of the app would open them (the
+``desk`` fixture of ``conftest`` hands out a ``Desk``), and helpers the window's tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QSize, Qt
+from PySide6.QtWidgets import QWidget
+
+from app.secrets import SecretStore
+from app.ui.main_window import MainWindow
+from app.ui.settings.prefs import UiPrefs
+from app.workspace import Workspace
+
+
+async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.02)
+
+
+class Desk:
+    """Opens windows on one workspace with one QSettings file, as restarts of the app would.
+
+    Everything happens inside the running qasync loop, as in the app (``app.ui.app``): a
+    scenario is one coroutine, run with ``desk.run(scenario)``.
+    """
+
+    def __init__(self, tmp_path: Path, qtbot, qloop) -> None:
+        self.workspace = Workspace.at(tmp_path / "ws")
+        self.settings_file = str(tmp_path / "kestrel-ui.ini")
+        self.qtbot = qtbot
+        self.qloop = qloop
+        self.windows: list[MainWindow] = []
+
+    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
+        async def guarded() -> None:
+            try:
+                await scenario()
+            finally:
+                for window in list(self.windows):
+                    await self.close(window)
+
+        self.qloop.run_until_complete(guarded())
+
+    async def open(
+        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None
+    ) -> MainWindow:
+        prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
+        window = MainWindow(prefs, SecretStore(), interactive_errors=False)
+        self.qtbot.addWidget(window)
+        if size is not None:  # a screen of this size: the window opens filling it
+            window.setWindowState(Qt.WindowState.WindowNoState)
+            window.resize(size)
+        window.show()
+        await window.open_workspace(self.workspace, paced=paced, speed=speed)
+        self.windows.append(window)
+        return window
+
+    async def settle(self, window: MainWindow) -> None:
+        assert window.runtime is not None
+        await asyncio.wait_for(window.runtime.manager.wait_idle(), 30)
+
+    async def close(self, window: MainWindow) -> None:
+        window.close()
+        await window.aclose()
+        self.windows.remove(window)
+
+
+def on_screen(dock: QWidget) -> bool:
+    """Whether a person sees the dock: shown, and not behind another panel's tab."""
+    return dock.isVisible() and not dock.visibleRegion().isEmpty()
