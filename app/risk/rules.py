@@ -14,6 +14,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.clock import ms_to_iso
+from app.domain.numbers import PlainDecimal
 from app.domain.trading import OrderType, Side
 from app.risk.guard import Violation
 from app.risk.types import OrderIntent, RiskView
@@ -61,7 +62,7 @@ def _signed_size(intent: OrderIntent) -> Decimal:
 
 
 class MaxPositionWeightConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(20), gt=0, le=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(20), gt=0, le=100)
 
 
 class MaxPositionWeight:
@@ -96,7 +97,7 @@ class MaxPositionWeight:
 
 
 class MaxOrderNotionalConfig(RuleConfig):
-    limit: Decimal = Field(default=Decimal(50_000), gt=0)
+    limit: PlainDecimal = Field(default=Decimal(50_000), gt=0)
 
 
 class MaxOrderNotional:
@@ -170,7 +171,7 @@ class MaxOpenOrders:
 
 
 class DailyLossLimitConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(5), gt=0, lt=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(5), gt=0, lt=100)
 
 
 class DailyLossLimit:
@@ -209,7 +210,7 @@ class DailyLossLimit:
 
 
 class MaxDrawdownHaltConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(25), gt=0, lt=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(25), gt=0, lt=100)
 
 
 class MaxDrawdownHalt:
@@ -268,7 +269,7 @@ class AllowedSymbols:
 
 
 class LimitPriceBandConfig(RuleConfig):
-    band_pct: Decimal = Field(default=Decimal(10), gt=0, le=100)
+    band_pct: PlainDecimal = Field(default=Decimal(10), gt=0, le=100)
 
 
 class LimitPriceBand:
@@ -305,8 +306,8 @@ class LimitPriceBand:
 class MinCashReserveConfig(RuleConfig):
     """The reserve is the larger of a fixed amount and a share of equity."""
 
-    amount: Decimal = Field(default=Decimal(0), ge=0)
-    pct_of_equity: Decimal = Field(default=Decimal(0), ge=0, lt=100)
+    amount: PlainDecimal = Field(default=Decimal(0), ge=0)
+    pct_of_equity: PlainDecimal = Field(default=Decimal(0), ge=0, lt=100)
 
 
 class MinCashReserve:
@@ -337,8 +338,8 @@ class MinCashReserve:
 class AgentBudgetConfig(RuleConfig):
     """Quote-currency allotments per agent id; agents not listed get ``default`` (None: no cap)."""
 
-    allotments: dict[str, Decimal] = Field(default_factory=dict)
-    default: Decimal | None = Field(default=None, ge=0)
+    allotments: dict[str, PlainDecimal] = Field(default_factory=dict)
+    default: PlainDecimal | None = Field(default=None, ge=0)
 
 
 class AgentBudget:
