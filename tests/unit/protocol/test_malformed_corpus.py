@@ -331,7 +331,7 @@ CORPUS = [
         "ten thousand levels of nesting",
         "<get_order_book>" + "<symbol>" * 10_000 + "</symbol>" * 10_000 + "</get_order_book>",
         ErrorCode.PARSE_ERROR,
-        "nested far too deeply",
+        "nested more than 4 levels deep",
     ),
     Case(
         "five levels of nesting",
