@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints,
 from app.agents.approval import ApprovalSettings
 from app.ccxt.settings import ExchangeSettings
 from app.domain.errors import OperationalError
+from app.domain.numbers import PlainDecimal
 from app.mcp.settings import McpSettings
 from app.orchestration.email_channel import EmailSettings
 from app.risk.config import RiskConfig
@@ -41,13 +42,13 @@ class ToolSettings(_Section):
 
 
 class PaperSettings(_Section):
-    initial_cash: Decimal = Field(
+    initial_cash: PlainDecimal = Field(
         default=Decimal(10_000), gt=0, description="Quote currency a new paper account starts with."
     )
-    fee_rate: Decimal = Field(
+    fee_rate: PlainDecimal = Field(
         default=Decimal("0.001"), ge=0, lt=1, description="Maker and taker fee (0.001 = 0.1%)."
     )
-    slippage_bps: Decimal = Field(
+    slippage_bps: PlainDecimal = Field(
         default=Decimal(2), ge=0, le=1000, description="Adverse slippage of market and stop fills."
     )
 
@@ -78,7 +79,7 @@ class LLMSettings(_Section):
 
 
 class AgentSettings(_Section):
-    run_budget_usd: Decimal | None = Field(
+    run_budget_usd: PlainDecimal | None = Field(
         default=None, gt=0, description="Stop agents once a run has spent this much on LLMs."
     )
     replay_speed: float = Field(

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.domain.numbers import PlainDecimal
 from app.domain.trading import Mode
 
 ORDER_TOOLS = frozenset({"create_order"})
@@ -27,7 +28,7 @@ class ApprovalSettings(BaseModel):
     live_orders: bool = Field(
         default=True, description="Every order in LIVE mode waits for the person's approval."
     )
-    above_quote: Decimal | None = Field(
+    above_quote: PlainDecimal | None = Field(
         default=None, gt=0,
         description="Orders worth more than this (quote currency) wait for approval; empty: none.",
     )

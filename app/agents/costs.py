@@ -12,7 +12,7 @@ import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from app import yamltext
 from app.agents.llm.port import LLMUsage
 from app.domain.errors import OperationalError
+from app.domain.numbers import NumberSyntaxError, to_decimal
 from app.resources import resource_path
 
 PER_TOKENS = Decimal(1_000_000)
@@ -186,10 +187,10 @@ def _decimal(where: str, key: str, value: object) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise PriceFileError(f"{where}: field {key!r} must be a number, got {value!r}")
     try:
-        number = Decimal(str(value))
-    except InvalidOperation as exc:
-        raise PriceFileError(f"{where}: field {key!r} must be a number, got {value!r}") from exc
-    if not number.is_finite() or number < 0:
+        number = to_decimal(value)
+    except NumberSyntaxError as exc:
+        raise PriceFileError(f"{where}: field {key!r} must be a number: {exc}") from exc
+    if number < 0:
         raise PriceFileError(f"{where}: field {key!r} must be zero or more, got {value!r}")
     return number
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ from pydantic import (
 from app import yamltext
 from app.domain.agents import AgentRole
 from app.domain.errors import InvalidParameterError, OperationalError
+from app.domain.numbers import NumberSyntaxError, to_decimal
 from app.resources import resource_path
 from app.tools.spec import Permission
 
@@ -62,24 +63,10 @@ ROLE_FIELDS: dict[AgentRole, dict[str, tuple[str, ...]]] = {
 
 def _decimal(value: Any) -> Decimal:
     """A finite Decimal from an int, a decimal string or a float (via its shortest repr)."""
-    if isinstance(value, bool):
-        raise ValueError(f"must be a number, got {value!r}")
-    if isinstance(value, Decimal):
-        number = value
-    elif isinstance(value, int):
-        number = Decimal(value)
-    elif isinstance(value, float):
-        number = Decimal(repr(value))
-    elif isinstance(value, str):
-        try:
-            number = Decimal(value.strip())
-        except InvalidOperation:
-            raise ValueError(f"must be a decimal number such as 0.5, got {value[:40]!r}") from None
-    else:
-        raise ValueError(f"must be a number, got {type(value).__name__}")
-    if not number.is_finite():
-        raise ValueError(f"must be a finite number, got {value!r}")
-    return number
+    try:
+        return to_decimal(value)
+    except NumberSyntaxError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def plain(number: Decimal) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -22,6 +22,7 @@ from app.backtest.session import BrokerSettings
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import Strategy, StrategyError
 from app.domain.errors import DataFileError
+from app.domain.numbers import NumberSyntaxError, parse_decimal
 from app.risk.config import RiskConfig, all_in_backtest_config
 
 EXIT_OK = 0
@@ -35,12 +36,9 @@ STRATEGIES: dict[str, Callable[[argparse.Namespace], Strategy]] = {
 
 def _decimal(text: str) -> Decimal:
     try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value.is_finite():
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
+        return parse_decimal(text)
+    except NumberSyntaxError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:

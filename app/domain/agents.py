@@ -41,6 +41,15 @@ TRANSITIONS: dict[AgentState, frozenset[AgentState]] = {
 }
 
 
+def agent_key(agent_id: str) -> str:
+    """The form in which agent ids are compared: ids are case-insensitive everywhere.
+
+    ``TRADER-1`` and ``trader-1`` name one agent, so a budget or allotment given for one spelling
+    binds the other, and the orders of both count towards it.
+    """
+    return agent_id.casefold()
+
+
 class InvalidTransitionError(ValueError):
     """A lifecycle change the transition table does not allow (e.g. pausing a stopped agent)."""
 

@@ -56,7 +56,7 @@ def parse_time(text: str) -> int:
         ValueError: naming the accepted forms.
     """
     stripped = text.strip()
-    if stripped.isdigit():
+    if stripped.isascii() and stripped.isdigit():  # int() would also read other scripts' digits
         return int(stripped)
     try:
         parsed = datetime.fromisoformat(stripped.replace("Z", "+00:00"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
+from app.domain.agents import agent_key
 from app.store.ledger import PositionRecord
 
 QUOTE_STEP = Decimal("0.00000001")
@@ -131,8 +132,10 @@ class AccountBook:
         return changed
 
     def committed_by_agent(self) -> dict[str, Decimal]:
-        """Quote capital each agent has in positions (at cost), before open buy orders."""
+        """Quote capital each agent has in positions (at cost), before open buy orders, keyed by
+        ``agent_key`` (ids differing only in case are one agent)."""
         out: dict[str, Decimal] = {}
         for (agent_id, _symbol), (_size, cost) in self.holdings.items():
-            out[agent_id] = out.get(agent_id, ZERO) + cost
+            key = agent_key(agent_id)
+            out[key] = out.get(key, ZERO) + cost
         return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 
+from app.domain.agents import agent_key
 from app.domain.clock import Clock
 from app.domain.errors import (
     AccessDeniedError,
@@ -30,7 +31,7 @@ from app.domain.trading import (
 from app.exchange.book import ZERO, AccountBook, quote_up
 from app.exchange.market_rules import MarketRules, default_rules, fmt
 from app.exchange.matching import Bar, Match, match_order
-from app.exchange.port import OrderRequest
+from app.exchange.port import CheckedOrder, OrderRequest
 from app.exchange.settlement import SettlementMixin
 from app.exchange.validation import check_request, check_rules
 from app.exchange.views import AccountViewsMixin
@@ -51,7 +52,11 @@ def split_symbol(symbol: str, default_quote: str) -> tuple[str, str]:
 
 
 class PaperBroker(SettlementMixin, AccountViewsMixin):
-    """A simulated spot, long-only exchange account in one quote currency."""
+    """A simulated spot, long-only exchange account in one quote currency.
+
+    Agent ids are case-insensitive (``agent_key``): an order belongs to its agent whatever the
+    case its id is spelt in, for cancelling, client order ids and budgets alike.
+    """
 
     def __init__(
         self,
@@ -142,7 +147,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     def _index(self, record: OrderRecord) -> None:
         order = record.order
         self._records[order.order_id] = record
-        self._by_client[(order.agent_id, order.client_order_id)] = order.order_id
+        self._by_client[(agent_key(order.agent_id), order.client_order_id)] = order.order_id
         if order.status.is_open:
             self._open[order.order_id] = record
             if record.reserved:
@@ -248,21 +253,22 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     # -- orders --------------------------------------------------------------------------------
 
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
-        order_id = self._by_client.get((agent_id, client_order_id))
+        order_id = self._by_client.get((agent_key(agent_id), client_order_id))
         return None if order_id is None else self._records[order_id].order
 
-    async def precheck(self, req: OrderRequest) -> tuple[str, Decimal, Decimal]:
-        """Every check ``create_order`` makes, without placing: (symbol, quantity, last price).
+    async def precheck(self, req: OrderRequest) -> CheckedOrder:
+        """Every check ``create_order`` makes, without placing; what it would place and reserve.
 
-        The tools call it before the Risk Guard so the guard only judges well-formed orders.
+        The tools call it before the Risk Guard so the guard only judges well-formed orders, and
+        counts the quote the order will really hold back.
         """
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = await self.last_price(symbol)
         quantity, quote_amount = self.resolve_quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
-        self._check_funds(req, symbol, quantity, quote_amount, ref)
-        return symbol, quantity, ref
+        reserved = self._check_funds(req, symbol, quantity, quote_amount, ref)
+        return CheckedOrder(symbol, quantity, ref, reserved if req.side is Side.BUY else ZERO)
 
     async def create_order(self, req: OrderRequest) -> Order:
         if req.client_order_id:
@@ -359,7 +365,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         if order_id:
             record = self._records.get(order_id)
         elif client_order_id:
-            found = self._by_client.get((agent_id, client_order_id))
+            found = self._by_client.get((agent_key(agent_id), client_order_id))
             record = None if found is None else self._records[found]
         else:
             raise InvalidOrderError(
@@ -383,7 +389,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     ) -> Order:
         record = self._lookup(agent_id, symbol, order_id, client_order_id)
         order = record.order
-        if order.agent_id != agent_id:
+        if agent_key(order.agent_id) != agent_key(agent_id):
             raise AccessDeniedError(
                 f"Order {order.order_id} belongs to agent {order.agent_id!r}; an agent may only "
                 "cancel its own orders.",
@@ -417,9 +423,10 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         self, agent_id: str | None = None, symbol: str | None = None
     ) -> list[Order]:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
+        owner = None if agent_id is None else agent_key(agent_id)
         return [
             r.order for r in self._open.values()
-            if (agent_id is None or r.order.agent_id == agent_id)
+            if (owner is None or agent_key(r.order.agent_id) == owner)
             and (wanted is None or r.order.symbol == wanted)
         ]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from app.domain.risk_view import RiskView
 from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
 from app.exchange.market_rules import MarketRules
-from app.risk.types import RiskView
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,23 @@ class OrderRequest:
     exit_kind: ExitKind = ExitKind.NONE
     reason: str = ""
     quote_amount: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedOrder:
+    """What a broker's precheck found an order to be, without placing it.
+
+    Attributes:
+        quantity: the base quantity (estimated from ``quote_amount`` when that was given).
+        reference_price: the last price, which market orders are valued at.
+        reserve: the quote amount the order will hold back (cost, fee and slippage of a buy); zero
+            for a sell. The Risk Guard counts it as the order's exposure.
+    """
+
+    symbol: str
+    quantity: Decimal
+    reference_price: Decimal
+    reserve: Decimal
 
 
 class Broker(Protocol):
@@ -103,6 +120,6 @@ class TradingBroker(Broker, Protocol):
     def position_size(self, symbol: str) -> Decimal:
         ...
 
-    async def precheck(self, req: OrderRequest) -> tuple[str, Decimal, Decimal]:
-        """Validate without placing; return (symbol, base quantity, last price)."""
+    async def precheck(self, req: OrderRequest) -> CheckedOrder:
+        """Validate without placing; say what the order would be and hold back."""
         ...

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from app.domain.risk_view import PendingOrder, PositionView, RiskView
 from app.domain.trading import AccountState, AssetBalance, Fill, Position, Side
 from app.exchange.book import ZERO, quote_down
-from app.risk.types import PositionView, RiskView
 
 if TYPE_CHECKING:
     from app.exchange.paper import PaperBroker
@@ -91,13 +91,14 @@ class AccountViewsMixin:
 
     def risk_view(self: PaperBroker) -> RiskView:
         marks = self._marks()
-        committed = self._book.committed_by_agent()
-        open_buy = ZERO
-        for record in self._open.values():
-            if record.order.side is Side.BUY:
-                open_buy += record.reserved
-                agent = record.order.agent_id
-                committed[agent] = committed.get(agent, ZERO) + record.reserved
+        pending = tuple(
+            PendingOrder(
+                agent_id=r.order.agent_id, symbol=r.order.symbol, side=r.order.side,
+                reserved_quote=r.reserved if r.order.side is Side.BUY else ZERO,
+                exit=r.order.reduce_only,
+            )
+            for _id, r in sorted(self._open.items())
+        )
         return RiskView(
             now_ms=self.clock.now_ms(),
             quote_currency=self.quote_currency,
@@ -109,9 +110,8 @@ class AccountViewsMixin:
                 s: PositionView(self._book.positions[s].size, self._book.positions[s].avg_price, p)
                 for s, p in marks.items()
             },
-            open_orders=len(self._open),
-            open_buy_notional=open_buy,
-            agent_committed=committed,
+            pending=pending,
+            agent_cost=self._book.committed_by_agent(),
         )
 
     def free(self: PaperBroker, asset: str) -> Decimal:

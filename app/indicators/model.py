@@ -18,14 +18,14 @@ from decimal import Decimal
 from typing import Any
 
 from app.domain.errors import InvalidParameterError, UnknownIndicatorError
+from app.domain.numbers import DECIMAL_SYNTAX, INTEGER_SYNTAX, is_plain_decimal
 
 CATEGORIES = ("momentum", "overlap", "trend", "volatility", "volume")
 
 #: Parameter names callers commonly use for the main look-back, mapped to the catalogue's name.
 PARAM_ALIASES = {"period": "length", "timeperiod": "length", "window": "length"}
 
-_INT_RE = re.compile(r"^[+-]?\d{1,9}$")
-_FLOAT_RE = re.compile(r"^[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})$")
+_INT_RE = re.compile(r"[+-]?[0-9]{1,9}", re.ASCII)  # the one integer syntax, at most 9 digits
 
 ParamValues = Mapping[str, int | float]
 Compute = str | Callable[..., Any]
@@ -151,16 +151,16 @@ def _reject(indicator: IndicatorDef, param: str, message: str, **details: Any) -
 def _coerce(indicator: IndicatorDef, param: ParamDef, text: str) -> int | float:
     raw = text.strip()
     if param.kind is int:
-        if not _INT_RE.match(raw):
+        if not _INT_RE.fullmatch(raw):
             raise _reject(
-                indicator, param.name, f"must be a whole number, got {raw[:40]!r}.",
+                indicator, param.name, f"must be {INTEGER_SYNTAX}; got {raw[:40]!r}.",
                 expected="int", got=raw[:40],
             )
         value: int | float = int(raw)
     else:
-        if not _FLOAT_RE.match(raw):
+        if len(raw) > 26 or not is_plain_decimal(raw):
             raise _reject(
-                indicator, param.name, f"must be a number such as 2 or 2.5, got {raw[:40]!r}.",
+                indicator, param.name, f"must be {DECIMAL_SYNTAX}; got {raw[:40]!r}.",
                 expected="float", got=raw[:40],
             )
         value = float(raw)

@@ -6,11 +6,17 @@ recorder and the rules' own latches (the daily loss limit), so it can be tested 
 Exits are never blocked: an intent with ``reduces_position`` set (close, reduce-only TP/SL, a sell
 that only shrinks a long) is accepted without consulting any rule, not even the allowed-symbols
 list, because refusing to reduce risk can only ever increase it. The acceptance is still recorded.
+
+Between its acceptance and the broker's answer an order is in flight: a venue may take a while to
+confirm it, and other agents' orders are judged meanwhile. ``admit`` holds each accepted intent as
+a pending order of every later decision until the broker has answered (and lists the order as
+open), so two orders accepted in the same moment cannot together pass a limit neither passes alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -68,13 +74,38 @@ class RiskGuard:
             raise ValueError(f"risk rules must have distinct names; repeated: {duplicates}")
         self.rules = tuple(rules)
         self._recorder = recorder
+        self._in_flight: dict[int, OrderIntent] = {}
+        self._next_ticket = 0
+
+    @contextmanager
+    def admit(self, intent: OrderIntent, view: RiskView) -> Iterator[None]:
+        """Check the intent, then count it as pending while the ``with`` block places the order.
+
+        The block must end once the broker has answered: by then a placed order is among the
+        broker's open orders (and in the next view), and a refused one never existed.
+
+        Raises:
+            RiskRejection: as ``check``; the block does not run.
+        """
+        self.check(intent, view)
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        self._in_flight[ticket] = intent
+        try:
+            yield
+        finally:
+            del self._in_flight[ticket]
 
     def check(self, intent: OrderIntent, view: RiskView) -> None:
         """Accept the intent or raise ``RiskRejection`` naming the rule; record either way.
 
+        Orders admitted and still in flight count as pending in ``view``.
+
         Raises:
             RiskRejection: the first rule that refuses, with its plain-words reason and details.
         """
+        if self._in_flight:
+            view = view.with_pending(i.as_pending() for i in self._in_flight.values())
         if intent.reduces_position:
             self._record(intent, view, accepted=True, reason=EXIT_REASON)
             return

@@ -11,9 +11,11 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.domain.agents import agent_key
 from app.domain.clock import ms_to_iso
+from app.domain.numbers import PlainDecimal
 from app.domain.trading import OrderType, Side
 from app.risk.guard import Violation
 from app.risk.types import OrderIntent, RiskView
@@ -61,11 +63,16 @@ def _signed_size(intent: OrderIntent) -> Decimal:
 
 
 class MaxPositionWeightConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(20), gt=0, le=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(20), gt=0, le=100)
 
 
 class MaxPositionWeight:
-    """The position in one symbol, after the order, may not exceed a share of equity."""
+    """What one symbol can be worth once pending buys fill may not exceed a share of equity.
+
+    The symbol's exposure is its position at the mark plus the quote every pending buy of it holds
+    back, this order's included (``RiskView.exposure``), so buys placed one after another before
+    any fills add up.
+    """
 
     name: ClassVar[str] = "max_position_weight"
 
@@ -73,30 +80,38 @@ class MaxPositionWeight:
         self.config = config
 
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
-        held = view.positions.get(intent.symbol)
-        current_value = held.value if held is not None else Decimal(0)
-        price = intent.price if intent.price is not None else intent.reference_price
-        after = abs(current_value + _signed_size(intent) * price)
         if view.equity <= 0:
             return Violation(
                 f"Equity is {amount(view.equity)} {view.quote_currency}, so no position weight "
                 f"is within the limit {pct(self.config.limit_pct)} for {intent.symbol}",
                 {"equity": str(view.equity), "limit_pct": str(self.config.limit_pct)},
             )
+        pending = view.pending_buys(intent.symbol)
+        if intent.side is Side.BUY:
+            after = view.exposure(intent.symbol) + intent.commitment
+        else:  # a sell that is not an exit: shorting, which a spot broker refuses before this
+            held = view.positions.get(intent.symbol)
+            value = held.value if held is not None else Decimal(0)
+            after = abs(value - intent.notional) + pending
         weight = after / view.equity * HUNDRED
         limit = self.config.limit_pct
         if weight > limit:
+            counting = (
+                f" (counting {amount(pending)} {view.quote_currency} held by open orders)"
+                if pending else ""
+            )
             return Violation(
                 f"Position weight would be {pct(weight, limit)} > limit {pct(limit)} "
-                f"for {intent.symbol}",
+                f"for {intent.symbol}{counting}",
                 {"symbol": intent.symbol, "weight_pct": str(weight.quantize(Decimal("0.01"))),
-                 "limit_pct": str(self.config.limit_pct)},
+                 "limit_pct": str(self.config.limit_pct), "exposure_after": str(after),
+                 "pending_orders": str(pending), "equity": str(view.equity)},
             )
         return None
 
 
 class MaxOrderNotionalConfig(RuleConfig):
-    limit: Decimal = Field(default=Decimal(50_000), gt=0)
+    limit: PlainDecimal = Field(default=Decimal(50_000), gt=0)
 
 
 class MaxOrderNotional:
@@ -123,7 +138,10 @@ class MaxOpenPositionsConfig(RuleConfig):
 
 
 class MaxOpenPositions:
-    """Opening a position in a new symbol may not exceed a number of open positions."""
+    """Opening a position in a new symbol may not exceed a number of open positions.
+
+    A symbol with a pending buy counts as open: the buy will open it when it fills.
+    """
 
     name: ClassVar[str] = "max_open_positions"
 
@@ -131,15 +149,18 @@ class MaxOpenPositions:
         self.config = config
 
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
-        held = view.positions.get(intent.symbol)
-        if held is not None and held.size != 0:
+        exposed = view.exposed_symbols()
+        if intent.symbol in exposed or intent.side is not Side.BUY:
             return None
-        open_now = sum(1 for p in view.positions.values() if p.size != 0)
-        if open_now + 1 > self.config.limit:
+        held = sum(1 for p in view.positions.values() if p.size != 0)
+        if len(exposed) + 1 > self.config.limit:
+            waiting = len(exposed) - held
+            counting = f", counting {waiting} with open buy orders" if waiting else ""
             return Violation(
-                f"Opening {intent.symbol} would make {open_now + 1} open positions > limit "
-                f"{self.config.limit}",
-                {"open_positions": open_now, "limit": self.config.limit},
+                f"Opening {intent.symbol} would make {len(exposed) + 1} open positions > limit "
+                f"{self.config.limit} ({held} held{counting})",
+                {"open_positions": len(exposed), "held": held, "pending": waiting,
+                 "limit": self.config.limit},
             )
         return None
 
@@ -170,7 +191,7 @@ class MaxOpenOrders:
 
 
 class DailyLossLimitConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(5), gt=0, lt=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(5), gt=0, lt=100)
 
 
 class DailyLossLimit:
@@ -209,7 +230,7 @@ class DailyLossLimit:
 
 
 class MaxDrawdownHaltConfig(RuleConfig):
-    limit_pct: Decimal = Field(default=Decimal(25), gt=0, lt=100)
+    limit_pct: PlainDecimal = Field(default=Decimal(25), gt=0, lt=100)
 
 
 class MaxDrawdownHalt:
@@ -268,7 +289,7 @@ class AllowedSymbols:
 
 
 class LimitPriceBandConfig(RuleConfig):
-    band_pct: Decimal = Field(default=Decimal(10), gt=0, le=100)
+    band_pct: PlainDecimal = Field(default=Decimal(10), gt=0, le=100)
 
 
 class LimitPriceBand:
@@ -305,14 +326,15 @@ class LimitPriceBand:
 class MinCashReserveConfig(RuleConfig):
     """The reserve is the larger of a fixed amount and a share of equity."""
 
-    amount: Decimal = Field(default=Decimal(0), ge=0)
-    pct_of_equity: Decimal = Field(default=Decimal(0), ge=0, lt=100)
+    amount: PlainDecimal = Field(default=Decimal(0), ge=0)
+    pct_of_equity: PlainDecimal = Field(default=Decimal(0), ge=0, lt=100)
 
 
 class MinCashReserve:
     """A buy may not leave less free cash than the reserve.
 
-    Free cash is ``view.cash`` minus what open buy orders already reserve (``open_buy_notional``).
+    Free cash is ``view.cash`` minus what pending buys hold back (``open_buy_notional``) and what
+    this order will.
     """
 
     name: ClassVar[str] = "min_cash_reserve"
@@ -324,25 +346,48 @@ class MinCashReserve:
         if intent.side is not Side.BUY:
             return None
         reserve = max(self.config.amount, view.equity * self.config.pct_of_equity / HUNDRED)
-        after = view.cash - view.open_buy_notional - intent.notional
+        held_back = view.open_buy_notional
+        after = view.cash - held_back - intent.commitment
         if after < reserve:
             return Violation(
                 f"Cash after the order would be {amount(after)} {view.quote_currency} < reserve "
-                f"{amount(reserve)} {view.quote_currency}",
-                {"cash_after": str(after), "reserve": str(reserve)},
+                f"{amount(reserve)} {view.quote_currency} (cash {amount(view.cash)}, held by open "
+                f"orders {amount(held_back)}, this order {amount(intent.commitment)})",
+                {"cash_after": str(after), "reserve": str(reserve), "cash": str(view.cash),
+                 "pending_orders": str(held_back), "order": str(intent.commitment)},
             )
         return None
 
 
 class AgentBudgetConfig(RuleConfig):
-    """Quote-currency allotments per agent id; agents not listed get ``default`` (None: no cap)."""
+    """Quote-currency allotments per agent id; agents not listed get ``default`` (None: no cap).
 
-    allotments: dict[str, Decimal] = Field(default_factory=dict)
-    default: Decimal | None = Field(default=None, ge=0)
+    Agent ids are case-insensitive (``agent_key``): ``TRADER-1`` is bound by the allotment of
+    ``trader-1``, and two allotments whose ids differ only in case are refused as ambiguous.
+    """
+
+    allotments: dict[str, PlainDecimal] = Field(default_factory=dict)
+    default: PlainDecimal | None = Field(default=None, ge=0)
+
+    @field_validator("allotments")
+    @classmethod
+    def _one_allotment_per_agent(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
+        seen: dict[str, str] = {}
+        for agent in value:
+            first = seen.setdefault(agent_key(agent), agent)
+            if first != agent:
+                raise ValueError(
+                    f"allotments for {first!r} and {agent!r} name the same agent: agent ids are "
+                    "case-insensitive; keep one of them"
+                )
+        return value
 
 
 class AgentBudget:
-    """Several agents share one account; each may commit only its own allotment."""
+    """Several agents share one account; each may commit only its own allotment.
+
+    An agent's commitment is its positions at cost plus its pending buys, this order included.
+    """
 
     name: ClassVar[str] = "agent_budget"
 
@@ -351,19 +396,21 @@ class AgentBudget:
             if allotment < 0:
                 raise ValueError(f"agent_budget allotment for {agent!r} must be >= 0")
         self.config = config
+        self._allotments = {agent_key(a): v for a, v in config.allotments.items()}
 
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
-        allotment = self.config.allotments.get(intent.agent_id, self.config.default)
-        if allotment is None:
+        allotment = self._allotments.get(agent_key(intent.agent_id), self.config.default)
+        if allotment is None or intent.side is not Side.BUY:
             return None
-        committed = view.agent_committed.get(intent.agent_id, Decimal(0))
-        after = committed + intent.notional
+        committed = view.agent_committed(intent.agent_id)
+        order = intent.commitment
+        after = committed + order
         if after > allotment:
             return Violation(
                 f"Agent {intent.agent_id} would commit {amount(after)} {view.quote_currency} "
-                f"({amount(committed)} committed + {amount(intent.notional)} this order) > its "
+                f"({amount(committed)} committed + {amount(order)} this order) > its "
                 f"allotment {amount(allotment)} {view.quote_currency}",
                 {"agent_id": intent.agent_id, "committed": str(committed),
-                 "order_notional": str(intent.notional), "allotment": str(allotment)},
+                 "order_notional": str(order), "allotment": str(allotment)},
             )
         return None

@@ -1,16 +1,19 @@
 """What the Risk Guard judges: an order intent, a view of the account, and the decision.
 
-The broker builds the ``RiskView`` from its ledger; the guard is pure and sees nothing else, so
-every rule can be tested with plain values and no order can reach a broker without passing it.
+The broker builds the ``RiskView`` (``app.domain.risk_view``, re-exported here) from its ledger; the
+guard is pure and sees nothing else, so every rule can be tested with plain values and no order can
+reach a broker without passing it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
+from app.domain.risk_view import PendingOrder, PositionView, RiskView
 from app.domain.trading import ExitKind, OrderType, Side
+
+__all__ = ["OrderIntent", "PendingOrder", "PositionView", "RiskDecision", "RiskView"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,9 @@ class OrderIntent:
         reference_price: the last traded price, used to value market orders and check limit bands.
         reduces_position: true for reduce-only exits (TP/SL, close) and sells that only shrink a
             long; entry rules never block these.
+        reserve: the quote amount the broker will hold back for a buy (fee and slippage
+            included), as its precheck computed it; ``None`` means the notional. Exposure limits
+            count this, since it is what the order can spend.
     """
 
     agent_id: str
@@ -33,45 +39,24 @@ class OrderIntent:
     stop_price: Decimal | None = None
     reduces_position: bool = False
     exit_kind: ExitKind = ExitKind.NONE
+    reserve: Decimal | None = None
 
     @property
     def notional(self) -> Decimal:
         """Quote value of the order at its limit price, or at the reference price."""
         return self.quantity * (self.price if self.price is not None else self.reference_price)
 
-
-@dataclass(frozen=True, slots=True)
-class PositionView:
-    size: Decimal
-    avg_price: Decimal
-    last_price: Decimal
-
     @property
-    def value(self) -> Decimal:
-        return self.size * self.last_price
+    def commitment(self) -> Decimal:
+        """The quote this order adds to exposure: a buy's reserve (or notional); zero for a sell."""
+        if self.side is not Side.BUY:
+            return Decimal(0)
+        return self.reserve if self.reserve is not None else self.notional
 
-
-@dataclass(frozen=True, slots=True)
-class RiskView:
-    """The account as the guard needs it at the moment of the decision.
-
-    Attributes:
-        day_start_equity: equity at the start of the current UTC day (of the market clock).
-        peak_equity: the highest equity seen, for the drawdown halt.
-        agent_committed: quote capital each agent has in positions (at cost) plus open buy orders.
-        open_buy_notional: quote value reserved by all open buy orders.
-    """
-
-    now_ms: int
-    quote_currency: str
-    equity: Decimal
-    cash: Decimal
-    day_start_equity: Decimal
-    peak_equity: Decimal
-    positions: Mapping[str, PositionView] = field(default_factory=dict)
-    open_orders: int = 0
-    open_buy_notional: Decimal = Decimal(0)
-    agent_committed: Mapping[str, Decimal] = field(default_factory=dict)
+    def as_pending(self) -> PendingOrder:
+        """This order as the guard counts it between its acceptance and the broker's answer."""
+        return PendingOrder(self.agent_id, self.symbol, self.side, self.commitment,
+                            exit=self.reduces_position)
 
 
 @dataclass(frozen=True, slots=True)

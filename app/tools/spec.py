@@ -11,11 +11,12 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import InvalidParameterError, MissingParameterError
+from app.domain.numbers import DECIMAL_SYNTAX, INTEGER_SYNTAX, is_plain_decimal, is_plain_integer
 from app.tools.protocol.render import format_value
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Permission(StrEnum):
 
 ALL_PERMISSIONS = frozenset(Permission)
 
-_INT_RE = re.compile(r"^[+-]?[0-9]{1,19}$")
+_INT_RE = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)  # the one integer syntax, at most 19 digits
 _LONG_LIMIT = 2**63 - 1
 _EMPTY_MEANS_DEFAULT = frozenset(
     {ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL, ParamType.BOOLEAN, ParamType.ENUM}
@@ -190,12 +191,12 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
             _check_range(spec, len(text), " characters")
         return text
     if kind in (ParamType.INTEGER, ParamType.LONG):
-        if not _INT_RE.match(text):
-            if re.fullmatch(r"[+-]?[0-9]+", text):
+        if not _INT_RE.fullmatch(text):
+            if is_plain_integer(text):
                 raise _fail(spec, f"is far too large: {len(text)} digits.", got=text[:40])
             raise _fail(
                 spec,
-                f"must be a whole number ({kind.value}) in digits only, got {text[:40]!r}.",
+                f"must be {INTEGER_SYNTAX} ({kind.value}); got {text[:40]!r}.",
                 got=text[:40],
             )
         value = int(text)
@@ -229,12 +230,9 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
 def _coerce_decimal(spec: ParamSpec, text: str) -> Decimal:
     if len(text) > 64:
         raise _fail(spec, "is not a number: the text is longer than 64 characters.")
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise _fail(spec, f"must be a decimal number such as 0.5 or 25000, got {text!r}.") from None
-    if not value.is_finite():
-        raise _fail(spec, f"must be a finite number such as 0.5 or 25000, got {text!r}.")
+    if not is_plain_decimal(text):
+        raise _fail(spec, f"must be {DECIMAL_SYNTAX}; got {text!r}.", got=text)
+    value = Decimal(text)
     if value and abs(value.adjusted()) > 30:
         raise _fail(spec, f"is out of any sensible range: {text!r}.")
     _check_range(spec, value)

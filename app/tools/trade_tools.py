@@ -9,6 +9,7 @@ because nothing new would reach the broker.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -24,8 +25,9 @@ GROUP = "Trading Tools"
 
 
 class Guard(Protocol):
-    def check(self, intent: OrderIntent, view: RiskView) -> None:
-        """Return when the order may go ahead; raise ``RiskRejection`` when it may not."""
+    def admit(self, intent: OrderIntent, view: RiskView) -> AbstractContextManager[None]:
+        """Raise ``RiskRejection`` when the order may not go ahead; otherwise a context in which
+        it is placed, during which the guard counts it as pending."""
         ...
 
 
@@ -38,17 +40,19 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     async def _place(req: OrderRequest) -> Order:
         """The only path to ``broker.create_order``: validate, ask the guard, then place."""
-        symbol, quantity, ref = await broker.precheck(req)
+        checked = await broker.precheck(req)
+        symbol, quantity = checked.symbol, checked.quantity
         reduces = req.reduce_only or (
             req.side is Side.SELL and quantity <= broker.position_size(symbol)
         )
         intent = OrderIntent(
             agent_id=req.agent_id, symbol=symbol, side=req.side, order_type=req.order_type,
-            quantity=quantity, reference_price=ref, price=req.price, stop_price=req.stop_price,
-            reduces_position=reduces, exit_kind=req.exit_kind,
+            quantity=quantity, reference_price=checked.reference_price, price=req.price,
+            stop_price=req.stop_price, reduces_position=reduces, exit_kind=req.exit_kind,
+            reserve=checked.reserve,
         )
-        guard.check(intent, broker.risk_view())
-        return await broker.create_order(req)
+        with guard.admit(intent, broker.risk_view()):
+            return await broker.create_order(req)
 
     def _created(order: Order, tag: str = "order_created") -> Element:
         rules = broker.market_rules(order.symbol)

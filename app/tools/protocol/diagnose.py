@@ -13,6 +13,8 @@ from collections.abc import Collection
 
 from lxml import etree
 
+from app.tools.protocol.limits import too_deep
+
 WRAPPER = "kestrel_response_root"
 NAMESPACE_HINT = (
     "XML namespaces are not used: write the call as <tool_name> with plain child elements, without "
@@ -99,11 +101,8 @@ def explain_syntax_error(body: str, exc: etree.XMLSyntaxError) -> str:
             f"A character XML cannot carry at {where} (a control character or a reference to "
             "one). Remove it; binary content goes in base64 parameters."
         )
-    if "depth" in lxml_message.lower():
-        return (
-            "The XML is nested far too deeply. A call is "
-            "<tool><parameter>value</parameter></tool>; list parameters add one level."
-        )
+    if "depth" in lxml_message.lower():  # lxml's own limit (256 levels), far past the call's
+        return too_deep().message
     mismatch = _MISMATCH.search(lxml_message)
     if mismatch is not None:
         return _explain_mismatch(*mismatch.groups(), where)

@@ -29,10 +29,19 @@ from app.tools.protocol.diagnose import (
     non_xml_call,
     tag_name_at_start,
 )
-
-MAX_RESPONSE_CHARS = 2_000_000
-MAX_CALL_DEPTH = 4  # call > parameter > item; one level of slack
-MAX_CALL_ELEMENTS = 5_000  # keeps a hostile call with 300,000 empty elements cheap
+from app.tools.protocol.limits import (
+    MAX_ATTRIBUTES,
+    MAX_CALL_ATTRIBUTES,
+    MAX_CALL_DEPTH,
+    MAX_CALL_ELEMENTS,
+    MAX_RESPONSE_CHARS,
+    MAX_TAGS,
+    attribute_flood,
+    too_deep,
+    too_many_attributes,
+    too_many_call_attributes,
+    too_many_elements,
+)
 
 _NAME_START = re.compile(r"<[A-Za-z_]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -54,7 +63,6 @@ _FAST_CALL = re.compile(  # group 3 is re-bound in each repetition, so \3 checks
 _FAST_MAX_PARAMS = 64
 _NOT_FAST = frozenset({"thinking", "tool_result"})  # names whose calls need _single_call's words
 _NO_ATTRS: Mapping[str, str] = MappingProxyType({})  # shared, so read-only
-_MAX_TAGS = 20 * MAX_CALL_ELEMENTS
 _FENCES_TRIED = 20
 
 
@@ -333,13 +341,17 @@ def _parse_call(body: str, thinking: str | None, known_tools: Collection[str]) -
             tool_name=tool_name,
             thinking=thinking,
         )
-    if body.count("<") > _MAX_TAGS:  # lxml would spend ~0.1 µs on each before we could refuse
+    if body.count("<") > MAX_TAGS:  # lxml would spend ~0.1 µs on each before we could refuse
         return _error(
             f"The response holds more than {MAX_CALL_ELEMENTS:,} elements. Make one call with "
             "fewer items; ask for less at a time.",
             tool_name=tool_name,
             thinking=thinking,
+            limit=MAX_CALL_ELEMENTS,
         )
+    flood = attribute_flood(body)
+    if flood is not None:
+        return _error(flood.message, tool_name=tool_name, thinking=thinking, **flood.details)
     amp = bad_ampersand(body)
     try:
         if amp >= 0:
@@ -440,36 +452,48 @@ def _single_call(root: etree._Element, thinking: str | None) -> ParsedResponse:
             thinking=thinking,
         )
     try:
-        budget = [MAX_CALL_ELEMENTS]
+        budget = [MAX_CALL_ELEMENTS, MAX_CALL_ATTRIBUTES]
+        attrs = _attributes(first, name, budget)
         params = tuple(_node(child, 2, budget) for child in first)
     except ParseError as exc:
         return ParsedResponse(thinking=thinking, error=exc, tool_name=name)
     call = ToolCall(
         name=name,
         params=params,
-        attrs={str(k): str(v) for k, v in first.attrib.items()},
+        attrs=attrs,
         stray_text=(first.text or "").strip() + "".join((c.tail or "").strip() for c in first),
     )
     return ParsedResponse(thinking=thinking, call=call, tool_name=name)
 
 
+def _attributes(element: etree._Element, tag: str, budget: list[int]) -> Mapping[str, str]:
+    """The element's attributes, after checking their number against the tag's and the call's
+    limits: ``len`` is linear, while reading values costs lxml time quadratic in their number."""
+    attrib = element.attrib
+    count = len(attrib)
+    if count == 0:
+        return _NO_ATTRS
+    if count > MAX_ATTRIBUTES:
+        raise too_many_attributes(tag)
+    budget[1] -= count
+    if budget[1] < 0:
+        raise too_many_call_attributes()
+    return {str(k): str(v) for k, v in attrib.items()}
+
+
 def _node(element: etree._Element, depth: int, budget: list[int]) -> ParamNode:
+    """One element as a node; ``budget`` is [elements, attributes] left for the whole call."""
     if depth > MAX_CALL_DEPTH:
-        raise ParseError(
-            f"The call is nested more than {MAX_CALL_DEPTH} levels deep. A call is "
-            "<tool><parameter>value</parameter></tool>; lists add one level."
-        )
+        raise too_deep()
     budget[0] -= 1
     if budget[0] < 0:
-        raise ParseError(
-            f"The call holds more than {MAX_CALL_ELEMENTS:,} elements. Ask for less at a time."
-        )
+        raise too_many_elements()
     tag = str(element.tag)
     if tag.startswith("{"):
         raise ParseError(NAMESPACE_HINT)
     return ParamNode(
         tag=tag,
         text=element.text or "",
-        attrs={str(k): str(v) for k, v in element.attrib.items()},
+        attrs=_attributes(element, tag, budget),
         children=tuple(_node(child, depth + 1, budget) for child in element),
     )

@@ -248,7 +248,7 @@ BAD_CONFIGS: list[tuple[str, dict[str, Any], str, str]] = [
     ("boolean for a number", {"rsi_period": True}, "rsi_period", "whole number"),
     ("below minimum", {"rsi_period": 1}, "rsi_period", "between 2 and 100, got 1"),
     ("decimal as words", {"bb_std": "two"}, "bb_std", "decimal number"),
-    ("decimal not finite", {"min_confidence": "NaN"}, "min_confidence", "finite"),
+    ("decimal not finite", {"min_confidence": "NaN"}, "min_confidence", "written plainly"),
     ("above maximum", {"min_confidence": "1.5"}, "min_confidence", "between 0 and 1, got 1.5"),
     ("choice not offered", {"interval": "2h"}, "interval", "must be one of 1m, 5m"),
     ("symbols not a list", {"symbols": 42}, "symbols", "list of symbols"),

@@ -95,7 +95,7 @@ def test_binding_fills_defaults_and_accepts_period_for_length(catalogue) -> None
         ("RSI", {"lenght": "14"}, "Its parameters are: length"),
         ("RSI", {"length": "14.5"}, "whole number"),
         ("RSI", {"length": "abc"}, "whole number"),
-        ("BBANDS", {"std": "wide"}, "must be a number"),
+        ("BBANDS", {"std": "wide"}, "must be a decimal number"),
         ("RSI", {"length": "1"}, "between 2 and 500"),
         ("BBANDS", {"std": "11"}, "between 0.1 and 10"),
         ("MACD", {"fast": "30"}, "smaller than 'slow'"),

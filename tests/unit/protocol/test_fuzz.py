@@ -252,6 +252,53 @@ def test_any_value_written_escaped_parses_back_exactly(symbol: str, thinking: st
     assert parsed.thinking == escape_text(thinking).strip()
 
 
+ATTRIBUTE_VALUES = st.sampled_from(["1", "", "&amp;<", "x" * 40, "BTC/USDT"]) | st.text(max_size=8)
+
+
+@st.composite
+def attribute_floods(draw: st.DrawFn) -> str:
+    """Thousands of attributes on the call, a parameter or a list item (issue 14: lxml reads their
+    values in time quadratic in their number), distinct or repeated, with any values."""
+    count = draw(st.integers(1, 40_000))
+    distinct = draw(st.booleans())
+    value = escape_text(draw(ATTRIBUTE_VALUES)).replace('"', "&quot;")
+    attrs = "".join(f' a{i if distinct else i % 7}="{value}"' for i in range(count))
+    where = draw(st.sampled_from(["call", "parameter", "item", "self-closing", "unclosed"]))
+    if where == "call":
+        return f"<create_order{attrs}><symbol>BTC/USDT</symbol></create_order>"
+    if where == "parameter":
+        return f"<create_order><symbol{attrs}>BTC/USDT</symbol></create_order>"
+    if where == "item":
+        return (f"<get_current_ticker_info><symbols><symbol{attrs}>BTC/USDT</symbol></symbols>"
+                "</get_current_ticker_info>")
+    if where == "self-closing":
+        return f"<get_order_book{attrs}/>"
+    return f"<create_order{attrs}"
+
+
+@st.composite
+def nesting_floods(draw: st.DrawFn) -> str:
+    """Elements nested thousands deep: closed or not, around text, under a call or bare."""
+    depth = draw(st.integers(1, 60_000))
+    tag = draw(st.sampled_from(["a", "symbol", "create_order", "x.y-z"]))
+    inner = escape_text(draw(st.text(max_size=20)))
+    closed = draw(st.booleans())
+    body = f"<{tag}>" * depth + inner + (f"</{tag}>" * depth if closed else "")
+    return draw(st.sampled_from([f"<create_order>{body}</create_order>", body]))
+
+
+@FUZZ
+@given(attribute_floods())
+def test_attribute_floods_parse_fast_and_render_a_well_formed_envelope(text: str) -> None:
+    _check_rendered(_timed_parse(text))
+
+
+@FUZZ
+@given(nesting_floods())
+def test_nesting_floods_parse_fast_and_render_a_well_formed_envelope(text: str) -> None:
+    _check_rendered(_timed_parse(text))
+
+
 TAGS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,12}", fullmatch=True)
 
 

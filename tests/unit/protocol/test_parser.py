@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import ErrorCode
+from app.tools.protocol.limits import MAX_ATTRIBUTES, MAX_CALL_ATTRIBUTES, MAX_CALL_DEPTH
 from app.tools.protocol.parser import ParamNode, parse_response
 from tests.unit.protocol.timing import fastest_of
 
@@ -101,6 +102,19 @@ def test_the_mismatch_message_points_at_the_tags_line() -> None:
 
 
 TWO_MB = 1_990_000
+
+
+def _attributes(size: int, value: str = "1") -> str:
+    """Distinct attributes (a0="1" a1="1" ...) filling about ``size`` characters."""
+    out, used, i = [], 0, 0
+    while used < size:
+        piece = f' a{i}="{value}"'
+        out.append(piece)
+        used += len(piece)
+        i += 1
+    return "".join(out)
+
+
 WORST_CASES = {
     "thousands of unescaped ampersands": "<create_order><symbol>"
     + "&" * TWO_MB
@@ -118,6 +132,26 @@ WORST_CASES = {
     "an endless xml declaration": "<?xml" + "?" * (TWO_MB - 10),
     "an endless thinking block": "<thinking>" * (TWO_MB // 10),
     "unclosed comments": "<create_order>" + "<!--&" * (TWO_MB // 5 - 10),
+    # issue 14: lxml reads attribute values in time quadratic in their number (200 s at 2 MB)
+    "distinct attributes on the call": "<create_order" + _attributes(TWO_MB - 60)
+    + "><symbol>x</symbol></create_order>",
+    "distinct attributes on a parameter": "<create_order><symbol" + _attributes(TWO_MB - 60)
+    + ">x</symbol></create_order>",
+    "distinct attributes on a list item": "<get_current_ticker_info><symbols><symbol"
+    + _attributes(TWO_MB - 100) + ">x</symbol></symbols></get_current_ticker_info>",
+    "entity references in attribute values": "<create_order"
+    + _attributes(TWO_MB - 60, "&amp;&lt;") + "/>",
+    "half text, half attributes": "<create_order><reason>" + "y" * (TWO_MB // 2)
+    + "</reason><symbol" + _attributes(TWO_MB // 2 - 80) + ">x</symbol></create_order>",
+    "32 attributes (the tag limit) on each of thousands of elements":
+    "<update_agent_settings><settings>"
+    + "".join("<setting" + "".join(f' k{j}="{i}"' for j in range(32)) + ">v</setting>"
+              for i in range(5_000))
+    + "</settings></update_agent_settings>",
+    "nesting flood, well-formed": "<create_order>" + "<a>" * (TWO_MB // 7)
+    + "</a>" * (TWO_MB // 7) + "</create_order>",
+    "nesting at the parser's depth limit around a long text": "<create_order>" + "<a>" * 250
+    + "x" * (TWO_MB - 2_100) + "</a>" * 250 + "</create_order>",
 }
 
 
@@ -126,3 +160,48 @@ def test_two_megabytes_of_hostile_input_is_answered_quickly(text: str) -> None:
     parsed, elapsed = fastest_of(lambda: parse_response(text, KNOWN), budget_s=0.1)
     assert parsed.call is None
     assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"  # typically 2-45 ms
+
+
+def test_more_attributes_on_a_tag_than_the_limit_is_refused_naming_the_limit() -> None:
+    limit = MAX_ATTRIBUTES
+    few = "<create_order" + _attributes(20) + "><symbol>x</symbol></create_order>"
+    assert parse_response(few, KNOWN).call is not None  # read; the executor explains them
+    flooded = {
+        "create_order": "<create_order" + _attributes(limit * 12) + "><symbol>x</symbol>"
+        "</create_order>",
+        "symbol": "<create_order><symbol" + _attributes(limit * 12) + ">x</symbol></create_order>",
+    }
+    for tag, call in flooded.items():
+        parsed = parse_response(call, KNOWN)
+        assert parsed.error is not None and parsed.error.code is ErrorCode.PARSE_ERROR
+        assert f"<{tag}> has more than {limit} attributes" in parsed.error.message
+        assert parsed.error.details["limit"] == limit
+        assert parsed.tool_name == "create_order"
+
+
+def test_a_map_entry_keeps_its_one_attribute() -> None:
+    parsed = parse_response(
+        '<update_agent_settings><settings><setting name="risk">high</setting></settings>'
+        "</update_agent_settings>"
+    )
+    assert parsed.call is not None
+    assert dict(parsed.call.params[0].children[0].attrs) == {"name": "risk"}
+
+
+def test_nesting_past_the_xml_readers_own_limit_names_the_call_depth_limit() -> None:
+    parsed = parse_response("<create_order>" + "<a>" * 5_000 + "x" + "</a>" * 5_000
+                            + "</create_order>", KNOWN)
+    assert parsed.error is not None and parsed.error.code is ErrorCode.PARSE_ERROR
+    assert f"nested more than {MAX_CALL_DEPTH} levels deep" in parsed.error.message
+    shallow = parse_response("<create_order><a><b><c><d>x</d></c></b></a></create_order>", KNOWN)
+    assert shallow.error is not None
+    assert f"nested more than {MAX_CALL_DEPTH} levels deep" in shallow.error.message
+
+
+def test_many_tags_within_the_tag_limit_still_meet_the_calls_attribute_limit() -> None:
+    entries = "".join(f'<setting name="k{i}" n2="x">v</setting>' for i in range(600))
+    parsed = parse_response(f"<update_agent_settings><settings>{entries}</settings>"
+                            "</update_agent_settings>")
+    assert parsed.error is not None and parsed.error.code is ErrorCode.PARSE_ERROR
+    assert f"more than {MAX_CALL_ATTRIBUTES:,} attributes" in parsed.error.message
+    assert parsed.error.details["limit"] == MAX_CALL_ATTRIBUTES

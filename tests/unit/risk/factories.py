@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.domain.trading import OrderType, Side
-from app.risk.types import OrderIntent, PositionView, RiskView
+from app.risk.types import OrderIntent, PendingOrder, PositionView, RiskView
 
 D = Decimal
 NOON_MS = 1_700_049_600_000  # 2023-11-15 12:00 UTC
@@ -36,6 +36,16 @@ def intent(
     )
 
 
+def pending_buy(
+    symbol: str = "BTC/USDT", reserved: str = "0", agent_id: str = "other-agent"
+) -> PendingOrder:
+    return PendingOrder(agent_id, symbol, Side.BUY, D(reserved))
+
+
+def pending_exit(symbol: str = "BTC/USDT", agent_id: str = "other-agent") -> PendingOrder:
+    return PendingOrder(agent_id, symbol, Side.SELL, exit=True)
+
+
 def view(
     *,
     equity: str = "100000",
@@ -44,11 +54,12 @@ def view(
     peak_equity: str | None = None,
     positions: dict[str, tuple[str, str, str]] | None = None,
     open_orders: int = 0,
-    open_buy_notional: str = "0",
-    agent_committed: dict[str, str] | None = None,
+    pending: tuple[PendingOrder, ...] = (),
+    agent_cost: dict[str, str] | None = None,
     now_ms: int = NOON_MS,
 ) -> RiskView:
-    """``positions`` maps symbol -> (size, avg_price, last_price)."""
+    """``positions`` maps symbol -> (size, avg_price, last_price); ``open_orders`` adds that many
+    pending exits (orders that hold back no quote) to ``pending``."""
     return RiskView(
         now_ms=now_ms,
         quote_currency="USDT",
@@ -60,7 +71,6 @@ def view(
             s: PositionView(D(size), D(avg), D(last))
             for s, (size, avg, last) in (positions or {}).items()
         },
-        open_orders=open_orders,
-        open_buy_notional=D(open_buy_notional),
-        agent_committed={a: D(v) for a, v in (agent_committed or {}).items()},
+        pending=pending + tuple(pending_exit() for _ in range(open_orders)),
+        agent_cost={a: D(v) for a, v in (agent_cost or {}).items()},
     )

@@ -11,7 +11,12 @@ from app.domain.errors import RiskRejection
 from app.domain.trading import Side
 from app.risk import MemoryDecisionRecorder, RiskConfig, RiskGuard, build_guard
 from app.risk.config import all_in_backtest_config, build_rules
-from app.risk.rules import AllowedSymbolsConfig, MaxPositionWeight, MaxPositionWeightConfig
+from app.risk.rules import (
+    AllowedSymbolsConfig,
+    MaxOpenOrdersConfig,
+    MaxPositionWeight,
+    MaxPositionWeightConfig,
+)
 from tests.unit.risk.factories import intent, view
 
 
@@ -91,3 +96,37 @@ def test_guard_refuses_two_rules_with_the_same_name() -> None:
     rule = MaxPositionWeight(MaxPositionWeightConfig())
     with pytest.raises(ValueError, match="max_position_weight"):
         RiskGuard([rule, rule], MemoryDecisionRecorder())
+
+
+def test_an_admitted_order_counts_as_pending_until_the_broker_has_answered() -> None:
+    """Two 15% buys accepted in the same moment, before either reaches the broker's book."""
+    recorder = MemoryDecisionRecorder()
+    guard = build_guard(RiskConfig(), recorder)
+    fifteen = intent(quantity="0.375")  # 15,000 of 100,000
+    same_moment = view()  # neither order is open at the broker yet
+    with guard.admit(fifteen, same_moment):
+        with pytest.raises(RiskRejection) as caught:
+            guard.check(fifteen, same_moment)
+        assert caught.value.rule == "max_position_weight"
+        assert "30.0% > limit 20.0%" in caught.value.reason
+    # once the broker has answered, its own view holds the order (or nothing, if it refused)
+    guard.check(fifteen, same_moment)
+    assert [d.accepted for d in recorder.decisions] == [True, False, True]
+
+
+def test_an_order_the_broker_refuses_is_no_longer_pending() -> None:
+    guard = build_guard(RiskConfig(), MemoryDecisionRecorder())
+    fifteen = intent(quantity="0.375")
+    with pytest.raises(ConnectionError), guard.admit(fifteen, view()):
+        raise ConnectionError("the venue did not answer")
+    guard.check(fifteen, view())  # nothing left in flight
+
+
+def test_admission_counts_in_flight_orders_for_the_order_count_too() -> None:
+    guard = build_guard(RiskConfig(max_open_orders=MaxOpenOrdersConfig(limit=2)),
+                        MemoryDecisionRecorder())
+    small = intent(quantity="0.001")
+    with guard.admit(small, view()), guard.admit(small, view()):
+        with pytest.raises(RiskRejection) as caught:
+            guard.check(small, view())
+        assert caught.value.rule == "max_open_orders"

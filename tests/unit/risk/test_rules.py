@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -30,7 +31,7 @@ from app.risk.rules import (
     MinCashReserve,
     MinCashReserveConfig,
 )
-from tests.unit.risk.factories import NOON_MS, intent, view
+from tests.unit.risk.factories import NOON_MS, intent, pending_buy, pending_exit, view
 
 DAY_MS = 86_400_000
 
@@ -73,7 +74,7 @@ def test_new_symbol_beyond_max_open_positions_is_refused_but_adding_to_one_is_no
     held = {"BTC/USDT": ("0.1", "1", "1"), "ETH/USDT": ("1", "1", "1")}
     found = rule.evaluate(intent(symbol="SOL/USDT"), view(positions=held))
     assert found is not None
-    assert found.reason == "Opening SOL/USDT would make 3 open positions > limit 2"
+    assert found.reason == "Opening SOL/USDT would make 3 open positions > limit 2 (2 held)"
     assert rule.evaluate(intent(symbol="ETH/USDT"), view(positions=held)) is None
     flat = {"BTC/USDT": ("0.1", "1", "1"), "ETH/USDT": ("0", "1", "1")}
     assert rule.evaluate(intent(symbol="SOL/USDT"), view(positions=flat)) is None
@@ -141,11 +142,16 @@ def test_limit_price_far_from_last_price_is_refused() -> None:
 
 def test_cash_reserve_counts_open_buy_orders_and_the_new_order() -> None:
     rule = MinCashReserve(MinCashReserveConfig(amount=Decimal(5000)))
-    assert rule.evaluate(intent(quantity="2"), view(cash="100000", open_buy_notional="15000")) \
-        is None  # 100000 - 15000 - 80000 = 5000
-    found = rule.evaluate(intent(quantity="2"), view(cash="100000", open_buy_notional="16000"))
+    held_back = view(cash="100000", pending=(pending_buy(reserved="15000"),))
+    assert rule.evaluate(intent(quantity="2"), held_back) is None  # 100000 - 15000 - 80000 = 5000
+    found = rule.evaluate(
+        intent(quantity="2"), view(cash="100000", pending=(pending_buy(reserved="16000"),))
+    )
     assert found is not None
-    assert found.reason == "Cash after the order would be 4000 USDT < reserve 5000 USDT"
+    assert found.reason == (
+        "Cash after the order would be 4000 USDT < reserve 5000 USDT (cash 100000, held by open "
+        "orders 16000, this order 80000)"
+    )
     assert rule.evaluate(intent(side=Side.SELL, quantity="99"), view(cash="0")) is None
 
 
@@ -157,7 +163,7 @@ def test_cash_reserve_as_share_of_equity() -> None:
 
 def test_agent_budget_caps_each_agent_at_its_allotment() -> None:
     rule = AgentBudget(AgentBudgetConfig(allotments={"trader-1": Decimal(20_000)}))
-    shared = view(agent_committed={"trader-1": "12000", "trader-2": "50000"})
+    shared = view(agent_cost={"trader-1": "12000", "trader-2": "50000"})
     assert rule.evaluate(intent(quantity="0.2"), shared) is None  # 12000 + 8000
     found = rule.evaluate(intent(quantity="0.25"), shared)
     assert found is not None
@@ -208,3 +214,80 @@ def test_a_weight_just_over_the_limit_never_prints_equal_to_it() -> None:
     found = rule.evaluate(intent(quantity="0.50001"), view())  # 20.0004%
     assert found is not None
     assert found.reason.startswith("Position weight would be 20.0004% > limit 20.0%")
+
+
+# -- pending orders count towards every exposure limit --------------------------------------------
+
+
+def test_position_weight_counts_the_open_buys_of_the_symbol() -> None:
+    """Three 19% buys before any fill: the second already makes 38%."""
+    rule = MaxPositionWeight(MaxPositionWeightConfig(limit_pct=Decimal(20)))
+    nineteen = intent(quantity="0.475")  # 19,000 of 100,000
+    assert rule.evaluate(nineteen, view()) is None
+    one_open = view(pending=(pending_buy(reserved="19000"),))
+    found = rule.evaluate(nineteen, one_open)
+    assert found is not None
+    assert found.reason == (
+        "Position weight would be 38.0% > limit 20.0% for BTC/USDT (counting 19000 USDT held by "
+        "open orders)"
+    )
+    assert found.details["pending_orders"] == "19000"
+    # open buys of other symbols, and open sells, are not this symbol's exposure
+    elsewhere = view(pending=(pending_buy("ETH/USDT", "19000"), pending_exit("BTC/USDT")))
+    assert rule.evaluate(nineteen, elsewhere) is None
+
+
+def test_position_weight_counts_what_the_broker_reserves_not_just_the_notional() -> None:
+    rule = MaxPositionWeight(MaxPositionWeightConfig(limit_pct=Decimal(20)))
+    exactly = intent(quantity="0.5")  # notional 20,000: exactly 20%
+    assert rule.evaluate(exactly, view()) is None
+    with_fee = replace(exactly, reserve=Decimal("20024.01"))  # fee and slippage held back too
+    found = rule.evaluate(with_fee, view())
+    assert found is not None and found.reason.startswith("Position weight would be 20.02%")
+
+
+def test_open_positions_count_symbols_whose_buys_have_not_filled_yet() -> None:
+    rule = MaxOpenPositions(MaxOpenPositionsConfig(limit=2))
+    one_held_one_waiting = view(
+        positions={"BTC/USDT": ("0.1", "1", "1")}, pending=(pending_buy("ETH/USDT", "100"),)
+    )
+    found = rule.evaluate(intent(symbol="SOL/USDT"), one_held_one_waiting)
+    assert found is not None
+    assert found.reason == (
+        "Opening SOL/USDT would make 3 open positions > limit 2 (1 held, counting 1 with open buy "
+        "orders)"
+    )
+    # adding to the symbol that is waiting opens nothing new
+    assert rule.evaluate(intent(symbol="ETH/USDT"), one_held_one_waiting) is None
+    # an exit waiting on a held symbol is not a new position
+    exits_only = view(positions={"BTC/USDT": ("0.1", "1", "1")}, pending=(pending_exit(),))
+    assert rule.evaluate(intent(symbol="SOL/USDT"), exits_only) is None
+
+
+def test_agent_budget_counts_the_agents_open_buys_and_no_one_elses() -> None:
+    rule = AgentBudget(AgentBudgetConfig(allotments={"trader-1": Decimal(20_000)}))
+    mine = view(pending=(pending_buy(reserved="15000", agent_id="trader-1"),
+                         pending_buy(reserved="50000", agent_id="trader-2")))
+    assert rule.evaluate(intent(quantity="0.125"), mine) is None  # 15000 + 5000
+    found = rule.evaluate(intent(quantity="0.126"), mine)
+    assert found is not None and "(15000 committed + 5040 this order)" in found.reason
+
+
+# -- agent ids are case-insensitive --------------------------------------------------------------
+
+
+def test_an_allotment_binds_the_agent_whatever_the_case_of_its_id() -> None:
+    rule = AgentBudget(AgentBudgetConfig(allotments={"trader-1": Decimal(20_000)}))
+    shouting = intent(agent_id="TRADER-1", quantity="0.6")  # 24,000 > 20,000
+    found = rule.evaluate(shouting, view())
+    assert found is not None and "allotment 20000 USDT" in found.reason
+    # what the agent holds under one spelling counts under every other
+    held = view(agent_cost={"trader-1": "15000"},
+                pending=(pending_buy(reserved="4000", agent_id="Trader-1"),))
+    found = rule.evaluate(intent(agent_id="TRADER-1", quantity="0.05"), held)  # +2000
+    assert found is not None and "(19000 committed + 2000 this order)" in found.reason
+
+
+def test_allotments_whose_ids_differ_only_in_case_are_refused() -> None:
+    with pytest.raises(ValidationError, match="name the same agent"):
+        AgentBudgetConfig(allotments={"trader-1": Decimal(100), "TRADER-1": Decimal(1_000_000)})

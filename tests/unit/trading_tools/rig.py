@@ -7,6 +7,8 @@ lets every exit through, and remembers what it judged, so tests can prove the gu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -26,7 +28,8 @@ class NotionalGuard:
     limit: Decimal
     seen: list[OrderIntent] = field(default_factory=list)
 
-    def check(self, intent: OrderIntent, view: RiskView) -> None:
+    @contextmanager
+    def admit(self, intent: OrderIntent, view: RiskView) -> Iterator[None]:
         self.seen.append(intent)
         if not intent.reduces_position and intent.notional > self.limit:
             raise RiskRejection(
@@ -34,6 +37,7 @@ class NotionalGuard:
                 f"Order value {intent.notional} > limit {self.limit}",
                 {"notional": str(intent.notional), "limit": str(self.limit)},
             )
+        yield
 
 
 @dataclass

@@ -89,7 +89,7 @@ def test_quote_amount_market_buy_through_the_tool():
         ("<side>BUY</side><quantity>1</quantity><quote_amount>10</quote_amount>",
          "INVALID_PARAMETER", "exactly one"),
         ("<side>BUY</side><quantity>-1</quantity>", "INVALID_PARAMETER", "greater than 0"),
-        ("<side>BUY</side><quantity>NaN</quantity>", "INVALID_PARAMETER", "finite"),
+        ("<side>BUY</side><quantity>NaN</quantity>", "INVALID_PARAMETER", "written plainly"),
         ("<side>BUY</side><quantity>abc</quantity>", "INVALID_PARAMETER", "decimal"),
         ("<side>BUY</side><quantity>1</quantity><order_type>LIMIT</order_type>",
          "INVALID_PARAMETER", "needs <price>"),
@@ -263,3 +263,16 @@ def test_trade_history_limit_and_symbol_filter():
     assert [attrs(x)["order_id"] for x in trades] == ["P00000003", "P00000002"]
     bad = t.call("<get_trade_history><limit>0</limit></get_trade_history>")
     assert bad.error_code.value == "INVALID_PARAMETER"
+
+
+@pytest.mark.parametrize("amount", ["٥٠٠", "1_000", "۵۰۰", "１２", "5e2"])
+def test_an_amount_in_another_number_syntax_places_no_order_and_names_the_syntax(amount):
+    t = make_tool_rig()
+    result = t.call("<create_order><symbol>BTC/USDT</symbol><side>BUY</side>"
+                    f"<quote_amount>{amount}</quote_amount></create_order>")
+    assert result.status == "error" and result.error_code.value == "INVALID_PARAMETER"
+    assert "written plainly" in result.message and "<quote_amount>" in result.message
+    assert t.rig.ledger.load().orders == [] and t.guard.seen == []
+    plain = t.call("<create_order><symbol>BTC/USDT</symbol><side>BUY</side>"
+                   "<quote_amount>500</quote_amount></create_order>")
+    assert plain.status == "success"
