@@ -335,7 +335,7 @@ class TelegramPage(Page):
         token = self.token.pending() or self.token.current()
         self.test_button.setEnabled(False)
         self.result.setText("Sending…")
-        self.result.setStyleSheet(f"color: {palette().muted};")
+        set_look(self.result, "muted")
 
         async def run() -> None:
             try:
