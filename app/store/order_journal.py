@@ -207,6 +207,12 @@ class OrderJournal:
     def close(self) -> None:
         self.db.close()
 
+    def __enter__(self) -> OrderJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- entries -------------------------------------------------------------------------------
 
     def record(self, entry: JournalEntry) -> JournalEntry:

@@ -79,8 +79,11 @@ def reconciler(broker: CcxtBroker, server: FakeExchangeServer, events: list | No
                       sleep=AdvancingSleep(server.now))
 
 
-def assert_journal_matches_exchange(broker: CcxtBroker, server: FakeExchangeServer) -> None:
+def assert_journal_matches_exchange(
+    broker: CcxtBroker | OrderJournal, server: FakeExchangeServer
+) -> None:
     """Zero duplicates, zero lost fills, and every entry's state equal to the exchange's."""
+    journal = broker if isinstance(broker, OrderJournal) else broker.journal
     account = server.binance_account
     with account.lock:
         orders = list(account.orders)
@@ -88,7 +91,7 @@ def assert_journal_matches_exchange(broker: CcxtBroker, server: FakeExchangeServ
     per_client = Counter(o.client_id for o in orders)
     duplicates = {cid: n for cid, n in per_client.items() if n > 1}
     assert not duplicates, f"orders placed twice: {duplicates}"
-    entries = broker.journal.entries(broker.venue)
+    entries = journal.entries("binance")
     known = {e.client_order_id for e in entries}
     strangers = [o.client_id for o in orders if o.client_id not in known]
     assert not strangers, f"exchange orders the journal does not know: {strangers}"
@@ -104,7 +107,7 @@ def assert_journal_matches_exchange(broker: CcxtBroker, server: FakeExchangeServ
         assert order.status in ON_EXCHANGE[entry.state], (entry.state, order.status)
         assert entry.filled_quantity == order.executed
         exchange_trades = {str(t["id"]): t for t in trades if t["orderId"] == order.order_id}
-        fills = broker.journal.fills(broker.venue, client_order_id=entry.client_order_id)
+        fills = journal.fills("binance", client_order_id=entry.client_order_id)
         assert {f.trade_id for f in fills} == set(exchange_trades), "a fill lost or invented"
         for fill in fills:
             trade = exchange_trades[fill.trade_id]
