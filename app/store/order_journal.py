@@ -305,6 +305,9 @@ class OrderJournal:
 
     def add_fills(self, fills: Iterable[JournalFill]) -> list[JournalFill]:
         """Store fills not seen before (by trade id) in one commit; return the new ones."""
+        fills = list(fills)
+        if not fills:
+            return []
         placeholders = ", ".join("?" for _ in _FILL_COLUMNS)
         added = []
         with self.db.transaction() as conn:
