@@ -37,10 +37,20 @@ class Outcome(StrEnum):
     AMBIGUOUS = "ambiguous"
 
 
-# NetworkError subclasses whose refusal comes before the matching engine: nothing was booked.
-_REFUSED_BEFORE_ENGINE = ("RateLimitExceeded", "DDoSProtection", "InvalidNonce")
-# ExchangeError subclasses that say the request did not finish, not that it was refused.
-_NOT_AN_ANSWER = ("ExchangeClosedByUser",)
+# The bin of a ccxt class, by the first class of its MRO found here (so a subclass ccxt adds
+# later lands in its parent's bin): the NetworkError subclasses refused before the matching
+# engine are rejections; the rest of the OperationFailed branch, and an exchange closed
+# mid-request, are not answers; the ExchangeError branch is the exchange's refusal.
+_BINS: dict[str, Outcome] = {
+    "DuplicateOrderId": Outcome.DUPLICATE,
+    "ChecksumError": Outcome.AMBIGUOUS,  # an InvalidNonce subclass, but a stream's, not a refusal
+    "RateLimitExceeded": Outcome.REJECTED,
+    "DDoSProtection": Outcome.REJECTED,
+    "InvalidNonce": Outcome.REJECTED,
+    "OperationFailed": Outcome.AMBIGUOUS,
+    "ExchangeClosedByUser": Outcome.AMBIGUOUS,
+    "BaseError": Outcome.REJECTED,
+}
 KNOWN_STATUSES = ("open", "closed", "canceled", "expired", "rejected")
 
 
@@ -48,14 +58,12 @@ def sort_failure(exc: BaseException, rules: ClientIdRules) -> Outcome:
     """The bin of an exception raised by ``exchange.create_order`` (see the module docstring)."""
     if not is_ccxt_error(exc):
         return Outcome.AMBIGUOUS
-    names = [klass.__name__ for klass in type(exc).__mro__ if klass.__module__.startswith("ccxt")]
-    if "DuplicateOrderId" in names or any(m in str(exc) for m in rules.duplicate_markers):
+    if any(marker in str(exc) for marker in rules.duplicate_markers):
         return Outcome.DUPLICATE
-    if any(name in _REFUSED_BEFORE_ENGINE for name in names):
-        return Outcome.REJECTED
-    if "OperationFailed" in names or any(name in _NOT_AN_ANSWER for name in names):
-        return Outcome.AMBIGUOUS  # network, timeout, 5xx, unreadable answer, cancel pending
-    return Outcome.REJECTED  # the ExchangeError branch: the exchange answered with a refusal
+    for klass in type(exc).__mro__:
+        if klass.__module__.startswith("ccxt") and klass.__name__ in _BINS:
+            return _BINS[klass.__name__]
+    return Outcome.REJECTED
 
 
 class OrderOutcomeUnknownError(ToolError):
