@@ -18,7 +18,9 @@ A tool call repeated after a crash carries the same client id: the journal answe
 it placed, a lookup if its outcome is unknown), and only an order certainly never booked (never
 sent, or refused) may be sent again. Reads (orders, balances, trades) are retried with backoff.
 
-Balances and positions come from the exchange; prices and rules from ``CcxtMarketData``. The sync
+Reading orders and trades into the journal is ``OrderSync``'s job (``broker.sync``), shared with
+the ``Reconciler``. Balances and positions come from the exchange; prices and rules from
+``CcxtMarketData``. The sync
 parts of the port (``risk_view``, ``position_size``) read what the last async call fetched:
 ``precheck`` refreshes it before the Risk Guard judges an order.
 """
@@ -39,7 +41,8 @@ from app.ccxt.client_ids import derive, rules_for
 from app.ccxt.credentials import ApiKeys
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read, translate
 from app.ccxt.market import CcxtMarketData
-from app.ccxt.orders import ZERO, changes_from, fills_from, to_fills, to_order
+from app.ccxt.order_sync import OrderSync
+from app.ccxt.orders import ZERO, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
 from app.ccxt.settings import ExchangeSettings
 from app.domain.clock import Clock, WallClock
@@ -75,9 +78,6 @@ BROKER_OPTIONS: Mapping[str, Mapping[str, Any]] = {
     "binance": {"fetchCurrencies": False, "fetchMargins": False,
                 "warnOnFetchOpenOrdersWithoutSymbol": False},
 }
-# how the trade history is paged per exchange: by trade id (``fromId``) or by time (``since``)
-TRADE_CURSOR: Mapping[str, str] = {"binance": "fromId"}
-TRADES_PAGE = 500
 DAY_MS = 86_400_000
 
 StepHook = Callable[[str, JournalEntry], Awaitable[None]]
@@ -140,6 +140,7 @@ class CcxtBroker:
         self._balances: dict[str, AssetBalance] = {}
         self._balances_mono: float | None = None
         self._prices: dict[str, Decimal] = {}
+        self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read)
 
     async def close(self) -> None:
         """Close the exchange's session (on the loop that opened it); the market is the
@@ -310,7 +311,7 @@ class CcxtBroker:
             raise unknown_outcome(
                 None, self.venue, entry.client_order_id, entry.agent_order_id, check.why)
         self.unknown_run = 0
-        entry = await self.apply(entry, answer)
+        entry = await self.sync.apply(entry, answer)
         return to_order(entry)
 
     async def _create_request(self, entry: JournalEntry) -> Any:
@@ -337,9 +338,9 @@ class CcxtBroker:
     ) -> Order:
         """Look an in-flight order up once: its order when found, else the unknown-outcome
         error (the reconciler keeps looking)."""
-        found = await self.lookup(entry)
+        found = await self.sync.lookup(entry)
         if found is not None:
-            entry = await self.apply(entry, found)
+            entry = await self.sync.apply(entry, found)
             return to_order(entry)
         raise unknown_outcome(exc, self.venue, entry.client_order_id, entry.agent_order_id, why)
 
@@ -353,112 +354,6 @@ class CcxtBroker:
             await self._read(load, "reading the exchange's clock")
         except ToolError as exc:
             logger.warning("%s: could not measure the exchange's clock: %s", self.venue, exc)
-
-    # -- the exchange's word, applied (also the reconciler's tools) -----------------------------
-
-    async def lookup(self, entry: JournalEntry) -> Mapping[str, Any] | None:
-        """The exchange's order with ``entry``'s client order id, or ``None`` when it has none."""
-        cid = entry.client_order_id
-        if self.id_rules.lookup_param is not None:
-            try:
-                raw = await self._read(
-                    lambda: self.exchange.fetch_order(
-                        None, entry.symbol, {self.id_rules.lookup_param: cid}),
-                    f"looking up order {cid}",
-                )
-            except NotFoundError:
-                return None
-            return raw if check_answer(raw, cid).ok else None
-        since = entry.created_ms - 60_000
-        for fetch in (self.exchange.fetch_open_orders, self.exchange.fetch_closed_orders):
-            rows = await self._read(lambda fetch=fetch: fetch(entry.symbol, since),
-                                    f"looking for order {cid}")
-            for raw in rows:
-                if raw.get("clientOrderId") == cid and check_answer(raw, cid).ok:
-                    return raw
-        return None
-
-    async def apply(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
-        """Write what the exchange says of an order to the journal, with every fill it has:
-        the answer's own trades, and the trade history for any part they do not cover."""
-        changes = changes_from(raw, self.clock.now_ms())
-        if entry.state.in_flight or entry.state is JournalState.NOT_PLACED:
-            changes["reason"] = ""  # found: the lookup's story is over
-        entry = self.journal.update(entry, **changes)
-        when = raw.get("lastTradeTimestamp") or raw.get("timestamp") or self.clock.now_ms()
-        self.journal.add_fills(fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
-        await self.complete_fills(entry)
-        return entry
-
-    async def complete_fills(self, entry: JournalEntry) -> None:
-        """Fetch the order's trades when the journal holds less than the exchange executed."""
-        if entry.exchange_order_id is None or entry.filled_quantity <= 0:
-            return
-        have = sum((f.quantity for f in self.journal.fills(
-            self.venue, client_order_id=entry.client_order_id)), ZERO)
-        if have >= entry.filled_quantity:
-            return
-        trades = await self._read(
-            lambda: self.exchange.fetch_my_trades(
-                entry.symbol, None, None, {"orderId": entry.exchange_order_id}),
-            f"fetching the trades of order {entry.exchange_order_id}",
-        )
-        mine = [t for t in trades if str(t.get("order")) == entry.exchange_order_id]
-        self.journal.add_fills(fills_from(mine, self.venue, entry))
-
-    async def fetch_open(self, symbol: str | None = None) -> list[Mapping[str, Any]]:
-        return await self._read(lambda: self.exchange.fetch_open_orders(symbol),
-                                "listing the open orders")
-
-    async def fetch_by_id(self, entry: JournalEntry) -> Mapping[str, Any] | None:
-        if entry.exchange_order_id is None:
-            return await self.lookup(entry)
-        try:
-            return await self._read(
-                lambda: self.exchange.fetch_order(entry.exchange_order_id, entry.symbol),
-                f"reading order {entry.exchange_order_id}")
-        except NotFoundError:
-            return None
-
-    def entry_for(self, raw: Mapping[str, Any]) -> JournalEntry | None:
-        """The journal's entry of an exchange order, by client id, else by exchange id."""
-        cid = raw.get("clientOrderId")
-        entry = None if not cid else self.journal.get(self.venue, str(cid))
-        if entry is None and raw.get("id") is not None:
-            entry = self.journal.by_exchange_id(self.venue, str(raw["id"]))
-        return entry
-
-    async def catch_up_trades(self, symbol: str) -> list[Mapping[str, Any]]:
-        """Store the fills of ``symbol`` since the last one seen (deduplicated by trade id);
-        return the trades of orders the journal does not know."""
-        key = f"trade_cursor:{symbol}"
-        cursor = self.journal.meta(self.venue, key)
-        foreign: list[Mapping[str, Any]] = []
-        by_id = TRADE_CURSOR.get(self.venue) == "fromId"
-        while True:
-            params: dict[str, Any] = {}
-            since = None
-            if cursor is not None and by_id:
-                params["fromId"] = int(cursor) + 1
-            elif cursor is not None:
-                since = int(cursor) + 1
-            trades = await self._read(
-                lambda since=since, params=params: self.exchange.fetch_my_trades(
-                    symbol, since, TRADES_PAGE, params),
-                f"fetching the {symbol} trade history",
-            )
-            for trade in trades:
-                entry = self.journal.by_exchange_id(self.venue, str(trade.get("order")))
-                if entry is None:
-                    foreign.append(trade)
-                else:
-                    self.journal.add_fills(fills_from([trade], self.venue, entry))
-            if trades:
-                last = trades[-1]
-                cursor = str(last["id"] if by_id else last["timestamp"])
-                self.journal.set_meta(self.venue, {key: cursor})
-            if len(trades) < TRADES_PAGE:
-                return foreign
 
     async def refresh_balances(self, max_age_s: float = 0.0) -> dict[str, AssetBalance]:
         if self._balances_mono is not None and self._mono() - self._balances_mono <= max_age_s:
@@ -529,12 +424,12 @@ class CcxtBroker:
         if not check_answer(raw, entry.client_order_id).ok or raw.get("status") is None:
             entry = await self._refresh(entry)
         else:
-            entry = await self.apply(entry, raw)
+            entry = await self.sync.apply(entry, raw)
         return to_order(entry)
 
     async def _refresh(self, entry: JournalEntry) -> JournalEntry:
-        raw = await self.fetch_by_id(entry)
-        return entry if raw is None else await self.apply(entry, raw)
+        raw = await self.sync.fetch_by_id(entry)
+        return entry if raw is None else await self.sync.apply(entry, raw)
 
     async def get_order(self, agent_id: str, symbol: str, order_id: str) -> Order:
         entry = self._entry(agent_id, symbol, order_id, None)
@@ -547,11 +442,11 @@ class CcxtBroker:
     ) -> list[Order]:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
         seen = set()
-        for raw in await self.fetch_open(wanted):
-            entry = self.entry_for(raw)
+        for raw in await self.sync.fetch_open(wanted):
+            entry = self.sync.entry_for(raw)
             if entry is not None:
                 seen.add(entry.client_order_id)
-                await self.apply(entry, raw)
+                await self.sync.apply(entry, raw)
         states = [s for s in JournalState if s.on_exchange_open]
         for entry in self.journal.entries(self.venue, states, wanted):
             if entry.client_order_id not in seen:
@@ -618,7 +513,7 @@ class CcxtBroker:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
         for sym in [wanted] if wanted is not None else self.journal.symbols(self.venue):
             assert sym is not None
-            await self.catch_up_trades(sym)
+            await self.sync.catch_up_trades(sym)
         fills = self.journal.fills(self.venue, wanted, limit=None)
         agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
         bases = {f.symbol: self._base(f.symbol) for f in fills}

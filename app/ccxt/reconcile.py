@@ -194,14 +194,14 @@ class Reconciler:
             if now < self._due_ms(entry):
                 continue
             try:
-                raw = await self.broker.lookup(entry)
+                raw = await self.broker.sync.lookup(entry)
             except ToolError as exc:  # the lookup failed: not a miss; try again when due
                 logger.warning("%s: lookup of %s failed: %s", self.venue, entry.client_order_id,
                                exc.message)
                 self.journal.update(entry, last_checked_ms=now)
                 continue
             if raw is not None:
-                entry = await self.broker.apply(entry, raw)
+                entry = await self.broker.sync.apply(entry, raw)
                 report.resolved.append(entry)
                 self._notify(OrderResolved(entry))
                 continue
@@ -234,15 +234,15 @@ class Reconciler:
         seen: set[str] = set()
         ignored = self.journal.ignored(self.venue)
         unknown = []
-        for raw in await self.broker.fetch_open():
-            entry = self.broker.entry_for(raw)
+        for raw in await self.broker.sync.fetch_open():
+            entry = self.broker.sync.entry_for(raw)
             if entry is None:
                 if str(raw.get("id")) not in ignored:
                     unknown.append(ExchangeOrder.of(raw))
                 continue
             seen.add(entry.client_order_id)
             was = entry.state
-            entry = await self.broker.apply(entry, raw)
+            entry = await self.broker.sync.apply(entry, raw)
             if was.in_flight or was is JournalState.NOT_PLACED:
                 report.resolved.append(entry)
                 self._notify(OrderResolved(entry))
@@ -250,9 +250,9 @@ class Reconciler:
         for entry in self.journal.entries(self.venue, states):
             if entry.client_order_id in seen:
                 continue
-            raw = await self.broker.fetch_by_id(entry)
+            raw = await self.broker.sync.fetch_by_id(entry)
             if raw is not None:
-                report.refreshed.append(await self.broker.apply(entry, raw))
+                report.refreshed.append(await self.broker.sync.apply(entry, raw))
         if unknown:
             report.unknown_orders.extend(unknown)
             self._notify(UnknownOrdersFound(tuple(unknown)))
@@ -263,10 +263,10 @@ class Reconciler:
         report = report or ReconcileReport()
         before = len(self.journal.fills(self.venue))
         for symbol in self.journal.symbols(self.venue):
-            report.foreign_trades += len(await self.broker.catch_up_trades(symbol))
+            report.foreign_trades += len(await self.broker.sync.catch_up_trades(symbol))
         for entry in self.journal.entries(self.venue):
             if not entry.state.final or entry.filled_quantity > 0:
-                await self.broker.complete_fills(entry)
+                await self.broker.sync.complete_fills(entry)
         report.fills_added += len(self.journal.fills(self.venue)) - before
         return report
 
@@ -381,7 +381,7 @@ class Reconciler:
             updated_ms=now, adopted=True,
         )
         entry = self.journal.record(entry)
-        return await self.broker.apply(entry, raw)
+        return await self.broker.sync.apply(entry, raw)
 
     def ignore(self, order: ExchangeOrder) -> None:
         """Leave an exchange order alone: it is not listed again."""
