@@ -171,6 +171,42 @@ MIGRATIONS: tuple[str, ...] = (
         decided_ms INTEGER, order_id TEXT
     );
     """,
+    # 3 -> 4: the live order journal (app.store.order_journal): every order sent to a real
+    # exchange is written here before it is sent, with the fills learnt of it.
+    """
+    CREATE TABLE order_journal (
+        seq INTEGER PRIMARY KEY,
+        venue TEXT NOT NULL, client_order_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        agent_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
+        order_type TEXT NOT NULL, quantity TEXT NOT NULL, price TEXT, stop_price TEXT,
+        quote_amount TEXT, reduce_only INTEGER NOT NULL, exit_kind TEXT NOT NULL,
+        note TEXT NOT NULL, state TEXT NOT NULL, exchange_order_id TEXT,
+        filled_quantity TEXT NOT NULL, average_price TEXT, fee TEXT NOT NULL,
+        fee_currency TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+        sent_ms INTEGER, last_checked_ms INTEGER, checks INTEGER NOT NULL,
+        attempts INTEGER NOT NULL, reason TEXT NOT NULL, escalated INTEGER NOT NULL,
+        adopted INTEGER NOT NULL,
+        UNIQUE (venue, client_order_id),
+        UNIQUE (venue, agent_id, agent_order_id)
+    );
+    CREATE INDEX order_journal_state ON order_journal (venue, state);
+    CREATE INDEX order_journal_exchange_id ON order_journal (venue, exchange_order_id);
+    CREATE TABLE journal_fills (
+        venue TEXT NOT NULL, trade_id TEXT NOT NULL, client_order_id TEXT NOT NULL,
+        exchange_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
+        quantity TEXT NOT NULL, price TEXT NOT NULL, cost TEXT NOT NULL, fee TEXT NOT NULL,
+        fee_currency TEXT NOT NULL, time_ms INTEGER NOT NULL, is_maker INTEGER NOT NULL,
+        PRIMARY KEY (venue, trade_id)
+    );
+    CREATE INDEX journal_fills_symbol_time ON journal_fills (venue, symbol, time_ms);
+    CREATE TABLE journal_meta (
+        venue TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (venue, key)
+    );
+    CREATE TABLE journal_ignored (
+        venue TEXT NOT NULL, exchange_order_id TEXT NOT NULL, symbol TEXT NOT NULL,
+        ignored_ms INTEGER NOT NULL, PRIMARY KEY (venue, exchange_order_id)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,15 @@ Faults (per venue and endpoint, or endpoint "*"; each for ``times`` requests, No
 ``Fault.status(code, retry_after=None)`` (429 and 418 in the venue's rate-limit shape, 5xx in its
 server-error shape), ``Fault.malformed()`` (200 with a truncated JSON body), and
 ``Fault.drop_ws()`` for streams (see ``ws.py``).
+
+Binance's private spot endpoints (``account.py``: orders, trades, balances, a matching engine)
+answer signed requests: any signature is taken, but the API-key header must be there. Their
+endpoint names: ``order.create``, ``order.get``, ``order.cancel``, ``openOrders``, ``allOrders``,
+``myTrades``, ``account``. Faults before the answer (the order is NOT booked) are the ones above
+plus ``Fault.skew()`` (-1021, timestamp outside recvWindow); faults after it (the order IS
+booked, its answer lost): ``Fault.lost("drop")`` (the connection closes), ``Fault.lost("status",
+503)``, ``Fault.lost("garbage")`` (200 with an HTML page), ``Fault.lost("truncated")`` (200 with
+cut JSON) and ``Fault.lost("hang")``. ``server.binance_account`` is the account.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.helpers.fake_exchange.account import FakeBinanceAccount, Refused
 from tests.helpers.fake_exchange.tape import FakeNow
 from tests.helpers.fake_exchange.venues import Binance, MarketState, NotServed, Okx
 from tests.helpers.fake_exchange.ws import BinanceKlineStreams
@@ -69,6 +79,21 @@ class Fault:
     def drop_ws(cls) -> Fault:
         return cls("drop_ws")
 
+    @classmethod
+    def skew(cls) -> Fault:
+        """Refuse a signed request as Binance does when its timestamp is off (-1021)."""
+        return cls("skew")
+
+    @classmethod
+    def lost(cls, how: str, code: int = 0) -> Fault:
+        """Answer the request (book the order), then lose the answer: ``drop``, ``status``
+        (with ``code``), ``garbage``, ``truncated`` or ``hang``."""
+        return cls(f"lost:{how}", status_code=code)
+
+    @property
+    def after_answer(self) -> bool:
+        return self.kind.startswith("lost:")
+
 
 @dataclass(slots=True)
 class _Armed:
@@ -95,7 +120,10 @@ class FakeExchangeServer:
     def __post_init__(self) -> None:
         self.now = FakeNow(self.start_ms)
         self.state = MarketState(self.now)
-        self.venues = {"binance": Binance(self.state), "okx": Okx(self.state)}
+        binance = Binance(self.state)
+        self.venues = {"binance": binance, "okx": Okx(self.state)}
+        self.binance_account = FakeBinanceAccount(
+            self.state, binance.infos, binance.shape)
         self._faults: dict[tuple[str, str], list[_Armed]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -212,6 +240,8 @@ class FakeExchangeServer:
         venue_name = request.match_info["venue"]
         venue = self.venues.get(venue_name)
         path = "/" + request.match_info["tail"]
+        if venue_name == "binance" and (request.method, path) in PRIVATE:
+            return await self._handle_private(request, PRIVATE[(request.method, path)], path)
         if venue is None or path not in venue.endpoints:
             return _json(404, {"code": -1, "msg": f"the fake exchange does not serve {path}"})
         endpoint = venue.endpoints[path]
@@ -227,6 +257,57 @@ class FakeExchangeServer:
         except NotServed as exc:
             status, body = venue.not_served(str(exc))
         return _json(status, body)
+
+    async def _handle_private(
+        self, request: web.Request, endpoint: str, path: str
+    ) -> web.StreamResponse:
+        params = dict(request.query)
+        if request.method == "POST":
+            params.update({k: str(v) for k, v in (await request.post()).items()})
+        self.requests.append(Request("binance", endpoint, path, params))
+        if not request.headers.get("X-MBX-APIKEY"):
+            return _json(401, {"code": -2014, "msg": "API-key format invalid."})
+        if "signature" not in params or "timestamp" not in params:
+            return _json(400, {"code": -1102, "msg": "Mandatory parameter was not sent."})
+        venue = self.venues["binance"]
+        assert isinstance(venue, Binance)
+        fault = self.take_fault("binance", endpoint)
+        if fault is not None and not fault.after_answer:
+            if fault.kind == "skew":
+                return _json(400, {"code": -1021, "msg": "Timestamp for this request is "
+                                   "outside of the recvWindow."})
+            early = await self._apply(fault, venue)
+            if early is not None:
+                return early
+        status, body = await _private_answer(self.binance_account, endpoint, params)
+        if fault is None or not fault.after_answer:
+            return _json(status, body)
+        return await self._lose(fault, request)
+
+    async def _lose(self, fault: Fault, request: web.Request) -> web.StreamResponse:
+        """The answer is computed (the order booked); the client never gets it."""
+        assert self._release is not None
+        how = fault.kind.removeprefix("lost:")
+        if how == "drop":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=200)
+        if how == "status":
+            return _json(fault.status_code, {"code": -1001, "msg": "Internal error; unable to "
+                                             "process your request. Please try again."})
+        if how == "garbage":
+            return web.Response(status=200, text="<html><body>502 Bad Gateway</body></html>",
+                                content_type="text/html")
+        if how == "truncated":
+            return web.Response(status=200, text='{"symbol": "BTCUSDT", "orderId": 10',
+                                content_type="application/json")
+        if how == "hang":
+            try:
+                await asyncio.wait_for(self._release.wait(), HANG_S)
+            except TimeoutError:
+                pass
+            return _json(504, {"msg": "hung"})
+        raise AssertionError(f"unknown way to lose an answer: {how}")
 
     async def _apply(self, fault: Fault, venue: Binance | Okx) -> web.StreamResponse | None:
         assert self._release is not None
@@ -253,6 +334,39 @@ class FakeExchangeServer:
                 status=200, text='{"code": "0", "data": [["17705', content_type="application/json"
             )
         raise AssertionError(f"fault {fault.kind} does not apply to REST")
+
+
+PRIVATE = {
+    ("POST", "/api/v3/order"): "order.create",
+    ("GET", "/api/v3/order"): "order.get",
+    ("DELETE", "/api/v3/order"): "order.cancel",
+    ("GET", "/api/v3/openOrders"): "openOrders",
+    ("GET", "/api/v3/allOrders"): "allOrders",
+    ("GET", "/api/v3/myTrades"): "myTrades",
+    ("GET", "/api/v3/account"): "account",
+}
+
+
+async def _private_answer(
+    account: FakeBinanceAccount, endpoint: str, params: Mapping[str, str]
+) -> tuple[int, Any]:
+    try:
+        account.check_time(params)
+        if endpoint == "order.create":
+            return 200, account.create(params)
+        if endpoint == "order.get":
+            return 200, account.get(params)
+        if endpoint == "order.cancel":
+            return 200, account.cancel(params)
+        if endpoint == "openOrders":
+            return 200, account.open_orders(params)
+        if endpoint == "allOrders":
+            return 200, account.all_orders(params)
+        if endpoint == "myTrades":
+            return 200, account.my_trades(params)
+        return 200, account.account()
+    except Refused as refused:
+        return refused.status, {"code": refused.code, "msg": refused.msg}
 
 
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:

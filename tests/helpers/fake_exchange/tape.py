@@ -12,12 +12,28 @@ from __future__ import annotations
 
 import csv
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 MINUTE = 60_000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LinkedClock:
+    """A ``Clock`` that reads the fake time of a ``FakeNow`` running with the wall clock, from
+    another process (the crash tests' workers)."""
+
+    def __init__(self, start_ms: int, wall_base_ms: int) -> None:
+        self.start_ms, self.wall_base_ms = start_ms, wall_base_ms
+
+    def now_ms(self) -> int:
+        return self.start_ms + wall_ms() - self.wall_base_ms
 
 
 class FakeNow:
@@ -28,15 +44,25 @@ class FakeNow:
 
     def __init__(self, now_ms: int) -> None:
         self._now = now_ms
+        self._wall_base: int | None = None
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
         with self._lock:
+            if self._wall_base is not None:
+                return self._now + wall_ms() - self._wall_base
             return self._now
 
     def set(self, now_ms: int) -> None:
         with self._lock:
             self._now = now_ms
+            self._wall_base = None
+
+    def run_with_wall_clock(self, wall_base_ms: int) -> None:
+        """From now on move with the wall clock: ``now + (wall - wall_base_ms)``. Another process
+        given the same two numbers (``LinkedClock``) then shares this fake time."""
+        with self._lock:
+            self._wall_base = wall_base_ms
 
     def advance(self, delta_ms: int) -> int:
         with self._lock:

@@ -154,9 +154,11 @@ class Binance:
         self.state = state
         static = load("binance_static_markets.json")
         self._infos = {symbol: static[symbol]["info"] for symbol in state.markets}
+        self.infos = self._infos
         self._ticker_template = load("binance_fetch_ticker_BTC_USDT.json")["http_response"]
         self._by_id = {info["symbol"]: symbol for symbol, info in self._infos.items()}
         self._shape = book_shape(load("binance_fetch_order_book_BTC_USDT.json")["http_response"])
+        self.shape = self._shape
 
     def symbol(self, query: Mapping[str, str]) -> str:
         found = self._by_id.get(query.get("symbol", ""))

@@ -1,0 +1,555 @@
+"""``CcxtBroker``: the ``Broker`` port over a real exchange through ccxt, with an order journal.
+
+Placing an order, in order:
+
+1. Checks that need no exchange (fields, symbol, precision, minimums): ccxt would silently
+   truncate a quantity to the exchange's step, so an order off the step is refused here, as the
+   paper broker refuses it.
+2. The intent is committed to the journal (NEW), with the client order id derived from the tool
+   call (``client_ids``), then marked SENDING in a second commit: both before the request leaves.
+3. The request is sent once, carrying that client id. ``create_order`` is never retried.
+4. The outcome is sorted once (``outcome``): a refusal is REJECTED with the exchange's reason in
+   the error envelope; an answer that does not name the order, or no answer at all, leaves the
+   order UNKNOWN and the agent is told its outcome is being checked; a refused duplicate client
+   id means the order exists and is looked up. UNKNOWN orders are resolved by the ``Reconciler``,
+   by client id, never by sending again.
+
+A tool call repeated after a crash carries the same client id: the journal answers it (the order
+it placed, a lookup if its outcome is unknown), and only an order certainly never booked (never
+sent, or refused) may be sent again. Reads (orders, balances, trades) are retried with backoff.
+
+Reading orders and trades into the journal is ``OrderSync``'s job (``broker.sync``), shared with
+the ``Reconciler``. Balances and positions come from the exchange; prices and rules from
+``CcxtMarketData``. The sync
+parts of the port (``risk_view``, ``position_size``) read what the last async call fetched:
+``precheck`` refreshes it before the Risk Guard judges an order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from app.ccxt import account as views
+from app.ccxt.client import build_exchange
+from app.ccxt.client_ids import derive, rules_for
+from app.ccxt.credentials import ApiKeys
+from app.ccxt.errors import RetryPolicy, Sleep, retry_read, translate
+from app.ccxt.market import CcxtMarketData
+from app.ccxt.order_sync import OrderSync
+from app.ccxt.orders import ZERO, to_fills, to_order
+from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
+from app.ccxt.settings import ExchangeSettings
+from app.domain.clock import Clock, WallClock
+from app.domain.errors import (
+    AccessDeniedError,
+    ExchangeError,
+    InsufficientFundsError,
+    InvalidOrderError,
+    NotFoundError,
+    ToolError,
+)
+from app.domain.trading import (
+    AccountState,
+    AssetBalance,
+    Fill,
+    Mode,
+    Order,
+    OrderType,
+    Position,
+    Side,
+)
+from app.exchange.market_rules import MarketRules, fmt
+from app.exchange.port import OrderRequest
+from app.exchange.validation import check_request, check_rules
+from app.risk.types import PositionView, RiskView
+from app.store.order_journal import JournalEntry, JournalState, OrderJournal
+
+logger = logging.getLogger(__name__)
+
+# ccxt options the broker's exchange object needs, per exchange: no margin pairs or currency
+# lists (private calls Kestrel's spot trading does not need), open orders of every symbol at once.
+BROKER_OPTIONS: Mapping[str, Mapping[str, Any]] = {
+    "binance": {"fetchCurrencies": False, "fetchMargins": False,
+                "warnOnFetchOpenOrdersWithoutSymbol": False},
+}
+DAY_MS = 86_400_000
+
+StepHook = Callable[[str, JournalEntry], Awaitable[None]]
+
+
+def build_broker_exchange(
+    exchange_id: str, settings: ExchangeSettings | None, keys: ApiKeys
+) -> Any:
+    """A ccxt exchange with the keys set on the object (never in a config dict that is logged)."""
+    exchange = build_exchange(exchange_id, settings)
+    for name, value in keys.to_ccxt().items():
+        setattr(exchange, name, value)
+    exchange.options.update(dict(BROKER_OPTIONS.get(exchange_id, {})))
+    return exchange
+
+
+class CcxtBroker:
+    """A live spot account on one exchange; implements ``Broker`` and ``TradingBroker``.
+
+    Args:
+        exchange: a ccxt async exchange with keys (``build_broker_exchange``), markets loaded.
+        market: the exchange's public data (prices, rules).
+        journal: the workspace's order journal.
+        quote_currency: the account's currency; only pairs quoted in it are traded.
+        on_step: awaited at "journaled" and "sending" (crash tests stop the process there).
+        balance_fresh_s: how long fetched balances serve ``precheck`` and ``risk_view``.
+    """
+
+    mode = Mode.LIVE
+
+    def __init__(
+        self,
+        exchange: Any,
+        market: CcxtMarketData,
+        journal: OrderJournal,
+        *,
+        quote_currency: str = "USDT",
+        clock: Clock | None = None,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen
+        sleep: Sleep = asyncio.sleep,
+        on_step: StepHook | None = None,
+        balance_fresh_s: float = 2.0,
+        taker_fee: Decimal = Decimal("0.001"),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.exchange = exchange
+        self.market = market
+        self.journal = journal
+        self.venue = str(exchange.id)
+        self.quote_currency = quote_currency
+        self.clock = clock or WallClock()
+        self.id_rules = rules_for(self.venue)
+        self.unknown_run = 0  # consecutive creates whose outcome was unknown (the kill switch)
+        self._retry = retry
+        self._sleep = sleep
+        self._on_step = on_step
+        self._fresh_s = balance_fresh_s
+        self._taker = taker_fee
+        self._mono = monotonic
+        self._balances: dict[str, AssetBalance] = {}
+        self._balances_mono: float | None = None
+        self._prices: dict[str, Decimal] = {}
+        self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read)
+
+    async def close(self) -> None:
+        """Close the exchange's session (on the loop that opened it); the market is the
+        caller's."""
+        await self.exchange.close()
+
+    # -- symbols, rules, prices ----------------------------------------------------------------
+
+    def canonical_symbol(self, symbol: str) -> str:
+        found = self.market.rules(symbol).symbol
+        quote = found.split("/")[1].split(":")[0]
+        if quote != self.quote_currency:
+            raise InvalidOrderError(
+                f"{found} is quoted in {quote}, but this account trades in "
+                f"{self.quote_currency}; only {self.quote_currency} pairs can be traded.",
+                details={"symbol": found, "quote": quote, "account_quote": self.quote_currency},
+            )
+        return found
+
+    def market_rules(self, symbol: str) -> MarketRules:
+        return self.market.rules(symbol)
+
+    async def last_price(self, symbol: str) -> Decimal:
+        symbol = self.canonical_symbol(symbol)
+        price = (await self.market.ticker(symbol)).last_price
+        self._prices[symbol] = price
+        return price
+
+    def _base(self, symbol: str) -> str:
+        return symbol.split("/")[0]
+
+    # -- placing -------------------------------------------------------------------------------
+
+    def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
+        """The order a tool call with this client id placed, when it is known to exist."""
+        entry = self.journal.by_agent_order_id(self.venue, agent_id, client_order_id)
+        if entry is None or entry.state.in_flight or entry.state.may_send or (
+            entry.state is JournalState.NOT_PLACED
+        ):
+            return None
+        return to_order(entry)
+
+    async def precheck(self, req: OrderRequest) -> tuple[str, Decimal, Decimal]:
+        """Every check before the Risk Guard: fields, rules, and funds on fresh balances."""
+        check_request(req)
+        symbol = self.canonical_symbol(req.symbol)
+        ref = await self.last_price(symbol)
+        quantity = self._quantity(req, symbol, ref)
+        check_rules(req, quantity, ref, self.market_rules(symbol))
+        balances = await self.refresh_balances(max_age_s=self._fresh_s)
+        base = self._base(symbol)
+        if req.side is Side.SELL:
+            held = balances.get(base)
+            if held is None or held.total <= 0:
+                raise InvalidOrderError(
+                    f"You hold no {base}: this is a spot, long-only account, so a SELL can only "
+                    "reduce a position you hold (short selling is not allowed).",
+                    details={"field": "side", "asset": base, "held": "0"},
+                )
+            if quantity > held.free:
+                raise InsufficientFundsError(
+                    f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(held.free)} "
+                    f"(held {fmt(held.total)}).",
+                    details={"asset": base, "needed": fmt(quantity), "free": fmt(held.free)},
+                )
+        else:
+            at = req.price or req.stop_price or ref
+            needed = req.quote_amount if req.quote_amount is not None else (
+                quantity * at * (1 + self._taker))
+            cash = balances.get(self.quote_currency)
+            free = ZERO if cash is None else cash.free
+            if needed > free:
+                raise InsufficientFundsError(
+                    f"Not enough {self.quote_currency}: the order needs about {fmt(needed)} "
+                    f"but only {fmt(free)} is free on {self.venue}.",
+                    details={"asset": self.quote_currency, "needed": fmt(needed),
+                             "free": fmt(free)},
+                )
+        return symbol, quantity, ref
+
+    def _quantity(self, req: OrderRequest, symbol: str, ref: Decimal) -> Decimal:
+        if req.quote_amount is None:
+            return req.quantity
+        at = req.price or req.stop_price or ref
+        return self.market_rules(symbol).floor_amount(req.quote_amount / (at * (1 + self._taker)))
+
+    async def create_order(self, req: OrderRequest) -> Order:
+        check_request(req)
+        symbol = self.canonical_symbol(req.symbol)
+        ref = self._prices.get(symbol) or await self.last_price(symbol)
+        quantity = self._quantity(req, symbol, ref)
+        check_rules(req, quantity, ref, self.market_rules(symbol))
+        agent_order_id = req.client_order_id or f"auto-{uuid.uuid4().hex[:16]}"
+        now = self.clock.now_ms()
+        intent = JournalEntry(
+            venue=self.venue, client_order_id=derive(self.venue, req.agent_id, agent_order_id),
+            agent_id=req.agent_id, agent_order_id=agent_order_id, symbol=symbol, side=req.side,
+            order_type=req.order_type, quantity=quantity, created_ms=now, price=req.price,
+            stop_price=req.stop_price, quote_amount=req.quote_amount,
+            reduce_only=req.reduce_only, exit_kind=req.exit_kind, note=req.reason,
+            updated_ms=now,
+        )
+        entry = self.journal.by_agent_order_id(self.venue, req.agent_id, agent_order_id)
+        if entry is not None:
+            if not entry.same_intent(intent):
+                raise InvalidOrderError(
+                    f"client_order_id {agent_order_id!r} was already used for another order "
+                    f"({entry.side.value} {fmt(entry.quantity)} {entry.symbol}); use a new id.",
+                    details={"client_order_id": agent_order_id},
+                )
+            if entry.state.in_flight:
+                return await self._settle_now(entry, None, "an earlier attempt's outcome is "
+                                              "still being checked")
+            if entry.state is JournalState.NOT_PLACED:
+                raise ExchangeError(
+                    f"The order with client_order_id {agent_order_id!r} was sent once, its "
+                    f"outcome was lost, and it was not found on {self.venue} after "
+                    f"{entry.checks} lookups ({entry.reason}). The person has been told; it is "
+                    "not sent again under this id. Check get_open_orders, then decide anew.",
+                    details={"client_order_id": agent_order_id, "state": entry.state.value},
+                )
+            if not entry.state.may_send:
+                return to_order(entry)
+        else:
+            entry = self.journal.record(intent)
+        await self._step("journaled", entry)
+        entry = self.journal.update(
+            entry, state=JournalState.SENDING, attempts=entry.attempts + 1,
+            sent_ms=self.clock.now_ms(), updated_ms=self.clock.now_ms(), reason="", checks=0,
+        )
+        await self._step("sending", entry)
+        return await self._send(entry)
+
+    async def _step(self, name: str, entry: JournalEntry) -> None:
+        if self._on_step is not None:
+            await self._on_step(name, entry)
+
+    async def _send(self, entry: JournalEntry) -> Order:
+        """Send the order once and sort what comes back (see the module docstring)."""
+        try:
+            answer = await self._create_request(entry)
+        except asyncio.CancelledError:
+            self._mark_unknown(entry, "the request was cancelled while in flight")
+            raise
+        except Exception as exc:
+            outcome = sort_failure(exc, self.id_rules)
+            if outcome is Outcome.REJECTED:
+                error = translate(exc, self.venue, what=f"placing the {entry.symbol} order")
+                self.journal.update(entry, state=JournalState.REJECTED,
+                                    reason=error.message, updated_ms=self.clock.now_ms())
+                self.unknown_run = 0
+                if type(exc).__name__ == "InvalidNonce":
+                    await self._resync_time()
+                raise error from exc
+            if outcome is Outcome.DUPLICATE:
+                entry = self._mark_unknown(entry, "the exchange already has this client order id")
+                return await self._settle_now(entry, exc, "the exchange already has this "
+                                              "client order id")
+            why = f"{type(exc).__name__} while placing it"
+            self._mark_unknown(entry, why)
+            self.unknown_run += 1
+            raise unknown_outcome(
+                exc, self.venue, entry.client_order_id, entry.agent_order_id, why) from exc
+        check = check_answer(answer, entry.client_order_id)
+        if not check.ok:
+            self._mark_unknown(entry, check.why)
+            self.unknown_run += 1
+            raise unknown_outcome(
+                None, self.venue, entry.client_order_id, entry.agent_order_id, check.why)
+        self.unknown_run = 0
+        entry = await self.sync.apply(entry, answer)
+        return to_order(entry)
+
+    async def _create_request(self, entry: JournalEntry) -> Any:
+        params: dict[str, Any] = {self.id_rules.create_param: entry.client_order_id}
+        kind = "limit" if entry.order_type in (OrderType.LIMIT, OrderType.STOP_LIMIT) else "market"
+        if entry.stop_price is not None:
+            params["stopPrice"] = float(entry.stop_price)
+        side = entry.side.value.lower()
+        price = None if entry.price is None else float(entry.price)
+        if entry.quote_amount is not None and kind == "market" and entry.side is Side.BUY:
+            return await self.exchange.create_market_buy_order_with_cost(
+                entry.symbol, float(entry.quote_amount), params)
+        return await self.exchange.create_order(
+            entry.symbol, kind, side, float(entry.quantity), price, params)
+
+    def _mark_unknown(self, entry: JournalEntry, why: str) -> JournalEntry:
+        logger.warning("%s: order %s (%s) outcome unknown: %s", self.venue,
+                       entry.agent_order_id, entry.client_order_id, why)
+        return self.journal.update(entry, state=JournalState.UNKNOWN, reason=why,
+                                   updated_ms=self.clock.now_ms())
+
+    async def _settle_now(
+        self, entry: JournalEntry, exc: BaseException | None, why: str
+    ) -> Order:
+        """Look an in-flight order up once: its order when found, else the unknown-outcome
+        error (the reconciler keeps looking)."""
+        found = await self.sync.lookup(entry)
+        if found is not None:
+            entry = await self.sync.apply(entry, found)
+            return to_order(entry)
+        raise unknown_outcome(exc, self.venue, entry.client_order_id, entry.agent_order_id, why)
+
+    async def _resync_time(self) -> None:
+        """After a refused timestamp, measure the exchange's clock so the next request fits."""
+        load = getattr(self.exchange, "load_time_difference", None)
+        if load is None:
+            return
+        self.exchange.options["adjustForTimeDifference"] = True
+        try:
+            await self._read(load, "reading the exchange's clock")
+        except ToolError as exc:
+            logger.warning("%s: could not measure the exchange's clock: %s", self.venue, exc)
+
+    async def refresh_balances(self, max_age_s: float = 0.0) -> dict[str, AssetBalance]:
+        if self._balances_mono is not None and self._mono() - self._balances_mono <= max_age_s:
+            return self._balances
+        raw = await self._read(self.exchange.fetch_balance, "reading the account's balances")
+        self._balances = views.balances_from(raw)
+        self._balances_mono = self._mono()
+        return self._balances
+
+    async def _read[T](self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        return await retry_read(
+            call, self.venue, what=what, policy=self._retry, sleep=self._sleep,
+            response_headers=lambda: getattr(self.exchange, "last_response_headers", None),
+        )
+
+    # -- orders --------------------------------------------------------------------------------
+
+    def _entry(self, agent_id: str, symbol: str, order_id: str | None,
+               client_order_id: str | None) -> JournalEntry:
+        if not order_id and not client_order_id:
+            raise InvalidOrderError("Give <order_id> or <client_order_id> to say which order.",
+                                    details={"field": "order_id"})
+        entry = None
+        if order_id:
+            entry = self.journal.by_exchange_id(self.venue, order_id) or self.journal.get(
+                self.venue, order_id)
+        elif client_order_id:
+            entry = self.journal.by_agent_order_id(self.venue, agent_id, client_order_id)
+        wanted = order_id or client_order_id
+        if entry is None or entry.symbol.upper() != symbol.upper():
+            raise NotFoundError(f"No order {wanted!r} for {symbol} exists in this account.",
+                                details={"order_id": wanted, "symbol": symbol})
+        return entry
+
+    async def cancel_order(
+        self,
+        agent_id: str,
+        symbol: str,
+        order_id: str | None = None,
+        client_order_id: str | None = None,
+    ) -> Order:
+        entry = self._entry(agent_id, symbol, order_id, client_order_id)
+        if entry.agent_id != agent_id:
+            raise AccessDeniedError(
+                f"Order {order_id or client_order_id} belongs to agent {entry.agent_id!r}; an "
+                "agent may only cancel its own orders.",
+                details={"order_id": order_id or client_order_id, "owner": entry.agent_id})
+        if entry.state.in_flight:
+            entry = await self._refresh(entry)
+        if not entry.state.on_exchange_open or entry.exchange_order_id is None:
+            order = to_order(entry)
+            raise InvalidOrderError(
+                f"Order {order.order_id} is {order.status.value} and cannot be cancelled.",
+                details={"order_id": order.order_id, "status": order.status.value})
+        try:
+            raw = await self._read(
+                lambda: self.exchange.cancel_order(entry.exchange_order_id, entry.symbol),
+                f"cancelling order {entry.exchange_order_id}")
+        except ToolError:
+            entry = await self._refresh(entry)  # filled or gone meanwhile, or a lost answer
+            if entry.state.on_exchange_open:
+                raise
+            order = to_order(entry)
+            raise InvalidOrderError(
+                f"Order {order.order_id} is already {order.status.value} and cannot be "
+                "cancelled.", details={"order_id": order.order_id, "status": order.status.value}
+            ) from None
+        if not check_answer(raw, entry.client_order_id).ok or raw.get("status") is None:
+            entry = await self._refresh(entry)
+        else:
+            entry = await self.sync.apply(entry, raw)
+        return to_order(entry)
+
+    async def _refresh(self, entry: JournalEntry) -> JournalEntry:
+        raw = await self.sync.fetch_by_id(entry)
+        return entry if raw is None else await self.sync.apply(entry, raw)
+
+    async def get_order(self, agent_id: str, symbol: str, order_id: str) -> Order:
+        entry = self._entry(agent_id, symbol, order_id, None)
+        if not entry.state.final:
+            entry = await self._refresh(entry)
+        return to_order(entry)
+
+    async def open_orders(
+        self, agent_id: str | None = None, symbol: str | None = None
+    ) -> list[Order]:
+        wanted = None if symbol is None else self.canonical_symbol(symbol)
+        seen = set()
+        for raw in await self.sync.fetch_open(wanted):
+            entry = self.sync.entry_for(raw)
+            if entry is not None:
+                seen.add(entry.client_order_id)
+                await self.sync.apply(entry, raw)
+        states = [s for s in JournalState if s.on_exchange_open]
+        for entry in self.journal.entries(self.venue, states, wanted):
+            if entry.client_order_id not in seen:
+                await self._refresh(entry)  # closed since it was last seen
+        return [to_order(e) for e in self.journal.entries(self.venue, states, wanted)
+                if agent_id is None or e.agent_id == agent_id]
+
+    # -- account -------------------------------------------------------------------------------
+
+    async def positions(self, symbol: str | None = None) -> list[Position]:
+        balances = await self.refresh_balances(max_age_s=self._fresh_s)
+        out, _equity = await self._valued(balances)
+        return [p for p in out if symbol is None or p.symbol.upper() == symbol.upper()]
+
+    async def _valued(
+        self, balances: Mapping[str, AssetBalance]
+    ) -> tuple[list[Position], Decimal]:
+        held = self._holdings(balances)
+        prices = {h.symbol: await self.last_price(h.symbol) for h in held}
+        cash = balances.get(self.quote_currency)
+        return views.positions(held, prices, ZERO if cash is None else cash.total)
+
+    def _holdings(self, balances: Mapping[str, AssetBalance]) -> list[views.Holding]:
+        symbols = set(self.market.symbols())
+        fills_of = {s: self.journal.fills(self.venue, s) for s in self.journal.symbols(self.venue)}
+        return views.holdings(balances, self.quote_currency, symbols, fills_of)
+
+    async def account(self) -> AccountState:
+        balances = await self.refresh_balances()
+        positions, equity = await self._valued(balances)
+        stats = self._account_stats(equity)
+        cash = balances.get(self.quote_currency)
+        states = [s for s in JournalState if s.on_exchange_open]
+        return AccountState(
+            mode=self.mode, quote_currency=self.quote_currency,
+            cash=ZERO if cash is None else cash.total, equity=equity,
+            today_pnl=equity - stats["day_start_equity"],
+            total_pnl=equity - stats["initial_equity"],
+            max_drawdown_pct=stats["max_drawdown_pct"],
+            assets=tuple(balances.values()), positions=tuple(positions),
+            open_orders=tuple(to_order(e) for e in self.journal.entries(self.venue, states)),
+        )
+
+    def _account_stats(self, equity: Decimal) -> dict[str, Decimal]:
+        """Initial, day-start and peak equity and the deepest drawdown, kept in the journal."""
+        keys = ("initial_equity", "day_start_equity", "peak_equity", "max_drawdown_pct", "day")
+        stored = {k: self.journal.meta(self.venue, k) for k in keys}
+        day = self.clock.now_ms() // DAY_MS
+        stats = {k: Decimal(v) for k, v in stored.items() if v is not None}
+        stats.setdefault("initial_equity", equity)
+        stats.setdefault("peak_equity", equity)
+        stats.setdefault("max_drawdown_pct", ZERO)
+        if stats.get("day") != day:
+            stats["day"], stats["day_start_equity"] = Decimal(day), equity
+        stats["peak_equity"] = max(stats["peak_equity"], equity)
+        if stats["peak_equity"] > 0:
+            drawdown = (stats["peak_equity"] - equity) / stats["peak_equity"] * 100
+            stats["max_drawdown_pct"] = max(stats["max_drawdown_pct"],
+                                            drawdown.quantize(Decimal("0.01")))
+        self.journal.set_meta(self.venue, {k: str(v) for k, v in stats.items()})
+        return stats
+
+    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+        wanted = None if symbol is None else self.canonical_symbol(symbol)
+        for sym in [wanted] if wanted is not None else self.journal.symbols(self.venue):
+            assert sym is not None
+            await self.sync.catch_up_trades(sym)
+        fills = self.journal.fills(self.venue, wanted, limit=None)
+        agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
+        bases = {f.symbol: self._base(f.symbol) for f in fills}
+        out = to_fills(fills, agents, bases, self.quote_currency)
+        return out[-limit:] if limit else out
+
+    def position_size(self, symbol: str) -> Decimal:
+        balance = self._balances.get(self._base(symbol))
+        return ZERO if balance is None else balance.total
+
+    def risk_view(self) -> RiskView:
+        """The account as last fetched (``precheck`` refreshes it before every order)."""
+        held = self._holdings(self._balances)
+        cash_balance = self._balances.get(self.quote_currency)
+        cash = ZERO if cash_balance is None else cash_balance.total
+        views_ = {}
+        for h in held:
+            price = self._prices.get(h.symbol) or h.avg_price or ZERO
+            views_[h.symbol] = PositionView(h.size, h.avg_price or price, price)
+        equity = cash + sum((v.value for v in views_.values()), ZERO)
+        open_entries = self.journal.entries(
+            self.venue, [s for s in JournalState if s.on_exchange_open or s.in_flight])
+        committed: dict[str, Decimal] = {}
+        open_buy = ZERO
+        for e in open_entries:
+            if e.side is Side.BUY:
+                at = e.price or e.stop_price or self._prices.get(e.symbol) or ZERO
+                value = e.quote_amount or ((e.quantity - e.filled_quantity) * at)
+                open_buy += value
+                committed[e.agent_id] = committed.get(e.agent_id, ZERO) + value
+        day_start = self.journal.meta(self.venue, "day_start_equity")
+        peak = self.journal.meta(self.venue, "peak_equity")
+        return RiskView(
+            now_ms=self.clock.now_ms(), quote_currency=self.quote_currency, equity=equity,
+            cash=cash, day_start_equity=Decimal(day_start) if day_start else equity,
+            peak_equity=max(Decimal(peak), equity) if peak else equity, positions=views_,
+            open_orders=len(open_entries), open_buy_notional=open_buy,
+            agent_committed=committed,
+        )

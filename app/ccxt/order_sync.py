@@ -1,0 +1,146 @@
+"""The exchange's word about orders, applied to the journal: lookups, answers, fills.
+
+One place reads an order from the exchange and writes it to the journal, so an order means the
+same whether it came from its create answer, a lookup by client order id, the open-orders sweep or
+the trade history. The broker uses it for its own calls; the ``Reconciler`` for everything else.
+Reads are retried with backoff (``errors.retry_read``); nothing here creates an order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from app.ccxt.client_ids import ClientIdRules
+from app.ccxt.orders import ZERO, changes_from, fills_from
+from app.ccxt.outcome import check_answer
+from app.domain.clock import Clock
+from app.domain.errors import NotFoundError
+from app.store.order_journal import JournalEntry, JournalState, OrderJournal
+
+# how the trade history is paged per exchange: by trade id (``fromId``) or by time (``since``)
+TRADE_CURSOR: Mapping[str, str] = {"binance": "fromId"}
+TRADES_PAGE = 500
+
+Read = Callable[[Callable[[], Awaitable[Any]], str], Awaitable[Any]]
+
+
+class OrderSync:
+    """Reads orders and trades of one exchange into one journal.
+
+    Args:
+        read: runs a read with retries and translation (the broker's ``_read``).
+    """
+
+    def __init__(self, exchange: Any, journal: OrderJournal, id_rules: ClientIdRules,
+                 clock: Clock, read: Read) -> None:
+        self.exchange = exchange
+        self.journal = journal
+        self.venue = str(exchange.id)
+        self.id_rules = id_rules
+        self.clock = clock
+        self._read = read
+
+    async def lookup(self, entry: JournalEntry) -> Mapping[str, Any] | None:
+        """The exchange's order with ``entry``'s client order id, or ``None`` when it has none."""
+        cid = entry.client_order_id
+        if self.id_rules.lookup_param is not None:
+            try:
+                raw = await self._read(
+                    lambda: self.exchange.fetch_order(
+                        None, entry.symbol, {self.id_rules.lookup_param: cid}),
+                    f"looking up order {cid}",
+                )
+            except NotFoundError:
+                return None
+            return raw if check_answer(raw, cid).ok else None
+        since = entry.created_ms - 60_000
+        for fetch in (self.exchange.fetch_open_orders, self.exchange.fetch_closed_orders):
+            rows = await self._read(lambda fetch=fetch: fetch(entry.symbol, since),
+                                    f"looking for order {cid}")
+            for raw in rows:
+                if raw.get("clientOrderId") == cid and check_answer(raw, cid).ok:
+                    return raw
+        return None
+
+    async def apply(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
+        """Write what the exchange says of an order to the journal, with every fill it has:
+        the answer's own trades, and the trade history for any part they do not cover."""
+        changes = changes_from(raw, self.clock.now_ms())
+        if entry.state.in_flight or entry.state is JournalState.NOT_PLACED:
+            changes["reason"] = ""  # found: the lookup's story is over
+        entry = self.journal.update(entry, **changes)
+        when = raw.get("lastTradeTimestamp") or raw.get("timestamp") or self.clock.now_ms()
+        self.journal.add_fills(fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
+        await self.complete_fills(entry)
+        return entry
+
+    async def complete_fills(self, entry: JournalEntry) -> None:
+        """Fetch the order's trades when the journal holds less than the exchange executed."""
+        if entry.exchange_order_id is None or entry.filled_quantity <= 0:
+            return
+        have = sum((f.quantity for f in self.journal.fills(
+            self.venue, client_order_id=entry.client_order_id)), ZERO)
+        if have >= entry.filled_quantity:
+            return
+        trades = await self._read(
+            lambda: self.exchange.fetch_my_trades(
+                entry.symbol, None, None, {"orderId": entry.exchange_order_id}),
+            f"fetching the trades of order {entry.exchange_order_id}",
+        )
+        mine = [t for t in trades if str(t.get("order")) == entry.exchange_order_id]
+        self.journal.add_fills(fills_from(mine, self.venue, entry))
+
+    async def fetch_open(self, symbol: str | None = None) -> list[Mapping[str, Any]]:
+        return await self._read(lambda: self.exchange.fetch_open_orders(symbol),
+                                "listing the open orders")
+
+    async def fetch_by_id(self, entry: JournalEntry) -> Mapping[str, Any] | None:
+        if entry.exchange_order_id is None:
+            return await self.lookup(entry)
+        try:
+            return await self._read(
+                lambda: self.exchange.fetch_order(entry.exchange_order_id, entry.symbol),
+                f"reading order {entry.exchange_order_id}")
+        except NotFoundError:
+            return None
+
+    def entry_for(self, raw: Mapping[str, Any]) -> JournalEntry | None:
+        """The journal's entry of an exchange order, by client id, else by exchange id."""
+        cid = raw.get("clientOrderId")
+        entry = None if not cid else self.journal.get(self.venue, str(cid))
+        if entry is None and raw.get("id") is not None:
+            entry = self.journal.by_exchange_id(self.venue, str(raw["id"]))
+        return entry
+
+    async def catch_up_trades(self, symbol: str) -> list[Mapping[str, Any]]:
+        """Store the fills of ``symbol`` since the last one seen (deduplicated by trade id);
+        return the trades of orders the journal does not know."""
+        key = f"trade_cursor:{symbol}"
+        cursor = self.journal.meta(self.venue, key)
+        foreign: list[Mapping[str, Any]] = []
+        by_id = TRADE_CURSOR.get(self.venue) == "fromId"
+        while True:
+            params: dict[str, Any] = {}
+            since = None
+            if cursor is not None and by_id:
+                params["fromId"] = int(cursor) + 1
+            elif cursor is not None:
+                since = int(cursor) + 1
+            trades = await self._read(
+                lambda since=since, params=params: self.exchange.fetch_my_trades(
+                    symbol, since, TRADES_PAGE, params),
+                f"fetching the {symbol} trade history",
+            )
+            for trade in trades:
+                entry = self.journal.by_exchange_id(self.venue, str(trade.get("order")))
+                if entry is None:
+                    foreign.append(trade)
+                else:
+                    self.journal.add_fills(fills_from([trade], self.venue, entry))
+            if trades:
+                last = trades[-1]
+                cursor = str(last["id"] if by_id else last["timestamp"])
+                self.journal.set_meta(self.venue, {key: cursor})
+            if len(trades) < TRADES_PAGE:
+                return foreign

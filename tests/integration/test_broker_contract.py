@@ -1,0 +1,160 @@
+"""One contract, two brokers: what the tools rely on holds for PaperBroker and CcxtBroker alike.
+
+The paper broker runs on real 2020 BTC/USDT daily candles behind a replay clock; the live broker
+on ccxt's own ``binance`` class against the fake Binance. ``ContractVenue.advance`` is the one
+difference the contract allows: the paper broker fills a market order on the next candle, the
+exchange at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from app.domain.errors import (
+    AccessDeniedError,
+    InsufficientFundsError,
+    InvalidOrderError,
+    NotFoundError,
+)
+from app.domain.trading import OrderStatus, OrderType, Side
+from app.exchange.port import OrderRequest
+from tests.helpers.fake_exchange.broker import close_broker, open_broker
+from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
+    fake_exchange_fixture,
+    server_fixture,
+)
+from tests.unit.exchange.support import make_rig
+
+AGENT = "contract-agent"
+SYMBOL = "BTC/USDT"
+
+
+@dataclass
+class ContractVenue:
+    broker: Any
+    advance: Callable[[], Awaitable[None]]
+
+    async def limit_far_below(self, key: str, qty: str = "0.01") -> OrderRequest:
+        last = await self.broker.last_price(SYMBOL)
+        price = (last * Decimal("0.8")).quantize(Decimal("0.01"))
+        return OrderRequest(AGENT, SYMBOL, Side.BUY, OrderType.LIMIT, Decimal(qty), price=price,
+                            client_order_id=key)
+
+
+@pytest.fixture(params=["paper", "ccxt"], name="go")
+def go_fixture(request, tmp_path):
+    """Run ``scenario(venue)`` on one broker kind, on a fresh account."""
+    def go(scenario: Callable[[ContractVenue], Awaitable[None]]) -> None:
+        if request.param == "paper":
+            rig = make_rig(tmp_path / "paper.db", visible=30, cash="100000")
+
+            async def step() -> None:
+                rig.step(1)
+
+            asyncio.run(scenario(ContractVenue(rig.broker, step)))
+            return
+        server = request.getfixturevalue("server")
+        server.binance_account.reset()
+
+        async def live() -> None:
+            broker, market = await open_broker(server, tmp_path / "live.db")
+
+            async def nothing() -> None:
+                return None
+
+            try:
+                await scenario(ContractVenue(broker, nothing))
+            finally:
+                await close_broker(broker, market)
+
+        asyncio.run(live())
+
+    return go
+
+
+def test_a_resting_order_is_listed_read_back_and_cancelled_once(go):
+    async def scenario(v: ContractVenue) -> None:
+        order = await v.broker.create_order(await v.limit_far_below("c-1"))
+        assert order.status is OrderStatus.SUBMITTED and order.client_order_id == "c-1"
+        assert [o.order_id for o in await v.broker.open_orders(AGENT, SYMBOL)] == [order.order_id]
+        read = await v.broker.get_order(AGENT, SYMBOL, order.order_id)
+        assert (read.order_id, read.quantity, read.price) == (
+            order.order_id, order.quantity, order.price)
+        cancelled = await v.broker.cancel_order(AGENT, SYMBOL, order.order_id)
+        assert cancelled.status is OrderStatus.CANCELLED
+        assert await v.broker.open_orders(AGENT, SYMBOL) == []
+        with pytest.raises(InvalidOrderError, match="cannot be cancelled"):
+            await v.broker.cancel_order(AGENT, SYMBOL, order.order_id)
+
+    go(scenario)
+
+
+def test_a_repeated_client_order_id_returns_the_order_already_placed(go):
+    async def scenario(v: ContractVenue) -> None:
+        req = await v.limit_far_below("c-2")
+        first = await v.broker.create_order(req)
+        second = await v.broker.create_order(req)
+        assert second.order_id == first.order_id
+        assert len(await v.broker.open_orders(AGENT)) == 1
+        found = v.broker.find_order(AGENT, "c-2")
+        assert found is not None and found.order_id == first.order_id
+        assert v.broker.find_order(AGENT, "never-used") is None
+
+    go(scenario)
+
+
+def test_a_market_buy_fills_and_shows_in_positions_trades_and_account(go):
+    async def scenario(v: ContractVenue) -> None:
+        qty = Decimal("0.01")
+        order = await v.broker.create_order(OrderRequest(
+            AGENT, SYMBOL, Side.BUY, OrderType.MARKET, qty, client_order_id="c-3"))
+        await v.advance()
+        filled = await v.broker.get_order(AGENT, SYMBOL, order.order_id)
+        assert filled.status is OrderStatus.FILLED and filled.filled_quantity == qty
+        trades = await v.broker.trades(SYMBOL)
+        assert sum(t.quantity for t in trades) == qty
+        assert {t.order_id for t in trades} == {order.order_id}
+        positions = await v.broker.positions(SYMBOL)
+        assert len(positions) == 1 and 0 < positions[0].size <= qty  # a fee may come out of it
+        account = await v.broker.account()
+        assert account.quote_currency == "USDT"
+        value = positions[0].size * positions[0].current_price
+        assert abs(account.equity - (account.cash + value)) < Decimal("0.01")
+        assert v.broker.position_size(SYMBOL) == positions[0].size
+
+    go(scenario)
+
+
+def test_refusals_name_what_is_wrong(go):
+    async def scenario(v: ContractVenue) -> None:
+        with pytest.raises(NotFoundError):
+            await v.broker.precheck(OrderRequest(AGENT, "NOPE/USDT", Side.BUY, OrderType.MARKET,
+                                                 Decimal("1")))
+        with pytest.raises(InvalidOrderError, match="precision"):
+            await v.broker.create_order(await v.limit_far_below("c-4", qty="0.0100001"))
+        with pytest.raises(InvalidOrderError, match="hold no BTC"):
+            await v.broker.precheck(OrderRequest(AGENT, SYMBOL, Side.SELL, OrderType.MARKET,
+                                                 Decimal("0.01")))
+        with pytest.raises(InsufficientFundsError):
+            await v.broker.precheck(OrderRequest(AGENT, SYMBOL, Side.BUY, OrderType.MARKET,
+                                                 Decimal("100")))
+        with pytest.raises(NotFoundError):
+            await v.broker.get_order(AGENT, SYMBOL, "999999999")
+
+    go(scenario)
+
+
+def test_an_agent_cannot_cancel_another_agents_order(go):
+    async def scenario(v: ContractVenue) -> None:
+        order = await v.broker.create_order(await v.limit_far_below("c-5"))
+        with pytest.raises(AccessDeniedError):
+            await v.broker.cancel_order("someone-else", SYMBOL, order.order_id)
+        assert [o.order_id for o in await v.broker.open_orders()] == [order.order_id]
+
+    go(scenario)

@@ -1,0 +1,369 @@
+"""The live broker under injected faults: never a second order, never a lost fill.
+
+Each test runs ccxt's real ``binance`` class against the fake Binance, injects one fault on the
+order endpoints, lets the reconciler do its work, and ends with the same check: no client order
+id placed twice, every journal entry in the exchange's state with exactly the exchange's trades
+(``assert_journal_matches_exchange``), and the balances the journal explains equal to the
+exchange's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+
+import pytest
+
+from app.ccxt.outcome import OrderOutcomeUnknownError
+from app.ccxt.reconcile import OrderResolved, OrderUnresolved
+from app.domain.errors import ErrorCode, ExchangeError, InsufficientFundsError, InvalidOrderError
+from app.domain.trading import OrderStatus, OrderType, Side
+from app.exchange.port import OrderRequest
+from app.store.order_journal import JournalState
+from tests.helpers.fake_exchange import Fault
+from tests.helpers.fake_exchange.broker import (
+    assert_journal_matches_exchange,
+    close_broker,
+    open_broker,
+    reconciler,
+)
+from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
+    fake_exchange_fixture,
+    server_fixture,
+)
+
+AGENT = "trader-1"
+
+
+@pytest.fixture(name="venue")
+def venue_fixture(server):
+    server.binance_account.reset()
+    return server
+
+
+def limit_buy(key: str, qty: str = "0.01", price: str = "50000.00") -> OrderRequest:
+    return OrderRequest(AGENT, "BTC/USDT", Side.BUY, OrderType.LIMIT, Decimal(qty),
+                        price=Decimal(price), client_order_id=key)
+
+
+def market_buy(key: str, qty: str = "0.01") -> OrderRequest:
+    return OrderRequest(AGENT, "BTC/USDT", Side.BUY, OrderType.MARKET, Decimal(qty),
+                        client_order_id=key)
+
+
+def run(server, tmp_path, scenario, **options):
+    async def main():
+        broker, market = await open_broker(server, tmp_path / "kestrel.db", **options)
+        try:
+            return await scenario(broker)
+        finally:
+            await close_broker(broker, market)
+
+    return asyncio.run(main())
+
+
+async def settle(broker, server, events=None):
+    """Start-up reconciliation, then the invariants; returns the report."""
+    report = await reconciler(broker, server, events).startup()
+    assert_journal_matches_exchange(broker, server)
+    assert not report.mismatches, report.mismatches
+    return report
+
+
+def test_orders_and_their_fills_are_journaled_as_the_exchange_books_them(venue, tmp_path):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()  # the balance baseline
+        resting = await broker.create_order(limit_buy("k-t1:1"))
+        filled = await broker.create_order(market_buy("k-t1:2"))
+        assert resting.status is OrderStatus.SUBMITTED and resting.client_order_id == "k-t1:1"
+        assert filled.status is OrderStatus.FILLED and filled.filled_quantity == Decimal("0.01")
+        assert [o.order_id for o in await broker.open_orders(AGENT)] == [resting.order_id]
+        trades = await broker.trades("BTC/USDT")
+        assert sum(t.quantity for t in trades) == Decimal("0.01")
+        assert all(t.order_id == filled.order_id for t in trades)
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("how", ["drop", "status", "garbage", "truncated"])
+def test_an_order_whose_answer_is_lost_is_unknown_then_found_by_client_id_never_resent(
+    venue, tmp_path, how
+):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        venue.fail("binance", "order.create", Fault.lost(how, 503))
+        with pytest.raises(OrderOutcomeUnknownError) as caught:
+            await broker.create_order(market_buy("k-t2:1"))
+        assert caught.value.details["do_not_resend"] is True
+        assert "outcome is unknown" in caught.value.message
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t2:1")
+        assert entry.state is JournalState.UNKNOWN
+        assert broker.unknown_run == 1
+        # the task is redelivered: the same call finds the order instead of sending it again
+        again = await broker.create_order(market_buy("k-t2:1"))
+        assert again.status is OrderStatus.FILLED
+        assert venue.count("binance", "order.create") == 1
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_the_non_json_answer_that_ccxt_turns_into_an_order_without_id_is_unknown(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.fail("binance", "order.create", Fault.lost("garbage"))
+        with pytest.raises(OrderOutcomeUnknownError) as caught:
+            await broker.create_order(limit_buy("k-t3:1"))
+        assert "no order id" in caught.value.message
+        events = []
+        report = await settle(broker, venue, events)
+        assert [e.agent_order_id for e in report.resolved] == ["k-t3:1"]
+        assert isinstance(events[0], OrderResolved)
+        assert report.resolved[0].state is JournalState.OPEN
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_filled_market_order_whose_answer_was_lost_is_never_filled_twice(venue, tmp_path):
+    """Binance takes a reused client id once the first order is closed: only the journal
+    stands between a lost answer and a second fill."""
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        venue.fail("binance", "order.create", Fault.lost("drop"))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t4:1"))
+        for _ in range(3):
+            await broker.create_order(market_buy("k-t4:1"))
+        account = venue.binance_account
+        assert len(account.orders) == 1 and account.orders[0].status == "FILLED"
+        assert account.total("BTC") == Decimal("0.00999")  # one fill, less its fee
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_refused_duplicate_client_id_is_looked_up_not_marked_rejected(venue, tmp_path):
+    """The exchange already holds an open order under the id (e.g. a journal restored from an
+    older backup): Binance refuses with -2010, which ccxt calls InvalidOrder."""
+    async def scenario(broker):
+        from app.ccxt.client_ids import derive
+
+        cid = derive("binance", AGENT, "k-t5:1")
+        account = venue.binance_account
+        with account.lock:
+            account.create({"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT",
+                            "quantity": "0.01", "price": "50000.00", "newClientOrderId": cid})
+        order = await broker.create_order(limit_buy("k-t5:1"))
+        assert order.status is OrderStatus.SUBMITTED
+        assert order.order_id == str(account.orders[0].order_id)
+        assert broker.journal.get("binance", cid).state is JournalState.OPEN
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_invisible_for_a_while_after_acceptance_is_found_on_a_later_lookup(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.binance_account.hide_new_s = 5.0
+        venue.fail("binance", "order.create", Fault.lost("status", 502))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(limit_buy("k-t6:1"))
+        report = await settle(broker, venue)
+        assert [e.state for e in report.resolved] == [JournalState.OPEN]
+        # looked up at +2 s and +4 s (hidden), found at +6 s
+        assert venue.count("binance", "order.get") == 3
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_hidden_past_the_lookup_limit_is_raised_to_the_person_then_reattached(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.binance_account.hide_new_s = 60.0
+        venue.fail("binance", "order.create", Fault.lost("drop"))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(limit_buy("k-t7:1"))
+        events = []
+        rec = reconciler(broker, venue, events)
+        report = await rec.startup()
+        assert [e.state for e in report.unresolved] == [JournalState.NOT_PLACED]
+        assert isinstance(events[0], OrderUnresolved) and "k-t7:1" in events[0].message
+        with pytest.raises(ExchangeError, match="not found"):
+            await broker.create_order(limit_buy("k-t7:1"))  # not resent under this id
+        venue.now.advance(60_000)
+        report = await rec.sweep()
+        assert [e.state for e in report.resolved] == [JournalState.OPEN]
+        assert_journal_matches_exchange(broker, venue)
+        assert venue.count("binance", "order.create") == 1
+
+    run(venue, tmp_path, scenario)
+
+
+def test_partial_fills_of_a_resting_order_are_all_journaled_once(venue, tmp_path):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        last = await broker.last_price("BTC/USDT")
+        account = venue.binance_account
+        account.fill_cap = Decimal("0.004")
+        order = await broker.create_order(limit_buy("k-t8:1", "0.01", f"{last + 200:.2f}"))
+        assert order.status is OrderStatus.PARTIALLY_FILLED
+        rec = reconciler(broker, venue)
+        for _ in range(3):
+            venue.now.advance(60_000)
+            await rec.sweep()
+            await rec.catch_up_fills()
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t8:1")
+        assert entry.state is JournalState.FILLED
+        assert len(broker.journal.fills("binance", client_order_id=entry.client_order_id)) == 3
+        await rec.catch_up_fills()  # seen again: stored once
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_market_order_the_book_cannot_fill_expires_with_its_partial_fill(venue, tmp_path):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        venue.binance_account.book_levels = 1
+        venue.binance_account.fill_cap = Decimal("0.003")
+        order = await broker.create_order(market_buy("k-t9:1"))
+        assert order.status is OrderStatus.EXPIRED
+        assert order.filled_quantity == Decimal("0.003")
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("code", [429, 418])
+def test_a_rate_limit_on_create_is_a_rejection_with_the_exchanges_reason(venue, tmp_path, code):
+    async def scenario(broker):
+        venue.fail("binance", "order.create", Fault.status(code))
+        with pytest.raises(Exception) as caught:
+            await broker.create_order(limit_buy("k-t10:1"))
+        assert caught.value.code is ErrorCode.RATE_LIMITED
+        assert "Too many requests" in caught.value.details["exchange_message"]
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t10:1")
+        assert entry.state is JournalState.REJECTED and "Too many requests" in entry.reason
+        assert broker.unknown_run == 0
+        # a refused order was never booked: the same call may send it
+        order = await broker.create_order(limit_buy("k-t10:1"))
+        assert order.status is OrderStatus.SUBMITTED
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_5xx_before_booking_is_unknown_then_not_placed_after_the_lookups(venue, tmp_path):
+    async def scenario(broker):
+        venue.fail("binance", "order.create", Fault.status(503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t11:1"))
+        events = []
+        report = await settle(broker, venue, events)
+        assert [e.state for e in report.unresolved] == [JournalState.NOT_PLACED]
+        assert venue.binance_account.orders == []
+        assert venue.count("binance", "order.get") == 4
+        assert any(isinstance(e, OrderUnresolved) for e in events)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_refused_timestamp_is_a_rejection_and_the_clock_is_measured_for_the_next(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.binance_account.check_timestamps = True  # the local clock is off the fake's
+        with pytest.raises(Exception) as caught:
+            await broker.create_order(limit_buy("k-t12:1"))
+        assert "recvWindow" in caught.value.message
+        assert broker.journal.by_agent_order_id("binance", AGENT, "k-t12:1").state is (
+            JournalState.REJECTED)
+        order = await broker.create_order(limit_buy("k-t12:2"))
+        assert order.status is OrderStatus.SUBMITTED
+        assert len(venue.binance_account.orders) == 1
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_task_cancelled_while_the_order_is_in_flight_leaves_it_unknown_then_found(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.fail("binance", "order.create", Fault.lost("hang"))
+        task = asyncio.ensure_future(broker.create_order(limit_buy("k-t13:1")))
+        for _ in range(500):  # until the fake has booked it (bounded: 5 s)
+            if venue.binance_account.orders:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert broker.journal.by_agent_order_id("binance", AGENT, "k-t13:1").state is (
+            JournalState.UNKNOWN)
+        report = await settle(broker, venue)
+        assert [e.state for e in report.resolved] == [JournalState.OPEN]
+
+    run(venue, tmp_path, scenario)
+
+
+def test_definitive_refusals_carry_the_exchanges_reason_and_reset_the_unknown_run(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.fail("binance", "order.create", Fault.lost("drop"))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(limit_buy("k-t14:1"))
+        assert broker.unknown_run == 1
+        with pytest.raises(InsufficientFundsError) as caught:
+            await broker.create_order(limit_buy("k-t14:2", "5", "50000.00"))
+        assert "insufficient balance" in caught.value.details["exchange_message"]
+        assert broker.unknown_run == 0
+        with pytest.raises(InvalidOrderError, match="amount precision"):
+            await broker.create_order(limit_buy("k-t14:3", "0.000015"))
+        await settle(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_foreign_open_orders_are_listed_then_adopted_or_ignored(venue, tmp_path):
+    async def scenario(broker):
+        account = venue.binance_account
+        with account.lock:
+            for n in (1, 2):
+                account.create({"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT",
+                                "quantity": "0.01", "price": f"5000{n}.00",
+                                "newClientOrderId": f"web_{n}"})
+        rec = reconciler(broker, venue)
+        report = await rec.startup()
+        assert sorted(o.client_order_id for o in report.unknown_orders) == ["web_1", "web_2"]
+        adopted = await rec.adopt(report.unknown_orders[0])
+        rec.ignore(report.unknown_orders[1])
+        assert adopted.state is JournalState.OPEN and adopted.adopted
+        assert (await rec.sweep()).unknown_orders == []
+        assert [o.client_order_id for o in await broker.open_orders("person")] == [
+            adopted.client_order_id]
+        assert [o.status for o in account.orders] == ["NEW", "NEW"]  # both left on the book
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_balance_the_journal_cannot_explain_is_reported_not_absorbed(venue, tmp_path):
+    async def scenario(broker):
+        rec = reconciler(broker, venue)
+        await rec.startup()
+        await broker.create_order(market_buy("k-t16:1"))
+        assert (await rec.check_balances()).mismatches == []
+        with venue.binance_account.lock:
+            venue.binance_account.balances["USDT"][0] += Decimal("250")  # a deposit
+        mismatches = (await rec.check_balances()).mismatches
+        assert [(m.asset, m.difference) for m in mismatches] == [("USDT", Decimal("250"))]
+        assert (await rec.check_balances()).mismatches == mismatches  # still, until accepted
+        rec.accept_balances()
+        assert (await rec.check_balances()).mismatches == []
+
+    run(venue, tmp_path, scenario)
