@@ -42,9 +42,10 @@ from app.ccxt.credentials import ApiKeys
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read, translate
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
-from app.ccxt.orders import ZERO, to_fills, to_order
+from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
 from app.ccxt.settings import ExchangeSettings
+from app.domain.agents import agent_key
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import (
     AccessDeniedError,
@@ -54,6 +55,7 @@ from app.domain.errors import (
     NotFoundError,
     ToolError,
 )
+from app.domain.risk_view import PendingOrder, PositionView, RiskView
 from app.domain.trading import (
     AccountState,
     AssetBalance,
@@ -65,10 +67,9 @@ from app.domain.trading import (
     Side,
 )
 from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import OrderRequest
+from app.exchange.port import CheckedOrder, OrderRequest
 from app.exchange.validation import check_request, check_rules
-from app.risk.types import PositionView, RiskView
-from app.store.order_journal import JournalEntry, JournalState, OrderJournal
+from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +184,9 @@ class CcxtBroker:
             return None
         return to_order(entry)
 
-    async def precheck(self, req: OrderRequest) -> tuple[str, Decimal, Decimal]:
-        """Every check before the Risk Guard: fields, rules, and funds on fresh balances."""
+    async def precheck(self, req: OrderRequest) -> CheckedOrder:
+        """Every check before the Risk Guard: fields, rules, and funds on fresh balances; what
+        the order would place and the quote it would hold back (a buy's cost with its fee)."""
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = await self.last_price(symbol)
@@ -219,7 +221,8 @@ class CcxtBroker:
                     details={"asset": self.quote_currency, "needed": fmt(needed),
                              "free": fmt(free)},
                 )
-        return symbol, quantity, ref
+            return CheckedOrder(symbol, quantity, ref, needed)
+        return CheckedOrder(symbol, quantity, ref, ZERO)
 
     def _quantity(self, req: OrderRequest, symbol: str, ref: Decimal) -> Decimal:
         if req.quote_amount is None:
@@ -536,20 +539,34 @@ class CcxtBroker:
         equity = cash + sum((v.value for v in views_.values()), ZERO)
         open_entries = self.journal.entries(
             self.venue, [s for s in JournalState if s.on_exchange_open or s.in_flight])
-        committed: dict[str, Decimal] = {}
-        open_buy = ZERO
+        pending = []
         for e in open_entries:
+            reserved = ZERO
             if e.side is Side.BUY:
                 at = e.price or e.stop_price or self._prices.get(e.symbol) or ZERO
-                value = e.quote_amount or ((e.quantity - e.filled_quantity) * at)
-                open_buy += value
-                committed[e.agent_id] = committed.get(e.agent_id, ZERO) + value
+                reserved = e.quote_amount or ((e.quantity - e.filled_quantity) * at)
+            pending.append(PendingOrder(e.agent_id, e.symbol, e.side, reserved, e.reduce_only))
         day_start = self.journal.meta(self.venue, "day_start_equity")
         peak = self.journal.meta(self.venue, "peak_equity")
         return RiskView(
             now_ms=self.clock.now_ms(), quote_currency=self.quote_currency, equity=equity,
             cash=cash, day_start_equity=Decimal(day_start) if day_start else equity,
             peak_equity=max(Decimal(peak), equity) if peak else equity, positions=views_,
-            open_orders=len(open_entries), open_buy_notional=open_buy,
-            agent_committed=committed,
+            pending=tuple(pending), agent_cost=self._agent_cost(),
         )
+
+    def _agent_cost(self) -> dict[str, Decimal]:
+        """Quote capital each agent has in positions at cost, from its own journal fills by the
+        average-cost rule, keyed by ``agent_key`` (the agent-budget rule's view)."""
+        agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
+        by_agent: dict[tuple[str, str], list[JournalFill]] = {}
+        for fill in self.journal.fills(self.venue, None, limit=None):
+            owner = agents.get(fill.client_order_id)
+            if owner is not None:
+                by_agent.setdefault((agent_key(owner), fill.symbol), []).append(fill)
+        out: dict[str, Decimal] = {}
+        for (key, symbol), fills in by_agent.items():
+            size, avg, _ = average_cost(fills, self._base(symbol), self.quote_currency)
+            if size > 0:
+                out[key] = out.get(key, ZERO) + size * avg
+        return out
