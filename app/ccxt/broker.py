@@ -399,7 +399,7 @@ class CcxtBroker:
         client_order_id: str | None = None,
     ) -> Order:
         entry = self._entry(agent_id, symbol, order_id, client_order_id)
-        if entry.agent_id != agent_id:
+        if agent_key(entry.agent_id) != agent_key(agent_id):
             raise AccessDeniedError(
                 f"Order {order_id or client_order_id} belongs to agent {entry.agent_id!r}; an "
                 "agent may only cancel its own orders.",
@@ -455,7 +455,7 @@ class CcxtBroker:
             if entry.client_order_id not in seen:
                 await self._refresh(entry)  # closed since it was last seen
         return [to_order(e) for e in self.journal.entries(self.venue, states, wanted)
-                if agent_id is None or e.agent_id == agent_id]
+                if agent_id is None or agent_key(e.agent_id) == agent_key(agent_id)]
 
     # -- account -------------------------------------------------------------------------------
 

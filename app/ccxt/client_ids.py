@@ -18,6 +18,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from app.domain.agents import agent_key
+
 PREFIX = "kst"
 HASH_CHARS = 21  # base32 characters: 105 bits, no collision in any account's lifetime
 
@@ -65,8 +67,10 @@ def rules_for(venue: str) -> ClientIdRules:
 
 def derive(venue: str, agent_id: str, agent_order_id: str) -> str:
     """The exchange's client order id for one agent's order on ``venue``: ``kst`` + 21 base32
-    characters of SHA-256 over the three, lower case (every exchange's rules take it)."""
-    digest = hashlib.sha256(f"{venue}\x00{agent_id}\x00{agent_order_id}".encode()).digest()
+    characters of SHA-256 over the three, lower case (every exchange's rules take it). The agent
+    id counts without regard to case, as everywhere in Kestrel (``agent_key``)."""
+    owner = agent_key(agent_id)
+    digest = hashlib.sha256(f"{venue}\x00{owner}\x00{agent_order_id}".encode()).digest()
     text = base64.b32encode(digest).decode("ascii").lower()[:HASH_CHARS]
     client_id = PREFIX + text
     rules = rules_for(venue)

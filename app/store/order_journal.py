@@ -261,7 +261,8 @@ class OrderJournal:
         self, venue: str, agent_id: str, agent_order_id: str
     ) -> JournalEntry | None:
         rows = self.db.rows(
-            "SELECT * FROM order_journal WHERE venue = ? AND agent_id = ? AND agent_order_id = ?",
+            "SELECT * FROM order_journal WHERE venue = ? AND agent_id = ? COLLATE NOCASE "
+            "AND agent_order_id = ?",
             (venue, agent_id, agent_order_id),
         )
         return _entry(rows[0]) if rows else None

@@ -99,3 +99,9 @@ def test_client_order_ids_are_deterministic_short_and_valid_everywhere():
         assert rules.accepts(derive(venue, "a" * 200, "k-" + "x" * 500)), venue
     assert not VENUES["okx"].accepts("has-dash")
     assert not VENUES["binance"].accepts("x" * 37)
+
+
+def test_an_agent_id_spelled_in_another_case_derives_the_same_client_order_id():
+    # ids differ only in case name one agent: its repeated call must find its order, not send
+    upper = derive("binance", "TRADER-1", "k-task-9:4")
+    assert upper == derive("binance", "trader-1", "k-task-9:4")
