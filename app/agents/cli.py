@@ -233,6 +233,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     from app.agents.backtest import AgentBacktestOptions, print_progress, run_agent_backtest
     from app.agents.costs import PriceTable
     from app.agents.templates import load_templates
+    from app.backtest.cli import print_gaps
     from app.backtest.report import summary_table
     from app.domain.clock import ReplayClock
     from app.market.replay import ReplayMarketData
@@ -268,10 +269,11 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
         bars=args.bars, progress=None if args.no_progress else print_progress,
-        force_provider=force, llm_settings=llm,
+        force_provider=force, llm_settings=llm, allow_gaps=args.allow_gaps,
     )
     outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
     print(summary_table(outcome.result))
+    print_gaps(outcome.result)
     print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
     print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
           f"tokens, ${outcome.cost}); tool calls {outcome.tool_calls}.")
