@@ -12,6 +12,7 @@ error, or is cancelled, still reports the bars it ran.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -28,7 +29,12 @@ from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
 from app.backtest.engine import ReplayOutput, Timeline, build_timeline
 from app.backtest.report import BacktestResult, write_report
-from app.backtest.runner import BacktestStopped, collect_result, stop_reason, write_stop_report
+from app.backtest.runner import (
+    BacktestStopped,
+    collect_result,
+    stop_reason,
+    write_error_details,
+)
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
@@ -172,15 +178,21 @@ async def _run(
         await runtime.driver.run_steps(
             timeline.time_ms[1:].tolist(), on_step=on_step, cancelled=options.cancelled
         )
+    except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+        ran = timeline.slice(0, done)
+        partial = _outcome(runtime, agents, ran, exposed[:done], options, "interrupted", steps)
+        write_report(partial.result, out_dir)
+        raise
     except Exception as exc:  # noqa: BLE001 - reported below with the bars that ran
         error = exc
     ran = timeline.slice(0, done)
-    outcome = _outcome(runtime, agents, ran, exposed[:done], options, error, steps)
+    reason = "cancelled" if error is None else stop_reason(error)
+    outcome = _outcome(runtime, agents, ran, exposed[:done], options, reason, steps)
     if error is not None:
-        where = write_stop_report(out_dir, outcome.result, error)
+        write_report(outcome.result, out_dir)
         raise BacktestStopped(
-            stop_reason(error), done=done - 1, total=steps - 1, last_ms=int(ran.time_ms[-1]),
-            report_dir=where,
+            reason, done=done - 1, total=steps - 1, last_ms=int(ran.time_ms[-1]),
+            report_dir=write_error_details(out_dir, error),
         ) from error
     if len(ran) == steps:
         outcome.files = write_report(outcome.result, out_dir)
@@ -189,9 +201,12 @@ async def _run(
 
 def _outcome(
     runtime: AgentRuntime, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
-    options: AgentBacktestOptions, error: Exception | None, planned: int,
+    options: AgentBacktestOptions, stop: str, planned: int,
 ) -> AgentBacktestResult:
-    """The result of the steps that ran, from what the run left in its ledger and stores."""
+    """The result of the steps that ran, from what the run left in its ledger and stores.
+
+    ``stop`` says why a run that did not reach its last step ended.
+    """
     runtime.base.ledger.flush()
     usage = runtime.conversations.usage(run_id=runtime.run_id)
     tool_calls = int(
@@ -208,7 +223,7 @@ def _outcome(
     }
     if len(ran) < planned:
         stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
-        stats["stopped_early"] = "cancelled" if error is None else stop_reason(error)
+        stats["stopped_early"] = stop
     result = collect_result(
         runtime.base, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )

@@ -30,6 +30,7 @@ from app.risk.config import RiskConfig, all_in_backtest_config
 EXIT_OK = 0
 EXIT_STRATEGY_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a program stopped by Ctrl-C
 
 STRATEGIES: dict[str, Callable[[argparse.Namespace], Strategy]] = {
     "sma_cross": lambda args: SmaCross(fast=args.fast, slow=args.slow),
@@ -117,6 +118,10 @@ def backtest_command(args: argparse.Namespace) -> int:
     except BacktestStopped as exc:
         print(f"kestrel backtest: {exc}", file=sys.stderr)
         return EXIT_STRATEGY_FAILED
+    except KeyboardInterrupt:
+        print(f"kestrel backtest: interrupted; the report of the bars that ran (if any) is in "
+              f"{args.out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except DataFileError as exc:
         print(f"kestrel backtest: bad data file: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

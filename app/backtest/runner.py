@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -77,15 +77,11 @@ def stop_reason(error: BaseException) -> str:
     return f"the run stopped on an unexpected error ({type(error).__name__}: {error})"
 
 
-def write_stop_report(
-    out_dir: Path | None, result: BacktestResult | None, error: BaseException
-) -> Path | None:
-    """Write what a stopped run reached (if anything) and the error's traceback to ``out_dir``."""
+def write_error_details(out_dir: Path | None, error: BaseException) -> Path | None:
+    """Keep the traceback of the error that stopped a run in ``out_dir/error.txt``."""
     if out_dir is None:
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
-    if result is not None:
-        write_report(result, out_dir)
     (out_dir / ERROR_FILE).write_text(
         "".join(traceback.format_exception(error)), encoding="utf-8"
     )
@@ -248,10 +244,20 @@ async def run_backtest_async(
             timeline, output, seconds = await run_session(
                 session, strategy, progress=opts.progress, reached=reached
             )
+        except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+            if opts.report_partial:
+                _report_partial(session, strategy, data, opts, reached, "interrupted")
+            raise
         except Exception as exc:
             if not opts.report_partial:
                 raise
-            _report_stopped(session, strategy, data, opts, reached, exc)
+            done, total, last = _report_partial(
+                session, strategy, data, opts, reached, stop_reason(exc)
+            )
+            raise BacktestStopped(
+                stop_reason(exc), done=done, total=total, last_ms=last,
+                report_dir=write_error_details(opts.out_dir, exc),
+            ) from exc
         rejected = session.ledger.connection.execute(
             "SELECT COUNT(*) FROM risk_decisions WHERE accepted = 0"
         ).fetchone()[0]
@@ -288,33 +294,25 @@ def _settings(data: Sequence[Path], strategy: Strategy, opts: RunOptions,
     }
 
 
-def _report_stopped(
+def _report_partial(
     session: Session, strategy: Strategy, data: Sequence[Path], opts: RunOptions,
-    reached: ReplayProgress, error: Exception,
-) -> NoReturn:
-    """Report the steps a stopped replay finished, then raise ``BacktestStopped`` saying where.
-
-    Raises:
-        BacktestStopped: always, from ``error``.
-    """
+    reached: ReplayProgress, reason: str,
+) -> tuple[int, int, int | None]:
+    """Write the report of the steps a stopped replay finished (if any and if there is an output
+    folder); return the steps done, the steps planned and the time of the last one done."""
     full = build_timeline(session.market)
     done = reached.steps
     ran = full.slice(0, done)
-    result = None
-    if done > 0:
-        stats = {"stopped_early": stop_reason(error), "bars_run": done, "bars_planned": len(full)}
+    if done > 0 and opts.out_dir is not None:
+        stats = {"stopped_early": reason, "bars_run": done, "bars_planned": len(full)}
         exposed = np.array(reached.exposed[:done], dtype=bool)
         result = collect_result(
             session, ran, ReplayOutput(exposed, done),
             settings=_settings(data, strategy, opts, ran), stats=stats,
         )
-        if opts.out_dir is not None:
-            save_ledger(session, opts.out_dir)
-    where = write_stop_report(opts.out_dir, result, error)
-    raise BacktestStopped(
-        stop_reason(error), done=done, total=len(full),
-        last_ms=int(ran.time_ms[-1]) if done else None, report_dir=where,
-    ) from error
+        save_ledger(session, opts.out_dir)
+        write_report(result, opts.out_dir)
+    return done, len(full), int(ran.time_ms[-1]) if done else None
 
 
 def run_backtest(

@@ -7,6 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
 from app.agents.driver import MarketDriver
 from app.backtest.cli import (
     EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_STRATEGY_FAILED,
     add_backtest_arguments,
@@ -22,7 +28,7 @@ from app.backtest.cli import (
 )
 from app.backtest.runner import ERROR_FILE
 from app.domain.clock import ms_to_iso
-from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H
+from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
 from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
 
 AGENTS = ("--agents", TREND, TRADER)
@@ -100,3 +106,43 @@ def test_a_cancelled_agent_run_returns_the_bars_it_ran_and_writes_no_report(
     assert outcome.result.time_ms.size == 13
     assert outcome.result.stats["stopped_early"] == "cancelled"
     assert outcome.files == {} and not (out / "summary.json").exists()
+
+
+def test_ctrl_c_during_an_agent_run_keeps_the_report_of_the_bars_that_ran(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = subprocess.Popen(  # noqa: S603 - our own command line
+        [sys.executable, "-m", "app", "backtest", *AGENTS, "--data", str(BTC_USDT_1H),
+         "--out", str(out), "--no-progress"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        db = out / "workspace" / "kestrel.db"
+        for _ in range(1200):  # poll until the agents have analysed a few bars (at most 60 s)
+            if db.exists() and _analyses(db) >= 5:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the agents never started")
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == EXIT_INTERRUPTED
+    assert "Traceback" not in err and err.strip().splitlines() == [
+        f"kestrel backtest: interrupted; the report of the bars that ran (if any) is in {out}"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["stats"]["stopped_early"] == "interrupted"
+    assert 5 <= summary["stats"]["bars_run"] < 525 - 1
+
+
+def _analyses(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+    try:
+        return int(conn.execute(
+            "SELECT COUNT(*) FROM tasks WHERE task_type='RUN_ANALYSIS' AND status='DONE'"
+        ).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        conn.close()
