@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
+from app.agents.start import check_setup, plan_new_workspace, tradeable_symbol
 from app.domain.clock import ms_to_iso, parse_time
 from app.events import (
     AgentStateChanged,
@@ -44,9 +45,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kline CSV to replay (repeatable); default: the bundled data")
     parser.add_argument("--start", metavar="TIME",
                         help="where a new workspace's replay starts (ISO 8601); default: "
-                             "--days before the end of the data; a used workspace resumes")
+                             "--days before the end of the data, once the symbols to watch "
+                             "have 60 candles; a used workspace resumes")
     parser.add_argument("--days", type=int, default=30,
-                        help="a new workspace starts this many days before the data ends (30)")
+                        help="a new workspace starts at most this many days before the data "
+                             "ends (30)")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,14 +70,17 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 def _build(args: argparse.Namespace) -> AgentRuntime:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     start = workspace_resume_ms(workspace)
+    quote: str | None = None
     if start is None:
         from app.domain.clock import ReplayClock
         from app.market.replay import ReplayMarketData
         from app.resources import sample_data_files
 
         probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
-        start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
-    return build_agent_runtime(workspace, data_files=args.data, at_ms=start)
+        plan = plan_new_workspace(probe, days=args.days, setup=getattr(args, "setup", None))
+        start = parse_time(args.start) if args.start else plan.start_ms
+        quote = plan.quote_currency
+    return build_agent_runtime(workspace, data_files=args.data, at_ms=start, quote_currency=quote)
 
 
 class TerminalNarrator:
@@ -130,6 +136,9 @@ async def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--speed must be positive, got {args.speed}")
     runtime = _build(args)
     try:
+        if args.setup:
+            check_setup(runtime.base.market, account_quote=runtime.base.broker.quote_currency,
+                        now_ms=runtime.clock.now_ms(), setup=args.setup)
         TerminalNarrator(runtime)
         await runtime.start()
         orchestrator = await runtime.ensure_orchestrator()
@@ -138,9 +147,12 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             runtime.manager.send_user_message(orchestrator.agent_id, args.setup)
             await runtime.manager.wait_idle()
-        end = min(runtime.base.market.end_ms(), runtime.clock.now_ms() + duration)
+        market = runtime.base.market
+        end = min(market.end_ms(), runtime.clock.now_ms() + duration)
         runtime.driver.set_speed(args.speed)
-        await runtime.driver.run_paced(end, max_step_ms=60_000)
+        # a tick moves at most one candle of the finest data, so no close is skipped
+        finest = min(market.loaded(s, market.finest_interval(s)).bar_ms for s in market.symbols())
+        await runtime.driver.run_paced(end, max_step_ms=finest)
         await runtime.manager.wait_idle()
         _print_summary(runtime)
     finally:
@@ -168,9 +180,13 @@ async def _chat(args: argparse.Namespace) -> int:
         orchestrator = await runtime.ensure_orchestrator()
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
+        symbol = tradeable_symbol(runtime.base.market,
+                                  account_quote=runtime.base.broker.quote_currency,
+                                  now_ms=runtime.clock.now_ms())
+        hint = "" if symbol is None else (
+            f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
-              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /quit. "
-              "Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /quit.{hint}")
         while True:
             line = await asyncio.to_thread(_read_line)
             if line is None or line.strip() in ("/quit", "/exit"):

@@ -152,12 +152,14 @@ def build_agent_runtime(
     approval: ApprovalSettings | None = None,
     force_provider: tuple[str, str] | None = None,
     loop_share: LoopShare | None = None,
+    quote_currency: str | None = None,
 ) -> AgentRuntime:
     """Build everything; call ``await runtime.start()`` inside the event loop to run agents.
 
     Args:
         loop_share: how agent steps leave time to a window on the same event loop (the desk's);
             headless runs leave it out.
+        quote_currency: a new workspace's paper account currency (see ``build_offline_runtime``).
     """
     bus = bus or EventBus()
     ids = ids or RandomIds()
@@ -167,7 +169,9 @@ def build_agent_runtime(
     checkpointer = WalCheckpointer(workspace.db_path)
     checkpointer.start()
     try:
-        base = build_offline_runtime(workspace, data_files, at_ms=at_ms, bus=bus, mode=mode)
+        base = build_offline_runtime(
+            workspace, data_files, at_ms=at_ms, bus=bus, mode=mode, quote_currency=quote_currency
+        )
         settings = workspace.settings()
         db = workspace.db_path
         clock = base.clock
