@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.backtest.session import AUDIT_BATCH
 from app.domain.clock import ReplayClock, ms_to_iso
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode
@@ -24,7 +25,7 @@ from app.events import EventBus
 from app.exchange.paper import PaperBroker
 from app.indicators.engine import IndicatorEngine
 from app.market.replay import ReplayMarketData
-from app.memory.bank import MemoryBank
+from app.memory.bank import MemoryBank, MemoryLimits
 from app.resources import sample_data_files
 from app.risk.config import build_guard
 from app.store.ledger import Ledger
@@ -77,10 +78,13 @@ def build_offline_runtime(
     mode: Mode = Mode.PAPER,
     hold: WriterHold | None = None,
     read_only: bool = False,
+    quote_currency: str | None = None,
 ) -> OfflineRuntime:
     """Replay ``data_files`` (default: the bundled sample data) with the cursor at ``at_ms``.
 
     Without ``at_ms`` the cursor sits at the end of the data, so every candle is visible.
+    ``quote_currency`` is the currency a new paper account is kept in (default: the quote of
+    the data's first symbol); an existing account keeps the one it was opened in.
 
     Args:
         hold: this process's hold on the workspace, taken by the caller; default: taken here.
@@ -108,13 +112,25 @@ def build_offline_runtime(
         clock.advance_to(market.end_ms() if at_ms is None else at_ms)
         # Every commit of a LIVE account is forced to disk (it must survive a power cut); paper
         # and backtest commits survive a killed app (WAL) without an fsync each, which on a slow
-        # disk would stall the window once per tool call.
-        ledger = Ledger(workspace.db_path, durable=mode is Mode.LIVE, read_only=read_only)
+        # disk would stall the window once per tool call. A backtest's audit rows (tool calls,
+        # risk decisions) also wait for the next order or fill commit, as in a strategy
+        # backtest: a transaction per tool call cost more than the call, and a broken-off run is
+        # run again.
+        backtest = mode is Mode.BACKTEST
+        ledger = Ledger(
+            workspace.db_path, durable=mode is Mode.LIVE, read_only=read_only,
+            audit_batch=AUDIT_BATCH if backtest else 1,
+        )
+        row = ledger.connection.execute(
+            "SELECT value FROM meta WHERE key='quote_currency'"
+        ).fetchone()
+        opened_in = row[0] if row is not None else None
         broker = PaperBroker(
             market,
             clock,
             ledger,
             initial_cash=settings.paper.initial_cash,
+            quote_currency=opened_in or quote_currency,
             mode=mode,
             fee_maker=settings.paper.fee_rate,
             fee_taker=settings.paper.fee_rate,
@@ -128,7 +144,12 @@ def build_offline_runtime(
             )
         if not read_only:
             broker.settle()
-        memory = MemoryBank(workspace.memory_root, clock, bus)
+        # A backtest's memory, like its ledger, is simply made again by running it again: no
+        # fsync per write, and no worker thread per call on a loop that waits for each call.
+        memory = MemoryBank(
+            workspace.memory_root, clock, bus,
+            limits=MemoryLimits(durable=not backtest), inline=backtest,
+        )
         guard = build_guard(settings.risk, SqliteRiskRecorder(ledger))
         registry = ToolRegistry(
             [

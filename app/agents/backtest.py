@@ -1,16 +1,20 @@
 """Backtest agents: run agent templates bar by bar over replayed history and report the result.
 
 The agents, tools, queue and scheduler are the ones the app runs; only the clock is the replay
-cursor, advanced a bar at a time and only once every running agent's inbox is idle. Each Analyst
-gets a job that fires when each bar closes; the Traders receive its signals and their fills. The
-report puts the agents beside buy-and-hold, and, when the agents use a language model, beside the
-same templates run on the rule engine, so what the model adds is measured, not assumed. An agent
-that faulted (a refused key, an unreachable server) is named at the top of the report, because its
-silence would otherwise read as a market with nothing to trade.
+cursor, advanced a bar at a time and only once every running agent's inbox is idle. It steps over
+the same timeline as a strategy backtest (every candle close the data has), so a candle missing
+from the data is stepped over and the report counts it. Each Analyst gets a job that fires when
+each bar closes; the Traders receive its signals and their fills. The report puts the agents
+beside buy-and-hold, and, when the agents use a language model, beside the same templates run on
+the rule engine, so what the model adds is measured, not assumed. A run that stops early on an
+error, or is cancelled, still reports the bars it ran. An agent that faulted (a refused key, an
+unreachable server) is named at the top of the report, because its silence would otherwise read
+as a market with nothing to trade.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -28,11 +32,19 @@ from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
 from app.backtest.engine import ReplayOutput, Timeline, build_timeline
 from app.backtest.report import BacktestResult, write_report
-from app.backtest.runner import collect_result
+from app.backtest.runner import (
+    BacktestStopped,
+    collect_result,
+    stop_reason,
+    write_error_details,
+)
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
+from app.domain.market import interval_ms
 from app.domain.trading import Mode
+from app.market.csv_loader import load_csv
+from app.market.replay import ReplayMarketData
 from app.orchestration.ids import SeededIds
 from app.workspace import Workspace
 
@@ -57,6 +69,8 @@ class AgentBacktestOptions:
     llm_settings: dict[str, Any] = field(default_factory=dict)
     progress: Callable[[int, int], None] | None = None
     cancelled: Callable[[], bool] | None = None
+    # data with missing candles is refused unless allowed, as for a strategy backtest
+    allow_gaps: bool = False
 
 
 @dataclass
@@ -101,9 +115,14 @@ async def run_agent_backtest(
 ) -> AgentBacktestResult:
     """Run the templates over the data; write the report and the run's workspace to ``out_dir``.
 
+    A cancelled run returns the result of the bars it ran and writes no report: the caller
+    decides what a run the person stopped shows.
+
     Raises:
         OperationalError: no analyst among the templates, or too little data for the warm-up.
-        DataFileError: a data file is unusable.
+        DataFileError: a data file is unusable, or has gaps and ``options.allow_gaps`` is off.
+        BacktestStopped: an error stopped the run part-way; the report of the bars it ran and
+            the error's details are in ``out_dir``.
     """
     workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm_settings)
     runtime = build_agent_runtime(
@@ -113,9 +132,20 @@ async def run_agent_backtest(
         force_provider=options.force_provider,
     )
     try:
+        if not options.allow_gaps:
+            _refuse_gaps(runtime.base.market)
         return await _run(runtime, options, out_dir)
     finally:
         await runtime.aclose()
+
+
+def _refuse_gaps(market: ReplayMarketData) -> None:
+    """Raise the loader's own error (file, row, size of the gap) for a file with gaps."""
+    for symbol in market.symbols():
+        for interval in market.native_intervals(symbol):
+            loaded = market.loaded(symbol, interval)
+            if loaded.gaps:
+                load_csv(loaded.path, allow_gaps=False)
 
 
 async def _run(
@@ -123,34 +153,65 @@ async def _run(
 ) -> AgentBacktestResult:
     full = build_timeline(runtime.base.market)
     first = options.warmup_bars
-    last = full.time_ms.size - 1
+    last = len(full) - 1
     if options.bars is not None:
         last = min(last, first + options.bars)
     if first >= last:
         raise OperationalError(
-            f"the data has {full.time_ms.size} bars; a warm-up of {options.warmup_bars} bars "
+            f"the data has {len(full)} bars; a warm-up of {options.warmup_bars} bars "
             "leaves nothing to trade"
         )
-    timeline = _slice(full, first, last + 1)
+    timeline = full.slice(first, last + 1)
     runtime.driver.advance_to(int(timeline.time_ms[0]))
     await runtime.start()
     agents = await _create_agents(runtime, options.templates, full)
-    exposed = np.zeros(timeline.time_ms.size, dtype=bool)
+    steps = len(timeline)
+    exposed = np.zeros(steps, dtype=bool)
     symbols = list(full.intervals)
-    steps = timeline.time_ms.size
-    index = {"k": 0}
+    done = 1  # step 0 is where the agents start: its equity point is the starting capital
 
-    def on_step(_t: int) -> None:
-        k = index["k"] = index["k"] + 1
-        exposed[k] = any(runtime.base.broker.position_size(s) > 0 for s in symbols)
+    def on_step(k: int, _t: int) -> None:
+        nonlocal done
+        index = k + 1  # the driver steps from the timeline's second time
+        exposed[index] = any(runtime.base.broker.position_size(s) > 0 for s in symbols)
+        done = index + 1
         if options.progress is not None:
-            options.progress(k, steps - 1)
+            options.progress(index, steps - 1)
 
-    bar_ms = int(full.time_ms[1] - full.time_ms[0])
-    await runtime.driver.run_bars(
-        int(timeline.time_ms[1]), int(timeline.time_ms[-1]), bar_ms,
-        on_step=on_step, cancelled=options.cancelled,
-    )
+    error: Exception | None = None
+    try:
+        await runtime.driver.run_steps(
+            timeline.time_ms[1:].tolist(), on_step=on_step, cancelled=options.cancelled
+        )
+    except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+        ran = timeline.slice(0, done)
+        partial = _outcome(runtime, agents, ran, exposed[:done], options, "interrupted", steps)
+        write_report(partial.result, out_dir)
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported below with the bars that ran
+        error = exc
+    ran = timeline.slice(0, done)
+    reason = "cancelled" if error is None else stop_reason(error)
+    outcome = _outcome(runtime, agents, ran, exposed[:done], options, reason, steps)
+    if error is not None:
+        write_report(outcome.result, out_dir)
+        raise BacktestStopped(
+            reason, done=done - 1, total=steps - 1, last_ms=int(ran.time_ms[-1]),
+            report_dir=write_error_details(out_dir, error),
+        ) from error
+    if len(ran) == steps:
+        outcome.files = write_report(outcome.result, out_dir)
+    return outcome
+
+
+def _outcome(
+    runtime: AgentRuntime, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
+    options: AgentBacktestOptions, stop: str, planned: int,
+) -> AgentBacktestResult:
+    """The result of the steps that ran, from what the run left in its ledger and stores.
+
+    ``stop`` says why a run that did not reach its last step ended.
+    """
     runtime.base.ledger.flush()
     usage = runtime.conversations.usage(run_id=runtime.run_id)
     by_provider = runtime.conversations.calls_by_provider(run_id=runtime.run_id)
@@ -163,29 +224,23 @@ async def _run(
     settings: dict[str, Any] = {
         "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
         "cash": str(options.cash), "fee_rate": float(runtime.base.broker.fee_taker),
-        "start": ms_to_iso(int(timeline.time_ms[0])), "end": ms_to_iso(int(timeline.time_ms[-1])),
+        "start": ms_to_iso(int(ran.time_ms[0])), "end": ms_to_iso(int(ran.time_ms[-1])),
     }
-    stats = {
+    stats: dict[str, Any] = {
         "llm_calls": model_calls, "rule_engine_decisions": rule_decisions,
         "tokens_in": usage.input_tokens,
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
+    if len(ran) < planned:
+        stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
+        stats["stopped_early"] = stop
     result = collect_result(
-        runtime.base, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
+        runtime.base, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
-    files = write_report(result, out_dir)
     return AgentBacktestResult(
         result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
-        tool_calls, files, rule_decisions, faults,
-    )
-
-
-def _slice(timeline: Timeline, start: int, stop: int) -> Timeline:
-    return Timeline(
-        time_ms=timeline.time_ms[start:stop], closed=timeline.closed[start:stop],
-        intervals=timeline.intervals,
-        last_index={s: idx[start:stop] for s, idx in timeline.last_index.items()},
+        tool_calls, {}, rule_decisions, faults,
     )
 
 
@@ -214,7 +269,7 @@ async def _create_agents(
         )
         trader_id = trader_id or info.agent_id
         created.append(info)
-    step_s = int(timeline.time_ms[1] - timeline.time_ms[0]) // 1000
+    step_s = interval_ms(interval) // 1000  # one bar, whatever gap the data starts with
     for template in [t for t in templates if roles[t] is AgentRole.ANALYST]:
         config: dict[str, Any] = {"symbols": symbols, "interval": interval}
         if trader_id:

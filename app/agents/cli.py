@@ -30,6 +30,7 @@ from app.agents.faults import (
     what_to_do,
 )
 from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
+from app.agents.start import check_setup, plan_new_workspace, tradeable_symbol
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.events import (
@@ -61,9 +62,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kline CSV to replay (repeatable); default: the bundled data")
     parser.add_argument("--start", metavar="TIME",
                         help="where a new workspace's replay starts (ISO 8601); default: "
-                             "--days before the end of the data; a used workspace resumes")
+                             "--days before the end of the data, once the symbols to watch "
+                             "have 60 candles; a used workspace resumes")
     parser.add_argument("--days", type=int, default=30,
-                        help="a new workspace starts this many days before the data ends (30)")
+                        help="a new workspace starts at most this many days before the data "
+                             "ends (30)")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +87,7 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 def _build(args: argparse.Namespace) -> AgentRuntime:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    quote: str | None = None
     try:
         start = workspace_resume_ms(workspace)
         if start is None:
@@ -92,11 +96,15 @@ def _build(args: argparse.Namespace) -> AgentRuntime:
             from app.resources import sample_data_files
 
             probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
-            start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
+            plan = plan_new_workspace(probe, days=args.days, setup=getattr(args, "setup", None))
+            start = parse_time(args.start) if args.start else plan.start_ms
+            quote = plan.quote_currency
     except BaseException:
         hold.release()
         raise
-    return build_agent_runtime(workspace, data_files=args.data, at_ms=start, hold=hold)
+    return build_agent_runtime(
+        workspace, data_files=args.data, at_ms=start, hold=hold, quote_currency=quote
+    )
 
 
 class TerminalNarrator:
@@ -155,6 +163,9 @@ async def _run(args: argparse.Namespace) -> int:
     runtime = _build(args)
     telegram = None
     try:
+        if args.setup:
+            check_setup(runtime.base.market, account_quote=runtime.base.broker.quote_currency,
+                        now_ms=runtime.clock.now_ms(), setup=args.setup)
         TerminalNarrator(runtime)
         await runtime.start()
         telegram = await start_telegram(runtime)
@@ -164,9 +175,12 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             runtime.manager.send_user_message(orchestrator.agent_id, args.setup)
             await runtime.manager.wait_idle()
-        end = min(runtime.base.market.end_ms(), runtime.clock.now_ms() + duration)
+        market = runtime.base.market
+        end = min(market.end_ms(), runtime.clock.now_ms() + duration)
         runtime.driver.set_speed(args.speed)
-        await runtime.driver.run_paced(end, max_step_ms=60_000)
+        # a tick moves at most one candle of the finest data, so no close is skipped
+        finest = min(market.loaded(s, market.finest_interval(s)).bar_ms for s in market.symbols())
+        await runtime.driver.run_paced(end, max_step_ms=finest)
         await runtime.manager.wait_idle()
         faults = _print_summary(runtime)
     finally:
@@ -211,9 +225,14 @@ async def _chat(args: argparse.Namespace) -> int:
         orchestrator = await runtime.ensure_orchestrator()
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
+        symbol = tradeable_symbol(runtime.base.market,
+                                  account_quote=runtime.base.broker.quote_currency,
+                                  now_ms=runtime.clock.now_ms())
+        hint = "" if symbol is None else (
+            f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
               f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /resume, "
-              "/quit. Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+              f"/quit.{hint}")
         _print_fault(runtime.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
@@ -306,6 +325,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     from app.agents.backtest import AgentBacktestOptions, print_progress, run_agent_backtest
     from app.agents.costs import PriceTable
     from app.agents.templates import load_templates
+    from app.backtest.cli import print_gaps
     from app.backtest.report import summary_table
     from app.domain.clock import ReplayClock
     from app.market.replay import ReplayMarketData
@@ -341,10 +361,11 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
         bars=args.bars, progress=None if args.no_progress else print_progress,
-        force_provider=force, llm_settings=llm,
+        force_provider=force, llm_settings=llm, allow_gaps=args.allow_gaps,
     )
     outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
     print(summary_table(outcome.result))
+    print_gaps(outcome.result)
     print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
     print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
           f"tokens, ${outcome.cost}); rule-engine decisions {outcome.rule_decisions}; "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from app.agents.fills import FillRouter
@@ -51,29 +51,30 @@ class MarketDriver:
             self.bus.publish_nowait(ClockAdvanced(now_ms, len(fills)))
         return len(fills)
 
-    async def run_bars(
+    async def run_steps(
         self,
-        start_ms: int,
-        end_ms: int,
-        step_ms: int,
+        times_ms: Iterable[int],
         *,
-        on_step: Callable[[int], Awaitable[None] | None] | None = None,
+        on_step: Callable[[int, int], Awaitable[None] | None] | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> int:
-        """Backtest: step bar by bar, waiting for idle agents before each next step."""
+        """Backtest: move to each time in turn, waiting for idle agents before the next one.
+
+        The times are the replay's timeline (every candle close that exists), so a candle
+        missing from the data is stepped over rather than stepped onto. ``on_step(k, t)`` runs
+        after the agents have finished with step ``k``; returns how many steps were taken.
+        """
         steps = 0
-        t = start_ms
-        while t <= end_ms:
+        for k, t in enumerate(times_ms):
             if cancelled is not None and cancelled():
                 break
             self.advance_to(t)
             await self.manager.wait_idle()
-            steps += 1
             if on_step is not None:
-                outcome = on_step(t)
+                outcome = on_step(k, t)
                 if outcome is not None:
                     await outcome
-            t += step_ms
+            steps += 1
         return steps
 
     def set_speed(self, speed: float) -> None:

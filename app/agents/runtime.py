@@ -164,6 +164,7 @@ def build_agent_runtime(
     force_provider: tuple[str, str] | None = None,
     loop_share: LoopShare | None = None,
     hold: WriterHold | None = None,
+    quote_currency: str | None = None,
 ) -> AgentRuntime:
     """Build everything; call ``await runtime.start()`` inside the event loop to run agents.
 
@@ -172,6 +173,7 @@ def build_agent_runtime(
             headless runs leave it out.
         hold: this process's hold on the workspace when the caller took it first (to read the
             workspace before building); the runtime owns it from here on.
+        quote_currency: a new workspace's paper account currency (see ``build_offline_runtime``).
 
     Raises:
         WorkspaceBusyError: another process writes the workspace.
@@ -191,7 +193,8 @@ def build_agent_runtime(
     base: OfflineRuntime | None = None
     try:
         base = build_offline_runtime(
-            workspace, data_files, at_ms=at_ms, bus=bus, mode=mode, hold=hold
+            workspace, data_files, at_ms=at_ms, bus=bus, mode=mode, hold=hold,
+            quote_currency=quote_currency,
         )
         settings = workspace.settings()
         db = workspace.db_path

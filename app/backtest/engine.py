@@ -15,7 +15,7 @@ comes through the tools, behind the same cursor.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -60,6 +60,14 @@ class Timeline:
     def __len__(self) -> int:
         return int(self.time_ms.size)
 
+    def slice(self, start: int, stop: int) -> Timeline:
+        """Steps ``start`` to ``stop - 1`` (a run after its warm-up, or the part a run reached)."""
+        return Timeline(
+            time_ms=self.time_ms[start:stop], closed=self.closed[start:stop],
+            intervals=self.intervals,
+            last_index={s: idx[start:stop] for s, idx in self.last_index.items()},
+        )
+
 
 def build_timeline(market: ReplayMarketData) -> Timeline:
     """Lay out every step of a replay from the market's files."""
@@ -80,10 +88,40 @@ def build_timeline(market: ReplayMarketData) -> Timeline:
     return Timeline(time_ms, closed, intervals, last_index)
 
 
+def missing_candles(market: ReplayMarketData, timeline: Timeline) -> dict[str, int]:
+    """Per symbol, how many of its candles the data lacks between the first and last step.
+
+    The timeline holds only closes that exist, so the clock steps over a missing candle; this
+    says how many it stepped over. Monthly files have no fixed bar length and count none.
+    """
+    if len(timeline) == 0:
+        return {s: 0 for s in timeline.intervals}
+    start, end = int(timeline.time_ms[0]), int(timeline.time_ms[-1])
+    missing: dict[str, int] = {}
+    for symbol, interval in timeline.intervals.items():
+        loaded = market.loaded(symbol, interval)
+        closes = loaded.series.timestamp_ms + loaded.bar_ms
+        inside = closes[(closes >= start) & (closes <= end)]
+        if interval.endswith("M") or inside.size < 2:
+            missing[symbol] = 0
+            continue
+        bars = np.diff(inside) // loaded.bar_ms
+        missing[symbol] = int(np.sum(bars[bars > 1] - 1))
+    return missing
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayOutput:
     exposed: np.ndarray
     steps: int
+
+
+@dataclass
+class ReplayProgress:
+    """How far a replay got: the whole steps done and their exposure, readable after an error."""
+
+    steps: int = 0
+    exposed: list[bool] = field(default_factory=list)
 
 
 async def replay(
@@ -95,10 +133,18 @@ async def replay(
     strategy: Strategy,
     agent: AgentContext,
     progress: bool = False,
+    reached: ReplayProgress | None = None,
 ) -> ReplayOutput:
-    """Run ``strategy`` over every step of ``timeline``; the broker's ledger keeps the results."""
+    """Run ``strategy`` over every step of ``timeline``; the broker's ledger keeps the results.
+
+    Args:
+        reached: kept up to date step by step, so a caller can report what ran when a step
+            raises (the exception itself propagates unchanged).
+    """
     symbols = tuple(timeline.intervals)
-    exposed = [False] * len(timeline)
+    done = reached if reached is not None else ReplayProgress()
+    done.steps = 0
+    done.exposed = exposed = [False] * len(timeline)
     bar = _progress_bar(len(timeline), strategy.name) if progress else None
     try:
         for k, now in enumerate(timeline.time_ms.tolist()):
@@ -113,6 +159,7 @@ async def replay(
                     now, k, timeline.closed[k], symbols, timeline.intervals, agent, executor
                 )
             )
+            done.steps = k + 1
             if bar is not None and k % 256 == 255:
                 bar.update(256)
     finally:

@@ -2,7 +2,8 @@
 
 The result is assembled from what the run left in the ledger (the equity curve the broker committed
 at every settle and the fills), so the report shows what the durable record says, not a second,
-parallel bookkeeping.
+parallel bookkeeping. A run that stops early on an error still reports the bars it ran, writes the
+error's details beside that report and says where both are (``BacktestStopped``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -18,18 +20,72 @@ from typing import Any
 
 import numpy as np
 
-from app.backtest.engine import ReplayOutput, Timeline, build_timeline, last_closes, replay
+from app.backtest.engine import (
+    ReplayOutput,
+    ReplayProgress,
+    Timeline,
+    build_timeline,
+    last_closes,
+    missing_candles,
+    replay,
+)
 from app.backtest.metrics import compute_metrics
 from app.backtest.report import BacktestResult, write_report
 from app.backtest.session import BrokerSettings, Session, build_session, load_files
-from app.backtest.strategy import Strategy
+from app.backtest.strategy import Strategy, StrategyError
 from app.backtest.trades import buy_and_hold, round_trips
+from app.domain.clock import ms_to_iso
+from app.domain.errors import KestrelError
 from app.exchange.paper import split_symbol
 from app.risk.config import RiskConfig
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 
 AGENT_ID = "backtest"
 LEDGER_NAME = "backtest.db"
+ERROR_FILE = "error.txt"
+
+
+class BacktestStopped(KestrelError):
+    """A run ended early on an error; the report of the bars it ran was kept.
+
+    Attributes:
+        done: bars run (and reported); total: bars the run was to cover.
+        report_dir: where the partial report and ``error.txt`` are, if the run had an output
+            folder.
+    """
+
+    def __init__(
+        self, reason: str, *, done: int, total: int, last_ms: int | None,
+        report_dir: Path | None,
+    ) -> None:
+        reached = f", up to {ms_to_iso(last_ms)}" if last_ms is not None and done else ""
+        where = ""
+        if report_dir is not None:
+            what = "the report of those bars and" if done else "nothing to report;"
+            where = f"; {what} the error's details ({ERROR_FILE}) are in {report_dir}"
+        super().__init__(f"{reason}. It ran {done:,} of {total:,} bars{reached}{where}")
+        self.reason = reason
+        self.done = done
+        self.total = total
+        self.report_dir = report_dir
+
+
+def stop_reason(error: BaseException) -> str:
+    """What stopped a run, in one line: a strategy's own words, or the unexpected error."""
+    if isinstance(error, StrategyError):
+        return f"the strategy stopped: {error}"
+    return f"the run stopped on an unexpected error ({type(error).__name__}: {error})"
+
+
+def write_error_details(out_dir: Path | None, error: BaseException) -> Path | None:
+    """Keep the traceback of the error that stopped a run in ``out_dir/error.txt``."""
+    if out_dir is None:
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ERROR_FILE).write_text(
+        "".join(traceback.format_exception(error)), encoding="utf-8"
+    )
+    return out_dir
 
 
 @dataclass(frozen=True)
@@ -47,6 +103,9 @@ class RunOptions:
     allow_gaps: bool = False
     progress: bool = False
     record_tool_calls: bool = True
+    # on an error part-way: write the report of the bars that ran and ``error.txt`` to
+    # ``out_dir`` and raise ``BacktestStopped`` saying where (off: the error propagates as raised)
+    report_partial: bool = False
 
 
 def save_ledger(session: Session, out_dir: Path) -> Path:
@@ -90,8 +149,12 @@ async def run_session(
     *,
     progress: bool = False,
     agent_id: str = AGENT_ID,
+    reached: ReplayProgress | None = None,
 ) -> tuple[Timeline, ReplayOutput, float]:
-    """Replay ``strategy`` over all of ``session``'s data; return the timeline, output, seconds."""
+    """Replay ``strategy`` over all of ``session``'s data; return the timeline, output, seconds.
+
+    ``reached`` says how far the replay got if it raises.
+    """
     timeline = build_timeline(session.market)
     agent = AgentContext(
         agent_id=agent_id,
@@ -104,6 +167,7 @@ async def run_session(
     output = await replay(
         timeline=timeline, clock=session.clock, broker=session.broker,
         executor=session.executor, strategy=strategy, agent=agent, progress=progress,
+        reached=reached,
     )
     return timeline, output, time.perf_counter() - started
 
@@ -123,15 +187,16 @@ def collect_result(
     if np.isnan(equity).any():
         missing = int(np.isnan(equity).sum())
         raise RuntimeError(f"the ledger has no equity point for {missing} steps of the run")
-    bar_ms = {
-        s: session.market.loaded(s, i).bar_ms for s, i in timeline.intervals.items()
-    }
+    loaded = {s: session.market.loaded(s, i) for s, i in timeline.intervals.items()}
+    bar_ms = {s: f.bar_ms for s, f in loaded.items()}
     closes = last_closes(session.market, timeline)
     fills = session.ledger.fills()
     end_ms = int(timeline.time_ms[-1])
     trades = round_trips(
-        fills, bar_ms, {s: float(c[-1]) for s, c in closes.items()}, end_ms
+        fills, bar_ms, {s: float(c[-1]) for s, c in closes.items()}, end_ms,
+        close_ms={s: f.series.timestamp_ms + f.bar_ms for s, f in loaded.items()},
     )
+    stats = {**stats, "missing_candles": missing_candles(session.market, timeline)}
     fees = float(sum((f.fee for f in fills if f.fee_currency == session.broker.quote_currency),
                      start=Decimal(0)))
     step_ms = min(bar_ms.values())
@@ -163,6 +228,8 @@ async def run_backtest_async(
 
     Raises:
         DataFileError: a data file is missing or malformed (gaps too, unless allowed).
+        BacktestStopped: with ``options.report_partial``, a run that stopped part-way on an
+            error, after writing the report of the bars it ran.
     """
     opts = options or RunOptions()
     files = load_files(data, allow_gaps=opts.allow_gaps)
@@ -172,21 +239,30 @@ async def run_backtest_async(
         ledger_path=":memory:", record_tool_calls=opts.record_tool_calls,
     )
     try:
-        timeline, output, seconds = await run_session(session, strategy, progress=opts.progress)
+        reached = ReplayProgress()
+        try:
+            timeline, output, seconds = await run_session(
+                session, strategy, progress=opts.progress, reached=reached
+            )
+        except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+            if opts.report_partial:
+                _report_partial(session, strategy, data, opts, reached, "interrupted")
+            raise
+        except Exception as exc:
+            if not opts.report_partial:
+                raise
+            done, total, last = _report_partial(
+                session, strategy, data, opts, reached, stop_reason(exc)
+            )
+            raise BacktestStopped(
+                stop_reason(exc), done=done, total=total, last_ms=last,
+                report_dir=write_error_details(opts.out_dir, exc),
+            ) from exc
         rejected = session.ledger.connection.execute(
             "SELECT COUNT(*) FROM risk_decisions WHERE accepted = 0"
         ).fetchone()[0]
         failures: list[str] = list(getattr(strategy, "failures", []))
-        settings = {
-            "data": [str(Path(p).name) for p in data],
-            "symbols": {s: i for s, i in timeline.intervals.items()},
-            "strategy": strategy.name,
-            "parameters": strategy.parameters(),
-            "cash": float(opts.broker.cash),
-            "fee_rate": float(opts.broker.fee_rate),
-            "slippage_bps": float(opts.broker.slippage_bps),
-            "fill_convention": "market orders placed at a bar's close fill at the next bar's open",
-        }
+        settings = _settings(data, strategy, opts, timeline)
         stats = {
             "seconds": round(seconds, 3),
             "bars_per_second": round(output.steps / seconds, 1) if seconds > 0 else None,
@@ -202,6 +278,41 @@ async def run_backtest_async(
     if opts.out_dir is not None:
         write_report(result, opts.out_dir)
     return result
+
+
+def _settings(data: Sequence[Path], strategy: Strategy, opts: RunOptions,
+              timeline: Timeline) -> dict[str, Any]:
+    return {
+        "data": [str(Path(p).name) for p in data],
+        "symbols": {s: i for s, i in timeline.intervals.items()},
+        "strategy": strategy.name,
+        "parameters": strategy.parameters(),
+        "cash": float(opts.broker.cash),
+        "fee_rate": float(opts.broker.fee_rate),
+        "slippage_bps": float(opts.broker.slippage_bps),
+        "fill_convention": "market orders placed at a bar's close fill at the next bar's open",
+    }
+
+
+def _report_partial(
+    session: Session, strategy: Strategy, data: Sequence[Path], opts: RunOptions,
+    reached: ReplayProgress, reason: str,
+) -> tuple[int, int, int | None]:
+    """Write the report of the steps a stopped replay finished (if any and if there is an output
+    folder); return the steps done, the steps planned and the time of the last one done."""
+    full = build_timeline(session.market)
+    done = reached.steps
+    ran = full.slice(0, done)
+    if done > 0 and opts.out_dir is not None:
+        stats = {"stopped_early": reason, "bars_run": done, "bars_planned": len(full)}
+        exposed = np.array(reached.exposed[:done], dtype=bool)
+        result = collect_result(
+            session, ran, ReplayOutput(exposed, done),
+            settings=_settings(data, strategy, opts, ran), stats=stats,
+        )
+        save_ledger(session, opts.out_dir)
+        write_report(result, opts.out_dir)
+    return done, len(full), int(ran.time_ms[-1]) if done else None
 
 
 def run_backtest(

@@ -23,9 +23,9 @@ from app.indicators.catalogue import default_catalogue
 from app.risk.config import all_in_backtest_config
 from app.risk.rules import LimitPriceBandConfig
 from app.tools.spec import AgentContext
-from tests.helpers.paths import KLINES
+from tests.helpers.paths import BTC_USDT_1H
 
-SOURCE = KLINES / "BTC-USDT_1h_20190930-20191024_unknown.csv"
+SOURCE = BTC_USDT_1H
 SPIKE_ROW = 400  # 0-based candle index of the spike
 HOUR = 3_600_000
 AGENT = AgentContext(agent_id="probe", watched_symbols=("BTC/USDT",), interval="1h")

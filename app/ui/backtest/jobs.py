@@ -211,6 +211,7 @@ def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
         templates=list(request.templates), cash=request.cash, warmup_bars=request.warmup_bars,
         progress=progress.set, cancelled=progress.cancel.is_set,
         force_provider=request.force_provider, llm_settings=dict(request.llm_settings),
+        allow_gaps=True,
     )
     stopped = "cancelled after {done:,} of {total:,} bars"
     try:
