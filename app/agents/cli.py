@@ -157,7 +157,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         TerminalNarrator(runtime)
         await runtime.start()
-        telegram = await start_telegram(runtime)
+        telegram = await start_telegram(runtime, kill_switch=runtime.kill_switch)
         orchestrator = await runtime.ensure_orchestrator()
         print(f"Offline replay from {ms_to_iso(runtime.clock.now_ms())} at {args.speed:g}x; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")

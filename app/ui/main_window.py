@@ -202,7 +202,8 @@ class MainWindow(QMainWindow):
         await desk.runtime.start()
         from app.telegram.start import start_telegram
 
-        self.telegram = await start_telegram(desk.runtime, secrets=self.secrets)
+        self.telegram = await start_telegram(desk.runtime, secrets=self.secrets,
+                                             kill_switch=desk.runtime.kill_switch)
         if desk.fresh:
             # the demo's first request is handled before time starts to flow, so its first
             # trade is placed at the moment the replay was chosen for (see app.agents.desk)
