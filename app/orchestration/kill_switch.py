@@ -60,7 +60,7 @@ from app.store.kill_switch_log import KillSwitchLog
 
 logger = logging.getLogger(__name__)
 
-SENDER = "kill-switch"  # the notifications' agent id: they come from Kestrel itself
+SENDER = "kestrel"  # the notifications' agent id: they come from Kestrel itself, not an agent
 CHANNELS = (Channel.UI_ALERT, Channel.TRAY, Channel.TELEGRAM, Channel.EMAIL)
 PAUSABLE = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
 
