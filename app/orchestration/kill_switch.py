@@ -209,7 +209,7 @@ class KillSwitch:
             return f"The kill switch was already {trip.describe()}."
         if cause_key:
             self._answered.add(cause_key)
-        logger.warning("kill switch %s", trip.describe())
+        logger.info("kill switch %s", trip.describe())
         if self.bus is not None:
             await self.bus.publish(KillSwitchTripped(
                 trip.trip_id, trip.cause.value, trip.reason, trip.by, trip.tripped_ms,
@@ -233,7 +233,7 @@ class KillSwitch:
         """
         by = " ".join(by.split()) or "someone not named"
         trip = self.log.reset(by=by, reset_ms=self._wall_ms(), market_ms=self.clock.now_ms())
-        logger.warning("kill switch reset by %s (it was %s)", by, trip.describe())
+        logger.info("kill switch reset by %s (it was %s)", by, trip.describe())
         if self.bus is not None:
             await self.bus.publish(KillSwitchReset(trip.trip_id, by, trip.reset_ms or 0))
         paused = sum(1 for a in self.agents.list_agents() if a.state is AgentState.PAUSED)

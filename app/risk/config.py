@@ -53,9 +53,8 @@ class RiskConfig(BaseModel):
         limit_price_band: limit/stop prices within ±10% of the last price.
         min_cash_reserve: none.
         agent_budget: no per-agent cap unless allotments are given.
-        kill_switch: not a limit but when the kill switch trips by itself (the loss halts, a
-            reconciliation mismatch, 3 unknown order outcomes in a row) and whether a trip also
-            cancels take-profit and stop-loss exits (no).
+        kill_switch: trips on the loss halts, a reconciliation mismatch and 3 unknown order
+            outcomes in a row; a trip keeps take-profit and stop-loss exits.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

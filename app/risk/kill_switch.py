@@ -96,7 +96,9 @@ def _iso(ms: int) -> str:
 
 
 class KillSwitchConfig(BaseModel):
-    """When the kill switch trips by itself, and what a trip cancels (``[risk.kill_switch]``).
+    """When the kill switch trips by itself, and whether a trip cancels exits too.
+
+    The ``[risk.kill_switch]`` section of the settings.
 
     Attributes:
         on_loss_halt: trip when the daily loss limit or the drawdown halt is reached, judged on
