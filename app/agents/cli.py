@@ -280,7 +280,11 @@ async def _chat_line(runtime: AgentRuntime, orchestrator_id: str, line: str) -> 
 
 
 def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
-    """Say so when the agent the chat talks to is faulted: it answers nothing until resumed."""
+    """Say so when the agent the chat talks to is faulted or paused (the kill switch pauses
+    every agent): it answers nothing until resumed."""
+    if info is not None and info.state is AgentState.PAUSED and waiting:
+        print(f"{info.name} is paused: your message waits in its inbox until you /resume it.")
+        return
     if info is None or info.state is not AgentState.FAULTED:
         return
     reason = info.fault_reason or ""

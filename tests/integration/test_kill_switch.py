@@ -319,13 +319,14 @@ def test_kestrel_chat_kills_and_resets_after_a_typed_confirmation_and_run_shows_
     folder = tmp_path / "ws"
     talk = kestrel("chat", folder, stdin=(
         f"{SETUP_COMMAND}\n/kill the model misbehaves\nno\n/kill the model misbehaves\nyes\n"
-        "/kill\n/quit\n"))
+        "/kill\nhow are we doing?\n/quit\n"))
     assert "Tripping the kill switch refuses every new order, cancels nothing (no open order) " \
            "and pauses 3 running agents." in talk
     assert "Not tripped." in talk
     assert "Kill switch tripped. No open order to cancel, paused 3 agents." in talk
     assert "The kill switch is already tripped: it was tripped " in talk
     assert "by the person in kestrel chat: the model misbehaves" in talk
+    assert "Orchestrator is paused: your message waits in its inbox until you /resume it." in talk
 
     run = kestrel("run", folder, "--for", "2h", "--speed", "100000")
     assert "KILL SWITCH TRIPPED: it was tripped " in run
