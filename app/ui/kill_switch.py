@@ -202,6 +202,7 @@ class KillSwitchControls(QObject):
         self.switch = switch
         self.tasks = tasks
         self.dialog: QDialog | None = None
+        self._preparing = False  # a trip dialog is being prepared (its counts are read)
         self.toolbar = QToolBar("Kill switch", window)
         self.toolbar.setObjectName("kill_switch_bar")
         self.button = QToolButton()
@@ -255,13 +256,18 @@ class KillSwitchControls(QObject):
         if self.switch.is_tripped():
             self.refresh()
             return
-        if isinstance(self.dialog, TripDialog) and self.dialog.isVisible():
+        if self.dialog is not None:  # already asking (a second press, or the reset dialog)
             self.dialog.raise_()
             return
-        self.tasks.spawn(self._ask_trip(source))
+        if not self._preparing:
+            self._preparing = True
+            self.tasks.spawn(self._ask_trip(source))
 
     async def _ask_trip(self, source: str) -> None:
-        preview = await self.switch.preview()
+        try:
+            preview = await self.switch.preview()
+        finally:
+            self._preparing = False
         dialog = TripDialog(preview, source, self.window)
         dialog.accepted.connect(lambda: self.tasks.spawn(self.trip(dialog.reason_text())))
         dialog.finished.connect(lambda _result: self._closed(dialog))
@@ -279,6 +285,9 @@ class KillSwitchControls(QObject):
         trip = self.switch.active()
         if trip is None:
             self.refresh()
+            return
+        if self.dialog is not None:
+            self.dialog.raise_()
             return
         dialog = ResetDialog(trip, self.window)
         dialog.accepted.connect(lambda: self.tasks.spawn(self.reset()))
