@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -305,32 +305,40 @@ class KillSwitch:
             self._account_view = account_view
             bus.subscribe(ClockAdvanced, self._on_clock)
 
-    async def _on_clock(self, _event: ClockAdvanced) -> None:
-        if self._account_view is not None:
-            await self.check_account(self._account_view())
+    def _on_clock(self, _event: ClockAdvanced) -> Awaitable[str | None] | None:
+        # judged at once, on every tick of a paced replay; a task is started only to trip
+        if self._account_view is None:
+            return None
+        breach = self._loss_breach(self._account_view())
+        return None if breach is None else self._auto_trip(*breach)
 
     async def check_account(self, view: RiskView) -> str | None:
         """Trip when the account has reached the daily loss limit or the drawdown halt."""
+        breach = self._loss_breach(view)
+        return None if breach is None else await self._auto_trip(*breach)
+
+    def _loss_breach(self, view: RiskView) -> tuple[TripCause, str, str, str] | None:
+        """The halt the account has reached and not yet answered by a trip: (cause, key,
+        reason, by); None when there is none, or the switch is tripped or told not to."""
         if not self.config.on_loss_halt or self.is_tripped():
             return None
         daily, drawdown = self.risk.daily_loss_limit, self.risk.max_drawdown_halt
         if drawdown.enabled:
             violation = drawdown_violation(view, drawdown.limit_pct)
-            if violation is not None:
+            key = f"drawdown:{view.peak_equity}"
+            if violation is not None and key not in self._answered:
                 why = violation.reason.removeprefix("Trading halted: ")
-                return await self._auto_trip(
-                    TripCause.DRAWDOWN, f"drawdown:{view.peak_equity}",
-                    why[:1].upper() + why[1:], "Kestrel (drawdown halt)")
+                return (TripCause.DRAWDOWN, key, why[:1].upper() + why[1:],
+                        "Kestrel (drawdown halt)")
         if daily.enabled:
             loss = daily_loss_breach(view, daily.limit_pct)
-            if loss is not None:
-                day = view.now_ms // DAY_MS
-                return await self._auto_trip(
-                    TripCause.DAILY_LOSS, f"daily_loss:{day}",
-                    f"Daily loss limit reached: equity {amount(view.equity)} "
-                    f"{view.quote_currency} is {pct(loss)} below the day's start "
-                    f"{amount(view.day_start_equity)} (limit {pct(daily.limit_pct)})",
-                    "Kestrel (daily loss limit)")
+            key = f"daily_loss:{view.now_ms // DAY_MS}"
+            if loss is not None and key not in self._answered:
+                return (TripCause.DAILY_LOSS, key,
+                        f"Daily loss limit reached: equity {amount(view.equity)} "
+                        f"{view.quote_currency} is {pct(loss)} below the day's start "
+                        f"{amount(view.day_start_equity)} (limit {pct(daily.limit_pct)})",
+                        "Kestrel (daily loss limit)")
         return None
 
     async def on_unknown_outcome(self, event: OrderOutcomeUnknown) -> str | None:
