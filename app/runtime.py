@@ -28,6 +28,7 @@ from app.market.replay import ReplayMarketData
 from app.memory.bank import MemoryBank, MemoryLimits
 from app.resources import sample_data_files
 from app.risk.config import build_guard
+from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
 from app.store.recorders import AnnouncingRecorder, SqliteRiskRecorder, SqliteToolCallRecorder
 from app.store.writer import WriterHold
@@ -53,6 +54,7 @@ class OfflineRuntime:
     broker: PaperBroker
     registry: ToolRegistry
     executor: ToolExecutor
+    kill_switch_log: KillSwitchLog  # the kill switch's trips; the guard's first rule reads it
     hold: WriterHold | None = None  # None: a read-only runtime
 
     @property
@@ -63,6 +65,7 @@ class OfflineRuntime:
         """Close the stores and let the next writer in (``final_backup``: see ``WriterHold``)."""
         try:
             self.memory.close()
+            self.kill_switch_log.close()
             self.ledger.close()
         finally:
             if self.hold is not None:
@@ -104,6 +107,7 @@ def build_offline_runtime(
         hold = workspace.hold_for_writing()
     ledger: Ledger | None = None
     memory: MemoryBank | None = None
+    kill_log: KillSwitchLog | None = None
     try:
         settings = workspace.settings()
         files = list(data_files) or sample_data_files()
@@ -150,7 +154,8 @@ def build_offline_runtime(
             workspace.memory_root, clock, bus,
             limits=MemoryLimits(durable=not backtest), inline=backtest,
         )
-        guard = build_guard(settings.risk, SqliteRiskRecorder(ledger))
+        kill_log = KillSwitchLog(workspace.db_path, read_only=read_only)
+        guard = build_guard(settings.risk, SqliteRiskRecorder(ledger), kill_log.active)
         registry = ToolRegistry(
             [
                 *build_market_tools(market),
@@ -163,6 +168,8 @@ def build_offline_runtime(
     except BaseException:
         if memory is not None:
             memory.close()
+        if kill_log is not None:
+            kill_log.close()
         try:
             if ledger is not None:
                 ledger.close()
@@ -182,5 +189,5 @@ def build_offline_runtime(
         default_timeout_s=settings.tools.default_timeout_s,
     )
     return OfflineRuntime(
-        workspace, clock, market, memory, ledger, broker, registry, executor, hold
+        workspace, clock, market, memory, ledger, broker, registry, executor, kill_log, hold
     )

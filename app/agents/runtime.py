@@ -39,6 +39,7 @@ from app.events import EventBus
 from app.mcp.hub import McpHub, attach_mcp
 from app.orchestration.email_channel import EmailNotifier
 from app.orchestration.ids import IdFactory, RandomIds
+from app.orchestration.kill_switch import KillSwitch
 from app.orchestration.notify import (
     BusNotifier,
     NotificationService,
@@ -92,6 +93,7 @@ class AgentRuntime:
     run_id: str
     providers: dict[tuple[str, str, str, str], LLMProvider]
     checkpointer: WalCheckpointer
+    kill_switch: KillSwitch
     mcp: McpHub | None = None  # None: no MCP server configured (the SDK is never imported)
 
     @property
@@ -99,6 +101,8 @@ class AgentRuntime:
         return self.base.clock
 
     async def start(self) -> None:
+        # a trip the last run committed but did not finish pauses its agents before they start
+        await self.kill_switch.complete_unfinished()
         await self.manager.start()
         # what exists now (modules, market data, caches) lives as long as the app: keep it out
         # of the garbage collector's full passes, which would otherwise stall the loop ~50-100 ms
@@ -279,10 +283,17 @@ def build_agent_runtime(
         fills = FillRouter(base.ledger, queue, agents)
         driver = MarketDriver(clock, broker, scheduler, fills, manager, bus)
         driver.speed = settings.agents.replay_speed
+        kill_switch = KillSwitch(
+            base.kill_switch_log, broker, manager, clock=clock, risk=settings.risk,
+            notifications=notifications, bus=bus,
+        )
+        # the loss halts trip the switch after each settle; a backtest measures templates under
+        # the halts' refusals and is never halted as a whole
+        kill_switch.watch(bus, None if mode is Mode.BACKTEST else broker.risk_view)
         return AgentRuntime(
             base, bus, ids, agents, conversations, approvals, queue, scheduler, questions,
             notifications, manager, driver, rule_engine, services.run_id, built, checkpointer,
-            mcp_hub,
+            kill_switch, mcp_hub,
         )
     except BaseException:
         try:

@@ -69,7 +69,11 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             rows = runtime.ledger.connection.execute("SELECT DISTINCT symbol FROM fills")
             return {row[0] for row in rows.fetchall()}
 
-        gate = OrderGate(settings.approval, broker.mode, last_price, traded_symbols)
+        def halted() -> str | None:  # the workspace's kill switch (tripped in the window)
+            trip = runtime.kill_switch_log.active()
+            return None if trip is None else trip.halt_reason()
+
+        gate = OrderGate(settings.approval, broker.mode, last_price, traded_symbols, halted)
         executor = ToolExecutor(
             gated_registry(runtime.registry, gate),
             SqliteToolCallRecorder(runtime.ledger),  # the workspace's audit trail

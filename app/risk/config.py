@@ -8,11 +8,13 @@ cheap, always-decisive rules (symbol, halts) first, sizing rules after.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from pydantic import BaseModel, ConfigDict
 
 from app.risk.guard import RiskDecisionRecorder, RiskGuard, RiskRule
+from app.risk.kill_switch import KillSwitchConfig, KillSwitchRule, Trip
 from app.risk.rules import (
     AgentBudget,
     AgentBudgetConfig,
@@ -51,6 +53,8 @@ class RiskConfig(BaseModel):
         limit_price_band: limit/stop prices within ±10% of the last price.
         min_cash_reserve: none.
         agent_budget: no per-agent cap unless allotments are given.
+        kill_switch: trips on the loss halts, a reconciliation mismatch and 3 unknown order
+            outcomes in a row; a trip keeps take-profit and stop-loss exits.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,6 +69,7 @@ class RiskConfig(BaseModel):
     max_position_weight: MaxPositionWeightConfig = MaxPositionWeightConfig()
     min_cash_reserve: MinCashReserveConfig = MinCashReserveConfig()
     agent_budget: AgentBudgetConfig = AgentBudgetConfig()
+    kill_switch: KillSwitchConfig = KillSwitchConfig()
 
 
 def all_in_backtest_config() -> RiskConfig:
@@ -82,9 +87,17 @@ def all_in_backtest_config() -> RiskConfig:
     )
 
 
-def build_rules(config: RiskConfig) -> list[RiskRule]:
-    """The enabled rules of ``config``, in checking order."""
+def build_rules(
+    config: RiskConfig, active_trip: Callable[[], Trip | None] | None = None
+) -> list[RiskRule]:
+    """The enabled rules of ``config``, in checking order.
+
+    Args:
+        active_trip: the kill switch's trip in force (``KillSwitchLog.active``); given, the kill
+            switch is the first rule checked. Backtests of a strategy have no kill switch.
+    """
     builders: list[tuple[bool, RiskRule]] = [
+        (active_trip is not None, KillSwitchRule(active_trip or (lambda: None))),
         (config.allowed_symbols.enabled, AllowedSymbols(config.allowed_symbols)),
         (config.max_drawdown_halt.enabled, MaxDrawdownHalt(config.max_drawdown_halt)),
         (config.daily_loss_limit.enabled, DailyLossLimit(config.daily_loss_limit)),
@@ -99,6 +112,11 @@ def build_rules(config: RiskConfig) -> list[RiskRule]:
     return [rule for enabled, rule in builders if enabled]
 
 
-def build_guard(config: RiskConfig, recorder: RiskDecisionRecorder) -> RiskGuard:
-    """A guard with every enabled rule of ``config``, recording through ``recorder``."""
-    return RiskGuard(build_rules(config), recorder)
+def build_guard(
+    config: RiskConfig,
+    recorder: RiskDecisionRecorder,
+    active_trip: Callable[[], Trip | None] | None = None,
+) -> RiskGuard:
+    """A guard with every enabled rule of ``config`` (and the kill switch, given its trip in
+    force), recording through ``recorder``."""
+    return RiskGuard(build_rules(config, active_trip), recorder)

@@ -29,7 +29,8 @@ NO_KILL_SWITCH = "not available in this version"
 
 
 class KillSwitch(Protocol):
-    """The one switch that stops all trading (built in its own issue); the bot only trips it.
+    """The one switch that stops all trading (``app.orchestration.kill_switch.KillSwitch``); the
+    bot only trips it (a reset is for the window).
 
     ``trip`` is awaited on the event loop and returns what it did, in a sentence for the person
     (or None); it may raise ``KestrelError`` with a message for the person.
