@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 USER_MESSAGE = "USER_MESSAGE"
 TASK_REPLY = "TASK_REPLY"
 CLARIFY_TOOL = "ask_user_clarification"
+COMMENTARY = "commentary"  # message kind: the prose a model wrote around its call
+NORMALISED = "normalised"  # message kind: what the parser repaired to read an answer
 
 
 class TaskOutcome(StrEnum):
@@ -191,6 +193,7 @@ class AgentLoop:
         except LLMError as exc:
             return self._fault(task, f"the model provider failed: {exc}", messages)
         parsed = self.s.executor.parse(response.text)
+        self._record_reading(task, step, parsed, messages)
         if parsed.is_text:
             messages.append(conv.add(
                 self.agent_id, task.task_id, step, "assistant", "final", response.text
@@ -201,6 +204,23 @@ class AgentLoop:
             self.agent_id, task.task_id, step, "assistant", "assistant", response.text
         ))
         return None
+
+    def _record_reading(
+        self, task: Task, step: int, parsed: ParsedResponse, messages: list[StoredMessage]
+    ) -> None:
+        """Store the prose around a call as the agent's commentary, and what the parser had to
+        normalise to read the answer, before the answer itself (whose kind drives the loop).
+        Neither is sent to the model again: the answer it wrote already holds both."""
+        conv = self.s.conversations
+        if parsed.commentary:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "assistant", COMMENTARY, parsed.commentary
+            ))
+        if parsed.notes:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "system", NORMALISED,
+                "accepted: " + "; ".join(parsed.notes),
+            ))
 
     # -- one turn ------------------------------------------------------------------------------
 

@@ -663,3 +663,34 @@ def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_pan
                                         part.objectName(), right, width)
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_sentence_around_a_fenced_call_shows_as_the_agents_words_with_what_was_accepted(
+    make_runtime, open_panel, qtbot, qloop
+):
+    from tests.helpers.scripted_llm import ScriptedProvider
+
+    model = ScriptedProvider([
+        "I'll list the agents first.\n\n```xml\n<list_agent_instances></list_agent_instances>\n```",
+        "No agents but me yet.",
+    ])
+    runtime = make_runtime(
+        provider_override=lambda info, _t: model if info.role is AgentRole.ORCHESTRATOR else None
+    )
+    panel = open_panel(runtime)
+
+    async def scenario() -> None:
+        await said(runtime, qtbot, panel, "who is there?")
+        await until(lambda: len(cards(panel, AnswerBubble)) == 2)
+        words, answer = cards(panel, AnswerBubble)
+        assert "list the agents first." in words.text.text()
+        assert "No agents but me yet." in answer.text.text()
+        (tool,) = cards(panel, ToolCard)
+        assert tool.name.text() == "list_agent_instances" and tool.glyph.text() == "✓"
+        notices = [n.label.text() for n in cards(panel, NoticeLine)]
+        assert any("accepted: code fence removed; text before the call kept as commentary" in n
+                   for n in notices), notices
+        order = panel.transcript.cards
+        assert order.index(words) < order.index(tool) < order.index(answer)
+
+    qloop.run_until_complete(scenario())

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from app.agents.loop import CLARIFY_TOOL
 from app.agents.rules.transcript import params_of, parse_task
 from app.domain.agents import Question, QuestionKind
+from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
 from app.ui.chat.entries import (
     AWAITING,
@@ -88,6 +89,8 @@ class ConversationBuilder:
                 return self._reply(m)
             case "final":
                 return self._final(m)
+            case "commentary":  # the prose a model wrote around its call: its words, shown so
+                return self._commentary(m)
             case _:  # "notice", and any kind added later: the person sees it as a system line
                 return self._notice(m)
 
@@ -125,7 +128,7 @@ class ConversationBuilder:
         key = f"{m.task_id}:{m.step}"
         if key in self.entries:
             return Delta()
-        parsed = parse_response(m.content)
+        parsed = parse_response(m.content, free_text=DISPLAY)
         thinking = parsed.thinking or ""
         call = parsed.call
         if call is not None and call.name == CLARIFY_TOOL:
@@ -151,7 +154,7 @@ class ConversationBuilder:
         entry = self.entries.get(key)
         if isinstance(entry, QuestionEntry) and entry.origin is not None:
             # the clarification call itself failed (an empty question, say): a tool card instead
-            parsed = parse_response(entry.origin.content)
+            parsed = parse_response(entry.origin.content, free_text=DISPLAY)
             tool = ToolEntry(
                 key, m.agent_id, m.task_id, entry.market_ms, entry.origin, tool_name=CLARIFY_TOOL,
                 params=call_params(parsed.call) if parsed.call is not None else (),
@@ -205,10 +208,17 @@ class ConversationBuilder:
         key = f"{m.task_id}:{m.step}:final"
         if key in self.entries:
             return Delta()
-        parsed = parse_response(m.content)
+        parsed = parse_response(m.content, free_text=DISPLAY)
         text = parsed.text if parsed.text is not None else m.content
         return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m, text=text,
                                      thinking=parsed.thinking or ""))
+
+    def _commentary(self, m: Message) -> Delta:
+        key = f"{m.task_id}:{m.step}:commentary"
+        if key in self.entries:
+            return Delta()
+        return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=m.content.strip()))
 
     def _notice(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}:{m.kind}:{zlib.crc32(m.content.encode('utf-8'))}"
