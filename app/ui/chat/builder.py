@@ -112,17 +112,28 @@ class ConversationBuilder:
         if isinstance(existing, PersonEntry) and existing.queued:
             existing.queued = False  # the agent starts on it now: it moves below what came first
             existing.origin, existing.market_ms = m, m.market_ms
-            return Delta(added=[existing])
+            return Delta(added=[existing]).merge(self._carried(m, parse_task(m.content).data))
         if existing is not None:
             return Delta()
         facts = parse_task(m.content)
         if facts.is_user_message or facts.task_type == "UNREADABLE_TASK":
-            return self._add(PersonEntry(key, m.agent_id, m.task_id, m.market_ms, m,
-                                         text=facts.text))
-        return self._add(TaskEntry(
-            key, m.agent_id, m.task_id, m.market_ms, m, task_type=facts.task_type,
-            source=facts.source, payload=dict(facts.payload), raw=m.content,
-        ))
+            delta = self._add(PersonEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                          text=facts.text))
+        else:
+            delta = self._add(TaskEntry(
+                key, m.agent_id, m.task_id, m.market_ms, m, task_type=facts.task_type,
+                source=facts.source, payload=dict(facts.payload), raw=m.content,
+            ))
+        return delta.merge(self._carried(m, facts.data))
+
+    def _carried(self, m: Message, data: tuple[tuple[str, object], ...]) -> Delta:
+        """What the task carried (fetched for the agent before it started), as one line."""
+        key = f"task:{m.task_id}:data"
+        if not data or key in self.entries:
+            return Delta()
+        carried = ", ".join(tool for tool, _ in data)
+        return self._add(NoticeEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=f"Data fetched with the task: {carried}."))
 
     def _assistant(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}"
