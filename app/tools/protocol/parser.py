@@ -99,6 +99,7 @@ _OPENING_TAG = re.compile(r"<([A-Za-z_][\w.\-]*)(?=[\s>/])")
 _CLOSING_TAG = re.compile(r"</([A-Za-z_][\w.\-]*)\s*>")
 _MAX_PROSE_TAGS = 2_000  # tags looked at to find a call inside prose
 _MAX_THINKING_BLOCKS = 3
+_NATIVE_STARTS = ("<|", "<function=")  # Llama 3.1's own tool-call syntaxes
 _NAMED_CALLS = 20  # calls named in a MULTIPLE_TOOL_CALLS refusal
 _LOOKAHEAD = 2_000  # how far past "<name" a self-closing "/>" is looked for
 FENCE_REMOVED = "code fence removed"
@@ -289,11 +290,9 @@ def _parse(
     if refused is not None:
         return refused
     body = _unfence(_declaration_off(body), notes)
-    if thinking is not None and known_tools:
+    if thinking is not None and known_tools and not _NAME_START.match(body):
         inside = _call_in_prose(thinking, known_tools)
-        if inside is not None and _call_in_prose(body, known_tools) is None and not (
-            _NAME_START.match(body)
-        ):
+        if inside is not None and _call_in_prose(body, known_tools) is None:
             return _error(
                 f"The <{inside[1]}> call is inside the thinking block, where calls are not run. "
                 "Close the thinking first, then write the call after </thinking>.",
@@ -315,7 +314,9 @@ def _parse(
             "(&amp; for &, &lt; for <).",
             thinking=thinking,
         )
-    native = native_call(body, known_tools) if body.startswith("<") else ""
+    native = native_call(body, known_tools) if body.startswith(_NATIVE_STARTS) or (
+        body[:1] == "<" and body[1:2].isspace()
+    ) else ""
     if native:
         return _error(
             f"Tool calls are written in XML, not in another tool-call syntax: "
@@ -325,6 +326,9 @@ def _parse(
             thinking=thinking,
         )
     if _NAME_START.match(body) or body.startswith(("<!--", "</")):
+        fast = _fast_call(body)  # the usual answer: one plain call, nothing around it
+        if fast is not None:
+            return ParsedResponse(thinking, fast, None, None, fast.name)
         located: tuple[int, str] | None = (0, tag_name_at_start(body))
     else:
         located = _call_in_prose(body, known_tools)
@@ -368,6 +372,8 @@ def _leading_thinking(
 ) -> tuple[str | None, str, ParsedResponse | None]:
     """The thinking blocks that open ``body`` (``<thinking>`` or ``<think>``), the rest, or the
     refusal of a block never closed."""
+    if not body.startswith("<think") and "</think" not in body:
+        return None, body, None
     blocks: list[str] = []
     for _ in range(_MAX_THINKING_BLOCKS):
         opening = _THINKING_OPEN.match(body)
@@ -443,11 +449,13 @@ def _last(body: str, pattern: re.Pattern[str], prefix: str, start: int, end: int
 def _call_end(body: str, start: int, name: str) -> int:
     """Where the call that starts at ``start`` ends: after its last closing tag, after itself
     when it closes itself, else the end of the body (an unclosed call, for lxml to explain)."""
-    last = None
-    for last in _closing(name).finditer(body, start):  # noqa: B007 - the last one is wanted
-        pass
-    if last is not None:
-        return last.end()
+    if body.endswith(f"</{name}>"):
+        return len(body)
+    last = _last(body, _closing(name), f"</{name}", start, len(body))
+    if last >= 0:
+        found = _closing(name).match(body, last)
+        assert found is not None
+        return found.end()
     self_closing = re.compile(rf"<{re.escape(name)}(?=[\s/])[^<>]{{0,{_LOOKAHEAD}}}/>")
     found = self_closing.match(body, start)
     return found.end() if found is not None else len(body)
