@@ -45,13 +45,22 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 from types import MappingProxyType
 
 from lxml import etree
 
 from app.domain.errors import ErrorCode, ParseError, ToolError
+from app.tools.protocol.around import (
+    FENCE_OPENER,
+    THINKING_ANY,
+    Refusal,
+    call_end,
+    call_in_prose,
+    commentary,
+    leading_thinking,
+    unfence,
+)
 from app.tools.protocol.diagnose import (
     NAMESPACE_HINT,
     WRAPPER,
@@ -64,13 +73,7 @@ from app.tools.protocol.diagnose import (
     non_xml_call,
     tag_name_at_start,
 )
-from app.tools.protocol.free_text import (
-    MARKUP,
-    STRICT,
-    FreeText,
-    closing_tag_error,
-    repair,
-)
+from app.tools.protocol.free_text import STRICT, FreeText, closing_tag_error, repair
 from app.tools.protocol.limits import (
     MAX_ATTRIBUTES,
     MAX_CALL_ATTRIBUTES,
@@ -88,21 +91,9 @@ from app.tools.protocol.limits import (
 _NAME_START = re.compile(r"<[A-Za-z_]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _FENCE = re.compile(r"```[A-Za-z]*\s*(<[A-Za-z_][\s\S]*?)```")
-_FENCE_OPENER = re.compile(r"```[\w+.\-]*[ \t]*\r?\n")
-_FENCE_TAIL = re.compile(r"(?:^|\n)[ \t]*```[\w+.\-]*[ \t]*$")  # a fence opener ending the text
 _XML_DECL = re.compile(r"^<\?xml[^>]*\?>\s*")
-_THINKING_OPEN = re.compile(r"<(thinking|think)\s*>")
-_THINKING_CLOSE = re.compile(r"</thinking\s*>")
-_THINK_CLOSE = re.compile(r"</think\s*>")
-_THINKING_ANY = re.compile(r"</?think(?:ing)?\s*>")
-_OPENING_TAG = re.compile(r"<([A-Za-z_][\w.\-]*)(?=[\s>/])")
-_CLOSING_TAG = re.compile(r"</([A-Za-z_][\w.\-]*)\s*>")
-_MAX_PROSE_TAGS = 2_000  # tags looked at to find a call inside prose
-_MAX_THINKING_BLOCKS = 3
 _NATIVE_STARTS = ("<|", "<function=")  # Llama 3.1's own tool-call syntaxes
 _NAMED_CALLS = 20  # calls named in a MULTIPLE_TOOL_CALLS refusal
-_LOOKAHEAD = 2_000  # how far past "<name" a self-closing "/>" is looked for
-FENCE_REMOVED = "code fence removed"
 _CHUNK = 64 * 1024
 # The fast path: a call whose parameters are plain elements holding plain text (no attributes,
 # nesting, comments, entities, '&', '<', '>', CR or control characters) is read by these two
@@ -118,16 +109,6 @@ _FAST_MAX_CHARS = 1_000_000  # a bigger call takes the full path, whose costs ar
 _NOT_FAST = frozenset({"thinking", "tool_result"})  # names whose calls need _single_call's words
 _NO_ATTRS: Mapping[str, str] = MappingProxyType({})  # shared, so read-only
 _FENCES_TRIED = 20
-
-
-@lru_cache(maxsize=512)
-def _closing(name: str) -> re.Pattern[str]:
-    return re.compile(rf"</{re.escape(name)}\s*>")
-
-
-@lru_cache(maxsize=512)
-def _opening(name: str) -> re.Pattern[str]:
-    return re.compile(rf"<{re.escape(name)}(?=[\s>/])")
 
 
 def _parser() -> etree.XMLParser:
@@ -285,14 +266,14 @@ def _declaration_off(body: str) -> str:
 def _parse(
     body: str, known_tools: Collection[str], free_text: FreeText, notes: list[str]
 ) -> ParsedResponse:
-    body = _unfence(body, notes)
-    thinking, body, refused = _leading_thinking(body, notes)
+    body = unfence(body, notes)
+    thinking, body, refused = leading_thinking(body, notes)
     if refused is not None:
-        return refused
-    body = _unfence(_declaration_off(body), notes)
+        return _refuse(refused, None)
+    body = unfence(_declaration_off(body), notes)
     if thinking is not None and known_tools and not _NAME_START.match(body):
-        inside = _call_in_prose(thinking, known_tools)
-        if inside is not None and _call_in_prose(body, known_tools) is None:
+        inside = call_in_prose(thinking, known_tools)
+        if inside is not None and call_in_prose(body, known_tools) is None:
             return _error(
                 f"The <{inside[1]}> call is inside the thinking block, where calls are not run. "
                 "Close the thinking first, then write the call after </thinking>.",
@@ -331,191 +312,29 @@ def _parse(
             return ParsedResponse(thinking, fast, None, None, fast.name)
         located: tuple[int, str] | None = (0, tag_name_at_start(body))
     else:
-        located = _call_in_prose(body, known_tools)
+        located = call_in_prose(body, known_tools)
         if located is None:
             return _classify_prose(body, thinking, known_tools)
     start, name = located
-    end = _call_end(body, start, name) if name else len(body)
-    commentary: str | None = None
+    end = call_end(body, start, name) if name else len(body)
+    prose: str | None = None
     if body[:start].strip() or body[end:].strip():
-        outcome = _commentary(body[:start], body[end:], known_tools, name, thinking, notes)
-        if isinstance(outcome, ParsedResponse):
-            return outcome
+        outcome = commentary(body[:start], body[end:], known_tools, name, notes)
+        if isinstance(outcome, Refusal):
+            return _refuse(outcome, thinking)
         if outcome is None:  # not plain prose: the strict reading explains what is wrong
             if start > 0:
                 return _classify_prose(body, thinking, known_tools)
             return _parse_call(body, thinking, known_tools, free_text, notes)
-        commentary = outcome or None
+        prose = outcome or None
         body = body[start:end]
     parsed = _parse_call(body, thinking, known_tools, free_text, notes)
-    parsed.commentary = commentary
+    parsed.commentary = prose
     return parsed
 
 
-def _unfence(body: str, notes: list[str]) -> str:
-    """``body`` without a markdown fence that wraps it whole (or opens it and is never closed),
-    when what the fence holds starts with a tag; otherwise ``body`` unchanged."""
-    if not body.startswith("```"):
-        return body
-    opener = _FENCE_OPENER.match(body)
-    if opener is None or not body[opener.end():].lstrip().startswith("<"):
-        return body
-    inner = body[opener.end():].strip()
-    if inner.endswith("```") and not inner.endswith("````"):
-        inner = inner[:-3].rstrip()
-    notes.append(FENCE_REMOVED)
-    return inner
-
-
-def _leading_thinking(
-    body: str, notes: list[str]
-) -> tuple[str | None, str, ParsedResponse | None]:
-    """The thinking blocks that open ``body`` (``<thinking>`` or ``<think>``), the rest, or the
-    refusal of a block never closed."""
-    if not body.startswith("<think") and "</think" not in body:
-        return None, body, None
-    blocks: list[str] = []
-    for _ in range(_MAX_THINKING_BLOCKS):
-        opening = _THINKING_OPEN.match(body)
-        if opening is None:
-            break
-        tag = opening.group(1)
-        closing = (_THINK_CLOSE if tag == "think" else _THINKING_CLOSE).search(body, opening.end())
-        if closing is None:
-            return None, body, _error(
-                f"The <{tag}> block is never closed. End it with </{tag}> before the tool call or "
-                "answer."
-            )
-        blocks.append(body[opening.end():closing.start()].strip())
-        if tag == "think":
-            notes.append("<think> read as <thinking>")
-        body = body[closing.end():].strip()
-    if not blocks and not body.startswith("<"):
-        lone = _THINK_CLOSE.search(body)
-        if lone is not None and "<think" not in body[:lone.start()]:
-            notes.append("reasoning before a lone </think> read as thinking")
-            blocks.append(body[:lone.start()].strip())
-            body = body[lone.end():].strip()
-    return ("\n\n".join(blocks) if blocks else None), body, None
-
-
-def _call_in_prose(body: str, known_tools: Collection[str]) -> tuple[int, str] | None:
-    """Where the call inside ``body`` starts, and its tool: the first known tool (any name when
-    none are known) whose tag is closed later or closes itself; of that tool's openings before
-    its first closing tag, the last (``use <get_order_book> for depth: <get_order_book>...``).
-
-    Linear: the openings are looked at in order (at most ``_MAX_PROSE_TAGS``), and each name's
-    last closing tag and the last opening before a closing are found by ``rfind``, not by
-    walking every tag in Python.
-    """
-    if "<" not in body:
-        return None
-    last_closing: dict[str, int] = {}
-    for tried, found in enumerate(_OPENING_TAG.finditer(body)):
-        if tried >= _MAX_PROSE_TAGS:
-            return None
-        name = found.group(1)
-        if known_tools:
-            if name not in known_tools:
-                continue
-        elif name in ("thinking", "think"):
-            continue
-        if name not in last_closing:
-            last_closing[name] = _last(body, _closing(name), f"</{name}", 0, len(body))
-        if last_closing[name] > found.start():
-            first_close = _closing(name).search(body, found.end())
-            assert first_close is not None  # a closing of ``name`` lies after ``found``
-            later = _last(body, _opening(name), f"<{name}", found.end(), first_close.start())
-            return (later if later >= 0 else found.start()), name
-        tail = body.find(">", found.end(), found.end() + _LOOKAHEAD)
-        if tail > 0 and body[tail - 1] == "/" and "<" not in body[found.end():tail]:
-            return found.start(), name
-    return None
-
-
-def _last(body: str, pattern: re.Pattern[str], prefix: str, start: int, end: int) -> int:
-    """The start of the last match of ``pattern`` in ``body[start:end]`` (each match begins
-    with ``prefix``), or -1: ``rfind`` for the prefix, checked by the pattern."""
-    while True:
-        at = body.rfind(prefix, start, end)
-        if at < 0:
-            return -1
-        found = pattern.match(body, at)
-        if found is not None and found.end() <= len(body):
-            return at
-        end = at
-
-
-def _call_end(body: str, start: int, name: str) -> int:
-    """Where the call that starts at ``start`` ends: after its last closing tag, after itself
-    when it closes itself, else the end of the body (an unclosed call, for lxml to explain)."""
-    if body.endswith(f"</{name}>"):
-        return len(body)
-    last = _last(body, _closing(name), f"</{name}", start, len(body))
-    if last >= 0:
-        found = _closing(name).match(body, last)
-        assert found is not None
-        return found.end()
-    self_closing = re.compile(rf"<{re.escape(name)}(?=[\s/])[^<>]{{0,{_LOOKAHEAD}}}/>")
-    found = self_closing.match(body, start)
-    return found.end() if found is not None else len(body)
-
-
-def _commentary(
-    leading: str, trailing: str, known_tools: Collection[str], name: str,
-    thinking: str | None, notes: list[str],
-) -> str | ParsedResponse | None:
-    """The prose around the call, joined; the refusal of a second call or a misplaced thinking
-    block in it; or ``None`` when it is not plain prose."""
-    lead, trail = leading.strip(), trailing.strip()
-    fence = _FENCE_TAIL.search(lead)
-    if fence is not None:
-        lead = lead[:fence.start()].rstrip()
-        notes.append(FENCE_REMOVED)
-    if trail.startswith("```"):
-        newline = trail.find("\n")
-        trail = "" if newline < 0 else trail[newline + 1:].lstrip()
-        notes.append(FENCE_REMOVED)
-    for part in (lead, trail):
-        if MARKUP.search(_mentions_off(part, known_tools)) is None:
-            continue
-        other = _call_in_prose(part, known_tools) if known_tools else None
-        if other is not None:
-            return _error(
-                f"The response holds more than one tool call (<{name}> and <{other[1]}>). Make "
-                "exactly one call per response and wait for its result before the next.",
-                tool_name=name,
-                code=ErrorCode.MULTIPLE_TOOL_CALLS,
-                thinking=thinking,
-                calls=[name, other[1]],
-            )
-        if _THINKING_ANY.search(part):
-            return _error(
-                "The <thinking> block must be the very first thing in the response, before the "
-                "call and before any other text.",
-                tool_name=name,
-                thinking=thinking,
-            )
-        return None
-    if lead:
-        notes.append("text before the call kept as commentary")
-    if trail:
-        notes.append("text after the call kept as commentary")
-    return "\n\n".join(part for part in (lead, trail) if part)
-
-
-def _mentions_off(text: str, known_tools: Collection[str]) -> str:
-    """``text`` without bare mentions of known tools (``use <get_order_book> for depth``): an
-    opening tag alone names a tool, it does not call it."""
-    if not known_tools or "<" not in text:
-        return text
-    return _mention_of(frozenset(known_tools)).sub("", text)
-
-
-@lru_cache(maxsize=32)
-def _mention_of(known_tools: frozenset[str]) -> re.Pattern[str]:
-    names = "|".join(re.escape(name) for name in sorted(known_tools, key=len, reverse=True))
-    return re.compile(f"<(?:{names})>")
+def _refuse(refusal: Refusal, thinking: str | None) -> ParsedResponse:
+    return _error(refusal.message, refusal.tool_name, refusal.code, thinking, **refusal.details)
 
 
 def _find_fence(body: str) -> re.Match[str] | None:
@@ -558,7 +377,7 @@ def _classify_prose(
             tool_name=name,
             thinking=thinking,
         )
-    if stray := _THINKING_ANY.search(body):
+    if stray := THINKING_ANY.search(body):
         return _error(
             "A <thinking> block must come first in the response, before anything else "
             f"(found {stray.group(0)} later).",
@@ -569,7 +388,7 @@ def _classify_prose(
 
 def _unfenced_text(body: str) -> str:
     """A JSON call as models fence it (```json {...} ```), without the fence."""
-    opener = _FENCE_OPENER.match(body) if body.startswith("```") else None
+    opener = FENCE_OPENER.match(body) if body.startswith("```") else None
     return body[opener.end():].lstrip() if opener is not None else body
 
 
