@@ -11,6 +11,7 @@ from PySide6.QtCore import QRect, QSize
 
 from app.agents.desk import DEMO_COMMAND
 from app.agents.loop_share import LoopShare
+from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.ui.main_window import DOCKS
 from tests.ui.desk import Desk, on_screen, until
@@ -37,7 +38,8 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         orchestrator = runtime.orchestrator()
         assert orchestrator is not None
         first = runtime.conversations.recent(orchestrator.agent_id)[0]
-        assert first.content == DEMO_COMMAND, "the demo is the person's first chat message"
+        assert split_task_data(first.content)[0] == DEMO_COMMAND, (
+            "the demo is the person's first chat message")
         fills = [f for f in runtime.base.ledger.fills() if f.time_ms <= start + HOUR_MS]
         assert fills, "a fill within 60 simulated minutes of replay"
         trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
@@ -72,7 +74,8 @@ def test_the_layout_and_the_workspace_survive_closing_and_reopening(desk: Desk) 
         assert sorted(a.agent_id for a in again.runtime.manager.list_agents()) == agents
         orchestrator = again.runtime.orchestrator()
         assert orchestrator is not None
-        texts = [m.content for m in again.runtime.conversations.recent(orchestrator.agent_id)
+        texts = [split_task_data(m.content)[0]
+                 for m in again.runtime.conversations.recent(orchestrator.agent_id)
                  if m.kind == "task"]
         assert texts == [DEMO_COMMAND], "a used workspace is resumed, not seeded again"
         assert again.runtime.clock.now_ms() >= resumed_at

@@ -211,3 +211,54 @@ def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) ->
             "task", "assistant", "tool_result", "final"]
 
     _run(tmp_path, provider, body)
+
+
+def test_a_fenced_call_with_a_sentence_runs_and_the_transcript_says_what_was_normalised(
+    tmp_path: Path,
+) -> None:
+    answer = f"Let me check the price first.\n\n```xml\n{TICKER}\n```"
+    provider = ScriptedProvider([answer, "Price noted."])
+
+    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+        task = runtime.manager.send_user_message(agent_id, "what is the price?")
+        await settle(runtime)
+        assert runtime.queue.get(task.task_id).result == "Price noted."
+        messages = runtime.conversations.messages(task.task_id)
+        assert [m.kind for m in messages] == [
+            "task", "commentary", "normalised", "assistant", "tool_result", "final"
+        ]
+        by_kind = {m.kind: m for m in messages}
+        assert by_kind["commentary"].content == "Let me check the price first."
+        assert by_kind["commentary"].role == "assistant"
+        assert by_kind["normalised"].content == (
+            "accepted: code fence removed; text before the call kept as commentary"
+        )
+        assert by_kind["assistant"].content == answer  # what the model wrote, unchanged
+        assert "<status>success</status>" in by_kind["tool_result"].content
+        # neither the commentary nor the note is sent again: the answer already holds them
+        last = provider.requests[-1].messages
+        assert [m.role for m in last] == ["user", "assistant", "user"]
+        assert last[1].content == answer
+
+    _run(tmp_path, provider, body)
+
+
+def test_a_journal_entry_with_raw_ampersand_and_less_than_is_written_as_meant(
+    tmp_path: Path,
+) -> None:
+    note = "RSI < 30 & rising; stop < 42,100"
+    provider = ScriptedProvider([
+        f"<log_journal_entry><content>{note}</content></log_journal_entry>", "Logged.",
+    ])
+
+    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+        task = runtime.manager.send_user_message(agent_id, "note the setup")
+        await settle(runtime)
+        assert runtime.queue.get(task.task_id).result == "Logged."
+        kinds = _kinds(runtime, task.task_id)
+        assert kinds == ["task", "normalised", "assistant", "tool_result", "final"]
+        memory = runtime.base.memory
+        (entry,) = [f for f in memory.list_files(agent_id, "journal")]
+        assert note in memory.read_file(agent_id, entry.path).data.decode("utf-8")
+
+    _run(tmp_path, provider, body)
