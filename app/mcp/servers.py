@@ -7,6 +7,11 @@ crashed or could not start is started again on the next call, at most ``MAX_REST
 minute. The server's stderr is kept as a short tail in memory (a flood cannot fill a disk) so a
 crash can be explained. Foreign errors (the SDK's, the OS's) become ``ToolError``s here, once.
 
+A stdio server is reached through Kestrel's own transport (``app.mcp.stdio_transport``), which
+reads in bounded chunks and drops a message longer than ``max_message_bytes``: the call it
+answered fails with a clear error and the connection stays open, or, when it cannot be matched to
+a call, the connection is closed and started again on the next call.
+
 The ``mcp`` SDK is imported when the first connection starts.
 """
 
@@ -28,6 +33,8 @@ from app.mcp.settings import McpServerSettings
 if TYPE_CHECKING:
     from mcp import Client
     from mcp_types import CallToolResult
+
+    from app.mcp.stdio_transport import DroppedMessage
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +130,7 @@ class McpConnection:
         self._start_lock = asyncio.Lock()
         self._starts: list[float] = []
         self._tail: StderrTail | None = None
+        self._dropped: DroppedMessage | None = None  # the last message dropped for its size
         self.last_error = ""
         self.exit_code: int | None = None
 
@@ -138,8 +146,9 @@ class McpConnection:
     def _transport(self) -> Any:
         """The SDK transport for the settings (imported here: start-up never pays for it)."""
         from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
+
+        from app.mcp.stdio_transport import stdio_client
 
         if self.settings.url is not None:
             return streamable_http_client(self.settings.url)
@@ -159,7 +168,13 @@ class McpConnection:
             encoding_error_handler="replace",
         )
         self._tail = StderrTail()
-        return stdio_client(params, errlog=self._tail.writer)
+        self._dropped = None
+        return stdio_client(params, errlog=self._tail.writer,
+                            max_message_bytes=self.settings.max_message_bytes,
+                            on_dropped=self._note_dropped)
+
+    def _note_dropped(self, dropped: DroppedMessage) -> None:
+        self._dropped = dropped
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         """Hold the client open until asked to stop (runs as the connection's own task)."""
@@ -277,6 +292,15 @@ class McpConnection:
         """The connection broke during a request: forget the client so the next call restarts."""
         self._client = None
         self._stop.set()
+        dropped = self._dropped
+        if dropped is not None and dropped.closed:
+            self.last_error = f"it sent {dropped.describe()} that matched no call"
+            return NetworkError(
+                f"The MCP server '{self.name}' sent {dropped.describe()}; it was dropped. It "
+                "could not be matched to one call, so the connection was closed and every call "
+                "waiting on it failed. The server will be started again on the next call.",
+                details={"server": self.name, "limit": dropped.limit, "unit": dropped.unit},
+            )
         tail = self.stderr_tail().strip().splitlines()[-2:]
         said = f" Its last stderr lines: {' | '.join(t[:200] for t in tail)}" if tail else ""
         self.last_error = f"the connection was lost ({exc})"
@@ -306,6 +330,9 @@ class McpConnection:
         except MCPError as exc:
             if _mcp_error_code(exc) == CONNECTION_CLOSED:
                 raise self._lost(exc) from None
+            too_large = self._too_large(exc, what)
+            if too_large is not None:
+                raise too_large from None
             raise ToolError(
                 f"The MCP server '{self.name}' refused {what}: {str(exc)[:300]}",
                 code=ErrorCode.INVALID_PARAMETER if _mcp_error_code(exc) == -32602
@@ -326,6 +353,27 @@ class McpConnection:
                 f"{str(exc)[:300]}",
                 code=ErrorCode.INTERNAL_ERROR, details={"server": self.name},
             ) from None
+
+    def _too_large(self, exc: BaseException, what: str) -> ToolError | None:
+        """The error of a call whose answer the transport dropped for its size (None: another
+        error). Worded from the numbers alone: the code could be faked by a server."""
+        from app.mcp.stdio_transport import MESSAGE_TOO_LARGE
+
+        error = getattr(exc, "error", None)
+        data = getattr(error, "data", None)
+        if _mcp_error_code(exc) != MESSAGE_TOO_LARGE or not isinstance(data, dict):
+            return None
+        limit, unit = data.get("limit"), data.get("unit")
+        if not isinstance(limit, int) or unit not in ("bytes", "JSON values"):
+            return None
+        return ToolError(
+            f"The MCP server '{self.name}' sent a message of more than {limit} {unit} as its "
+            f"answer to {what}; it was dropped. The connection stays open: ask the tool for "
+            "less (a narrower query, fewer items).",
+            code=ErrorCode.INTERNAL_ERROR,
+            details={"server": self.name, "limit": limit, "unit": unit,
+                     "source": "mcp_server"},
+        )
 
     async def list_tools(self) -> Listing:
         """Every tool the server lists now (following pages, at most ``MAX_TOOLS``)."""

@@ -29,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 SERVER_NAME_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
 SERVER_NAME_MAX = 32
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+MIN_MESSAGE_BYTES = 8 * 1024 * 1024
+BYTES_PER_RESULT_CHAR = 12  # the longest JSON spelling of one character: two \uXXXX escapes
+MESSAGE_ENVELOPE_BYTES = 64 * 1024
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 ServerName = Annotated[
@@ -94,6 +97,17 @@ class McpServerSettings(BaseModel):
                     "not hold the secret itself"
                 )
         return self
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The longest message Kestrel reads from a stdio server; a longer one is dropped.
+
+        A result longer than ``max_result_chars`` is still read, then cut (and its full length
+        shown), so the limit leaves room: at least 8 MiB (hundreds of times the default cap),
+        and always room for ``max_result_chars`` characters in their longest JSON spelling.
+        """
+        return max(MIN_MESSAGE_BYTES,
+                   BYTES_PER_RESULT_CHAR * self.max_result_chars + MESSAGE_ENVELOPE_BYTES)
 
     def describe(self) -> str:
         """Where the server is, in one line for a person (no secret values)."""

@@ -1,9 +1,11 @@
 """Local fake LLM servers that the real ``openai`` and ``anthropic`` SDKs talk to over real HTTP.
 
 Why: provider adapters must be proven against the SDKs' own request building, status handling and
-SSE parsing, not against a mock of the SDK. Each server is a stdlib ``ThreadingHTTPServer`` on a
-free 127.0.0.1 port in a daemon thread. It answers from a scripted queue and records every request,
-so a test can assert what was sent (system prompt first, ``cache_control``, ``stream_options``).
+SSE parsing, not against a mock of the SDK. Each server is a ``LocalServer`` (aiohttp on a free
+127.0.0.1 port, in a thread with its own event loop). It answers from a scripted queue and records
+every request, so a test can assert what was sent (system prompt first, ``cache_control``,
+``stream_options``). A reply still waiting (``delay``, a stalled stream) when the server closes
+gets no answer: its connection is cut.
 
 API::
 
@@ -36,14 +38,18 @@ server's script has no more answers" (a permanent error: a test that runs out fa
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+from aiohttp import web
+
+from tests.helpers.local_server import LocalServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +134,12 @@ _DEFAULT_MESSAGES = {
 }
 
 
-class _FakeServerBase:
+class _FakeServerBase(LocalServer):
     """The shared machinery; subclasses write the provider's wire format."""
 
     path: str = ""
     _ids = itertools.count(1)
+    access_log = False
 
     def __init__(
         self, *, api_key: str | None = None, default: ScriptItem | None = None,
@@ -140,23 +147,17 @@ class _FakeServerBase:
     ) -> None:
         if echo_key not in (None, "full", "masked", "both"):
             raise ValueError(f"echo_key must be 'full', 'masked' or 'both', not {echo_key!r}")
+        super().__init__()
+        self.thread_name = type(self).__name__
         self.expected_api_key = api_key
         self.echo_key = echo_key
         self.default = default
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._closing: asyncio.Event | None = None
 
     # -- the public API -------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the fake server is not started; use it as a context manager")
-        return int(self._httpd.server_address[1])
-
     @property
     def root_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -184,33 +185,53 @@ class _FakeServerBase:
         with self._lock:
             return len(self._queue)
 
-    def start(self) -> Self:
-        server = self
+    # -- serving (LocalServer) ------------------------------------------------------------------
+    def make_app(self) -> web.Application:
+        self._closing = asyncio.Event()
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._get)
+        app.router.add_post("/{tail:.*}", self._post)
+        return app
 
-        class Handler(_Handler):
-            owner = server
+    async def before_stop(self) -> None:
+        assert self._closing is not None
+        self._closing.set()  # waiting replies end now, unanswered
 
-        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-            name=type(self).__name__, daemon=True,
-        )
-        self._thread.start()
-        return self
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        return _json(404, {"error": {"message": f"no route {request.path_qs}"}})
 
-    def close(self) -> None:
-        self._closing.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        path = request.path_qs
+        with self._lock:
+            self.requests.append(RecordedRequest("POST", path, headers, body))
+        if not path.endswith(self.path):
+            return _json(404, {"error": {"message": f"no route {path}"}})
+        if not self.authorised(headers):
+            return _json(401, self.error_body(self.refusal(headers)))
+        reply = self._next_reply(body)
+        if not await self._wait(reply.delay_s):
+            return _unanswered(request)
+        if reply.status != 200:
+            extra = {}
+            if reply.retry_after_s is not None:
+                extra["retry-after"] = f"{reply.retry_after_s:g}"
+            return _json(reply.status, self.error_body(reply), extra)
+        if not body.get("stream"):
+            return _json(200, self.answer_body(body, reply))
+        response = web.StreamResponse(
+            status=200, headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+        await response.prepare(request)
+        for event in self.stream_events(body, reply):
+            await response.write(event)
+            if not await self._wait(reply.chunk_delay_s):
+                return _unanswered(request, response)
+        return response
 
     # -- used by the handler --------------------------------------------------------------------
     def _next_reply(self, body: dict[str, Any]) -> Reply:
@@ -222,9 +243,17 @@ class _FakeServerBase:
             item = item(body)
         return Reply(text=item) if isinstance(item, str) else item
 
-    def _wait(self, seconds: float) -> bool:
+    async def _wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` unless the server closes first; True when it should still answer."""
-        return seconds <= 0 or not self._closing.wait(seconds)
+        if seconds <= 0:
+            return True
+        assert self._closing is not None
+        try:
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+        except TimeoutError:
+            return True
+        return False
 
     def _usage(self, body: dict[str, Any], reply: Reply) -> tuple[int, int]:
         prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("system", ""))
@@ -264,82 +293,19 @@ class _FakeServerBase:
         raise NotImplementedError
 
 
-class _QuietHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that gave up (timeout test) is expected; other errors still print."""
-        import sys
-
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError):
-            return
-        super().handle_error(request, client_address)
+def _json(status: int, payload: dict[str, Any], extra: Mapping[str, str] | None = None
+          ) -> web.Response:
+    return web.Response(status=status, body=json.dumps(payload).encode(),
+                        content_type="application/json", headers=dict(extra or {}))
 
 
-class _Handler(BaseHTTPRequestHandler):
-    owner: _FakeServerBase
-    protocol_version = "HTTP/1.0"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._send_json(404, {"error": {"message": f"no route {self.path}"}})
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        owner = self.owner
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError:
-            body = {"_unparsed": raw.decode("utf-8", "replace")}
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        with owner._lock:
-            owner.requests.append(RecordedRequest("POST", self.path, headers, body))
-        if not self.path.endswith(owner.path):
-            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
-            return
-        if not owner.authorised(headers):
-            self._send_json(401, owner.error_body(owner.refusal(headers)))
-            return
-        reply = owner._next_reply(body)
-        if not owner._wait(reply.delay_s):
-            return
-        if reply.status != 200:
-            extra = {}
-            if reply.retry_after_s is not None:
-                extra["retry-after"] = f"{reply.retry_after_s:g}"
-            self._send_json(reply.status, owner.error_body(reply), extra)
-            return
-        if body.get("stream"):
-            self._send_stream(owner.stream_events(body, reply), reply.chunk_delay_s)
-        else:
-            self._send_json(200, owner.answer_body(body, reply))
-
-    def _send_json(
-        self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_stream(self, events: Iterable[bytes], chunk_delay_s: float) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.end_headers()
-        for event in events:
-            self.wfile.write(event)
-            self.wfile.flush()
-            if not self.owner._wait(chunk_delay_s):
-                return
+def _unanswered(
+    request: web.Request, response: web.StreamResponse | None = None
+) -> web.StreamResponse:
+    """Cut the connection: the client gets no (more) answer."""
+    if request.transport is not None:
+        request.transport.abort()
+    return response if response is not None else web.Response(status=503)
 
 
 def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:

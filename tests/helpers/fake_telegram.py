@@ -1,10 +1,10 @@
 """A local fake of Telegram's Bot API that python-telegram-bot itself talks to over real HTTP.
 
 Why: the bot must be proven against the library's own request building, long polling, retry
-loop and update parsing, not against a mock of the library. The server is aiohttp on a free
-127.0.0.1 port, in a thread with its own event loop (so it answers whatever the test's loop is
-doing, and a test can block its loop without stalling the "network"). Point the bot at it with
-``telegram.api_base_url = server.base_url``.
+loop and update parsing, not against a mock of the library. The server is a ``LocalServer``
+(aiohttp on a free 127.0.0.1 port, in a thread with its own event loop, so it answers whatever
+the test's loop is doing, and a test can block its loop without stalling the "network"). Point
+the bot at it with ``telegram.api_base_url = server.base_url``.
 
 API::
 
@@ -34,9 +34,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from tests.helpers.local_server import LocalServer
 
 BOT_ID = 777000111
 TOKEN = f"{BOT_ID}:AAE-kestrel-fake-token-for-tests"  # noqa: S105 - not a real token
@@ -52,8 +54,13 @@ class Sent:
     date: int = 0
 
 
-class FakeTelegram:
+class FakeTelegram(LocalServer):
+    thread_name = "fake-telegram"
+    shutdown_timeout = 0.1
+    access_log = False
+
     def __init__(self, token: str = TOKEN, username: str = "kestrel_test_bot") -> None:
+        super().__init__()
         self.token = token
         self.username = username
         self.sent: list[Sent] = []
@@ -67,59 +74,14 @@ class FakeTelegram:
         self._ids = itertools.count(1)
         self._message_ids = itertools.count(100)
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._news: asyncio.Event | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> Self:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._serve())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-telegram", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the fake Telegram server did not start")
-        return self
-
-    async def _serve(self) -> None:
+    def make_app(self) -> web.Application:
         self._news = asyncio.Event()
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/bot{token}/{method}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def close(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return app
 
     # -- what the test does ------------------------------------------------------------------
 
@@ -132,9 +94,8 @@ class FakeTelegram:
         return update_id
 
     def _wake(self) -> None:
-        loop, news = self._loop, self._news
-        if loop is not None and news is not None:
-            loop.call_soon_threadsafe(news.set)
+        if self._news is not None:
+            self.call_soon(self._news.set)
 
     @staticmethod
     def _user(user_id: int, username: str) -> dict[str, Any]:

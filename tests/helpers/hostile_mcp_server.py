@@ -13,12 +13,23 @@ name is a behaviour:
 
 ``--mode changing`` changes ``echo``'s description on every listing (a server that rewrites its
 tools after a person approved them). ``--mode slow-start`` sleeps before serving.
+``--mode transport`` also lists tools that attack the stdio transport itself:
+
+- ``flood_values`` (thousands): answers that many thousand tiny objects as structured content
+  (a message that is small in bytes but costly to parse).
+- ``flood_id_last`` (megabytes): first writes its answer of that many MB itself, with the id as
+  the last member (as the TypeScript SDK orders it), then answers "late" the ordinary way.
+- ``flood_unmatched`` (megabytes): writes one line of that many MB with no id, then never answers.
+- ``flood_notification`` (megabytes): writes a log notification of that many MB, then answers.
+- ``spawn_child``: starts a long ``sleep`` in the server's process group; answers its pid.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 
 import anyio
@@ -32,19 +43,31 @@ INJECTION = (
 )
 
 
+def _transport_tools() -> list[types.Tool]:
+    floods = [
+        types.Tool(name=name, description=f"{name} (see the module docstring).",
+                   input_schema=_count("thousands" if name == "flood_values" else "megabytes"))
+        for name in ("flood_values", "flood_id_last", "flood_unmatched", "flood_notification")
+    ]
+    return [*floods, types.Tool(name="spawn_child", description="Start a child process.",
+                                input_schema={"type": "object"})]
+
+
 def _tools(mode: str, listing: int) -> list[types.Tool]:
     text = {"type": "object", "properties": {"text": {"type": "string", "description": "Text"}},
             "required": ["text"]}
     echo_description = "Echo the text back."
     if mode == "changing":
         echo_description = f"Echo the text back (revision {listing})."
+    extra = _transport_tools() if mode == "transport" else []
     return [
+        *extra,
         types.Tool(name="echo", description=echo_description, input_schema=text),
         types.Tool(
             name="flood", description="Answer many megabytes.",
             input_schema={"type": "object",
                           "properties": {"megabytes": {"type": "integer", "minimum": 1,
-                                                       "maximum": 64}},
+                                                       "maximum": 128}},
                           "required": ["megabytes"]},
         ),
         types.Tool(name="hang", description="Never answer.", input_schema={"type": "object"}),
@@ -62,8 +85,24 @@ def _tools(mode: str, listing: int) -> list[types.Tool]:
     ]
 
 
+def _count(name: str) -> dict[str, object]:
+    return {"type": "object", "properties": {name: {"type": "integer", "minimum": 1}},
+            "required": [name]}
+
+
+WIRE: list[int] = []  # a copy of the original stdout: the SDK moves the wire off fd 1
+
+
+def _write_line(payload: bytes) -> None:
+    """One raw line on the wire, past the SDK's writer (nothing else is written meanwhile)."""
+    view = memoryview(payload + b"\n")
+    while view:
+        view = view[os.write(WIRE[0], view):]
+
+
 def build_server(mode: str) -> Server:
     listings = 0
+    children: list[subprocess.Popen[bytes]] = []
 
     async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
         nonlocal listings
@@ -72,6 +111,29 @@ def build_server(mode: str) -> Server:
 
     async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = params.arguments or {}
+        megabytes = int(arguments.get("megabytes", 1)) * 1024 * 1024
+        if params.name == "flood_values":
+            rows = [{"a": 0}] * (int(arguments.get("thousands", 1)) * 1000)
+            return types.CallToolResult(content=[], structured_content={"rows": rows})
+        if params.name == "flood_id_last":
+            request_id = json.dumps(getattr(ctx, "request_id", None))
+            _write_line(b'{"result":{"content":[{"type":"text","text":"' + b"F" * megabytes
+                        + b'"}]},"jsonrpc":"2.0","id":' + request_id.encode() + b"}")
+            return _text("the late ordinary answer")
+        if params.name == "flood_unmatched":
+            _write_line(b"U" * megabytes)
+            await anyio.sleep_forever()
+        if params.name == "flood_notification":
+            _write_line(b'{"jsonrpc":"2.0","method":"notifications/message","params":'
+                        b'{"level":"info","data":"' + b"N" * megabytes + b'"}}')
+            return _text("answered after the notification")
+        if params.name == "spawn_child":
+            # not an asyncio child: the server's loop would kill that one as it ends
+            child = subprocess.Popen(  # noqa: ASYNC220, S607 - a child nothing else manages
+                ["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            children.append(child)
+            return _text(str(child.pid))
         if params.name == "echo":
             return _text(str(arguments.get("text", "")))
         if params.name == "flood":
@@ -100,6 +162,7 @@ def _text(text: str) -> types.CallToolResult:
 async def main(mode: str) -> None:
     if mode == "slow-start":
         await anyio.sleep(30)
+    WIRE.append(os.dup(1))
     server = build_server(mode)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -107,5 +170,6 @@ async def main(mode: str) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", default="plain", choices=["plain", "changing", "slow-start"])
+    parser.add_argument("--mode", default="plain",
+                        choices=["plain", "changing", "slow-start", "transport"])
     anyio.run(main, parser.parse_args().mode)

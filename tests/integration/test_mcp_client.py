@@ -152,3 +152,31 @@ def test_a_tool_whose_server_changes_its_definition_is_off_until_reapproved(tmp_
             await runtime.aclose()
 
     asyncio.run(scenario())
+
+
+def test_an_agent_is_told_clearly_when_a_server_answers_more_than_kestrel_reads(tmp_path):
+    _settings(tmp_path)
+    script = ScriptedProvider([
+        _call("mcp_hostile__flood", "<megabytes>32</megabytes>"),
+        _call("mcp_hostile__echo", "<text>still here</text>"),
+        "Done.",
+    ])
+
+    async def scenario() -> None:
+        runtime = agent_runtime(tmp_path, provider_override=lambda _i, _t: script)
+        try:
+            await runtime.start()
+            await _approve(runtime, "hostile", {"flood", "echo"}, TRADER)
+            trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+            runtime.manager.send_user_message(trader.agent_id, "flood, then echo")
+            await settle(runtime, 60)
+            flood, echo = _results(script)
+            assert "<error_code>INTERNAL_ERROR</error_code>" in flood
+            assert ("The MCP server 'hostile' sent a message of more than 8388608 bytes as its "
+                    "answer to the call of flood; it was dropped.") in flood
+            assert "<status>success</status>" in echo and "still here" in echo
+            assert runtime.manager.get_agent(trader.agent_id).state is AgentState.RUNNING
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(scenario())

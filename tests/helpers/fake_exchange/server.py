@@ -1,10 +1,10 @@
 """A fake Binance + OKX public API on 127.0.0.1 that ccxt's own exchange classes talk to.
 
 Why: the ccxt adapter must be proven against ccxt's real request building, throttling, status
-handling and response parsing, not against a mock of ccxt. The server is aiohttp on a free port,
-in its own thread with its own event loop (so a test's loop, and a fault that hangs, never block
-it). Binance lives under ``/binance`` and OKX under ``/okx``; ``ccxt_config(venue)`` gives the
-``urls`` override that points a ccxt exchange at it.
+handling and response parsing, not against a mock of ccxt. The server is a ``LocalServer``
+(aiohttp on a free port, in its own thread with its own event loop, so a test's loop, and a fault
+that hangs, never block it). Binance lives under ``/binance`` and OKX under ``/okx``;
+``ccxt_config(venue)`` gives the ``urls`` override that points a ccxt exchange at it.
 
 API::
 
@@ -39,7 +39,7 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
@@ -47,6 +47,7 @@ from tests.helpers.fake_exchange.account import FakeBinanceAccount, Refused
 from tests.helpers.fake_exchange.tape import FakeNow
 from tests.helpers.fake_exchange.venues import Binance, MarketState, NotServed, Okx
 from tests.helpers.fake_exchange.ws import BinanceKlineStreams
+from tests.helpers.local_server import LocalServer
 
 HANG_S = 60.0
 
@@ -110,14 +111,17 @@ class Request:
 
 
 @dataclass
-class FakeExchangeServer:
+class FakeExchangeServer(LocalServer):
     """The fake venues; see the module docstring."""
 
     start_ms: int
     now: FakeNow = field(init=False)
     requests: list[Request] = field(default_factory=list)
 
+    thread_name = "fake-exchange"
+
     def __post_init__(self) -> None:
+        super().__init__()
         self.now = FakeNow(self.start_ms)
         self.state = MarketState(self.now)
         binance = Binance(self.state)
@@ -126,68 +130,25 @@ class FakeExchangeServer:
             self.state, binance.infos, binance.shape)
         self._faults: dict[tuple[str, str], list[_Armed]] = {}
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         self._release: asyncio.Event | None = None
-        self.port = 0
         self.ws_hooks: list[Any] = []  # extra route installers (the websocket fake)
         self.streams = BinanceKlineStreams(self)
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- serving (LocalServer) -----------------------------------------------------------------
 
-    def start(self) -> Self:
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the fake exchange server did not start")
-        return self
-
-    def _run(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(self._serve())
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(self._stop())
-        loop.close()
-
-    async def _serve(self) -> None:
+    def make_app(self) -> web.Application:
         self._release = asyncio.Event()
         app = web.Application()
         for hook in self.ws_hooks:
             hook(app)
         app.router.add_route("*", "/{venue}/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        return app
 
-    async def _stop(self) -> None:
-        assert self._release is not None and self._runner is not None
-        self._release.set()
-        await self._runner.cleanup()
-
-    def close(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def before_stop(self) -> None:
+        assert self._release is not None
+        self._release.set()  # hanging answers end now
 
     # -- what tests use ------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def ccxt_config(self, venue: str) -> dict[str, Any]:
         """``ccxt_config`` that points ccxt's ``venue`` class at this server (every API URL)."""

@@ -30,3 +30,10 @@ def test_a_command_server_and_a_url_server_are_read_with_defaults():
 def test_bad_server_settings_are_refused_naming_the_problem(servers, reason):
     with pytest.raises(OperationalError, match=reason):
         _servers(servers)
+
+
+def test_the_message_limit_leaves_room_above_the_result_cap_and_grows_with_it():
+    small = _servers({"t": {"command": "x", "max_result_chars": 5000}}).servers["t"]
+    assert small.max_message_bytes == 8 * 1024 * 1024, "a result far over its cap is still read"
+    large = _servers({"t": {"command": "x", "max_result_chars": 1_000_000}}).servers["t"]
+    assert large.max_message_bytes >= 12 * 1_000_000, "every capped char in its longest spelling"
