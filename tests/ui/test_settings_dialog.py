@@ -1,7 +1,8 @@
 """The Settings dialog as a person uses it: keys go to the keyring only (or the dialog says which
 environment variable to set), bad values are refused next to their field with nothing written,
 good values round-trip through ``load_settings``, and "Test connection" talks to real local
-servers (an OpenAI-compatible fake, an SMTP server)."""
+servers (an OpenAI-compatible fake, an SMTP server). Every key field is checked without a keyring
+and with one that refuses, and a typed key that a test's server quotes back is never shown."""
 
 from __future__ import annotations
 
