@@ -10,8 +10,10 @@ handlers, the stores that keep free text, report files and the CLI's stdout and 
 
 It recognises a secret whole, any piece of it of ``FRAGMENT`` characters or more (a prefix, a
 suffix or the middle), and masked forms: a start of the key or its end around a run of ``*``,
-``•``, ``…`` or ``...``. Text without any secret in it is returned unchanged, and a process that
-holds no secret pays one empty-tuple check per text.
+``•``, ``…`` or ``...``, in any letter case: foreign code re-cases the text it quotes (the
+Telegram library capitalises an API error, which lower-cases the rest, token included), and a
+key lower-cased has lost little of its secrecy. Text without any secret in it is returned
+unchanged, and a process that holds no secret pays one empty-tuple check per text.
 """
 
 from __future__ import annotations
@@ -45,30 +47,33 @@ _VENDOR_PREFIX = re.compile(r"[a-z_\-]+")
 
 @dataclass(frozen=True, slots=True)
 class _Secret:
-    value: str
+    value: str  # lower-cased, like everything below: matched against lower-cased text
     grams: tuple[str, ...]  # every distinct FRAGMENT-long piece
     blocks: tuple[str, ...]  # cheap first test: any such piece contains one of these
     masked: re.Pattern[str]
 
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """Where the secret, a piece of it or a masked form of it stands in ``text``."""
+    def spans(self, folded: str) -> Iterator[tuple[int, int]]:
+        """Where the secret, a piece of it or a masked form of it stands in ``folded`` (the
+        text lower-cased, each character in its place: see ``_fold``)."""
         value = self.value
-        if any(block in text for block in self.blocks):
-            yield from _found(text, value)
+        if any(block in folded for block in self.blocks):
+            yield from _found(folded, value)
             for gram in self.grams:
-                yield from _found(text, gram)
-        if any(mask in text for mask in _MASK_CHARS) and (
-            value[:_MIN_PREFIX] in text or value[-_MIN_SUFFIX:] in text
+                yield from _found(folded, gram)
+        if any(mask in folded for mask in _MASK_CHARS) and (
+            value[:_MIN_PREFIX] in folded or value[-_MIN_SUFFIX:] in folded
         ):
-            for match in self.masked.finditer(text):
+            for match in self.masked.finditer(folded):
                 yield match.span()
 
 
 def _secret(value: str) -> _Secret:
+    # the vendor prefix is read before folding: "sk-proj-" is one, "SK-PROJ-" is not
+    vendor_first = _VENDOR_PREFIX.fullmatch(value[:FRAGMENT]) is not None
+    value = _fold(value)
     n = len(value)
     grams = tuple(dict.fromkeys(
-        value[i:i + FRAGMENT] for i in range(n - FRAGMENT + 1)
-        if i > 0 or not _VENDOR_PREFIX.fullmatch(value[:FRAGMENT])
+        value[i:i + FRAGMENT] for i in range(n - FRAGMENT + 1) if i > 0 or not vendor_first
     ))
     # any piece of FRAGMENT (=2*4) characters holds one of the 4-character blocks at offsets
     # 0, 4, 8...; a masked form holds the key's first or last characters
@@ -79,6 +84,16 @@ def _secret(value: str) -> _Secret:
     suffixes = "|".join(re.escape(value[-k:]) for k in range(min(half, n - 1), _MIN_SUFFIX - 1, -1))
     masked = re.compile(f"(?:{prefixes}){_MASK}(?:{suffixes})?|{_MASK}(?:{suffixes})")
     return _Secret(value, grams, tuple(dict.fromkeys(blocks)), masked)
+
+
+def _fold(text: str) -> str:
+    """``text`` lower-cased with every character kept in its place, so a span found in the
+    result is the same span of ``text`` (a few characters lower-case to two, e.g. "İ"; those
+    are left as they are)."""
+    folded = text.lower()
+    if len(folded) == len(text):
+        return folded
+    return "".join(c if len(low := c.lower()) != 1 else low for c in text)
 
 
 class Redactor(logging.Filter):
@@ -105,7 +120,7 @@ class Redactor(logging.Filter):
         if len(value) < MIN_SECRET:
             return
         with self._lock:
-            if any(s.value == value for s in self._secrets):
+            if any(s.value == _fold(value) for s in self._secrets):
                 return
             # longer secrets first, so one containing another is replaced whole
             self._secrets = tuple(sorted((*self._secrets, _secret(value)),
@@ -134,8 +149,10 @@ class Redactor(logging.Filter):
         if not text or not (secrets or display):
             return text
         spans: list[tuple[int, int]] = []
-        for secret in secrets:
-            spans.extend(secret.spans(text))
+        if secrets:
+            folded = _fold(text)
+            for secret in secrets:
+                spans.extend(secret.spans(folded))
         if spans:
             text = _replace(text, spans)
         if display:

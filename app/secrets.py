@@ -4,9 +4,11 @@ Why only these two places: a key written to the workspace, a settings file or a 
 backups and bug reports. So ``SecretStore`` reads the environment first (headless servers, CI,
 a machine without a keyring), then the OS keyring through ``keyring``; it writes only to the
 keyring, and when this machine has none (a headless Linux has only keyring's ``fail`` backend)
-``set`` refuses with the exact environment variable to use instead. ``mask`` is what a person
-sees of a key. Every value a store can return (each ``KESTREL_*`` variable, each value read or
-stored) is handed to the process's redactor, so it never reaches a log, a database or a report.
+``set`` refuses with the exact environment variable to use instead. ``how_to_set`` is the one
+sentence every part of the app that misses a secret ends with: where to store it, or, on a machine
+without a keyring, that there is none and which variable to set. ``mask`` is what a person sees of
+a key. Every value a store can return (each ``KESTREL_*`` variable, each value read or stored) is
+handed to the process's redactor, so it never reaches a log, a database or a report.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import Protocol
 
 import keyring
 import keyring.backend
@@ -46,6 +49,15 @@ def mask(value: str | None) -> str:
     if len(value) < 12:
         return "…" * 3
     return f"{value[:3]}…{value[-4:]}"
+
+
+class SecretSource(Protocol):
+    """What a part that starts something with a secret needs: the value, and what to tell a
+    person when it is missing (``SecretStore`` is the app's one implementation)."""
+
+    def get(self, name: str) -> str | None: ...
+
+    def how_to_set(self, name: str, where: str) -> str: ...
 
 
 class SecretStore:
@@ -99,6 +111,22 @@ class SecretStore:
             REDACTOR.add_secret(value)  # once read, a secret can never reach any output
         return value or None
 
+    def how_to_set(self, name: str, where: str) -> str:
+        """How a person gives Kestrel the secret ``name`` on this machine, in words.
+
+        Args:
+            where: the place in the window that stores it, e.g. "Settings > Telegram".
+        """
+        variable = env_var_name(name)
+        ok, reason = self.available()
+        if ok:
+            return (f"store it in {where} (it is kept in the OS keyring as {name!r}), or set the "
+                    f"environment variable {variable} before starting Kestrel")
+        return (f"{reason[:1].upper()}{reason[1:]}, and Kestrel never writes keys to a file: set "
+                f"the environment variable {variable} before starting Kestrel (or install an OS "
+                f"keyring, e.g. GNOME Keyring or KWallet with a D-Bus session, and store it in "
+                f"{where})")
+
     def where(self, name: str) -> str | None:
         """Where ``get`` finds the secret: "environment", "keyring" or ``None``."""
         if self._environ.get(env_var_name(name)):
@@ -124,7 +152,9 @@ class SecretStore:
         try:
             self.backend.set_password(self.service, name, value)
         except keyring.errors.KeyringError as exc:
-            raise OperationalError(f"the OS keyring refused to store {name!r}: {exc}") from exc
+            raise OperationalError(
+                f"the OS keyring refused to store {name!r}: {exc}. You can set the environment "
+                f"variable {env_var_name(name)} before starting Kestrel instead.") from exc
 
     def delete(self, name: str) -> bool:
         """Remove the keyring entry; False when there was none (or no keyring).

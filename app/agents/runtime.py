@@ -275,7 +275,7 @@ def build_agent_runtime(
             base.registry.register(spec)
         # after every core tool: an MCP tool may never take a core tool's name
         mcp_hub = attach_mcp(
-            base.registry, settings.mcp, workspace.root, secrets.get,
+            base.registry, settings.mcp, workspace.root, secrets,
             lambda: int(time.time() * 1000),
         )
         if mcp_hub is not None:
@@ -323,7 +323,8 @@ def _notifiers(settings: Settings, secrets: SecretStore, bus: EventBus) -> dict[
     }
     if settings.email is not None:
         notifiers[Channel.EMAIL] = EmailNotifier(
-            settings.email, lambda: secrets.get(EMAIL_PASSWORD_KEY)
+            settings.email, lambda: secrets.get(EMAIL_PASSWORD_KEY),
+            secrets.how_to_set(EMAIL_PASSWORD_KEY, "Settings > E-mail"),
         )
     else:
         notifiers[Channel.EMAIL] = UnconfiguredNotifier(
@@ -355,6 +356,7 @@ def _provider(
         provider = build_provider(
             kind, model=info.model, base_url=base_url or None,
             api_key=secrets.get(key_name) if key_name else None, timeout_s=llm.timeout_s,
+            key_help=secrets.how_to_set(key_name, "Settings > LLM provider") if key_name else None,
             max_retries=llm.max_retries, stream=llm.stream, rule_engine=rule_engine,
         )
         built[key] = provider

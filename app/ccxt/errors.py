@@ -12,6 +12,10 @@ Note: ``RateLimitExceeded`` is not a subclass of ``DDoSProtection`` in current c
 
 Only reads are retried (``retry_read``): a write that timed out may have reached the exchange, and
 retrying it blindly could place an order twice.
+
+The exchange's own words are kept in the message (they say what is wrong), redacted here, where
+they enter: a gateway or proxy that refuses a signed request may quote the API key or the
+passphrase it received, and the message goes on to the order journal, the agent and the logs.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from app.domain.errors import (
     ToolError,
     ToolTimeoutError,
 )
+from app.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +273,7 @@ def translate(
         ccxt_class = "BadResponse"
     else:
         raise TypeError(f"not a ccxt error: {type(exc).__name__}") from exc
-    text = " ".join(str(exc).split())[:300]
+    text = redact(" ".join(str(exc).split())[:300])
     tried = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     wait = f" The exchange asked to wait {retry_after_s:g} s." if retry_after_s else ""
     message = (

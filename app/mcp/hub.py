@@ -18,9 +18,10 @@ from app.mcp.approvals import (
     agent_target,
     template_target,
 )
-from app.mcp.servers import McpConnections, SecretLookup
+from app.mcp.servers import McpConnections
 from app.mcp.settings import McpSettings
 from app.mcp.tools import ListedTool, McpToolSet
+from app.secrets import SecretSource
 from app.tools.registry import ToolRegistry
 
 
@@ -62,7 +63,7 @@ def attach_mcp(
     registry: ToolRegistry,
     settings: McpSettings,
     workspace_root: Path,
-    secrets: SecretLookup,
+    secrets: SecretSource,
     now_ms: Callable[[], int],
 ) -> McpHub | None:
     """Register the approved MCP tools of the configured servers; None when none is configured.

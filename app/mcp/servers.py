@@ -6,6 +6,9 @@ send requests through it. A connection starts on first use, never at start-up, a
 crashed or could not start is started again on the next call, at most ``MAX_RESTARTS`` times a
 minute. The server's stderr is kept as a short tail in memory (a flood cannot fill a disk) so a
 crash can be explained. Foreign errors (the SDK's, the OS's) become ``ToolError``s here, once.
+What a server says is redacted as it arrives (its tool listing, its stderr): a server started
+with a secret in its environment may name it in a tool's description or print it, and the
+listing goes on to the approvals file and every prompt.
 
 A stdio server is reached through Kestrel's own transport (``app.mcp.stdio_transport``), which
 reads in bounded chunks and drops a message longer than ``max_message_bytes``: the call it
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from app.domain.errors import ErrorCode, NetworkError, ToolError
 from app.mcp.settings import McpServerSettings
+from app.redaction import REDACTOR
+from app.secrets import SecretSource
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -43,7 +48,6 @@ RESTART_WINDOW_S = 60.0
 MAX_TOOLS = 200
 MAX_PAGES = 10
 STDERR_TAIL_BYTES = 8192
-SecretLookup = Callable[[str], "str | None"]
 
 
 class StderrTail:
@@ -109,7 +113,7 @@ class McpConnection:
     Args:
         name: the server's name in the settings.
         settings: how to reach it.
-        secrets: reads keyring entries named by ``secret_env``.
+        secrets: reads the keyring entries named by ``secret_env`` (and says how to set one).
         monotonic: the clock the restart limit is measured with (injected in tests).
     """
 
@@ -117,7 +121,7 @@ class McpConnection:
         self,
         name: str,
         settings: McpServerSettings,
-        secrets: SecretLookup,
+        secrets: SecretSource,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
@@ -139,7 +143,7 @@ class McpConnection:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
     def stderr_tail(self) -> str:
-        return self._tail.text() if self._tail is not None else ""
+        return REDACTOR.redact(self._tail.text()) if self._tail is not None else ""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -154,11 +158,12 @@ class McpConnection:
             return streamable_http_client(self.settings.url)
         env = dict(self.settings.env)
         for variable, entry in self.settings.secret_env.items():
-            value = self._secrets(entry)
+            value = self._secrets.get(entry)
             if value is None:
+                how = self._secrets.how_to_set(entry, "Settings > MCP servers")
                 raise ToolError(
-                    f"The MCP server '{self.name}' needs the keyring entry {entry!r} (for "
-                    f"{variable}), which is not set. A person can set it in Settings.",
+                    f"The MCP server '{self.name}' needs the secret {entry!r} (for its "
+                    f"{variable}), which is not set. A person must {how[:1].lower()}{how[1:]}.",
                     code=ErrorCode.NETWORK_ERROR, details={"server": self.name, "entry": entry},
                 )
             env[variable] = value
@@ -386,8 +391,9 @@ class McpConnection:
             for _ in range(MAX_PAGES):
                 params = PaginatedRequestParams(cursor=cursor) if cursor else None
                 page = await client.session.list_tools(params=params)
-                tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True)
-                          for t in page.tools]
+                tools += [REDACTOR.redact_data(
+                    t.model_dump(mode="json", by_alias=True, exclude_none=True))
+                    for t in page.tools]
                 cursor = page.next_cursor
                 if not cursor or len(tools) >= MAX_TOOLS:
                     break
@@ -408,7 +414,7 @@ class McpConnections:
     def __init__(
         self,
         servers: dict[str, McpServerSettings],
-        secrets: SecretLookup,
+        secrets: SecretSource,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = dict(servers)

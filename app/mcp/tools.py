@@ -5,7 +5,8 @@ the prompt shows exactly what was approved. Each call first lists the server's t
 the tool's definition differs from the pinned one, the approval is marked changed, the tool is off
 until a person re-approves it, and the agent is told so. The result is data: text only (images and
 binary resources are named, not passed on), cut to ``max_result_chars``, in one ``<mcp_result>``
-element that the renderer escapes, so nothing in it can ever be read as a tool call.
+element that the renderer escapes, so nothing in it can ever be read as a tool call. The text is
+redacted first: a server may quote the secret it was started with (see ``servers``).
 
 Structurally, an MCP tool cannot trade: its permission is ``mcp:<server>__<tool>`` (never a core
 group such as ``trade``), its name always starts with ``mcp_``, a server tool whose own name is a
@@ -34,6 +35,7 @@ from app.mcp.approvals import (
 )
 from app.mcp.schema import MappedParam, SchemaRefused, clean_text, map_input_schema, to_arguments
 from app.mcp.servers import McpConnections
+from app.redaction import redact
 from app.tools.protocol.render import Element, el
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext, ToolSpec
@@ -182,7 +184,7 @@ class McpToolCaller:
             )
         result = await connection.call_tool(tool, to_arguments(params, values))
         limit = connection.settings.max_result_chars
-        full = result_text(result)
+        full = redact(result_text(result))
         text, truncated = cap(full, limit)
         if result.is_error:
             raise ToolError(

@@ -4,11 +4,16 @@
 settings (which are saved to disk): it is looked up at send time through the injected callable,
 which the app backs with the OS keyring. Every SMTP or network failure becomes a FAILED status
 carrying the server's own reason, so the agent and the person see why, and nothing raises.
+
+The server's reason is redacted here, where it enters: a server refusing a login may quote it,
+and not only as typed: AUTH PLAIN sends base64 of "\0login\0password" and AUTH LOGIN base64 of
+the password, so both encodings are secrets to the redactor as soon as the password is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import smtplib
 import ssl
 from collections.abc import Callable
@@ -20,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.domain.agents import Channel, ChannelStatus, DeliveryStatus, Notification, Urgency
 from app.domain.clock import ms_to_iso
+from app.redaction import REDACTOR
 
 # the name sent in EHLO; without it smtplib asks DNS for this machine's FQDN, which can hang
 LOCAL_HOSTNAME = "localhost"
@@ -61,27 +67,35 @@ class EmailSettings(BaseModel):
 
 
 class EmailNotifier:
-    """Sends notifications by e-mail; ``password_lookup`` returns the SMTP password or None."""
+    """Sends notifications by e-mail; ``password_lookup`` returns the SMTP password or None.
+
+    Args:
+        password_help: what to do when no password is stored, in words (the app says where to
+            store it on this machine, or which environment variable to set without a keyring).
+    """
 
     channel = Channel.EMAIL
 
     def __init__(
-        self, settings: EmailSettings, password_lookup: Callable[[], str | None]
+        self, settings: EmailSettings, password_lookup: Callable[[], str | None],
+        password_help: str = SETUP_HINT,
     ) -> None:
         self.settings = settings
         self._password_lookup = password_lookup
+        self._password_help = password_help
 
     async def send(self, n: Notification) -> ChannelStatus:
         message = self.build_message(n)
         try:
             refused = await asyncio.to_thread(self._send_blocking, message)
         except (smtplib.SMTPException, OSError, _NoPassword) as exc:
-            return ChannelStatus(self.channel, DeliveryStatus.FAILED, self._describe(exc))
+            return ChannelStatus(self.channel, DeliveryStatus.FAILED,
+                                 REDACTOR.redact(self._describe(exc)))
         message_id = str(message["Message-ID"])
         if refused:
             detail = "; ".join(f"{addr}: {_reply(code, text)}" for addr, (code, text)
                                in refused.items())
-            message_id = f"{message_id} (refused: {detail})"
+            message_id = REDACTOR.redact(f"{message_id} (refused: {detail})")
         return ChannelStatus(self.channel, DeliveryStatus.SUCCESS, message_id)
 
     def build_message(self, n: Notification) -> EmailMessage:
@@ -112,6 +126,7 @@ class EmailNotifier:
             password = self._password_lookup()
             if not password:
                 raise _NoPassword(s.username)
+            _register(s.username, password)
         context = ssl.create_default_context()
         client: smtplib.SMTP
         if s.security == "ssl":
@@ -137,7 +152,7 @@ class EmailNotifier:
         s = self.settings
         where = f"{s.host}:{s.port}"
         if isinstance(exc, _NoPassword):
-            return f"no SMTP password is stored for {exc.username}; {SETUP_HINT}"
+            return f"no SMTP password is stored for {exc.username}; {self._password_help}"
         if isinstance(exc, smtplib.SMTPAuthenticationError):
             return (
                 f"the SMTP server {where} refused the login of {s.username}: "
@@ -172,6 +187,20 @@ class _NoPassword(Exception):  # noqa: N818 - internal signal, never leaves this
     def __init__(self, username: str) -> None:
         super().__init__(username)
         self.username = username
+
+
+def _register(username: str, password: str) -> None:
+    """The password as typed and as the AUTH mechanisms put it on the wire, all secrets.
+
+    Of AUTH PLAIN's blob only the part that encodes the password is: its first characters
+    encode "\0login\0" alone (base64 turns each 3 bytes into 4 characters), and a login is no
+    secret, so text that merely mentions the login in base64 is left alone.
+    """
+    REDACTOR.add_secret(password)
+    REDACTOR.add_secret(base64.b64encode(password.encode("utf-8")).decode("ascii"))
+    head = f"\0{username}\0".encode()
+    blob = base64.b64encode(head + password.encode("utf-8")).decode("ascii")
+    REDACTOR.add_secret(blob[len(head) // 3 * 4:])
 
 
 def _reply(code: int, text: bytes | str) -> str:

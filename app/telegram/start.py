@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.domain.agents import Channel
 from app.domain.errors import OperationalError
 from app.orchestration.notify import UnconfiguredNotifier
-from app.secrets import SecretStore, env_var_name
+from app.secrets import SecretStore
 from app.telegram.settings import BOT_TOKEN_KEY, TelegramSettings
 
 if TYPE_CHECKING:
@@ -57,9 +57,8 @@ async def start_telegram(
     except OperationalError as exc:
         return _not_started(runtime, f"the bot token cannot be read: {exc}")
     if not token:
-        return _not_started(
-            runtime, "Telegram is on but has no bot token: set it in Settings > Telegram (or the "
-            f"environment variable {env_var_name(BOT_TOKEN_KEY)})")
+        return _not_started(runtime, "Telegram is on but has no bot token: "
+                            + secrets.how_to_set(BOT_TOKEN_KEY, "Settings > Telegram"))
     if not settings.allowed_user_ids:
         logger.warning("Telegram: no user is allowed to command the bot and no chat gets "
                        "notifications; add your user id in Settings > Telegram")

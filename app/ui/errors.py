@@ -2,7 +2,10 @@
 
 Known problems (a bad file, a refused key) are shown where they happen; this catches what escapes:
 an exception in a Qt slot or in an asyncio task. It is logged in full and shown once per kind, so a
-fault repeating every tick cannot bury the window under dialogs.
+fault repeating every tick cannot bury the window under dialogs. The report is redacted before it
+is kept, logged or shown: an exception's message and its traceback may quote a key (a server's
+refusal, a URL with a token in it), and the dialog's details are meant to be pasted into a bug
+report.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from types import TracebackType
 from typing import Any
 
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
+
+from app.redaction import REDACTOR
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +53,8 @@ class ErrorReporter:
         self.report(summary, details)
 
     def report(self, summary: str, details: str) -> None:
+        summary = REDACTOR.redact(summary, display=True)
+        details = REDACTOR.redact(details, display=True)
         logger.error("unexpected error: %s\n%s", summary, details)
         self.reports.append((summary, details))
         count = self.seen.get(summary, 0)

@@ -20,10 +20,12 @@ API::
     server.pending()                       # updates not fetched (confirmed) yet
     server.failing = "error" | "drop" | None   # 502 to everything / connections cut / normal
     server.failed                          # requests refused while failing
+    server.echo_token = True               # sendMessage refused with a 400 quoting the URL
 
 Methods: getMe, deleteWebhook (drop_pending_updates), getUpdates (offset, timeout: a real long
 poll), sendMessage, editMessageText, answerCallbackQuery, setMyCommands, sendChatAction. Another
-token gets 401 (python-telegram-bot's InvalidToken), an unknown method 404.
+token gets 401 (python-telegram-bot's InvalidToken), an unknown method 404. ``echo_token`` plays a
+self-hosted Bot API server or a proxy whose error quotes the request line, which holds the token.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class FakeTelegram(LocalServer):
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failing: str | None = None
         self.failed = 0
+        self.echo_token = False
         self._messages: dict[tuple[int, int], Sent] = {}
         self._updates: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
@@ -183,6 +186,9 @@ class FakeTelegram(LocalServer):
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401,
                                       "description": "Unauthorized"}, status=401)
+        if self.echo_token and method == "sendMessage":
+            return web.json_response({"ok": False, "error_code": 400, "description": (
+                f"Bad Request: chat not found (POST /bot{self.token}/{method})")}, status=400)
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             return web.json_response({"ok": False, "error_code": 404,

@@ -12,7 +12,10 @@ name is a behaviour:
   with hostile characters, and a schema that cannot be mapped (``$ref``).
 
 ``--mode changing`` changes ``echo``'s description on every listing (a server that rewrites its
-tools after a person approved them). ``--mode slow-start`` sleeps before serving.
+tools after a person approved them). ``--mode slow-start`` sleeps before serving. ``--mode leaky``
+adds ``fetch_news`` (topic), a tool of a server careless with the secret it was started with
+(``NEWS_TOKEN``, which Kestrel reads from the keyring): its description names the token, its
+error quotes its environment, and it writes the token to stderr.
 ``--mode transport`` also lists tools that attack the stdio transport itself:
 
 - ``flood_values`` (thousands): answers that many thousand tiny objects as structured content
@@ -82,6 +85,7 @@ def _tools(mode: str, listing: int) -> list[types.Tool]:
                    input_schema={"type": "object",
                                  "properties": {"x": {"$ref": "#/$defs/X"}},
                                  "$defs": {"X": {"type": "string"}}}),
+        *_leaky_tools(mode),
     ]
 
 
@@ -98,6 +102,29 @@ def _write_line(payload: bytes) -> None:
     view = memoryview(payload + b"\n")
     while view:
         view = view[os.write(WIRE[0], view):]
+
+
+LEAKY_VARIABLE = "NEWS_TOKEN"
+
+
+def _leaky_tools(mode: str) -> list[types.Tool]:
+    if mode != "leaky":
+        return []
+    token = os.environ.get(LEAKY_VARIABLE, "")
+    topic = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
+    return [types.Tool(name="fetch_news", input_schema=topic,
+                       description=f"Fetch news on a topic (signed in with token {token}).")]
+
+
+def _leak(arguments: dict[str, object]) -> types.CallToolResult:
+    """The careless server: its error quotes its environment, and it logs the token."""
+    token = os.environ.get(LEAKY_VARIABLE, "")
+    sys.stderr.write(f"news upstream refused {LEAKY_VARIABLE}={token}\n")
+    sys.stderr.flush()
+    quoted = {k: v for k, v in os.environ.items() if k == LEAKY_VARIABLE}
+    return types.CallToolResult(is_error=True, content=[types.TextContent(type="text", text=(
+        f"upstream refused the request for {arguments.get('topic')!r} with token {token}; "
+        f"environment: {quoted}"))])
 
 
 def build_server(mode: str) -> Server:
@@ -149,6 +176,8 @@ def build_server(mode: str) -> Server:
             os._exit(3)
         if params.name == "inject":
             return _text(INJECTION)
+        if params.name == "fetch_news" and mode == "leaky":
+            return _leak(arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text="no such tool")],
                                     is_error=True)
 
@@ -171,5 +200,5 @@ async def main(mode: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="plain",
-                        choices=["plain", "changing", "slow-start", "transport"])
+                        choices=["plain", "changing", "slow-start", "transport", "leaky"])
     anyio.run(main, parser.parse_args().mode)

@@ -1,4 +1,5 @@
-"""Search outputs for a planted key: whole, any piece of 8 characters, or masked around its ends.
+"""Search outputs for a planted key: whole, any piece of 8 characters, or masked around its ends,
+in any letter case (a library that re-cases an error message re-cases the key it quotes).
 
 Why bytes: the search runs over everything a run leaves behind (SQLite pages, the WAL, memory
 files, reports, the chart, captured stdout and stderr) exactly as written, without decoding.
@@ -18,13 +19,14 @@ def leak_patterns(key: str) -> list[tuple[str, re.Pattern[bytes]]]:
     """What counts as the key leaking: the key, each piece of ``PIECE`` characters, its first 4
     characters before a mask and its last 4 after one."""
     raw = key.encode()
-    patterns = [("whole key", re.compile(re.escape(raw)))]
+    anycase = re.IGNORECASE
+    patterns = [("whole key", re.compile(re.escape(raw), anycase))]
     patterns += [
-        (f"piece {raw[i:i + PIECE].decode()!r}", re.compile(re.escape(raw[i:i + PIECE])))
+        (f"piece {raw[i:i + PIECE].decode()!r}", re.compile(re.escape(raw[i:i + PIECE]), anycase))
         for i in range(len(raw) - PIECE + 1)
     ]
-    patterns.append(("masked start", re.compile(re.escape(raw[:4]) + _MASK)))
-    patterns.append(("masked end", re.compile(_MASK + re.escape(raw[-4:]))))
+    patterns.append(("masked start", re.compile(re.escape(raw[:4]) + _MASK, anycase)))
+    patterns.append(("masked end", re.compile(_MASK + re.escape(raw[-4:]), anycase)))
     return patterns
 
 

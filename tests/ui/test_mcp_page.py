@@ -44,7 +44,7 @@ def test_a_person_lists_approves_and_enables_an_mcp_tool(qtbot, qloop, tmp_path)
     workspace.settings_path.write_text(
         f"[mcp.servers.hostile]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = {json.dumps([HOSTILE])}\n")
-    hub = attach_mcp(ToolRegistry(), workspace.settings().mcp, tmp_path, lambda _n: None,
+    hub = attach_mcp(ToolRegistry(), workspace.settings().mcp, tmp_path, SecretStore(environ={}),
                      lambda: int(time.time() * 1000))
     window = _Window(hub)
     qtbot.addWidget(window)

@@ -1,7 +1,8 @@
 """The Settings dialog as a person uses it: keys go to the keyring only (or the dialog says which
 environment variable to set), bad values are refused next to their field with nothing written,
 good values round-trip through ``load_settings``, and "Test connection" talks to real local
-servers (an OpenAI-compatible fake, an SMTP server)."""
+servers (an OpenAI-compatible fake, an SMTP server). Every key field is checked without a keyring
+and with one that refuses, and a typed key that a test's server quotes back is never shown."""
 
 from __future__ import annotations
 
@@ -16,20 +17,26 @@ from typing import Any
 
 import keyring
 import keyring.backend
+import keyring.errors
 import pytest
 from aiosmtpd.controller import Controller
 from keyring.backends import fail
 from PySide6.QtCore import QPoint, QSettings, Qt
 
+from app.ccxt.credentials import ApiKeys, load_keys
 from app.config import load_settings
+from app.redaction import MARKER
 from app.secrets import SecretStore
 from app.ui.settings import SettingsDialog
-from app.ui.settings.keys import EMAIL_PASSWORD
+from app.ui.settings.keys import EMAIL_PASSWORD, SecretField
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
 from tests.helpers.fake_llm_servers import FakeOpenAIServer
+from tests.helpers.fake_smtp import QuotingSmtp
+from tests.helpers.leaks import leaks
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+MakeDialog = Callable[[SecretStore], "SettingsDialog"]
 API_KEY = "sk-test-9f8e7d6c5b4a3210a1b2"
 ORIGINAL = (
     "# written by hand; this comment must survive\n"
@@ -430,3 +437,125 @@ def test_saving_only_the_theme_says_what_was_saved(
     text = dialog.banner.text()
     assert "nothing had changed" not in text
     assert "light theme" in text
+
+
+# -- every key field, with and without a keyring ---------------------------------------------
+
+
+def key_fields(dialog: SettingsDialog) -> dict[str, SecretField]:
+    """Every key field, by the variable that replaces it (OKX chosen: it has a passphrase)."""
+    dialog.exchange_page.exchange.setCurrentText("okx")
+    return {
+        "KESTREL_OPENAI": dialog.llm_page.key,
+        "KESTREL_EXCHANGE_OKX_API_KEY": dialog.exchange_page.api_key,
+        "KESTREL_EXCHANGE_OKX_SECRET": dialog.exchange_page.api_secret,
+        "KESTREL_EXCHANGE_OKX_PASSWORD": dialog.exchange_page.passphrase,
+        "KESTREL_TELEGRAM_BOT_TOKEN": dialog.telegram_page.token,
+        "KESTREL_EMAIL_PASSWORD": dialog.email_page.password,
+    }
+
+
+def test_without_a_keyring_every_key_field_says_so_and_names_its_variable(
+    make_dialog: MakeDialog, qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    fields = key_fields(dialog)
+    for variable, field in fields.items():
+        assert not field.edit.isEnabled(), variable
+        warning = field.warning.text()
+        assert not field.warning.isHidden() and "no OS keyring" in warning, warning
+        assert f"Set the environment variable {variable} before starting Kestrel" in warning
+        assert "never writes keys to a file" in warning
+    typed = {variable: f"typed-{variable.lower()}-Zq8Wm3Xv" for variable in fields}
+    for variable, field in fields.items():
+        field.edit.setText(typed[variable])  # as if a value got into the box anyway
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)  # explains, never raises
+    for variable, field in fields.items():
+        error = field.error.text()
+        assert not field.error.isHidden() and variable in error and "no OS keyring" in error
+        assert files_containing(workspace.root, typed[variable]) == []
+    assert "not stored" in dialog.banner.text()
+
+
+def test_a_keyring_that_refuses_to_store_names_the_variable_to_set_instead(
+    make_dialog: MakeDialog, qtbot: Any,
+) -> None:
+    class LockedKeyring(MemoryKeyring):
+        def set_password(self, service: str, username: str, password: str) -> None:
+            raise keyring.errors.KeyringLocked("the keyring is locked")
+
+    dialog = make_dialog(SecretStore(backend=LockedKeyring(), environ={}))
+    field = dialog.telegram_page.token
+    assert field.edit.isEnabled()
+    qtbot.keyClicks(field.edit, "123456:ABCdefGHIjklMNOpqrSTU")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert "the keyring is locked" in field.error.text()
+    assert "KESTREL_TELEGRAM_BOT_TOKEN" in field.error.text()
+
+
+def test_exchange_keys_are_stored_under_the_names_the_live_broker_reads(
+    make_dialog: MakeDialog, qtbot: Any, memory_keyring: MemoryKeyring,
+) -> None:
+    dialog = make_dialog(SecretStore(environ={}))
+    page = dialog.exchange_page
+    page.exchange.setCurrentText("binance")
+    assert page.passphrase.isHidden(), "Binance's API has no passphrase"
+    qtbot.keyClicks(page.api_key.edit, "binance-key-0123456789")
+    qtbot.keyClicks(page.api_secret.edit, "binance-secret-0123456789")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    store = SecretStore(environ={})
+    assert load_keys("binance", store) == ApiKeys("binance-key-0123456789",
+                                                  "binance-secret-0123456789")
+    page.exchange.setCurrentText("okx")
+    assert not page.passphrase.isHidden()
+    for field, value in ((page.api_key, "okx-key-0123456789"),
+                         (page.api_secret, "okx-secret-0123456789"),
+                         (page.passphrase, "okx-passphrase-0123")):
+        qtbot.keyClicks(field.edit, value)
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert load_keys("okx", store) == ApiKeys("okx-key-0123456789", "okx-secret-0123456789",
+                                              "okx-passphrase-0123")
+
+
+def test_a_typed_key_quoted_back_by_the_connection_test_is_not_shown(
+    make_dialog: MakeDialog, qtbot: Any, qloop: asyncio.AbstractEventLoop,
+    memory_keyring: MemoryKeyring,
+) -> None:
+    key = "sk-typed-QnVwXrTsYuZaBcDeFgHi"
+    dialog = make_dialog(SecretStore(environ={}))
+    page = dialog.llm_page
+    with FakeOpenAIServer(api_key="sk-what-the-server-wants-0000", echo_key="both") as server:
+        _point_llm_at(dialog, server.base_url, qtbot)
+        qtbot.keyClicks(page.key.edit, key)
+        qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
+        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        assert server.requests[0].headers["authorization"] == f"Bearer {key}"
+    shown = page.result.text()
+    assert shown.startswith("✗") and "Incorrect API key" in shown and MARKER in shown, shown
+    assert leaks(shown.encode(), key) == [], shown
+
+
+def test_a_typed_smtp_password_quoted_back_by_the_test_e_mail_is_not_shown(
+    make_dialog: MakeDialog, qtbot: Any, qloop: asyncio.AbstractEventLoop,
+    memory_keyring: MemoryKeyring,
+) -> None:
+    password = "TypedSmtpPwQnVwXrTsYu"  # noqa: S105 - a test value
+    dialog = make_dialog(SecretStore(environ={}))
+    page = dialog.email_page
+    page.enabled.setChecked(True)
+    form = page.forms["email"]
+    with QuotingSmtp(refusing=True) as server:
+        for path, text in (("host", "127.0.0.1"), ("sender", "desk@example.org"),
+                           ("recipients", "me@example.org"), ("username", "desk")):
+            qtbot.keyClicks(form.widget(path), text)
+        form.widget("port").clear()  # type: ignore[attr-defined]
+        qtbot.keyClicks(form.widget("port"), str(server.port))
+        form.widget("security").setCurrentText("none")  # type: ignore[attr-defined]
+        qtbot.keyClicks(page.password.edit, password)
+        qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
+        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+    shown = page.result.text()
+    assert ("desk", password) in {(login, pw) for _m, login, pw in server.logins}
+    assert shown.startswith("✗") and "refused the login of desk" in shown, shown
+    assert leaks(shown.encode(), password) == [], shown
+    assert "AUTH LOGIN [redacted]" in shown, shown

@@ -32,6 +32,7 @@ def build_provider(
     replay_path: Path | None = None,
     rule_engine: LLMProvider | None = None,
     record_path: Path | None = None,
+    key_help: str | None = None,
 ) -> LLMProvider:
     """The provider for ``kind``.
 
@@ -43,6 +44,8 @@ def build_provider(
         replay_path: the recording a "replay" provider answers from.
         rule_engine: the rule-engine provider object, returned as is for "rule-engine".
         record_path: when given, the provider is wrapped in a ``RecordingProvider`` writing here.
+        key_help: what to do when the key is missing, for the key's own name on this machine
+            (``SecretStore.how_to_set``); a general explanation when not given.
 
     Raises:
         PermanentLLMError: unknown kind or missing configuration, with what to do.
@@ -55,7 +58,7 @@ def build_provider(
 
         url = base_url or OPENAI_BASE_URL
         if not api_key and url.rstrip("/") == OPENAI_BASE_URL:
-            raise PermanentLLMError(kind, f"no API key for OpenAI: {_KEY_HELP}")
+            raise PermanentLLMError(kind, f"no API key for OpenAI: {key_help or _KEY_HELP}")
         provider = OpenAICompatibleProvider(
             url, api_key, default_model=model, timeout_s=timeout_s, max_retries=max_retries,
             stream=stream,
@@ -64,7 +67,7 @@ def build_provider(
         from app.agents.llm.anthropic_provider import AnthropicProvider
 
         if not api_key:
-            raise PermanentLLMError(kind, f"no API key for Anthropic: {_KEY_HELP}")
+            raise PermanentLLMError(kind, f"no API key for Anthropic: {key_help or _KEY_HELP}")
         provider = AnthropicProvider(
             api_key, base_url=base_url, default_model=model, timeout_s=timeout_s,
             max_retries=max_retries, stream=stream,

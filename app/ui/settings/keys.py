@@ -5,7 +5,7 @@ is typed goes only to ``SecretStore.set`` (the OS keyring); what is shown of a s
 mask ("sk-…a1b2") and where it comes from (keyring or a ``KESTREL_<NAME>`` variable). When this
 machine has no keyring, the field is disabled and says so plainly, with the exact environment
 variable to set instead, because a key typed into a box that cannot keep it would be lost or,
-worse, tempt a fallback to a file.
+worse, tempt a fallback to a file. A typed value is a secret to the redactor at once.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.domain.errors import OperationalError
+from app.redaction import REDACTOR
 from app.secrets import SecretStore, env_var_name, mask
 from app.ui.theme import set_look
 
@@ -23,11 +24,6 @@ EMAIL_PASSWORD = "email.password"  # noqa: S105 - a keyring entry name, not a se
 TELEGRAM_BOT_TOKEN = "telegram.bot_token"  # noqa: S105 - a keyring entry name
 TELEGRAM_CHAT_ID = "telegram.chat_id"
 DEFAULT_LLM_KEY_NAME = "llm.api_key"
-
-
-def exchange_key_name(exchange_id: str, part: str) -> str:
-    """``exchange.<id>.key`` / ``exchange.<id>.secret`` (``part`` is "key" or "secret")."""
-    return f"exchange.{exchange_id.strip().lower()}.{part}"
 
 
 def no_keyring_text(secrets: SecretStore, name: str) -> str:
@@ -96,7 +92,11 @@ class SecretField(QWidget):
             self.refresh()
 
     def pending(self) -> str:
-        return self.edit.text().strip()
+        """The typed value; from now on a secret to the redactor, like a stored one (a
+        connection test sends it, and a server may quote it back into the result shown)."""
+        value = self.edit.text().strip()
+        REDACTOR.add_secret(value)
+        return value
 
     def current(self) -> str | None:
         """The value as the app will read it (environment first, then the keyring)."""

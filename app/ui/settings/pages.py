@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ccxt.credentials import key_names
 from app.config import Settings
 from app.orchestration.email_channel import EmailSettings
 from app.risk import rules as risk_rules
@@ -39,7 +40,6 @@ from app.ui.settings.keys import (
     EMAIL_PASSWORD,
     TELEGRAM_BOT_TOKEN,
     SecretField,
-    exchange_key_name,
 )
 from app.ui.settings.model_form import ModelForm, attribute_docs
 from app.ui.settings.prefs import THEMES, UiPrefs
@@ -234,11 +234,17 @@ class ExchangePage(Page):
         self.exchange.addItems(COMMON_EXCHANGES)
         form.addRow("Exchange (ccxt id)", self.exchange)
         self.known: frozenset[str] | None = None
-        first = self.exchange.currentText()
-        self.api_key = SecretField(secrets, exchange_key_name(first, "key"), "API key")
-        self.api_secret = SecretField(secrets, exchange_key_name(first, "secret"), "API secret")
+        # the entry names the live broker reads (app.ccxt.credentials), passphrase included for
+        # the exchanges whose API needs one
+        names = key_names(self.exchange.currentText())
+        self.api_key = SecretField(secrets, names["api_key"], "API key")
+        self.api_secret = SecretField(secrets, names["secret"], "API secret")
+        self.passphrase = SecretField(secrets, names.get("password", ""), "API passphrase")
         self._secret_row(form, self.api_key)
         self._secret_row(form, self.api_secret)
+        self._secret_row(form, self.passphrase)
+        self._form = form
+        form.setRowVisible(self.passphrase, "password" in names)
         self.body.addLayout(form)
         self.availability = _note(CCXT_MISSING)
         self.availability.setObjectName("ccxt_availability")
@@ -270,12 +276,17 @@ class ExchangePage(Page):
 
     def _renamed(self, text: str) -> None:
         exchange = text.strip().lower()
-        self.api_key.set_name(exchange_key_name(exchange, "key") if exchange else "")
-        self.api_secret.set_name(exchange_key_name(exchange, "secret") if exchange else "")
+        names = key_names(exchange) if exchange else {}
+        self.api_key.set_name(names.get("api_key", ""))
+        self.api_secret.set_name(names.get("secret", ""))
+        if "password" not in names:
+            self.passphrase.edit.clear()  # typed for another exchange: never stored under this
+        self.passphrase.set_name(names.get("password", ""))
+        self._form.setRowVisible(self.passphrase, "password" in names)
 
     def commit_secrets(self) -> list[str]:
         exchange = self.exchange.currentText().strip().lower()
-        typed = self.api_key.pending() or self.api_secret.pending()
+        typed = self.api_key.pending() or self.api_secret.pending() or self.passphrase.pending()
         if typed and self.known is not None and exchange not in self.known:
             self.api_key.error.setText(
                 f"{exchange!r} is not an exchange ccxt knows; pick one from the list.")

@@ -12,7 +12,7 @@ API::
         server.now                      # FakeNow: the fake time; also the adapter's Clock
         server.ccxt_config("binance")   # {"urls": {"api": {...}}} for ExchangeSettings.ccxt_config
         server.fail("binance", "klines", Fault.status(503), times=2)
-        server.requests                 # [Request(venue, endpoint, path, query)], in order
+        server.requests                 # [Request(venue, endpoint, path, query, headers)]
         server.count("binance", "klines")
         server.streams                  # the Binance kline websocket (see ws.py)
 
@@ -30,6 +30,11 @@ plus ``Fault.skew()`` (-1021, timestamp outside recvWindow); faults after it (th
 booked, its answer lost): ``Fault.lost("drop")`` (the connection closes), ``Fault.lost("status",
 503)``, ``Fault.lost("garbage")`` (200 with an HTML page), ``Fault.lost("truncated")`` (200 with
 cut JSON) and ``Fault.lost("hang")``. ``server.binance_account`` is the account.
+
+``Fault.echo()`` refuses a signed request with a 401 that quotes its credentials back, as a
+verbose gateway or a misconfigured proxy does: Binance's (endpoint as above) quotes the API-key
+header and the signature; OKX's private endpoints (endpoint ``private``; they answer nothing else
+here but an empty currency list) quote the API key, the passphrase and the signature headers.
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ class Fault:
         return cls("skew")
 
     @classmethod
+    def echo(cls) -> Fault:
+        """Refuse a signed request quoting its API key, passphrase and signature back."""
+        return cls("echo")
+
+    @classmethod
     def lost(cls, how: str, code: int = 0) -> Fault:
         """Answer the request (book the order), then lose the answer: ``drop``, ``status``
         (with ``code``), ``garbage``, ``truncated`` or ``hang``."""
@@ -104,10 +114,20 @@ class _Armed:
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """One request as received; ``headers`` are its credential headers (private endpoints)."""
+
     venue: str
     endpoint: str
     path: str
     query: Mapping[str, str]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+AUTH_HEADERS = ("X-MBX-APIKEY", "OK-ACCESS-KEY", "OK-ACCESS-PASSPHRASE", "OK-ACCESS-SIGN")
+
+
+def _auth_headers(request: web.Request) -> dict[str, str]:
+    return {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
 
 
 @dataclass
@@ -203,6 +223,8 @@ class FakeExchangeServer(LocalServer):
         path = "/" + request.match_info["tail"]
         if venue_name == "binance" and (request.method, path) in PRIVATE:
             return await self._handle_private(request, PRIVATE[(request.method, path)], path)
+        if venue_name == "okx" and request.headers.get("OK-ACCESS-KEY"):
+            return await self._handle_okx_private(request, path)
         if venue is None or path not in venue.endpoints:
             return _json(404, {"code": -1, "msg": f"the fake exchange does not serve {path}"})
         endpoint = venue.endpoints[path]
@@ -225,7 +247,7 @@ class FakeExchangeServer(LocalServer):
         params = dict(request.query)
         if request.method == "POST":
             params.update({k: str(v) for k, v in (await request.post()).items()})
-        self.requests.append(Request("binance", endpoint, path, params))
+        self.requests.append(Request("binance", endpoint, path, params, _auth_headers(request)))
         if not request.headers.get("X-MBX-APIKEY"):
             return _json(401, {"code": -2014, "msg": "API-key format invalid."})
         if "signature" not in params or "timestamp" not in params:
@@ -233,6 +255,10 @@ class FakeExchangeServer(LocalServer):
         venue = self.venues["binance"]
         assert isinstance(venue, Binance)
         fault = self.take_fault("binance", endpoint)
+        if fault is not None and fault.kind == "echo":
+            return _json(401, {"code": -2015, "msg": (
+                "Invalid API-key, IP, or permissions for action. Received key "
+                f"{request.headers['X-MBX-APIKEY']} with signature {params['signature']}.")})
         if fault is not None and not fault.after_answer:
             if fault.kind == "skew":
                 return _json(400, {"code": -1021, "msg": "Timestamp for this request is "
@@ -244,6 +270,24 @@ class FakeExchangeServer(LocalServer):
         if fault is None or not fault.after_answer:
             return _json(status, body)
         return await self._lose(fault, request)
+
+    async def _handle_okx_private(self, request: web.Request, path: str) -> web.StreamResponse:
+        """OKX's signed endpoints: recorded, and refused (quoting the credentials under echo)."""
+        params = dict(request.query)
+        if request.can_read_body:
+            params["body"] = await request.text()  # JSON: an object, or a list (batch orders)
+        self.requests.append(Request("okx", "private", path, params, _auth_headers(request)))
+        fault = self.take_fault("okx", "private")
+        headers = request.headers
+        if fault is not None and fault.kind == "echo":
+            return _json(401, {"code": "50113", "data": [], "msg": (
+                f"Invalid Sign. OK-ACCESS-KEY {headers['OK-ACCESS-KEY']}, OK-ACCESS-PASSPHRASE "
+                f"{headers.get('OK-ACCESS-PASSPHRASE')}, OK-ACCESS-SIGN "
+                f"{headers.get('OK-ACCESS-SIGN')}")})
+        if path == "/api/v5/asset/currencies":  # what ccxt's load_markets asks with keys set
+            return _json(200, {"code": "0", "msg": "", "data": []})
+        return _json(404, {"code": "50000", "data": [],
+                           "msg": f"the fake exchange does not serve {path}"})
 
     async def _lose(self, fault: Fault, request: web.Request) -> web.StreamResponse:
         """The answer is computed (the order booked); the client never gets it."""

@@ -222,3 +222,22 @@ def test_cancellation_is_never_retried_or_swallowed():
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(retry_read(call, "okx", what="x"))
+
+
+def test_a_refusal_quoting_the_api_key_is_redacted_where_it_enters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gateway that quotes the key it refused: the message goes to the order journal, the
+    agent and the logs, so the key is gone from it (and from its details) from the start."""
+    from app.redaction import MARKER, Redactor
+
+    redactor = Redactor()
+    key = "QwErTyUiOpAsDfGhJkLzXcVbNm"
+    redactor.add_secret(key)
+    monkeypatch.setattr("app.redaction.REDACTOR", redactor)
+    refused = ccxt_errors.AuthenticationError(
+        f'binance {{"code": -2015, "msg": "Invalid API-key {key}, IP, or permissions"}}')
+    error = translate(refused, "binance", what="placing the order")
+    assert key not in error.message and key[:8] not in error.message
+    assert MARKER in error.message and "Invalid API-key" in error.message
+    assert key not in error.details["exchange_message"]

@@ -32,6 +32,9 @@ def redactor() -> Redactor:
     f"a piece from the middle: {KEY[9:19]}",
     f"the start {KEY[:9]} and the end {KEY[-10:]}",
     f"url?api_key={KEY}&x=1",
+    f"Chat not found (post /bot{KEY.lower()}/sendmessage)",  # a library re-cased the message
+    f"INVALID KEY {KEY[5:20].upper()}",
+    f"key {KEY[:10].upper()}****",
 ])
 def test_a_secret_is_redacted_whole_in_pieces_and_masked(redactor: Redactor, echo: str) -> None:
     redacted = redactor.redact(echo)
@@ -50,6 +53,12 @@ def test_display_text_also_loses_unregistered_key_shaped_strings() -> None:
     line = "openai=sk-abcdefghijklmnop exchange=" + "ab12" * 10
     assert redactor.redact(line) == line  # stored data keeps what may be a hash
     assert redactor.redact(line, display=True) == f"openai={MARKER} exchange={MARKER}"
+
+
+def test_re_cased_text_keeps_every_other_character_where_it_was(redactor: Redactor) -> None:
+    """A character that lower-cases to two ("İ") must not shift where the key is found."""
+    text = f"İstanbul says: {KEY.upper()} (retry)"
+    assert redactor.redact(text) == f"İstanbul says: {MARKER} (retry)"
 
 
 def test_short_values_are_not_secrets_and_nested_data_is_redacted(redactor: Redactor) -> None:
