@@ -440,6 +440,7 @@ def _read_and_fail(what: str) -> None:
 
 
 @pytest.mark.qt_no_exception_capture
+@pytest.mark.qt_log_ignore("propagateSizeHints")
 def test_a_crash_report_in_the_window_shows_and_logs_no_secret(
     qtbot: Any, this_process_keyring: None, caplog: pytest.LogCaptureFixture,
 ) -> None:
