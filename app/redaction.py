@@ -137,6 +137,16 @@ class Redactor(logging.Filter):
         with self._lock:
             self._secrets = ()
 
+    def known(self) -> tuple[object, ...]:
+        """Tests only: what is known now, for ``restore`` (the process-wide redactor would
+        otherwise carry one test's typed keys into the next test's expectations)."""
+        return self._secrets
+
+    def restore(self, known: tuple[object, ...]) -> None:
+        """Tests only: forget every secret learnt since ``known`` was taken."""
+        with self._lock:
+            self._secrets = known  # type: ignore[assignment]
+
     def redact(self, text: str, *, display: bool = False) -> str:
         """``text`` with every secret replaced by ``[redacted]``.
 

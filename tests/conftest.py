@@ -1,5 +1,20 @@
-"""Test-wide settings: Qt offscreen, and no test may touch the person's real workspace."""
+"""Test-wide settings: Qt offscreen, no test may touch the person's real workspace, and no test's
+secrets outlive it."""
 
 import os
+from collections.abc import Iterator
+
+import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def _secrets_learnt_in_a_test_are_forgotten_after_it() -> Iterator[None]:
+    """The redactor is process-wide: a key typed in one test (``typed-kestrel_telegram_...``)
+    would redact the word TELEGRAM in every later test."""
+    from app.redaction import REDACTOR
+
+    known = REDACTOR.known()
+    yield
+    REDACTOR.restore(known)

@@ -71,7 +71,7 @@ def _framing_seconds(megabytes: int) -> float:
 def test_framing_costs_time_in_proportion_to_the_size_not_its_square():
     """64 MB in 64 KB chunks frame in well under two seconds (about 0.1 s here). The SDK's
     ``buffer + chunk`` copies all that came before on every chunk: about 32 GB copied for the same
-    line, many seconds. A ratio of two small timings was tried and is noise (caches, page faults)."""
+    line, many seconds. A ratio of two small timings was tried and is noise."""
     seconds = _framing_seconds(64)
     assert seconds < 2.0, f"64 MB took {seconds:.2f} s to frame"
 
