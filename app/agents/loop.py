@@ -46,11 +46,12 @@ from app.agents.llm.port import (
     LLMUsage,
 )
 from app.agents.loop_share import LoopShare, NoShare
+from app.agents.repeats import repeated_order
 from app.agents.task_data import gather, with_task_data
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import ToolError
+from app.domain.errors import InvalidOrderError, ToolError
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
 from app.tools.executor import ToolExecutor
@@ -305,6 +306,15 @@ class AgentLoop:
         parsed = self.s.executor.parse(call_message.content)
         ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
         call = parsed.call
+        placed = None if call is None else repeated_order(call, messages, self.s.executor.parse)
+        if call is not None and placed is not None:
+            parsed = ParsedResponse(tool_name=call.name, error=InvalidOrderError(
+                f"This task already placed exactly this order (order {placed}); it was not "
+                "placed again. To check it, call get_order_status. To place a second, identical "
+                "order on purpose, give it its own <client_order_id>.",
+                details={"order_id": placed, "reason": "repeated_in_task"},
+            ))
+            call = None
         if call is not None and call.name == CLARIFY_TOOL:
             result = await self.s.executor.execute(ctx, call)
             if result.status == "success":

@@ -262,3 +262,34 @@ def test_a_journal_entry_with_raw_ampersand_and_less_than_is_written_as_meant(
         assert note in memory.read_file(agent_id, entry.path).data.decode("utf-8")
 
     _run(tmp_path, provider, body)
+
+
+def test_an_order_quoted_again_in_the_same_task_is_not_placed_twice(tmp_path: Path) -> None:
+    # a model that ends its task by quoting the order it placed, in prose, must not buy twice
+    quoted = "Done, I placed it:\n```xml\n" + _order("0.01").split("</thinking>")[1] + "\n```"
+    provider = ScriptedProvider([_order("0.01"), quoted, "Bought once."])
+
+    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+        task = runtime.manager.send_user_message(agent_id, "buy 0.01 BTC")
+        await settle(runtime)
+        assert runtime.queue.get(task.task_id).status is TaskStatus.DONE
+        assert _orders(runtime, agent_id) == 1
+        results = [m.content for m in runtime.conversations.messages(task.task_id)
+                   if m.kind == "tool_result"]
+        assert "<status>success</status>" in results[0]
+        assert "INVALID_ORDER" in results[1] and "already placed exactly this order" in results[1]
+
+    _run(tmp_path, provider, body)
+
+
+def test_a_second_identical_order_with_its_own_client_id_is_placed(tmp_path: Path) -> None:
+    again = _order("0.01").replace(
+        "<reason>", "<client_order_id>second-leg</client_order_id><reason>")
+    provider = ScriptedProvider([_order("0.01"), again, "Bought twice, on purpose."])
+
+    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+        runtime.manager.send_user_message(agent_id, "buy 0.01 BTC, twice")
+        await settle(runtime)
+        assert _orders(runtime, agent_id) == 2
+
+    _run(tmp_path, provider, body)
