@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from app.agents.approval import ApprovalSettings
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
 from app.backtest.engine import ReplayOutput, Timeline, build_timeline
 from app.backtest.report import BacktestResult, write_report
 from app.backtest.runner import collect_result
+from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError

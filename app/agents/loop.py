@@ -30,7 +30,6 @@ from app.agents.approval import (
     APPROVE_REPLY,
     ORDER_TOOLS,
     REFUSE_REPLY,
-    ApprovalSettings,
     approval_reason,
     is_approval,
 )
@@ -45,6 +44,7 @@ from app.agents.llm.port import (
     LLMUsage,
 )
 from app.agents.loop_share import LoopShare, NoShare
+from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import ToolError

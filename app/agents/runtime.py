@@ -18,7 +18,6 @@ from decimal import Decimal
 from pathlib import Path
 
 from app.agents.agent_store import AgentStore
-from app.agents.approval import ApprovalSettings
 from app.agents.approval_log import ApprovalLog
 from app.agents.conversation_store import ConversationStore
 from app.agents.costs import PriceTable
@@ -32,6 +31,7 @@ from app.agents.manager import AgentManager
 from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate, load_templates
 from app.config import LLMSettings, Settings
+from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentRole, Channel
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode

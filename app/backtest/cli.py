@@ -21,9 +21,9 @@ from app.backtest.runner import RunOptions, run_backtest
 from app.backtest.session import BrokerSettings
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import Strategy, StrategyError
+from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.errors import DataFileError
 from app.domain.numbers import NumberSyntaxError, parse_decimal
-from app.risk.config import RiskConfig, all_in_backtest_config
 
 EXIT_OK = 0
 EXIT_STRATEGY_FAILED = 1

@@ -24,8 +24,8 @@ from app.backtest.report import BacktestResult, write_report
 from app.backtest.session import BrokerSettings, Session, build_session, load_files
 from app.backtest.strategy import Strategy
 from app.backtest.trades import buy_and_hold, round_trips
+from app.config.risk import RiskConfig
 from app.exchange.paper import split_symbol
-from app.risk.config import RiskConfig
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 
 AGENT_ID = "backtest"

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode
 from app.exchange.paper import PaperBroker
 from app.indicators.engine import IndicatorEngine
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
-from app.risk.config import RiskConfig, all_in_backtest_config, build_guard
+from app.risk.config import build_guard
 from app.risk.guard import RiskGuard
 from app.store.ledger import Ledger
 from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder

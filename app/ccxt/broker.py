@@ -44,7 +44,7 @@ from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
-from app.ccxt.settings import ExchangeSettings
+from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import (

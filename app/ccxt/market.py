@@ -35,8 +35,8 @@ from app.ccxt import candles
 from app.ccxt.client import build_exchange
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read
 from app.ccxt.rules import MarketFees, market_fees, market_rules
-from app.ccxt.settings import ExchangeSettings
 from app.ccxt.streams import CandleStream
+from app.config.exchanges import ExchangeSettings
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import InvalidParameterError, NotFoundError, OperationalError
 from app.domain.market import BookLevel, OrderBook, Ticker, interval_ms, is_interval

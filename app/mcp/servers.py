@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from app.config.mcp import McpServerSettings
 from app.domain.errors import ErrorCode, NetworkError, ToolError
-from app.mcp.settings import McpServerSettings
 
 if TYPE_CHECKING:
     from mcp import Client

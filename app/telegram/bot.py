@@ -37,6 +37,7 @@ from telegram.ext import (
     TypeHandler,
 )
 
+from app.config.telegram import TelegramSettings
 from app.domain.agents import Channel
 from app.events import ConversationMessageAdded, QuestionAnswered
 from app.orchestration.notify import Notifier, UnconfiguredNotifier
@@ -48,7 +49,6 @@ from app.telegram.commands import BotCommands, KillSwitch
 from app.telegram.handlers import UpdateHandlers
 from app.telegram.notifier import Poster, TelegramNotifier
 from app.telegram.outbox import Outbox
-from app.telegram.settings import TelegramSettings
 
 if TYPE_CHECKING:
     from app.agents.runtime import AgentRuntime

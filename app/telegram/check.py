@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.telegram.settings import TelegramSettings
+from app.config.telegram import TelegramSettings
 from app.workspace import REDACTOR
 
 TEST_TEXT = ("This is a test message from Kestrel's Settings. If you can read it, Telegram "

@@ -27,13 +27,13 @@ from telegram.ext import (
 )
 
 from app.agents.approval import APPROVE_REPLY, REFUSE_REPLY
+from app.config.telegram import TelegramSettings
 from app.domain.agents import Question, QuestionKind, Task
 from app.domain.errors import KestrelError
 from app.events import ConversationMessageAdded, QuestionAnswered
 from app.redaction import redact
 from app.telegram import format as fmt
 from app.telegram.commands import BotCommands, CommandFailed
-from app.telegram.settings import TelegramSettings
 
 logger = logging.getLogger(__name__)
 

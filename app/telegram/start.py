@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from app.config.telegram import BOT_TOKEN_KEY, TelegramSettings
 from app.domain.agents import Channel
 from app.domain.errors import OperationalError
 from app.orchestration.notify import UnconfiguredNotifier
 from app.secrets import SecretStore, env_var_name
-from app.telegram.settings import BOT_TOKEN_KEY, TelegramSettings
 
 if TYPE_CHECKING:
     from app.agents.runtime import AgentRuntime

@@ -16,7 +16,7 @@ from app.backtest.runner import RunOptions, run_backtest, run_session
 from app.backtest.session import BrokerSettings, build_session, load_files
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import BarContext
-from app.risk.config import RiskConfig
+from app.config.risk import RiskConfig
 
 HOUR = 3_600_000
 START = 1_600_000_000_000 - 1_600_000_000_000 % HOUR

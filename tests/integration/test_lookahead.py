@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from app.backtest.session import BrokerSettings, Session, build_session, load_files
+from app.config.risk import LimitPriceBandConfig, all_in_backtest_config
 from app.indicators.catalogue import default_catalogue
-from app.risk.config import all_in_backtest_config
-from app.risk.rules import LimitPriceBandConfig
 from app.tools.spec import AgentContext
 from tests.helpers.paths import KLINES
 

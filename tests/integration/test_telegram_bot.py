@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from app.agents.runtime import AgentRuntime
+from app.config.telegram import BOT_TOKEN_KEY, NotifyModes, TelegramSettings
 from app.domain.agents import AgentRole, AgentState, Channel, DeliveryStatus, QuestionKind
 from app.orchestration.ids import RandomIds
 from app.redaction import MARKER
@@ -26,7 +27,6 @@ from app.secrets import SecretStore, env_var_name
 from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
 from app.telegram.outbox import Outbox
-from app.telegram.settings import BOT_TOKEN_KEY, NotifyModes, TelegramSettings
 from app.telegram.start import start_telegram
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
 from tests.helpers.fake_telegram import FakeTelegram, Sent

@@ -27,10 +27,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.agents.approval import ApprovalSettings
 from app.config import AgentSettings, PaperSettings, Settings
+from app.config.approval import ApprovalSettings
+from app.config.risk import RiskConfig
 from app.domain.errors import OperationalError
-from app.risk.config import RiskConfig
 from app.secrets import SecretStore
 from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet

@@ -12,7 +12,7 @@ import sys, tempfile
 from pathlib import Path
 import app.cli
 import app.config
-import app.ccxt.market, app.ccxt.errors, app.ccxt.rules, app.ccxt.settings
+import app.ccxt.market, app.ccxt.errors, app.ccxt.rules, app.config.exchanges
 from app.runtime import build_offline_runtime
 from app.workspace import Workspace
 with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from app.risk.config import RiskConfig, build_guard
+from app.config.risk import RiskConfig
+from app.risk.config import build_guard
 from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import ToolExecutor

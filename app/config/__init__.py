@@ -3,6 +3,10 @@
 Settings come from ``settings.toml`` in the workspace (optional). Unknown keys are an error naming
 the key, so a typo can never silently fall back to a default. Secrets are never settings: API keys
 live in the OS keyring.
+
+This package sits just above ``app.domain`` and imports nothing else of the app: the sections that
+belong to one feature (risk limits, approval, e-mail, exchanges, MCP servers, Telegram) have their
+models in its modules here, and the features import their settings from here, never the reverse.
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, ValidationError
 
-from app.agents.approval import ApprovalSettings
-from app.ccxt.settings import ExchangeSettings
+from app.config.approval import ApprovalSettings
+from app.config.email import EmailSettings
+from app.config.exchanges import ExchangeSettings
+from app.config.mcp import McpSettings
+from app.config.risk import RiskConfig
+from app.config.telegram import TelegramSettings
 from app.domain.errors import OperationalError
 from app.domain.numbers import PlainDecimal
-from app.mcp.settings import McpSettings
-from app.orchestration.email_channel import EmailSettings
-from app.risk.config import RiskConfig
-from app.telegram.settings import TelegramSettings
 
 
 class _Section(BaseModel):
