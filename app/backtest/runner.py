@@ -25,7 +25,7 @@ from app.backtest.session import BrokerSettings, Session, build_session, load_fi
 from app.backtest.strategy import Strategy
 from app.backtest.trades import buy_and_hold, round_trips
 from app.config.risk import RiskConfig
-from app.exchange.paper import split_symbol
+from app.exchange.paper_account import split_symbol
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 
 AGENT_ID = "backtest"

@@ -375,11 +375,13 @@ class Ledger:
             args.append(limit)
         return [fill_from_row(row) for row in self.connection.execute(sql, args)]
 
-    def equity_curve(self) -> list[tuple[int, Decimal, Decimal]]:
+    def equity_curve(self, from_ms: int = -1) -> list[tuple[int, Decimal, Decimal]]:
+        """(time, equity, cash) of every settle at or after ``from_ms``, oldest first."""
         return [
             (t, Decimal(e), Decimal(c))
             for t, e, c in self.connection.execute(
-                "SELECT time_ms, equity, cash FROM equity_curve ORDER BY time_ms"
+                "SELECT time_ms, equity, cash FROM equity_curve WHERE time_ms >= ? "
+                "ORDER BY time_ms", (from_ms,),
             )
         ]
 
