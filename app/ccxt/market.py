@@ -531,4 +531,5 @@ def parse_book(symbol: str, raw: Mapping[str, Any], rules: MarketRules, now_ms: 
 def _trimmed(book: OrderBook, limit: int) -> OrderBook:
     if len(book.bids) <= limit and len(book.asks) <= limit:
         return book
-    return OrderBook(book.symbol, book.timestamp_ms, book.bids[:limit], book.asks[:limit])
+    return OrderBook(book.symbol, book.timestamp_ms, book.bids[:limit], book.asks[:limit],
+                     book.synthetic)

@@ -375,6 +375,10 @@ class Ledger:
             args.append(limit)
         return [fill_from_row(row) for row in self.connection.execute(sql, args)]
 
+    def traded_symbols(self) -> set[str]:
+        """Every symbol the account ever had a fill in."""
+        return {row[0] for row in self.connection.execute("SELECT DISTINCT symbol FROM fills")}
+
     def equity_curve(self, from_ms: int = -1) -> list[tuple[int, Decimal, Decimal]]:
         """(time, equity, cash) of every settle at or after ``from_ms``, oldest first."""
         return [

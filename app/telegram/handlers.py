@@ -260,7 +260,7 @@ class UpdateHandlers:
         self, rest: str, age_s: float, where: tuple[int, int] | None, text: str
     ) -> str:
         question_id, _, index = rest.partition("|")
-        question = self.commands.rt.questions.get(question_id)
+        question = self.commands.rt.agents.questions.get(question_id)
         if question is None:
             return "Kestrel does not know this question (another workspace?)."
         if question.answer is not None:

@@ -9,13 +9,17 @@ open position is drawn at once), then after fills and order tool calls.
 
 from __future__ import annotations
 
-from app.agents.runtime import AgentRuntime
+from typing import TYPE_CHECKING
+
 from app.events import ClockAdvanced, ToolCallCompleted
 from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.panels.account_panel import AccountPanel
 from app.ui.panels.ledger_reader import LedgerReader
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+
+if TYPE_CHECKING:
+    from app.runtime.world import World
 
 TRADE_HISTORY = 2_000
 TRADES_INTERVAL_MS = 1_000
@@ -27,16 +31,16 @@ class LiveMarket:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        world: World,
         chart: ChartWidget,
         book: BookWidget,
         account: AccountPanel,
     ) -> None:
-        self.runtime = runtime
+        self.world = world
         self.chart = chart
         self.book = book
         self.account = account
-        self.reader = LedgerReader(runtime.base.ledger)
+        self.reader = LedgerReader(world.ledger)
         self.tasks = TaskSet(on_error=self._failed)
         self.tasks.attach(chart)
         self.errors: list[str] = []
@@ -44,7 +48,7 @@ class LiveMarket:
                                parent=chart)
         self.account_refresh = Throttle(account.refresh, self.tasks,
                                         interval_ms=ACCOUNT_INTERVAL_MS, parent=account)
-        self.link = BusLink(runtime.bus)
+        self.link = BusLink(world.bus)
         self.link.attach(chart)
         self.link.subscribe(ClockAdvanced, self._on_clock)
         self.link.subscribe(ToolCallCompleted, self._on_tool_call)
@@ -69,7 +73,7 @@ class LiveMarket:
 
     async def refresh_trades(self) -> None:
         """Fills, open orders and position lines of the charted symbol's agents."""
-        state = await self.runtime.base.broker.account()
+        state = await self.world.venue.broker.account()
         fills = await self.reader.fills(TRADE_HISTORY)
         self.chart.set_trades(fills, state.open_orders)
         self.chart.set_position_lines(state.positions, state.open_orders)

@@ -1,8 +1,8 @@
 """The replay controls and the banner: speed (1x/10x/60x/600x), pause, step, and what the person
 is looking at (offline replay on the rule engine, or a real LLM), with how to connect real ones.
 
-Simulated time is driven by the ``MarketDriver``; this toolbar only changes its speed and pause flag
-and asks for one step, so the same driver serves the GUI, the CLI and the tests.
+Simulated time is driven by the venue's ``Driver``; this toolbar only changes its speed and pause
+flag and asks for one step, so the same driver serves the GUI, the CLI and the tests.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
 
-from app.agents.driver import MarketDriver
+from app.runtime.venue import Driver
 
 SPEEDS = (1.0, 10.0, 60.0, 600.0)
 
@@ -21,7 +21,7 @@ class ReplayBar(QToolBar):
     stepped = Signal(int)  # fills produced by a manual step
     speed_chosen = Signal(float)  # the person picked a speed (the window keeps it)
 
-    def __init__(self, driver: MarketDriver, step_ms: int, parent: QWidget | None = None) -> None:
+    def __init__(self, driver: Driver, step_ms: int, parent: QWidget | None = None) -> None:
         super().__init__("Replay", parent)
         self.setObjectName("replay_bar")
         self.driver = driver

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from app.backtest.cli import (
+from app.backtest.strategy import BarContext
+from app.cli.backtest import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     STRATEGIES,
     add_backtest_arguments,
     backtest_command,
 )
-from app.backtest.strategy import BarContext
 from tests.integration.test_backtest_engine import HOUR, START, write_candles, zigzag
 
 HEADER = "timestamp_ms,open,high,low,close,volume"

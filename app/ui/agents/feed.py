@@ -11,21 +11,24 @@ ledger's fills are read incrementally, off the loop.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from app.agents.conversation_store import UsageTotals
-from app.agents.runtime import AgentRuntime
 from app.events import LLMCallRecorded
 from app.ui.agents.agent_table import AgentRow
 from app.ui.agents.pnl import AgentFillReader, PnLTracker
+
+if TYPE_CHECKING:
+    from app.runtime.world import World
 
 
 class AgentFeed:
     """Builds the table's rows for one runtime; ``close`` releases its ledger connection."""
 
-    def __init__(self, runtime: AgentRuntime) -> None:
-        self.runtime = runtime
-        broker = runtime.base.broker
-        self.pnl = PnLTracker(AgentFillReader(runtime.base.ledger), broker.last_price)
+    def __init__(self, world: World) -> None:
+        self.world = world
+        broker = world.venue.broker
+        self.pnl = PnLTracker(AgentFillReader(world.ledger), broker.last_price)
         self._usage: dict[str, UsageTotals] = {}
 
     def close(self) -> None:
@@ -47,18 +50,18 @@ class AgentFeed:
         """Every agent's row, read now; the fills are awaited first so that the rest is read
         and returned without a gap in which an agent could change unseen."""
         pnl = await self.pnl.update()
-        runtime = self.runtime
-        infos = runtime.manager.list_agents()
+        world = self.world
+        infos = world.agents.manager.list_agents()
         for agent_id in set(self._usage) - {info.agent_id for info in infos}:
             del self._usage[agent_id]
         rows = []
         for info in infos:
             usage = self._usage.get(info.agent_id)
             if usage is None:
-                usage = self._usage[info.agent_id] = runtime.conversations.usage(
+                usage = self._usage[info.agent_id] = world.agents.conversations.usage(
                     agent_id=info.agent_id)
-            template = runtime.manager.templates.get(info.template)
-            task = runtime.queue.get(info.current_task_id) if info.current_task_id else None
+            template = world.agents.manager.templates.get(info.template)
+            task = world.agents.queue.get(info.current_task_id) if info.current_task_id else None
             rows.append(AgentRow(
                 info=info, template_label=template.display_name if template else info.template,
                 task=task, usage=usage, pnl=pnl.get(info.agent_id),

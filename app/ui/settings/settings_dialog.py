@@ -105,7 +105,8 @@ class SettingsDialog(QDialog):
         self.agents_page = SectionPage(
             "Agents", "agents", AgentSettings, s.agents, "Budgets and replay speed.")
         self.appearance_page = AppearancePage(self.prefs)
-        self.mcp_page = McpPage(workspace, self.tasks.spawn, getattr(getattr(parent, "runtime", None), "mcp", None))  # noqa: E501
+        team = getattr(getattr(parent, "world", None), "agents", None)
+        self.mcp_page = McpPage(workspace, self.tasks.spawn, getattr(team, "mcp", None))
         self.pages: list[Page] = [
             self.llm_page, self.exchange_page, self.telegram_page, self.email_page,
             self.risk_page, self.approval_page, self.paper_page, self.agents_page,

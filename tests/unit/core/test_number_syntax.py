@@ -19,7 +19,7 @@ import pytest
 
 from app.agents.costs import PriceFileError, PriceTable
 from app.agents.templates import ConfigField, coerce_value
-from app.backtest.cli import add_backtest_arguments
+from app.cli.backtest import add_backtest_arguments
 from app.config import settings_from_mapping
 from app.config.risk import RiskConfig
 from app.domain.clock import parse_time

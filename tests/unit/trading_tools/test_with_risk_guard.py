@@ -6,7 +6,7 @@ import asyncio
 
 from app.config.risk import RiskConfig
 from app.risk.config import build_guard
-from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
+from app.runtime.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry

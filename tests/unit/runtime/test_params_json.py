@@ -8,7 +8,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.store.recorders import _json_value, params_json
+from app.runtime.recorders import _json_value, params_json
 
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(), st.text(max_size=10),

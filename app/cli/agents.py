@@ -1,6 +1,6 @@
 """Headless agent commands: ``kestrel run``, ``kestrel chat`` and ``kestrel backtest --agents``.
 
-They build the same agent runtime as the window, on the offline market in paper mode (backtest
+They build the same agent world as the window, on the offline market in paper mode (backtest
 mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
 measure templates without a display. Output is plain lines: who did what, at which market time.
 
@@ -29,7 +29,6 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
-from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.events import (
@@ -39,6 +38,10 @@ from app.events import (
     NotificationRaised,
     QuestionAsked,
 )
+from app.runtime.desk import workspace_resume_ms
+from app.runtime.venue import VenueSpec
+from app.runtime.venues import replay_extent
+from app.runtime.world import World, WorldOptions, build_world
 from app.telegram.start import start_telegram
 from app.workspace import Workspace
 
@@ -81,31 +84,27 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def _build(args: argparse.Namespace) -> AgentRuntime:
+def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
     try:
         start = workspace_resume_ms(workspace)
         if start is None:
-            from app.domain.clock import ReplayClock
-            from app.market.replay import ReplayMarketData
-            from app.resources import sample_data_files
-
-            probe = ReplayMarketData.from_paths(ReplayClock(0), args.data or sample_data_files())
-            start = parse_time(args.start) if args.start else probe.end_ms() - args.days * DAY_MS
+            end = replay_extent(args.data).end_ms
+            start = parse_time(args.start) if args.start else end - args.days * DAY_MS
     except BaseException:
         hold.release()
         raise
-    return build_agent_runtime(workspace, data_files=args.data, at_ms=start, hold=hold)
+    return build_world(workspace, VenueSpec.replay(args.data, start), WorldOptions(), hold=hold)
 
 
 class TerminalNarrator:
     """Prints what the agents do as plain lines (the headless stand-in for the window)."""
 
-    def __init__(self, runtime: AgentRuntime, out: Callable[[str], None] = print) -> None:
-        self.rt = runtime
+    def __init__(self, world: World, out: Callable[[str], None] = print) -> None:
+        self.rt = world
         self.out = out
-        bus = runtime.bus
+        bus = world.bus
         bus.subscribe(ConversationMessageAdded, self._message)
         bus.subscribe(NotificationRaised, self._notification)
         bus.subscribe(QuestionAsked, self._question)
@@ -113,11 +112,11 @@ class TerminalNarrator:
         bus.subscribe(ClockAdvanced, self._clock)
 
     def _name(self, agent_id: str) -> str:
-        info = self.rt.agents.get(agent_id)
+        info = self.rt.agents.store.get(agent_id)
         return info.name if info is not None else agent_id[:8]
 
     def _stamp(self) -> str:
-        return ms_to_iso(self.rt.clock.now_ms())[:16].replace("T", " ")
+        return ms_to_iso(self.rt.venue.clock.now_ms())[:16].replace("T", " ")
 
     def _message(self, event: ConversationMessageAdded) -> None:
         if event.kind == "final":
@@ -152,46 +151,49 @@ async def _run(args: argparse.Namespace) -> int:
     duration = parse_duration_ms(args.duration)
     if args.speed <= 0:
         raise ValueError(f"--speed must be positive, got {args.speed}")
-    runtime = _build(args)
+    world = _build(args)
     telegram = None
     try:
-        TerminalNarrator(runtime)
-        await runtime.start()
-        telegram = await start_telegram(runtime)
-        orchestrator = await runtime.ensure_orchestrator()
-        print(f"Offline replay from {ms_to_iso(runtime.clock.now_ms())} at {args.speed:g}x; "
+        TerminalNarrator(world)
+        await world.start()
+        telegram = await start_telegram(world)
+        orchestrator = await world.ensure_orchestrator()
+        print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} at "
+              f"{args.speed:g}x; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
         if args.setup:
-            runtime.manager.send_user_message(orchestrator.agent_id, args.setup)
-            await runtime.manager.wait_idle()
-        end = min(runtime.base.market.end_ms(), runtime.clock.now_ms() + duration)
-        runtime.driver.set_speed(args.speed)
-        await runtime.driver.run_paced(end, max_step_ms=60_000)
-        await runtime.manager.wait_idle()
-        faults = _print_summary(runtime)
+            world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
+            await world.agents.manager.wait_idle()
+        end = world.venue.clock.now_ms() + duration
+        if world.venue.end_ms is not None:
+            end = min(end, world.venue.end_ms)
+        world.venue.driver.set_speed(args.speed)
+        await world.venue.driver.run_paced(end, max_step_ms=60_000)
+        await world.agents.manager.wait_idle()
+        faults = _print_summary(world)
     finally:
         if telegram is not None:
             await telegram.aclose()
-        await runtime.aclose()
+        await world.aclose()
     return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(runtime: AgentRuntime) -> list[Fault]:
+def _print_summary(world: World) -> list[Fault]:
     """The run's summary, opening with any faulted agent; returns the faults."""
-    state = runtime.base.ledger.load()
-    fills = runtime.base.ledger.fills()
-    usage = runtime.conversations.usage(run_id=runtime.run_id)
-    agents = runtime.manager.list_agents()
+    state = world.ledger.load()
+    fills = world.ledger.fills()
+    usage = world.agents.conversations.usage(run_id=world.agents.run_id)
+    agents = world.agents.manager.list_agents()
     faults = faults_of(agents)
     print()
     for line in fault_banner(faults):
         print(line)
-    print(f"Market time now {ms_to_iso(runtime.clock.now_ms())}; {len(fills)} fills in total.")
+    print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}; {len(fills)} fills in total.")
     for info in agents:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
     balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
-    calls = _calls_text(runtime.conversations.calls_by_provider(run_id=runtime.run_id))
+    calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
     print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
     return faults
 
@@ -204,30 +206,30 @@ def _calls_text(by_provider: dict[str, int]) -> str:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    runtime = _build(args)
+    world = _build(args)
     try:
-        TerminalNarrator(runtime)
-        await runtime.start()
-        orchestrator = await runtime.ensure_orchestrator()
+        TerminalNarrator(world)
+        await world.start()
+        orchestrator = await world.ensure_orchestrator()
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
-              f"{ms_to_iso(runtime.clock.now_ms())}. Commands: /advance 4h, /agents, /resume, "
+              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, /resume, "
               "/quit. Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
-        _print_fault(runtime.manager.get_agent(orchestrator.agent_id))
+        _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
             if line is None or line.strip() in ("/quit", "/exit"):
                 break
             if not line.strip():
                 continue
-            await _chat_line(runtime, orchestrator.agent_id, line.strip())
+            await _chat_line(world, orchestrator.agent_id, line.strip())
     finally:
-        await runtime.aclose()
+        await world.aclose()
     return 0
 
 
-async def _chat_line(runtime: AgentRuntime, orchestrator_id: str, line: str) -> None:
+async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
     if line.startswith("/advance"):
         parts = line.split()
         try:
@@ -235,26 +237,26 @@ async def _chat_line(runtime: AgentRuntime, orchestrator_id: str, line: str) -> 
         except ValueError as exc:
             print(exc)
             return
-        end = runtime.clock.now_ms() + step
-        while runtime.clock.now_ms() < end:
-            runtime.driver.advance_to(min(end, runtime.clock.now_ms() + 3_600_000))
-            await runtime.manager.wait_idle()
-        print(f"Market time now {ms_to_iso(runtime.clock.now_ms())}.")
+        end = world.venue.clock.now_ms() + step
+        while world.venue.clock.now_ms() < end:
+            world.venue.driver.advance_to(min(end, world.venue.clock.now_ms() + 3_600_000))
+            await world.agents.manager.wait_idle()
+        print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}.")
         return
     if line == "/agents":
-        _print_summary(runtime)
+        _print_summary(world)
         return
     if line == "/resume":
-        await _resume_faulted(runtime)
+        await _resume_faulted(world)
         return
-    pending = [q for q in runtime.questions.pending(orchestrator_id) if q.answer is None]
+    pending = [q for q in world.agents.questions.pending(orchestrator_id) if q.answer is None]
     if pending and line.isdigit():
         replies = pending[0].suggested_replies
         if 1 <= int(line) <= len(replies):
             line = replies[int(line) - 1]
-    runtime.manager.send_user_message(orchestrator_id, line)
-    await runtime.manager.wait_idle()
-    _print_fault(runtime.manager.get_agent(orchestrator_id), waiting=True)
+    world.agents.manager.send_user_message(orchestrator_id, line)
+    await world.agents.manager.wait_idle()
+    _print_fault(world.agents.manager.get_agent(orchestrator_id), waiting=True)
 
 
 def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
@@ -268,16 +270,16 @@ def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
         print("Your message waits in its inbox and is answered once it runs again.")
 
 
-async def _resume_faulted(runtime: AgentRuntime) -> None:
+async def _resume_faulted(world: World) -> None:
     """``/resume``: every faulted agent runs again (its failed task stays failed)."""
-    faulted = [a for a in runtime.manager.list_agents() if a.state is AgentState.FAULTED]
+    faulted = [a for a in world.agents.manager.list_agents() if a.state is AgentState.FAULTED]
     if not faulted:
         print("No agent is faulted.")
         return
     for info in faulted:
-        await runtime.manager.control(info.agent_id, "resume")
+        await world.agents.manager.control(info.agent_id, "resume")
         print(f"Resumed {info.name}.")
-    await runtime.manager.wait_idle()
+    await world.agents.manager.wait_idle()
 
 
 def _read_line() -> str | None:
@@ -303,45 +305,40 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     A run in which an agent faulted opens its summary with the fault, is not compared, and
     returns ``EXIT_AGENT_FAULTED``.
     """
-    from app.agents.backtest import AgentBacktestOptions, print_progress, run_agent_backtest
     from app.agents.costs import PriceTable
     from app.agents.templates import load_templates
     from app.backtest.report import summary_table
-    from app.domain.clock import ReplayClock
-    from app.market.replay import ReplayMarketData
+    from app.config import LLMSettings
+    from app.runtime.agent_backtest import (
+        RULE_ENGINE_BASELINE,
+        AgentBacktestOptions,
+        estimate,
+        print_progress,
+        run_agent_backtest,
+    )
+    from app.runtime.providers import plan_for_templates
 
     templates = load_templates()
     unknown = [t for t in args.agents if t not in templates]
     if unknown:
         raise ValueError(f"unknown agent template(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(templates))}")
-    force = (args.provider, args.model or f"rules-{args.provider}") if args.provider else None
-    kinds = {force[0]} if force else {templates[t].provider.kind for t in args.agents}
-    uses_llm = bool(kinds - {"rule-engine"})
-    llm = {key: value for key, value in (
-        ("provider", args.provider), ("model", args.model), ("base_url", args.base_url),
-        ("api_key_name", args.api_key_name)) if value}
+    llm = LLMSettings(provider=args.provider, model=args.model, base_url=args.base_url,
+                      api_key_name=args.api_key_name) if args.provider else LLMSettings()
+    plan = plan_for_templates([templates[t] for t in args.agents], llm)
+    uses_llm = plan.is_llm
     if uses_llm:
-        market = ReplayMarketData.from_paths(ReplayClock(0), args.data)
-        first = market.symbols()[0]
-        size = market.loaded(first, market.finest_interval(first)).series.timestamp_ms.size
-        bars = args.bars or max(0, size - args.warmup)
-        kind = force[0] if force else next(iter(kinds - {"rule-engine"}))
-        model = force[1] if force else next(
-            templates[t].provider.model for t in args.agents
-            if templates[t].provider.kind == kind)
+        extent = replay_extent(args.data)
+        bars = args.bars or max(0, extent.bars[extent.symbols[0]] - args.warmup)
         analysts = sum(1 for t in args.agents if templates[t].role.value == "analyst")
-        from app.agents.backtest import estimate
-
-        est = estimate(bars, analysts, model, PriceTable.load(None), kind)
+        est = estimate(bars, analysts, plan.model, PriceTable.load(None), plan.kind)
         print(f"Estimate before starting: {est.describe()}")
         if not args.yes:
             print("Nothing was run. Add --yes to start this run.", file=sys.stderr)
             return 1
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
-        bars=args.bars, progress=None if args.no_progress else print_progress,
-        force_provider=force, llm_settings=llm,
+        bars=args.bars, progress=None if args.no_progress else print_progress, llm=llm,
     )
     outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
     print(summary_table(outcome.result))
@@ -355,7 +352,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
         print(f"report: {args.out / 'summary.json'} (workspace: {args.out / 'workspace'})")
         return EXIT_AGENT_FAULTED
     if uses_llm:
-        options.force_provider, options.llm_settings = ("rule-engine", "rules"), {}
+        options.llm = RULE_ENGINE_BASELINE
         baseline = asyncio.run(run_agent_backtest(args.data, options, args.out / "rule_engine"))
         mine, rules = outcome.result.metrics, baseline.result.metrics
         print("\nSame templates on the built-in rule engine (not an LLM):")

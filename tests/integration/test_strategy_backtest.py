@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from app.backtest.runner import RunOptions, run_backtest, run_session
-from app.backtest.session import BrokerSettings, build_session, load_files
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import BarContext
+from app.config import PaperSettings
 from app.config.risk import RiskConfig
+from app.runtime.strategy_backtest import (
+    RunOptions,
+    load_files,
+    open_backtest,
+    run_backtest,
+    run_strategy,
+)
 
 HOUR = 3_600_000
 START = 1_600_000_000_000 - 1_600_000_000_000 % HOUR
@@ -71,7 +77,7 @@ class Probe:
 def test_strategy_sees_exactly_the_candle_that_just_closed_at_each_step(tmp_path: Path) -> None:
     path = write_candles(tmp_path / "BTC-USDT_1h_probe.csv", zigzag(40))
     probe = Probe(buy_at=5, sell_at=10)
-    run_backtest([path], probe, RunOptions(broker=BrokerSettings(slippage_bps=Decimal(0))))
+    run_backtest([path], probe, RunOptions(paper=PaperSettings(slippage_bps=Decimal(0))))
     assert len(probe.seen) == 40
     for now, newest_open in probe.seen:
         assert newest_open + HOUR == now
@@ -81,7 +87,7 @@ def test_market_orders_fill_at_the_next_bars_open(tmp_path: Path) -> None:
     closes = zigzag(40)
     path = write_candles(tmp_path / "BTC-USDT_1h_fills.csv", closes)
     result = run_backtest([path], Probe(buy_at=5, sell_at=10),
-                          RunOptions(broker=BrokerSettings(slippage_bps=Decimal(0))))
+                          RunOptions(paper=PaperSettings(slippage_bps=Decimal(0))))
     [trade] = result.trades
     # decided at step 5 (close of candle 5), filled at candle 6's open = candle 5's close
     assert trade.entry_time_ms == START + 6 * HOUR
@@ -95,7 +101,7 @@ def test_slippage_moves_market_fills_against_the_trader(tmp_path: Path) -> None:
     closes = zigzag(40)
     path = write_candles(tmp_path / "BTC-USDT_1h_slip.csv", closes)
     result = run_backtest([path], Probe(buy_at=5, sell_at=10),
-                          RunOptions(broker=BrokerSettings(slippage_bps=Decimal(10))))
+                          RunOptions(paper=PaperSettings(slippage_bps=Decimal(10))))
     [trade] = result.trades
     assert trade.entry_price == pytest.approx(closes[5] * 1.001, abs=0.01)
     assert trade.exit_price == pytest.approx(closes[10] * 0.999, abs=0.01)
@@ -128,9 +134,9 @@ def test_two_symbols_share_one_account_and_one_timeline(tmp_path: Path) -> None:
     btc = write_candles(tmp_path / "BTC-USDT_1h_a.csv", zigzag(120))
     eth = write_candles(tmp_path / "ETH-USDT_2h_b.csv", zigzag(60, 10, 20, leg=6), bar_ms=2 * HOUR)
     files = load_files([btc, eth])
-    session = build_session(files)
+    session = open_backtest(files)
     strategy = SmaCross(fast=2, slow=5)
-    timeline, output, _ = asyncio.run(run_session(session, strategy))
+    timeline, output, _ = asyncio.run(run_strategy(session, strategy))
     assert len(timeline) == 120  # every 1h close; the 2h closes are a subset
     assert sum("ETH/USDT" in closed for closed in timeline.closed) == 60
     symbols = {f.symbol for f in session.ledger.fills()}

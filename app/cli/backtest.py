@@ -1,4 +1,4 @@
-"""The ``kestrel backtest`` sub-command: its arguments and its handler, for ``app/cli.py`` to mount.
+"""The ``kestrel backtest`` sub-command: its arguments and its handler (``app.cli.main`` mounts it).
 
 ``add_backtest_arguments(parser)`` declares the options; ``backtest_command(args)`` runs and
 returns the exit code: 0 done, 1 the strategy could not go on, 2 bad input (an unusable data file,
@@ -17,13 +17,13 @@ from pydantic import ValidationError
 
 from app import yamltext
 from app.backtest.report import summary_table
-from app.backtest.runner import RunOptions, run_backtest
-from app.backtest.session import BrokerSettings
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import Strategy, StrategyError
+from app.config import PaperSettings
 from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.errors import DataFileError
 from app.domain.numbers import NumberSyntaxError, parse_decimal
+from app.runtime.strategy_backtest import RunOptions, run_backtest
 
 EXIT_OK = 0
 EXIT_STRATEGY_FAILED = 1
@@ -100,7 +100,7 @@ def _risk_config(path: Path | None) -> RiskConfig:
 def backtest_command(args: argparse.Namespace) -> int:
     """Run ``kestrel backtest``; print the summary and the output files; return the exit code."""
     if args.agents:
-        from app.agents.cli import agents_backtest_command
+        from app.cli.agents import agents_backtest_command
 
         try:
             return agents_backtest_command(args)
@@ -116,8 +116,8 @@ def backtest_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--slippage-bps must be within 0..1000, got {args.slippage_bps}")
         strategy = STRATEGIES[args.strategy](args)
         options = RunOptions(
-            broker=BrokerSettings(cash=args.cash, fee_rate=args.fee,
-                                  slippage_bps=args.slippage_bps),
+            paper=PaperSettings(initial_cash=args.cash, fee_rate=args.fee,
+                                slippage_bps=args.slippage_bps),
             risk=_risk_config(args.risk_config),
             out_dir=args.out,
             allow_gaps=args.allow_gaps,

@@ -1,14 +1,18 @@
-"""``run_backtest``: load data, build the session, replay a strategy, compute and write the report.
+"""``run_backtest``: load data, build the world, replay a strategy, compute and write the report.
 
-The result is assembled from what the run left in the ledger (the equity curve the broker committed
-at every settle and the fills), so the report shows what the durable record says, not a second,
-parallel bookkeeping.
+The world is ``build_world``'s, without a workspace: the replay venue over the loaded files, the
+paper broker's ledger in memory, the full tool path (XML parse -> executor -> Risk Guard ->
+PaperBroker -> SQLite ledger), nothing mocked. The strategy steps through ``run_replay``, the loop
+the agent backtest steps through too. The result is assembled from what the run left in the
+ledger (the equity curve the broker committed at every settle and the fills), so the report shows
+what the durable record says, not a second, parallel bookkeeping.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,15 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
-from app.backtest.engine import ReplayOutput, Timeline, build_timeline, last_closes, replay
 from app.backtest.metrics import compute_metrics
 from app.backtest.report import BacktestResult, write_report
-from app.backtest.session import BrokerSettings, Session, build_session, load_files
-from app.backtest.strategy import Strategy
+from app.backtest.strategy import BarContext, Strategy
 from app.backtest.trades import buy_and_hold, round_trips
-from app.config.risk import RiskConfig
+from app.config import PaperSettings, Settings
+from app.config.risk import RiskConfig, all_in_backtest_config
+from app.domain.trading import Mode
 from app.exchange.paper_account import split_symbol
+from app.market.csv_loader import LoadedFile, load_csv
+from app.market.replay import ReplayMarketData
+from app.runtime.replay import ReplayOutput, Timeline, build_timeline, last_closes, run_replay
+from app.runtime.venue import VenueSpec
+from app.runtime.world import World, WorldOptions, build_world
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 
 AGENT_ID = "backtest"
@@ -41,7 +51,7 @@ class RunOptions:
         record_tool_calls: keep every tool call in the ledger's audit table.
     """
 
-    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    paper: PaperSettings = field(default_factory=PaperSettings)
     risk: RiskConfig | None = None
     out_dir: Path | None = None
     allow_gaps: bool = False
@@ -49,7 +59,48 @@ class RunOptions:
     record_tool_calls: bool = True
 
 
-def save_ledger(session: Session, out_dir: Path) -> Path:
+def load_files(paths: Sequence[Path], *, allow_gaps: bool = False) -> list[LoadedFile]:
+    """Load and validate every data file; a gap is an error unless ``allow_gaps``.
+
+    Raises:
+        DataFileError: naming the file, row and field.
+    """
+    return [load_csv(Path(p), allow_gaps=allow_gaps) for p in paths]
+
+
+def open_backtest(
+    files: Sequence[LoadedFile],
+    *,
+    paper: PaperSettings | None = None,
+    risk: RiskConfig | None = None,
+    record_tool_calls: bool = True,
+    memory_root: Path | None = None,
+) -> World:
+    """The world of one strategy backtest over loaded files, its ledger in memory.
+
+    Args:
+        paper: cash, fee and slippage (default: the paper account's defaults).
+        risk: the Risk Guard's limits (default: ``all_in_backtest_config()``).
+        record_tool_calls: keep every call in the ledger's audit table (else the last 10,000 in
+            memory).
+        memory_root: give the strategy the memory tools, kept there (``kestrel demo``'s journal).
+    """
+    settings = Settings(paper=paper or PaperSettings(), risk=risk or all_in_backtest_config())
+    return build_world(None, VenueSpec(loaded=tuple(files), at_ms=0), WorldOptions(
+        mode=Mode.BACKTEST, settings=settings, agents=False, memory=memory_root is not None,
+        memory_root=memory_root, announce=False, record_tool_calls=record_tool_calls,
+    ))
+
+
+def history(world: World) -> ReplayMarketData:
+    """The replayed files of a backtest's world (its venue is a replay)."""
+    market = world.venue.history
+    if market is None:
+        raise ValueError(f"a backtest replays history; this world runs on {world.venue.label}")
+    return market
+
+
+def save_ledger(world: World, out_dir: Path) -> Path:
     """Copy the run's in-memory ledger to ``out_dir/backtest.db`` in one step.
 
     The replay keeps its ledger in memory (same schema, same code, same transactions) and writes
@@ -63,7 +114,7 @@ def save_ledger(session: Session, out_dir: Path) -> Path:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     target = sqlite3.connect(str(path))
     try:
-        session.ledger.connection.backup(target)
+        world.ledger.connection.backup(target)
     finally:
         target.close()
     return path
@@ -84,32 +135,53 @@ def _check_one_quote_currency(symbols: Sequence[str]) -> None:
         )
 
 
-async def run_session(
-    session: Session,
+async def run_strategy(
+    world: World,
     strategy: Strategy,
     *,
     progress: bool = False,
     agent_id: str = AGENT_ID,
 ) -> tuple[Timeline, ReplayOutput, float]:
-    """Replay ``strategy`` over all of ``session``'s data; return the timeline, output, seconds."""
-    timeline = build_timeline(session.market)
+    """Replay ``strategy`` over all of ``world``'s data; return the timeline, output, seconds."""
+    timeline = build_timeline(history(world))
+    symbols = tuple(timeline.intervals)
     agent = AgentContext(
         agent_id=agent_id,
         permissions=ALL_PERMISSIONS,
         role="backtest",
-        watched_symbols=tuple(timeline.intervals),
+        watched_symbols=symbols,
         interval=next(iter(timeline.intervals.values())),
     )
+    closed, intervals, executor = timeline.closed, timeline.intervals, world.executor
+    on_bar = strategy.on_bar
+
+    async def act(k: int, now: int) -> None:
+        # positional, in field order: one per bar
+        await on_bar(BarContext(now, k, closed[k], symbols, intervals, agent, executor))
+
+    bar = _progress_bar(len(timeline), strategy.name) if progress else None
+
+    def advanced(done: int, total: int) -> None:
+        if bar is not None and (done % 256 == 0 or done == total):
+            bar.update(done - bar.n)
+
     started = time.perf_counter()
-    output = await replay(
-        timeline=timeline, clock=session.clock, broker=session.broker,
-        executor=session.executor, strategy=strategy, agent=agent, progress=progress,
-    )
+    try:
+        output = await run_replay(timeline, world.venue, act,
+                                  progress=advanced if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
     return timeline, output, time.perf_counter() - started
 
 
+def _progress_bar(total: int, name: str) -> tqdm[Any]:
+    return tqdm(total=total, desc=f"backtest {name}", unit="bar", file=sys.stderr,
+                mininterval=0.5, dynamic_ncols=True)
+
+
 def collect_result(
-    session: Session,
+    world: World,
     timeline: Timeline,
     output: ReplayOutput,
     *,
@@ -117,22 +189,22 @@ def collect_result(
     stats: dict[str, Any],
 ) -> BacktestResult:
     """Turn the ledger's record of a finished run into metrics, trades and the baseline."""
-    curve = {t: float(e) for t, e, _cash in session.ledger.equity_curve()}
-    cash = float(session.broker.initial_cash)
+    market = history(world)
+    curve = {t: float(e) for t, e, _cash in world.ledger.equity_curve()}
+    account = world.venue.broker
+    cash = float(world.settings.paper.initial_cash)  # a backtest's ledger starts fresh
     equity = np.array([curve.get(int(t), np.nan) for t in timeline.time_ms])
     if np.isnan(equity).any():
         missing = int(np.isnan(equity).sum())
         raise RuntimeError(f"the ledger has no equity point for {missing} steps of the run")
-    bar_ms = {
-        s: session.market.loaded(s, i).bar_ms for s, i in timeline.intervals.items()
-    }
-    closes = last_closes(session.market, timeline)
-    fills = session.ledger.fills()
+    bar_ms = {s: market.loaded(s, i).bar_ms for s, i in timeline.intervals.items()}
+    closes = last_closes(market, timeline)
+    fills = world.ledger.fills()
     end_ms = int(timeline.time_ms[-1])
     trades = round_trips(
         fills, bar_ms, {s: float(c[-1]) for s, c in closes.items()}, end_ms
     )
-    fees = float(sum((f.fee for f in fills if f.fee_currency == session.broker.quote_currency),
+    fees = float(sum((f.fee for f in fills if f.fee_currency == account.quote_currency),
                      start=Decimal(0)))
     step_ms = min(bar_ms.values())
     metrics = compute_metrics(
@@ -167,13 +239,11 @@ async def run_backtest_async(
     opts = options or RunOptions()
     files = load_files(data, allow_gaps=opts.allow_gaps)
     _check_one_quote_currency([f.series.symbol for f in files])
-    session = build_session(
-        files, broker_settings=opts.broker, risk=opts.risk,
-        ledger_path=":memory:", record_tool_calls=opts.record_tool_calls,
-    )
+    world = open_backtest(files, paper=opts.paper, risk=opts.risk,
+                          record_tool_calls=opts.record_tool_calls)
     try:
-        timeline, output, seconds = await run_session(session, strategy, progress=opts.progress)
-        rejected = session.ledger.connection.execute(
+        timeline, output, seconds = await run_strategy(world, strategy, progress=opts.progress)
+        rejected = world.ledger.connection.execute(
             "SELECT COUNT(*) FROM risk_decisions WHERE accepted = 0"
         ).fetchone()[0]
         failures: list[str] = list(getattr(strategy, "failures", []))
@@ -182,9 +252,9 @@ async def run_backtest_async(
             "symbols": {s: i for s, i in timeline.intervals.items()},
             "strategy": strategy.name,
             "parameters": strategy.parameters(),
-            "cash": float(opts.broker.cash),
-            "fee_rate": float(opts.broker.fee_rate),
-            "slippage_bps": float(opts.broker.slippage_bps),
+            "cash": float(opts.paper.initial_cash),
+            "fee_rate": float(opts.paper.fee_rate),
+            "slippage_bps": float(opts.paper.slippage_bps),
             "fill_convention": "market orders placed at a bar's close fill at the next bar's open",
         }
         stats = {
@@ -194,11 +264,11 @@ async def run_backtest_async(
             "failed_tool_calls": len(failures),
             "first_failures": failures[:5],
         }
-        result = collect_result(session, timeline, output, settings=settings, stats=stats)
+        result = collect_result(world, timeline, output, settings=settings, stats=stats)
         if opts.out_dir is not None:
-            save_ledger(session, opts.out_dir)
+            save_ledger(world, opts.out_dir)
     finally:
-        session.ledger.close()
+        world.close()
     if opts.out_dir is not None:
         write_report(result, opts.out_dir)
     return result

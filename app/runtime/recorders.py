@@ -1,7 +1,10 @@
 """Audit-trail recorders backed by the ledger: Risk Guard decisions and tool calls.
 
 The guard and the executor each accept a small recorder protocol; these put the records in the same
-SQLite file as the orders they explain, so an audit can join "why" with "what happened".
+SQLite file as the orders they explain, so an audit can join "why" with "what happened". They join
+the tools and the guard to the store, so they live with the composition, not in either: the store
+knows nothing of tools or risk. The announcing recorders also tell the bus what they stored (a
+tool call completed; an order refused by the Risk Guard).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from app.events import EventBus, ToolCallCompleted
+from app.events import EventBus, OrderRejected, ToolCallCompleted
+from app.risk.guard import RiskDecisionRecorder
 from app.risk.types import RiskDecision
 from app.store.ledger import Ledger
 from app.tools.executor import ToolCallRecord, ToolCallRecorder
@@ -67,6 +71,24 @@ class AnnouncingRecorder:
             entry.agent_id, entry.tool_name, entry.status,
             None if entry.error_code is None else str(entry.error_code), entry.duration_ms,
         ))
+
+
+class AnnouncingRiskRecorder:
+    """Stores each Risk Guard decision through ``inner``; a refusal is then announced as
+    ``OrderRejected`` (the Risk Guard decides it, so it is published here)."""
+
+    def __init__(self, inner: RiskDecisionRecorder, bus: EventBus) -> None:
+        self._inner = inner
+        self._bus = bus
+
+    def record(self, decision: RiskDecision) -> None:
+        self._inner.record(decision)
+        if not decision.accepted:
+            self._bus.publish_nowait(OrderRejected(
+                agent_id=decision.agent_id, symbol=decision.symbol, side=decision.side.value,
+                order_type=decision.order_type.value, quantity=decision.quantity, source="risk",
+                rule=decision.rule, reason=decision.reason, time_ms=decision.now_ms,
+            ))
 
 
 def _json_value(value: object) -> str:

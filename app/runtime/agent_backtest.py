@@ -24,16 +24,19 @@ import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.faults import RERUN_HINT, Fault, faults_of
-from app.agents.runtime import AgentRuntime, ProviderOverride, build_agent_runtime
-from app.backtest.engine import ReplayOutput, Timeline, build_timeline
 from app.backtest.report import BacktestResult, write_report
-from app.backtest.runner import collect_result
+from app.config import LLMSettings
 from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode
 from app.orchestration.ids import SeededIds
+from app.runtime.providers import ProviderOverride
+from app.runtime.replay import ReplayOutput, Timeline, build_timeline, run_replay
+from app.runtime.strategy_backtest import collect_result, history
+from app.runtime.venue import VenueSpec
+from app.runtime.world import World, WorldOptions, build_world
 from app.workspace import Workspace
 
 RUN_ANALYSIS = "RUN_ANALYSIS"
@@ -51,10 +54,11 @@ class AgentBacktestOptions:
     bars: int | None = None  # how many bars to run after the warm-up; None: to the end
     seed: str = "kestrel-backtest"
     provider_override: ProviderOverride | None = None
-    # every agent on this provider instead of its template's: ("rule-engine", "rules") for the
-    # baseline, or e.g. ("openai-compatible", "llama3.1") with ``llm_settings`` saying where
-    force_provider: tuple[str, str] | None = None
-    llm_settings: dict[str, Any] = field(default_factory=dict)
+    # the ``[llm]`` settings the run's agents are created under (``choose_provider``): the
+    # default runs each template on its own provider; ``RULE_ENGINE_BASELINE`` runs every agent
+    # on the rule engine; e.g. provider="openai-compatible", model="llama3.1", base_url=... one
+    # language model for all
+    llm: LLMSettings = field(default_factory=LLMSettings)
     progress: Callable[[int, int], None] | None = None
     cancelled: Callable[[], bool] | None = None
 
@@ -73,6 +77,9 @@ class AgentBacktestResult:
     faults: list[Fault] = field(default_factory=list)
 
 
+RULE_ENGINE_BASELINE = LLMSettings(provider="rule-engine", model="rules")
+
+
 def estimate(
     bars: int, analysts: int, model: str, prices: PriceTable, provider: str
 ) -> CostEstimate:
@@ -84,14 +91,15 @@ def estimate(
     )
 
 
-def _fresh_workspace(folder: Path, cash: Decimal, llm: dict[str, Any]) -> Workspace:
+def _fresh_workspace(folder: Path, cash: Decimal, llm: LLMSettings) -> Workspace:
     if folder.exists():
         shutil.rmtree(folder)
     workspace = Workspace.at(folder).ensure()
     lines = [f'[paper]\ninitial_cash = "{cash}"\n\n[logging]\nto_file = false\n']
-    if llm:
+    changed = llm.model_dump(exclude_defaults=True)
+    if changed:
         lines.append("\n[llm]\n")
-        lines.extend(f"{key} = {json.dumps(value)}\n" for key, value in sorted(llm.items()))
+        lines.extend(f"{key} = {json.dumps(value)}\n" for key, value in sorted(changed.items()))
     workspace.settings_path.write_text("".join(lines), encoding="utf-8")
     return workspace
 
@@ -105,23 +113,22 @@ async def run_agent_backtest(
         OperationalError: no analyst among the templates, or too little data for the warm-up.
         DataFileError: a data file is unusable.
     """
-    workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm_settings)
-    runtime = build_agent_runtime(
-        workspace, data_files=data_files, at_ms=0, mode=Mode.BACKTEST,
-        ids=SeededIds(options.seed), provider_override=options.provider_override,
-        approval=ApprovalSettings(live_orders=False), run_id=options.seed,
-        force_provider=options.force_provider,
-    )
+    workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm)
+    world = build_world(workspace, VenueSpec.replay(data_files, 0), WorldOptions(
+        mode=Mode.BACKTEST, ids=SeededIds(options.seed),
+        provider_override=options.provider_override, approval=ApprovalSettings(live_orders=False),
+        run_id=options.seed,
+    ))
     try:
-        return await _run(runtime, options, out_dir)
+        return await _run(world, options, out_dir)
     finally:
-        await runtime.aclose()
+        await world.aclose()
 
 
 async def _run(
-    runtime: AgentRuntime, options: AgentBacktestOptions, out_dir: Path
+    world: World, options: AgentBacktestOptions, out_dir: Path
 ) -> AgentBacktestResult:
-    full = build_timeline(runtime.base.market)
+    full = build_timeline(history(world))
     first = options.warmup_bars
     last = full.time_ms.size - 1
     if options.bars is not None:
@@ -131,38 +138,35 @@ async def _run(
             f"the data has {full.time_ms.size} bars; a warm-up of {options.warmup_bars} bars "
             "leaves nothing to trade"
         )
-    timeline = _slice(full, first, last + 1)
-    runtime.driver.advance_to(int(timeline.time_ms[0]))
-    await runtime.start()
-    agents = await _create_agents(runtime, options.templates, full)
-    exposed = np.zeros(timeline.time_ms.size, dtype=bool)
-    symbols = list(full.intervals)
-    steps = timeline.time_ms.size
-    index = {"k": 0}
+    timeline = full.slice(first, last + 1)
+    team = world.agents
+    assert team is not None
+    # step 0 is where the agents start: its equity point is the starting capital
+    world.venue.driver.advance_to(int(timeline.time_ms[0]))
+    await world.start()
+    agents = await _create_agents(world, options.templates, full)
+    steps = len(timeline)
 
-    def on_step(_t: int) -> None:
-        k = index["k"] = index["k"] + 1
-        exposed[k] = any(runtime.base.broker.position_size(s) > 0 for s in symbols)
-        if options.progress is not None:
-            options.progress(k, steps - 1)
+    async def act(_k: int, _now: int) -> None:
+        await team.manager.wait_idle()
 
-    bar_ms = int(full.time_ms[1] - full.time_ms[0])
-    await runtime.driver.run_bars(
-        int(timeline.time_ms[1]), int(timeline.time_ms[-1]), bar_ms,
-        on_step=on_step, cancelled=options.cancelled,
+    ran = await run_replay(
+        timeline.slice(1, steps), world.venue, act, cancelled=options.cancelled,
+        progress=options.progress,
     )
-    runtime.base.ledger.flush()
-    usage = runtime.conversations.usage(run_id=runtime.run_id)
-    by_provider = runtime.conversations.calls_by_provider(run_id=runtime.run_id)
+    exposed = np.concatenate(([False], ran.exposed))
+    world.ledger.flush()
+    usage = team.conversations.usage(run_id=team.run_id)
+    by_provider = team.conversations.calls_by_provider(run_id=team.run_id)
     rule_decisions = by_provider.pop("rule-engine", 0)
     model_calls = sum(by_provider.values())
-    faults = faults_of(runtime.manager.list_agents())
+    faults = faults_of(team.manager.list_agents())
     tool_calls = int(
-        runtime.base.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
+        world.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
     )
     settings: dict[str, Any] = {
         "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
-        "cash": str(options.cash), "fee_rate": float(runtime.base.broker.fee_taker),
+        "cash": str(options.cash), "fee_rate": float(world.settings.paper.fee_rate),
         "start": ms_to_iso(int(timeline.time_ms[0])), "end": ms_to_iso(int(timeline.time_ms[-1])),
     }
     stats = {
@@ -171,7 +175,7 @@ async def _run(
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
     result = collect_result(
-        runtime.base, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
+        world, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
     )
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
     files = write_report(result, out_dir)
@@ -181,19 +185,12 @@ async def _run(
     )
 
 
-def _slice(timeline: Timeline, start: int, stop: int) -> Timeline:
-    return Timeline(
-        time_ms=timeline.time_ms[start:stop], closed=timeline.closed[start:stop],
-        intervals=timeline.intervals,
-        last_index={s: idx[start:stop] for s, idx in timeline.last_index.items()},
-    )
-
-
 async def _create_agents(
-    runtime: AgentRuntime, templates: Sequence[str], timeline: Timeline
+    world: World, templates: Sequence[str], timeline: Timeline
 ) -> list[AgentInfo]:
     """Traders first (analysts need their id), then analysts, each with a job per bar."""
-    manager = runtime.manager
+    assert world.agents is not None
+    manager = world.agents.manager
     known = manager.templates
     unknown = [t for t in templates if t not in known]
     if unknown:
@@ -224,7 +221,7 @@ async def _create_agents(
         )
         created.append(info)
         for symbol in symbols:
-            runtime.scheduler.add_job(
+            world.agents.scheduler.add_job(
                 f"{info.agent_id}:{symbol}:analysis", "PERIODIC_AGENT_TRIGGER", info.agent_id,
                 RUN_ANALYSIS, {"symbol": symbol, "interval": interval}, interval_s=step_s,
                 created_by="backtest",

@@ -24,7 +24,6 @@ import numpy as np
 
 from app.agents.loop_share import LoopShare
 from app.agents.rules.signals import Candle, Readings, assess_trend
-from app.agents.runtime import AgentRuntime, build_agent_runtime, workspace_resume_ms
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode
 from app.events import EventBus
@@ -34,6 +33,8 @@ from app.market.replay import ReplayMarketData
 from app.market.series import KlineSeries
 from app.memory.roles import Signal
 from app.resources import sample_data_files
+from app.runtime.venue import VenueSpec
+from app.runtime.world import World, WorldOptions, build_world
 from app.store.db import connect
 from app.workspace import Workspace
 
@@ -51,9 +52,20 @@ _SCAN_DAYS = 60
 
 @dataclass(frozen=True, slots=True)
 class Desk:
-    runtime: AgentRuntime
+    world: World
     fresh: bool  # no agent had ever run here: the demo is to be seeded
-    end_ms: int  # where the replay ends (the data's end)
+
+
+def workspace_resume_ms(workspace: Workspace) -> int | None:
+    """Where a used workspace's replay continues (its paper account's last settle), else None."""
+    if not workspace.db_path.exists():
+        return None
+    conn = connect(workspace.db_path)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='settled_ms'").fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row is not None and int(row[0]) >= 0 else None
 
 
 def is_fresh(workspace: Workspace) -> bool:
@@ -136,7 +148,7 @@ def open_desk(
     mode: Mode = Mode.PAPER,
     loop_share: LoopShare | None = None,
 ) -> Desk:
-    """Build the runtime of ``workspace``: resumed, or positioned for the demo when fresh.
+    """Build the world of ``workspace``: resumed, or positioned for the demo when fresh.
 
     Args:
         loop_share: given by a window running the agents on its own event loop.
@@ -153,14 +165,15 @@ def open_desk(
     except BaseException:
         hold.release()
         raise
-    runtime = build_agent_runtime(
-        workspace, data_files=files, at_ms=start, bus=bus, mode=mode, loop_share=loop_share,
-        hold=hold,
+    world = build_world(
+        workspace, VenueSpec.replay(files, start), WorldOptions(mode=mode, loop_share=loop_share),
+        bus=bus, hold=hold,
     )
-    return Desk(runtime, fresh, probe.end_ms())
+    return Desk(world, fresh)
 
 
-async def seed_demo(runtime: AgentRuntime) -> None:
+async def seed_demo(world: World) -> None:
     """Say the demo's first sentence to the Orchestrator, as the person would in the chat."""
-    orchestrator = await runtime.ensure_orchestrator()
-    runtime.manager.send_user_message(orchestrator.agent_id, DEMO_COMMAND)
+    orchestrator = await world.ensure_orchestrator()
+    assert world.agents is not None
+    world.agents.manager.send_user_message(orchestrator.agent_id, DEMO_COMMAND)

@@ -1,4 +1,5 @@
-"""The offline runtime a person gets: workspace settings reach the Risk Guard and broker."""
+"""A workspace's world as a person gets it: its settings reach the Risk Guard and the broker, its
+tool calls reach its audit trail."""
 
 import asyncio
 from decimal import Decimal
@@ -6,9 +7,9 @@ from decimal import Decimal
 from lxml import etree
 
 from app.domain.clock import parse_time
-from app.runtime import build_offline_runtime
 from app.tools.spec import AgentContext
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 
 BUY_1000 = (
     "<create_order><symbol>BTC/USD</symbol><side>BUY</side><quote_amount>1000</quote_amount>"
@@ -23,12 +24,12 @@ def test_risk_limits_from_settings_toml_reject_an_oversized_order(tmp_path):
         "[paper]\ninitial_cash = 5000\n\n[risk.max_position_weight]\nlimit_pct = 5\n",
         encoding="utf-8",
     )
-    runtime = build_offline_runtime(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
+    world = tool_world(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
     try:
-        assert runtime.broker.initial_cash == Decimal(5000)
-        result = asyncio.run(runtime.executor.execute_text(AgentContext("trader-1"), BUY_1000))
+        assert world.venue.broker.initial_cash == Decimal(5000)
+        result = asyncio.run(world.executor.execute_text(AgentContext("trader-1"), BUY_1000))
     finally:
-        runtime.close()
+        world.close()
     assert result.status == "rejected"
     assert result.rule == "max_position_weight"
     root = etree.fromstring(result.xml)
@@ -37,22 +38,22 @@ def test_risk_limits_from_settings_toml_reject_an_oversized_order(tmp_path):
 
 def test_every_tool_call_is_kept_in_the_workspace_ledger(tmp_path):
     workspace = Workspace.at(tmp_path)
-    runtime = build_offline_runtime(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
+    world = tool_world(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
     try:
         ctx = AgentContext("analyst-2")
-        asyncio.run(runtime.executor.execute_text(ctx, "<get_account_balance/>"))
+        asyncio.run(world.executor.execute_text(ctx, "<get_account_balance/>"))
         asyncio.run(
-            runtime.executor.execute_text(
+            world.executor.execute_text(
                 ctx, "<get_order_book><symbol>X</symbol></get_order_book>"
             )
         )
     finally:
-        runtime.close()
-    runtime = build_offline_runtime(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
+        world.close()
+    world = tool_world(workspace, at_ms=parse_time("2019-10-10T00:00:00Z"))
     try:
-        calls = runtime.ledger.tool_calls()
+        calls = world.ledger.tool_calls()
     finally:
-        runtime.close()
+        world.close()
     assert [(c["tool_name"], c["status"]) for c in calls][-2:] == [
         ("get_account_balance", "success"),
         ("get_order_book", "error"),
@@ -64,22 +65,22 @@ def test_every_tool_call_is_announced_on_the_bus_after_it_is_stored(tmp_path):
 
     bus = EventBus()
     seen: list[ToolCallCompleted] = []
-    runtime = build_offline_runtime(
+    world = tool_world(
         Workspace.at(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"), bus=bus)
     bus.subscribe(ToolCallCompleted, seen.append)
 
     def stored() -> int:
-        return runtime.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
+        return world.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
 
     bus.subscribe(ToolCallCompleted, lambda _event: counts.append(stored()))
     counts: list[int] = []
     try:
         ctx = AgentContext("trader-1")
-        asyncio.run(runtime.executor.execute_text(ctx, BUY_1000))
-        asyncio.run(runtime.executor.execute_text(ctx, "<get_order_book><symbol>NOPE</symbol>"
+        asyncio.run(world.executor.execute_text(ctx, BUY_1000))
+        asyncio.run(world.executor.execute_text(ctx, "<get_order_book><symbol>NOPE</symbol>"
                                                        "</get_order_book>"))
     finally:
-        runtime.close()
+        world.close()
     assert [(e.agent_id, e.tool_name, e.status) for e in seen] == [
         ("trader-1", "create_order", "success"), ("trader-1", "get_order_book", "error")]
     assert seen[1].error_code == "NOT_FOUND" and seen[0].duration_ms >= 0

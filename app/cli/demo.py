@@ -21,15 +21,19 @@ from typing import TextIO
 from lxml import etree
 
 from app.backtest.report import summary_table, write_report
-from app.backtest.runner import collect_result, run_session, save_ledger
-from app.backtest.session import BrokerSettings, build_session, load_files
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import BarContext, Strategy, StrategyError
+from app.config import PaperSettings
 from app.domain.clock import ms_to_iso
 from app.domain.errors import DataFileError, KestrelError
-from app.memory.bank import MemoryBank
 from app.resources import resource_path
-from app.tools.memory_tools import build_memory_tools
+from app.runtime.strategy_backtest import (
+    collect_result,
+    load_files,
+    open_backtest,
+    run_strategy,
+    save_ledger,
+)
 from app.workspace import Workspace
 
 DEMO_FILE = "BTC-USD_1h_20170701-20191017_coinbase.csv"
@@ -159,13 +163,8 @@ def slice_recent(source: Path, days: int, target: Path) -> Path:
 async def run_demo(args: argparse.Namespace, workspace: Workspace, out: TextIO) -> int:
     demo_dir = workspace.root / "demo"
     data = slice_recent(resource_path("sample_data", DEMO_FILE), args.days, demo_dir / DEMO_FILE)
-    session = build_session(
-        load_files([data]),
-        broker_settings=BrokerSettings(cash=args.cash),
-    )
-    memory = MemoryBank(workspace.memory_root, session.clock)
-    for spec in build_memory_tools(memory):
-        session.registry.register(spec)
+    world = open_backtest(load_files([data]), paper=PaperSettings(initial_cash=args.cash),
+                          memory_root=workspace.memory_root)
     strategy = NarratedStrategy(
         SmaCross(fast=args.fast, slow=args.slow), out, 1 / args.speed if args.speed > 0 else 0.0
     )
@@ -177,7 +176,7 @@ async def run_demo(args: argparse.Namespace, workspace: Workspace, out: TextIO) 
         file=out,
     )
     try:
-        timeline, output, seconds = await run_session(session, strategy, agent_id=DEMO_AGENT)
+        timeline, output, seconds = await run_strategy(world, strategy, agent_id=DEMO_AGENT)
         settings = {
             "data": [data.name],
             "symbols": dict(timeline.intervals),
@@ -188,11 +187,10 @@ async def run_demo(args: argparse.Namespace, workspace: Workspace, out: TextIO) 
             "slippage_bps": 2.0,
         }
         stats = {"seconds": round(seconds, 3), "bars_per_second": None}
-        result = collect_result(session, timeline, output, settings=settings, stats=stats)
-        save_ledger(session, demo_dir)
+        result = collect_result(world, timeline, output, settings=settings, stats=stats)
+        save_ledger(world, demo_dir)
     finally:
-        session.ledger.close()
-        memory.close()
+        world.close()
     write_report(result, demo_dir)
     print("\n" + summary_table(result), file=out)
     print(

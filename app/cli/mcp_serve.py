@@ -47,17 +47,19 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
         )
     from app.mcp.order_gate import OrderGate
     from app.mcp.serve import SERVED_PERMISSIONS, build_server, gated_registry, run
-    from app.runtime import build_offline_runtime
-    from app.store.recorders import SqliteToolCallRecorder
+    from app.runtime.recorders import SqliteToolCallRecorder
+    from app.runtime.venue import VenueSpec
+    from app.runtime.world import WorldOptions, build_world
     from app.tools.executor import ToolExecutor
     from app.tools.spec import AgentContext
 
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     at_ms = parse_time(args.at) if args.at else None
-    runtime = build_offline_runtime(workspace, args.data, at_ms)
+    world = build_world(workspace, VenueSpec.replay(args.data, at_ms),
+                        WorldOptions(agents=False, announce=False))
     try:
-        settings = workspace.settings()
-        broker = runtime.broker
+        settings = world.settings
+        broker = world.venue.broker
 
         async def last_price(symbol: str) -> Decimal | None:
             try:
@@ -65,23 +67,20 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
                 return None
 
-        def traded_symbols() -> set[str]:
-            rows = runtime.ledger.connection.execute("SELECT DISTINCT symbol FROM fills")
-            return {row[0] for row in rows.fetchall()}
-
-        gate = OrderGate(settings.approval, broker.mode, last_price, traded_symbols)
+        gate = OrderGate(settings.approval, broker.mode, last_price, world.ledger.traded_symbols)
         executor = ToolExecutor(
-            gated_registry(runtime.registry, gate),
-            SqliteToolCallRecorder(runtime.ledger),  # the workspace's audit trail
-            runtime.clock,
+            gated_registry(world.registry, gate),
+            SqliteToolCallRecorder(world.ledger),  # the workspace's audit trail
+            world.venue.clock,
             default_timeout_s=settings.tools.default_timeout_s,
         )
         ctx = AgentContext(
             agent_id=args.agent, permissions=frozenset(SERVED_PERMISSIONS), role="external",
-            watched_symbols=runtime.market.symbols(), interval=settings.market.default_interval,
+            watched_symbols=world.venue.market.symbols(),
+            interval=settings.market.default_interval,
         )
         logger.info("serving %d tools over MCP as agent %s", len(executor.registry), args.agent)
         run(build_server(executor, ctx))
     finally:
-        runtime.close()
+        world.close()
     return 0
