@@ -111,6 +111,18 @@ def summary_table(result: BacktestResult) -> str:
     return "\n".join(lines)
 
 
+def gaps_line(result: BacktestResult) -> str | None:
+    """One line on the candles the data lacks within the run, or None when it lacks none."""
+    missing = {s: n for s, n in result.stats.get("missing_candles", {}).items() if n}
+    if not missing:
+        return None
+    total = sum(missing.values())
+    each = ", ".join(f"{s} {n:,}" for s, n in missing.items())
+    return (f"The data lacks {total:,} candle{'s' if total != 1 else ''} within the run ({each}); "
+            "the clock stepped over them, and equity, exposure and metrics cover the bars that "
+            "exist.")
+
+
 def write_report(result: BacktestResult, out_dir: Path) -> dict[str, Path]:
     """Write every output file into ``out_dir`` (created if needed) and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -40,13 +40,17 @@ def round_trips(
     bar_ms: Mapping[str, int],
     last_price: Mapping[str, float],
     end_ms: int,
+    close_ms: Mapping[str, np.ndarray] | None = None,
 ) -> list[RoundTrip]:
     """Group fills, oldest first, into long round trips per symbol.
 
     Args:
-        bar_ms: bar length per symbol, for ``bars_held``.
+        bar_ms: bar length per symbol, for ``bars_held`` when ``close_ms`` does not give it.
         last_price: the final close per symbol; a position still open is valued at it.
         end_ms: the end of the run, the "exit" time of a still-open trade.
+        close_ms: per symbol, the close time of every candle its data has: ``bars_held`` then
+            counts the candles that closed while the trade was open, so a missing candle is not
+            counted as a bar held.
     """
     trips: list[RoundTrip] = []
     book: dict[str, _Open] = {}
@@ -68,18 +72,32 @@ def round_trips(
         current.proceeds += qty * price
         current.fees += _fee_in_quote(fill)
         if current.quantity <= EPSILON * max(current.bought_qty, 1.0):
-            trips.append(_finish(fill.symbol, current, fill.time_ms, bar_ms[fill.symbol], False))
+            held = _bars_held(fill.symbol, current.entry_time_ms, fill.time_ms, bar_ms, close_ms)
+            trips.append(_finish(fill.symbol, current, fill.time_ms, held, False))
             del book[fill.symbol]
     for symbol, current in book.items():
         valued = _Open(**{**current.__dict__})
         valued.proceeds += current.quantity * last_price[symbol]
         valued.sold_qty += current.quantity
-        trips.append(_finish(symbol, valued, end_ms, bar_ms[symbol], True))
+        held = _bars_held(symbol, current.entry_time_ms, end_ms, bar_ms, close_ms)
+        trips.append(_finish(symbol, valued, end_ms, held, True))
     trips.sort(key=lambda t: (t.entry_time_ms, t.symbol))
     return trips
 
 
-def _finish(symbol: str, trade: _Open, exit_ms: int, bar: int, still_open: bool) -> RoundTrip:
+def _bars_held(
+    symbol: str, entry_ms: int, exit_ms: int, bar_ms: Mapping[str, int],
+    close_ms: Mapping[str, np.ndarray] | None,
+) -> int:
+    closes = close_ms.get(symbol) if close_ms is not None else None
+    if closes is None:
+        return int((exit_ms - entry_ms) // bar_ms[symbol])
+    after_entry, at_exit = np.searchsorted(closes, [entry_ms, exit_ms], side="right")
+    return int(at_exit - after_entry)
+
+
+def _finish(symbol: str, trade: _Open, exit_ms: int, bars_held: int,
+            still_open: bool) -> RoundTrip:
     entry_price = trade.cost / trade.bought_qty if trade.bought_qty else 0.0
     exit_price = trade.proceeds / trade.sold_qty if trade.sold_qty else None
     pnl = trade.proceeds - trade.cost - trade.fees
@@ -93,7 +111,7 @@ def _finish(symbol: str, trade: _Open, exit_ms: int, bar: int, still_open: bool)
         pnl=pnl,
         return_pct=pnl / trade.cost * 100.0 if trade.cost else 0.0,
         fees=trade.fees,
-        bars_held=int((exit_ms - trade.entry_time_ms) // bar),
+        bars_held=bars_held,
         open=still_open,
     )
 

@@ -39,6 +39,7 @@ from app.events import (
     QuestionAsked,
 )
 from app.runtime.desk import workspace_resume_ms
+from app.runtime.start import check_world_setup, plan_for_files, world_hint_symbol
 from app.runtime.venue import VenueSpec
 from app.runtime.venues import replay_extent
 from app.runtime.world import World, WorldOptions, build_world
@@ -64,9 +65,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kline CSV to replay (repeatable); default: the bundled data")
     parser.add_argument("--start", metavar="TIME",
                         help="where a new workspace's replay starts (ISO 8601); default: "
-                             "--days before the end of the data; a used workspace resumes")
+                             "--days before the end of the data, once the symbols to watch "
+                             "have 60 candles; a used workspace resumes")
     parser.add_argument("--days", type=int, default=30,
-                        help="a new workspace starts this many days before the data ends (30)")
+                        help="a new workspace starts at most this many days before the data "
+                             "ends (30)")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,15 +90,18 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    quote: str | None = None
     try:
         start = workspace_resume_ms(workspace)
         if start is None:
-            end = replay_extent(args.data).end_ms
-            start = parse_time(args.start) if args.start else end - args.days * DAY_MS
+            plan = plan_for_files(args.data, days=args.days, setup=getattr(args, "setup", None))
+            start = parse_time(args.start) if args.start else plan.start_ms
+            quote = plan.quote_currency
     except BaseException:
         hold.release()
         raise
-    return build_world(workspace, VenueSpec.replay(args.data, start), WorldOptions(), hold=hold)
+    return build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
+                       hold=hold)
 
 
 class TerminalNarrator:
@@ -154,6 +160,8 @@ async def _run(args: argparse.Namespace) -> int:
     world = _build(args)
     telegram = None
     try:
+        if args.setup:
+            check_world_setup(world, args.setup)
         TerminalNarrator(world)
         await world.start()
         telegram = await start_telegram(world)
@@ -168,7 +176,8 @@ async def _run(args: argparse.Namespace) -> int:
         if world.venue.end_ms is not None:
             end = min(end, world.venue.end_ms)
         world.venue.driver.set_speed(args.speed)
-        await world.venue.driver.run_paced(end, max_step_ms=60_000)
+        # a tick moves at most one candle of the finest data, so no close is skipped
+        await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
         await world.agents.manager.wait_idle()
         faults = _print_summary(world)
     finally:
@@ -213,9 +222,12 @@ async def _chat(args: argparse.Namespace) -> int:
         orchestrator = await world.ensure_orchestrator()
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
+        symbol = world_hint_symbol(world)
+        hint = "" if symbol is None else (
+            f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
-              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, /resume, "
-              "/quit. Try: watch BTC/USDT on 1h every 1h with a trend analyst and a trader")
+              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, "
+              f"/resume, /quit.{hint}")
         _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
@@ -308,6 +320,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     from app.agents.costs import PriceTable
     from app.agents.templates import load_templates
     from app.backtest.report import summary_table
+    from app.cli.backtest import print_gaps
     from app.config import LLMSettings
     from app.runtime.agent_backtest import (
         RULE_ENGINE_BASELINE,
@@ -339,9 +352,11 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
         bars=args.bars, progress=None if args.no_progress else print_progress, llm=llm,
+        allow_gaps=args.allow_gaps,
     )
     outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
     print(summary_table(outcome.result))
+    print_gaps(outcome.result)
     print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
     print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
           f"tokens, ${outcome.cost}); rule-engine decisions {outcome.rule_decisions}; "

@@ -1,14 +1,17 @@
 """The ``kestrel backtest`` sub-command: its arguments and its handler (``app.cli.main`` mounts it).
 
 ``add_backtest_arguments(parser)`` declares the options; ``backtest_command(args)`` runs and
-returns the exit code: 0 done, 1 the strategy could not go on, 2 bad input (an unusable data file,
-invalid parameters or risk file), with one clear line on standard error instead of a traceback.
+returns the exit code: 0 done, 1 the run stopped early (the strategy could not go on, or an
+unexpected error: the report of the bars it ran is kept and the message says where), 2 bad input
+(an unusable data file, invalid parameters or risk file), with one clear line on standard error
+instead of a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -16,18 +19,19 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from app import yamltext
-from app.backtest.report import summary_table
+from app.backtest.report import BacktestResult, gaps_line, summary_table
 from app.backtest.sma_cross import SmaCross
-from app.backtest.strategy import Strategy, StrategyError
+from app.backtest.strategy import Strategy
 from app.config import PaperSettings
 from app.config.risk import RiskConfig, all_in_backtest_config
-from app.domain.errors import DataFileError
+from app.domain.errors import DataFileError, KestrelError
 from app.domain.numbers import NumberSyntaxError, parse_decimal
-from app.runtime.strategy_backtest import RunOptions, run_backtest
+from app.runtime.strategy_backtest import ERROR_FILE, BacktestStopped, RunOptions, run_backtest
 
 EXIT_OK = 0
 EXIT_STRATEGY_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a program stopped by Ctrl-C
 
 STRATEGIES: dict[str, Callable[[argparse.Namespace], Strategy]] = {
     "sma_cross": lambda args: SmaCross(fast=args.fast, slow=args.slow),
@@ -98,53 +102,85 @@ def _risk_config(path: Path | None) -> RiskConfig:
 
 
 def backtest_command(args: argparse.Namespace) -> int:
-    """Run ``kestrel backtest``; print the summary and the output files; return the exit code."""
-    if args.agents:
-        from app.cli.agents import agents_backtest_command
+    """Run ``kestrel backtest``; print the summary and the output files; return the exit code.
 
-        try:
-            return agents_backtest_command(args)
-        except DataFileError as exc:
-            print(f"kestrel backtest: bad data file: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+    Every error ends here as one line on standard error, never as a traceback; a run that
+    stopped part-way has already written the report of the bars it ran and says where.
+    """
     try:
-        if args.cash <= 0:
-            raise ValueError(f"--cash must be positive, got {args.cash}")
-        if not 0 <= args.fee < 1:
-            raise ValueError(f"--fee must be a fraction in [0, 1), got {args.fee}")
-        if not 0 <= args.slippage_bps <= 1000:
-            raise ValueError(f"--slippage-bps must be within 0..1000, got {args.slippage_bps}")
-        strategy = STRATEGIES[args.strategy](args)
-        options = RunOptions(
-            paper=PaperSettings(initial_cash=args.cash, fee_rate=args.fee,
-                                slippage_bps=args.slippage_bps),
-            risk=_risk_config(args.risk_config),
-            out_dir=args.out,
-            allow_gaps=args.allow_gaps,
-            progress=not args.no_progress,
-        )
-        result = run_backtest(args.data, strategy, options)
+        if args.agents:
+            from app.cli.agents import agents_backtest_command
+
+            return agents_backtest_command(args)
+        return _strategy_command(args)
+    except BacktestStopped as exc:
+        print(f"kestrel backtest: {exc}", file=sys.stderr)
+        return EXIT_STRATEGY_FAILED
+    except KeyboardInterrupt:
+        print(f"kestrel backtest: interrupted; the report of the bars that ran (if any) is in "
+              f"{args.out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except DataFileError as exc:
         print(f"kestrel backtest: bad data file: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ValidationError as exc:
         print(f"kestrel backtest: invalid risk config: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ValueError as exc:
+    except (KestrelError, ValueError) as exc:
         print(f"kestrel backtest: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"kestrel backtest: cannot write to {args.out}: {exc.strerror or exc}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    except StrategyError as exc:
-        print(f"kestrel backtest: the strategy stopped: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a bug still reaches the person as words
+        where = _write_error(args.out, exc)
+        print(f"kestrel backtest: the run failed on an unexpected error ({type(exc).__name__}: "
+              f"{exc}); {where}", file=sys.stderr)
         return EXIT_STRATEGY_FAILED
+
+
+def _write_error(out: Path, error: BaseException) -> str:
+    """Keep an unexpected error's traceback in the output folder; say where it is."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ERROR_FILE).write_text("".join(traceback.format_exception(error)),
+                                      encoding="utf-8")
+    except OSError as exc:
+        return f"its details could not be written to {out} ({exc.strerror or exc})"
+    return f"details in {out / ERROR_FILE}"
+
+
+def _strategy_command(args: argparse.Namespace) -> int:
+    if args.cash <= 0:
+        raise ValueError(f"--cash must be positive, got {args.cash}")
+    if not 0 <= args.fee < 1:
+        raise ValueError(f"--fee must be a fraction in [0, 1), got {args.fee}")
+    if not 0 <= args.slippage_bps <= 1000:
+        raise ValueError(f"--slippage-bps must be within 0..1000, got {args.slippage_bps}")
+    strategy = STRATEGIES[args.strategy](args)
+    options = RunOptions(
+        paper=PaperSettings(initial_cash=args.cash, fee_rate=args.fee,
+                            slippage_bps=args.slippage_bps),
+        risk=_risk_config(args.risk_config),
+        out_dir=args.out,
+        allow_gaps=args.allow_gaps,
+        progress=not args.no_progress,
+        report_partial=True,
+    )
+    result = run_backtest(args.data, strategy, options)
     print(summary_table(result))
     stats = result.stats
     print(f"\n{result.time_ms.size} bars in {stats['seconds']} s "
           f"({stats['bars_per_second']} bars/s); risk rejections: {stats['risk_rejections']}; "
           f"failed tool calls: {stats['failed_tool_calls']}")
+    print_gaps(result)
     print(f"report: {args.out / 'summary.json'}, equity.csv, trades.csv, equity.png "
           f"(ledger: {args.out / 'backtest.db'})")
     return EXIT_OK
+
+
+def print_gaps(result: BacktestResult) -> None:
+    line = gaps_line(result)
+    if line is not None:
+        print(line)

@@ -42,6 +42,9 @@ class MemoryBank(MemoryStore):
         clock: the market clock (replay cursor in a backtest, wall clock otherwise).
         bus: where ``MemoryFileChanged`` events go; ``None`` to publish nothing.
         limits: per-file size limit, per-agent quota, fsync policy.
+        inline: run the coroutines' work on the loop's own thread instead of a worker thread.
+            Only for a loop that nothing else waits on (a backtest's, which waits for each
+            call to finish before the next bar anyway): there the thread hop is pure cost.
     """
 
     def __init__(
@@ -51,9 +54,11 @@ class MemoryBank(MemoryStore):
         bus: EventBus | None = None,
         *,
         limits: MemoryLimits | None = None,
+        inline: bool = False,
     ) -> None:
         super().__init__(root, clock, limits=limits)
         self.bus = bus
+        self.inline = inline
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _announce(self, events: list[MemoryFileChanged]) -> None:
@@ -79,6 +84,12 @@ class MemoryBank(MemoryStore):
         its events are still published.
         """
         self._loop = asyncio.get_running_loop()
+        if self.inline:
+            result, events = fn(*args)
+            if self.bus is not None:
+                for event in self._drain() + events:
+                    await self.bus.publish(event)
+            return result
         lock = contextlib.nullcontext() if key is None else self._locks.async_lock(*key)
         async with lock:
             future = asyncio.ensure_future(asyncio.to_thread(self.healing, fn, *args))

@@ -1,16 +1,20 @@
 """Backtest agents: run agent templates bar by bar over replayed history and report the result.
 
 The agents, tools, queue and scheduler are the ones the app runs; only the clock is the replay
-cursor, advanced a bar at a time and only once every running agent's inbox is idle. Each Analyst
-gets a job that fires when each bar closes; the Traders receive its signals and their fills. The
-report puts the agents beside buy-and-hold, and, when the agents use a language model, beside the
-same templates run on the rule engine, so what the model adds is measured, not assumed. An agent
-that faulted (a refused key, an unreachable server) is named at the top of the report, because its
-silence would otherwise read as a market with nothing to trade.
+cursor, advanced a bar at a time and only once every running agent's inbox is idle. It steps over
+the same timeline as a strategy backtest (every candle close the data has), so a candle missing
+from the data is stepped over and the report counts it. Each Analyst gets a job that fires when
+each bar closes; the Traders receive its signals and their fills. The report puts the agents
+beside buy-and-hold, and, when the agents use a language model, beside the same templates run on
+the rule engine, so what the model adds is measured, not assumed. A run that stops early on an
+error, or is cancelled, still reports the bars it ran. An agent that faulted (a refused key, an
+unreachable server) is named at the top of the report, because its silence would otherwise read
+as a market with nothing to trade.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -30,11 +34,20 @@ from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
+from app.domain.market import interval_ms
 from app.domain.trading import Mode
+from app.market.csv_loader import load_csv
+from app.market.replay import ReplayMarketData
 from app.orchestration.ids import SeededIds
 from app.runtime.providers import ProviderOverride
-from app.runtime.replay import ReplayOutput, Timeline, build_timeline, run_replay
-from app.runtime.strategy_backtest import collect_result, history
+from app.runtime.replay import ReplayOutput, ReplayProgress, Timeline, build_timeline, run_replay
+from app.runtime.strategy_backtest import (
+    BacktestStopped,
+    collect_result,
+    history,
+    stop_reason,
+    write_error_details,
+)
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
 from app.workspace import Workspace
@@ -61,6 +74,8 @@ class AgentBacktestOptions:
     llm: LLMSettings = field(default_factory=LLMSettings)
     progress: Callable[[int, int], None] | None = None
     cancelled: Callable[[], bool] | None = None
+    # data with missing candles is refused unless allowed, as for a strategy backtest
+    allow_gaps: bool = False
 
 
 @dataclass
@@ -109,9 +124,14 @@ async def run_agent_backtest(
 ) -> AgentBacktestResult:
     """Run the templates over the data; write the report and the run's workspace to ``out_dir``.
 
+    A cancelled run returns the result of the bars it ran and writes no report: the caller
+    decides what a run the person stopped shows.
+
     Raises:
         OperationalError: no analyst among the templates, or too little data for the warm-up.
-        DataFileError: a data file is unusable.
+        DataFileError: a data file is unusable, or has gaps and ``options.allow_gaps`` is off.
+        BacktestStopped: an error stopped the run part-way; the report of the bars it ran and
+            the error's details are in ``out_dir``.
     """
     workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm)
     world = build_world(workspace, VenueSpec.replay(data_files, 0), WorldOptions(
@@ -120,9 +140,20 @@ async def run_agent_backtest(
         run_id=options.seed,
     ))
     try:
+        if not options.allow_gaps:
+            _refuse_gaps(history(world))
         return await _run(world, options, out_dir)
     finally:
         await world.aclose()
+
+
+def _refuse_gaps(market: ReplayMarketData) -> None:
+    """Raise the loader's own error (file, row, size of the gap) for a file with gaps."""
+    for symbol in market.symbols():
+        for interval in market.native_intervals(symbol):
+            loaded = market.loaded(symbol, interval)
+            if loaded.gaps:
+                load_csv(loaded.path, allow_gaps=False)
 
 
 async def _run(
@@ -130,12 +161,12 @@ async def _run(
 ) -> AgentBacktestResult:
     full = build_timeline(history(world))
     first = options.warmup_bars
-    last = full.time_ms.size - 1
+    last = len(full) - 1
     if options.bars is not None:
         last = min(last, first + options.bars)
     if first >= last:
         raise OperationalError(
-            f"the data has {full.time_ms.size} bars; a warm-up of {options.warmup_bars} bars "
+            f"the data has {len(full)} bars; a warm-up of {options.warmup_bars} bars "
             "leaves nothing to trade"
         )
     timeline = full.slice(first, last + 1)
@@ -150,11 +181,48 @@ async def _run(
     async def act(_k: int, _now: int) -> None:
         await team.manager.wait_idle()
 
-    ran = await run_replay(
-        timeline.slice(1, steps), world.venue, act, cancelled=options.cancelled,
-        progress=options.progress,
-    )
-    exposed = np.concatenate(([False], ran.exposed))
+    reached = ReplayProgress()
+
+    def ran_so_far() -> tuple[Timeline, np.ndarray]:
+        done = 1 + reached.steps
+        exposed = np.array([False, *reached.exposed[:reached.steps]], dtype=bool)
+        return timeline.slice(0, done), exposed
+
+    error: Exception | None = None
+    try:
+        await run_replay(timeline.slice(1, steps), world.venue, act,
+                         cancelled=options.cancelled, progress=options.progress, reached=reached)
+    except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+        ran, exposed = ran_so_far()
+        partial = _outcome(world, agents, ran, exposed, options, "interrupted", steps)
+        write_report(partial.result, out_dir)
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported below with the bars that ran
+        error = exc
+    ran, exposed = ran_so_far()
+    reason = "cancelled" if error is None else stop_reason(error)
+    outcome = _outcome(world, agents, ran, exposed, options, reason, steps)
+    if error is not None:
+        write_report(outcome.result, out_dir)
+        raise BacktestStopped(
+            reason, done=len(ran) - 1, total=steps - 1, last_ms=int(ran.time_ms[-1]),
+            report_dir=write_error_details(out_dir, error),
+        ) from error
+    if len(ran) == steps:
+        outcome.files = write_report(outcome.result, out_dir)
+    return outcome
+
+
+def _outcome(
+    world: World, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
+    options: AgentBacktestOptions, stop: str, planned: int,
+) -> AgentBacktestResult:
+    """The result of the steps that ran, from what the run left in its ledger and stores.
+
+    ``stop`` says why a run that did not reach its last step ended.
+    """
+    team = world.agents
+    assert team is not None
     world.ledger.flush()
     usage = team.conversations.usage(run_id=team.run_id)
     by_provider = team.conversations.calls_by_provider(run_id=team.run_id)
@@ -167,21 +235,23 @@ async def _run(
     settings: dict[str, Any] = {
         "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
         "cash": str(options.cash), "fee_rate": float(world.settings.paper.fee_rate),
-        "start": ms_to_iso(int(timeline.time_ms[0])), "end": ms_to_iso(int(timeline.time_ms[-1])),
+        "start": ms_to_iso(int(ran.time_ms[0])), "end": ms_to_iso(int(ran.time_ms[-1])),
     }
-    stats = {
+    stats: dict[str, Any] = {
         "llm_calls": model_calls, "rule_engine_decisions": rule_decisions,
         "tokens_in": usage.input_tokens,
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
+    if len(ran) < planned:
+        stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
+        stats["stopped_early"] = stop
     result = collect_result(
-        world, timeline, ReplayOutput(exposed, steps), settings=settings, stats=stats
+        world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
-    files = write_report(result, out_dir)
     return AgentBacktestResult(
         result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
-        tool_calls, files, rule_decisions, faults,
+        tool_calls, {}, rule_decisions, faults,
     )
 
 
@@ -190,7 +260,7 @@ async def _create_agents(
 ) -> list[AgentInfo]:
     """Traders first (analysts need their id), then analysts, each with a job per bar."""
     assert world.agents is not None
-    manager = world.agents.manager
+    manager, scheduler = world.agents.manager, world.agents.scheduler
     known = manager.templates
     unknown = [t for t in templates if t not in known]
     if unknown:
@@ -211,7 +281,7 @@ async def _create_agents(
         )
         trader_id = trader_id or info.agent_id
         created.append(info)
-    step_s = int(timeline.time_ms[1] - timeline.time_ms[0]) // 1000
+    step_s = interval_ms(interval) // 1000  # one bar, whatever gap the data starts with
     for template in [t for t in templates if roles[t] is AgentRole.ANALYST]:
         config: dict[str, Any] = {"symbols": symbols, "interval": interval}
         if trader_id:
@@ -221,7 +291,7 @@ async def _create_agents(
         )
         created.append(info)
         for symbol in symbols:
-            world.agents.scheduler.add_job(
+            scheduler.add_job(
                 f"{info.agent_id}:{symbol}:analysis", "PERIODIC_AGENT_TRIGGER", info.agent_id,
                 RUN_ANALYSIS, {"symbol": symbol, "interval": interval}, interval_s=step_s,
                 created_by="backtest",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
@@ -178,6 +178,28 @@ def last_closes(market: ReplayMarketData, timeline: Timeline) -> dict[str, np.nd
     return out
 
 
+def missing_candles(market: ReplayMarketData, timeline: Timeline) -> dict[str, int]:
+    """Per symbol, how many of its candles the data lacks between the first and last step.
+
+    The timeline holds only closes that exist, so the clock steps over a missing candle; this
+    says how many it stepped over. Monthly files have no fixed bar length and count none.
+    """
+    if len(timeline) == 0:
+        return {s: 0 for s in timeline.intervals}
+    start, end = int(timeline.time_ms[0]), int(timeline.time_ms[-1])
+    missing: dict[str, int] = {}
+    for symbol, interval in timeline.intervals.items():
+        loaded = market.loaded(symbol, interval)
+        closes = loaded.series.timestamp_ms + loaded.bar_ms
+        inside = closes[(closes >= start) & (closes <= end)]
+        if interval.endswith("M") or inside.size < 2:
+            missing[symbol] = 0
+            continue
+        bars = np.diff(inside) // loaded.bar_ms
+        missing[symbol] = int(np.sum(bars[bars > 1] - 1))
+    return missing
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayOutput:
     """What a replay leaves beside the ledger: per step, whether a position was held during the
@@ -185,6 +207,14 @@ class ReplayOutput:
 
     exposed: np.ndarray
     steps: int
+
+
+@dataclass
+class ReplayProgress:
+    """How far a replay got: the whole steps done and their exposure, readable after an error."""
+
+    steps: int = 0
+    exposed: list[bool] = field(default_factory=list)
 
 
 StepAction = Callable[[int, int], Awaitable[None]]
@@ -197,6 +227,7 @@ async def run_replay(
     *,
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    reached: ReplayProgress | None = None,
 ) -> ReplayOutput:
     """Step ``venue``'s driver through ``timeline``, running ``act(step, now_ms)`` after each
     advance.
@@ -204,11 +235,15 @@ async def run_replay(
     Args:
         cancelled: asked before each step; True stops the run there.
         progress: told (steps done, steps in all) after each step.
+        reached: kept up to date step by step, so a caller can report what ran when a step
+            raises (the exception itself propagates unchanged).
     """
     driver, broker = venue.driver, venue.broker
     symbols = tuple(timeline.intervals)
     total = len(timeline)
-    exposed = [False] * total
+    done = reached if reached is not None else ReplayProgress()
+    done.steps = 0
+    done.exposed = exposed = [False] * total
     steps = 0
     for k, now in enumerate(timeline.time_ms.tolist()):
         if cancelled is not None and cancelled():
@@ -219,7 +254,7 @@ async def run_replay(
                 exposed[k] = True
                 break
         await act(k, now)
-        steps = k + 1
+        steps = done.steps = k + 1
         if progress is not None:
             progress(steps, total)
     return ReplayOutput(exposed=np.array(exposed, dtype=bool), steps=steps)

@@ -5,7 +5,9 @@ paper broker's ledger in memory, the full tool path (XML parse -> executor -> Ri
 PaperBroker -> SQLite ledger), nothing mocked. The strategy steps through ``run_replay``, the loop
 the agent backtest steps through too. The result is assembled from what the run left in the
 ledger (the equity curve the broker committed at every settle and the fills), so the report shows
-what the durable record says, not a second, parallel bookkeeping.
+what the durable record says, not a second, parallel bookkeeping. A run that stops early on an
+error still reports the bars it ran, writes the error's details beside that report and says where
+both are (``BacktestStopped``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import sqlite3
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -25,21 +28,75 @@ from tqdm import tqdm
 
 from app.backtest.metrics import compute_metrics
 from app.backtest.report import BacktestResult, write_report
-from app.backtest.strategy import BarContext, Strategy
+from app.backtest.strategy import BarContext, Strategy, StrategyError
 from app.backtest.trades import buy_and_hold, round_trips
 from app.config import PaperSettings, Settings
 from app.config.risk import RiskConfig, all_in_backtest_config
+from app.domain.clock import ms_to_iso
+from app.domain.errors import KestrelError
 from app.domain.trading import Mode
 from app.exchange.paper_account import split_symbol
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
-from app.runtime.replay import ReplayOutput, Timeline, build_timeline, last_closes, run_replay
+from app.runtime.replay import (
+    ReplayOutput,
+    ReplayProgress,
+    Timeline,
+    build_timeline,
+    last_closes,
+    missing_candles,
+    run_replay,
+)
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
 
 AGENT_ID = "backtest"
 LEDGER_NAME = "backtest.db"
+ERROR_FILE = "error.txt"
+
+
+class BacktestStopped(KestrelError):
+    """A run ended early on an error; the report of the bars it ran was kept.
+
+    Attributes:
+        done: bars run (and reported); total: bars the run was to cover.
+        report_dir: where the partial report and ``error.txt`` are, if the run had an output
+            folder.
+    """
+
+    def __init__(
+        self, reason: str, *, done: int, total: int, last_ms: int | None,
+        report_dir: Path | None,
+    ) -> None:
+        reached = f", up to {ms_to_iso(last_ms)}" if last_ms is not None and done else ""
+        where = ""
+        if report_dir is not None:
+            what = "the report of those bars and" if done else "nothing to report;"
+            where = f"; {what} the error's details ({ERROR_FILE}) are in {report_dir}"
+        super().__init__(f"{reason}. It ran {done:,} of {total:,} bars{reached}{where}")
+        self.reason = reason
+        self.done = done
+        self.total = total
+        self.report_dir = report_dir
+
+
+def stop_reason(error: BaseException) -> str:
+    """What stopped a run, in one line: a strategy's own words, or the unexpected error."""
+    if isinstance(error, StrategyError):
+        return f"the strategy stopped: {error}"
+    return f"the run stopped on an unexpected error ({type(error).__name__}: {error})"
+
+
+def write_error_details(out_dir: Path | None, error: BaseException) -> Path | None:
+    """Keep the traceback of the error that stopped a run in ``out_dir/error.txt``."""
+    if out_dir is None:
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ERROR_FILE).write_text(
+        "".join(traceback.format_exception(error)), encoding="utf-8"
+    )
+    return out_dir
 
 
 @dataclass(frozen=True)
@@ -57,6 +114,9 @@ class RunOptions:
     allow_gaps: bool = False
     progress: bool = False
     record_tool_calls: bool = True
+    # on an error part-way: write the report of the bars that ran and ``error.txt`` to
+    # ``out_dir`` and raise ``BacktestStopped`` saying where (off: the error propagates as raised)
+    report_partial: bool = False
 
 
 def load_files(paths: Sequence[Path], *, allow_gaps: bool = False) -> list[LoadedFile]:
@@ -141,8 +201,12 @@ async def run_strategy(
     *,
     progress: bool = False,
     agent_id: str = AGENT_ID,
+    reached: ReplayProgress | None = None,
 ) -> tuple[Timeline, ReplayOutput, float]:
-    """Replay ``strategy`` over all of ``world``'s data; return the timeline, output, seconds."""
+    """Replay ``strategy`` over all of ``world``'s data; return the timeline, output, seconds.
+
+    ``reached`` says how far the replay got if it raises.
+    """
     timeline = build_timeline(history(world))
     symbols = tuple(timeline.intervals)
     agent = AgentContext(
@@ -167,7 +231,7 @@ async def run_strategy(
 
     started = time.perf_counter()
     try:
-        output = await run_replay(timeline, world.venue, act,
+        output = await run_replay(timeline, world.venue, act, reached=reached,
                                   progress=advanced if bar is not None else None)
     finally:
         if bar is not None:
@@ -197,13 +261,16 @@ def collect_result(
     if np.isnan(equity).any():
         missing = int(np.isnan(equity).sum())
         raise RuntimeError(f"the ledger has no equity point for {missing} steps of the run")
-    bar_ms = {s: market.loaded(s, i).bar_ms for s, i in timeline.intervals.items()}
+    loaded = {s: market.loaded(s, i) for s, i in timeline.intervals.items()}
+    bar_ms = {s: f.bar_ms for s, f in loaded.items()}
     closes = last_closes(market, timeline)
     fills = world.ledger.fills()
     end_ms = int(timeline.time_ms[-1])
     trades = round_trips(
-        fills, bar_ms, {s: float(c[-1]) for s, c in closes.items()}, end_ms
+        fills, bar_ms, {s: float(c[-1]) for s, c in closes.items()}, end_ms,
+        close_ms={s: f.series.timestamp_ms + f.bar_ms for s, f in loaded.items()},
     )
+    stats = {**stats, "missing_candles": missing_candles(market, timeline)}
     fees = float(sum((f.fee for f in fills if f.fee_currency == account.quote_currency),
                      start=Decimal(0)))
     step_ms = min(bar_ms.values())
@@ -235,6 +302,8 @@ async def run_backtest_async(
 
     Raises:
         DataFileError: a data file is missing or malformed (gaps too, unless allowed).
+        BacktestStopped: with ``options.report_partial``, a run that stopped part-way on an
+            error, after writing the report of the bars it ran.
     """
     opts = options or RunOptions()
     files = load_files(data, allow_gaps=opts.allow_gaps)
@@ -242,21 +311,30 @@ async def run_backtest_async(
     world = open_backtest(files, paper=opts.paper, risk=opts.risk,
                           record_tool_calls=opts.record_tool_calls)
     try:
-        timeline, output, seconds = await run_strategy(world, strategy, progress=opts.progress)
+        reached = ReplayProgress()
+        try:
+            timeline, output, seconds = await run_strategy(
+                world, strategy, progress=opts.progress, reached=reached
+            )
+        except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+            if opts.report_partial:
+                _report_partial(world, strategy, data, opts, reached, "interrupted")
+            raise
+        except Exception as exc:
+            if not opts.report_partial:
+                raise
+            done, total, last = _report_partial(
+                world, strategy, data, opts, reached, stop_reason(exc)
+            )
+            raise BacktestStopped(
+                stop_reason(exc), done=done, total=total, last_ms=last,
+                report_dir=write_error_details(opts.out_dir, exc),
+            ) from exc
         rejected = world.ledger.connection.execute(
             "SELECT COUNT(*) FROM risk_decisions WHERE accepted = 0"
         ).fetchone()[0]
         failures: list[str] = list(getattr(strategy, "failures", []))
-        settings = {
-            "data": [str(Path(p).name) for p in data],
-            "symbols": {s: i for s, i in timeline.intervals.items()},
-            "strategy": strategy.name,
-            "parameters": strategy.parameters(),
-            "cash": float(opts.paper.initial_cash),
-            "fee_rate": float(opts.paper.fee_rate),
-            "slippage_bps": float(opts.paper.slippage_bps),
-            "fill_convention": "market orders placed at a bar's close fill at the next bar's open",
-        }
+        settings = _settings(data, strategy, opts, timeline)
         stats = {
             "seconds": round(seconds, 3),
             "bars_per_second": round(output.steps / seconds, 1) if seconds > 0 else None,
@@ -272,6 +350,41 @@ async def run_backtest_async(
     if opts.out_dir is not None:
         write_report(result, opts.out_dir)
     return result
+
+
+def _settings(data: Sequence[Path], strategy: Strategy, opts: RunOptions,
+              timeline: Timeline) -> dict[str, Any]:
+    return {
+        "data": [str(Path(p).name) for p in data],
+        "symbols": {s: i for s, i in timeline.intervals.items()},
+        "strategy": strategy.name,
+        "parameters": strategy.parameters(),
+        "cash": float(opts.paper.initial_cash),
+        "fee_rate": float(opts.paper.fee_rate),
+        "slippage_bps": float(opts.paper.slippage_bps),
+        "fill_convention": "market orders placed at a bar's close fill at the next bar's open",
+    }
+
+
+def _report_partial(
+    world: World, strategy: Strategy, data: Sequence[Path], opts: RunOptions,
+    reached: ReplayProgress, reason: str,
+) -> tuple[int, int, int | None]:
+    """Write the report of the steps a stopped replay finished (if any and if there is an output
+    folder); return the steps done, the steps planned and the time of the last one done."""
+    full = build_timeline(history(world))
+    done = reached.steps
+    ran = full.slice(0, done)
+    if done > 0 and opts.out_dir is not None:
+        stats = {"stopped_early": reason, "bars_run": done, "bars_planned": len(full)}
+        exposed = np.array(reached.exposed[:done], dtype=bool)
+        result = collect_result(
+            world, ran, ReplayOutput(exposed, done),
+            settings=_settings(data, strategy, opts, ran), stats=stats,
+        )
+        save_ledger(world, opts.out_dir)
+        write_report(result, opts.out_dir)
+    return done, len(full), int(ran.time_ms[-1]) if done else None
 
 
 def run_backtest(

@@ -67,6 +67,8 @@ class VenueSpec:
         loaded: replay: files already loaded and checked (a backtest loads them first, to refuse
             bad data before anything is built); used instead of ``data_files``.
         at_ms: replay: where the cursor starts; None: the end of the data (everything visible).
+        quote_currency: the currency a new paper account is kept in (default: the quote of the
+            data's first symbol); an existing account keeps the one it was opened in.
         exchange: live kinds: the ccxt id of the exchange.
         symbols: live kinds: the symbols to follow.
     """
@@ -75,14 +77,16 @@ class VenueSpec:
     data_files: Sequence[Path] = ()
     loaded: Sequence[LoadedFile] = field(default=())
     at_ms: int | None = None
+    quote_currency: str | None = None
     exchange: str = ""
     symbols: tuple[str, ...] = ()
 
     @classmethod
     def replay(
-        cls, data_files: Sequence[Path] = (), at_ms: int | None = None
+        cls, data_files: Sequence[Path] = (), at_ms: int | None = None,
+        quote_currency: str | None = None,
     ) -> VenueSpec:
-        return cls("replay", tuple(data_files), (), at_ms)
+        return cls("replay", tuple(data_files), (), at_ms, quote_currency)
 
 
 @dataclass
@@ -93,6 +97,8 @@ class Venue:
         label: what the window's title, account panel and status bar call it ("Offline
             replay", later "Paper on live quotes (binance)", "LIVE binance").
         end_ms: where a replay's data ends (None: a live market has no end).
+        bar_ms: a replay's shortest candle: a paced tick moves no further, so no close is skipped
+            (None: live).
         history: a replay's files, for what lays out a backtest (its timeline, buy-and-hold);
             None when live.
         closers: what ``aclose`` awaits (a live market's connections); a replay has none.
@@ -105,6 +111,7 @@ class Venue:
     broker: TradingBroker
     driver: Driver
     end_ms: int | None = None
+    bar_ms: int | None = None
     history: ReplayMarketData | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 

@@ -74,8 +74,10 @@ def open_replay(spec: VenueSpec, context: VenueContext) -> Venue:
         market = ReplayMarketData.from_paths(clock, list(spec.data_files) or sample_data_files())
     clock.advance_to(market.end_ms() if spec.at_ms is None else spec.at_ms)
     paper = context.paper
+    opened_in = context.ledger.meta_value("quote_currency")  # an account keeps its currency
     broker = PaperBroker(
-        market, clock, context.ledger, initial_cash=paper.initial_cash, mode=context.mode,
+        market, clock, context.ledger, initial_cash=paper.initial_cash,
+        quote_currency=opened_in or spec.quote_currency, mode=context.mode,
         fee_maker=paper.fee_rate, fee_taker=paper.fee_rate, slippage_bps=paper.slippage_bps,
         events=context.events,
     )
@@ -89,8 +91,9 @@ def open_replay(spec: VenueSpec, context: VenueContext) -> Venue:
     if context.resume:
         broker.settle()
     driver = ReplayDriver(clock, broker, end_ms=market.end_ms(), bus=context.bus)
+    finest = min(market.loaded(s, market.finest_interval(s)).bar_ms for s in market.symbols())
     return Venue("replay", REPLAY_LABEL, clock, market, broker, driver, end_ms=market.end_ms(),
-                 history=market)
+                 bar_ms=finest, history=market)
 
 
 OPENERS: dict[str, Callable[[VenueSpec, VenueContext], Venue]] = {

@@ -47,7 +47,7 @@ from app.domain.trading import Mode
 from app.events import EventBus, OrderFilled
 from app.indicators.engine import IndicatorEngine
 from app.mcp.hub import McpHub, attach_mcp
-from app.memory.bank import MemoryBank
+from app.memory.bank import MemoryBank, MemoryLimits
 from app.orchestration.email_channel import EmailNotifier
 from app.orchestration.ids import IdFactory, RandomIds
 from app.orchestration.notify import (
@@ -322,11 +322,16 @@ def _assemble(
         checkpointer = WalCheckpointer(workspace.db_path)
         checkpointer.start()
         cleanup.callback(checkpointer.stop)
+    # A backtest's audit rows (tool calls, risk decisions) wait for the next order or fill
+    # commit: a transaction per tool call costs more than the call, and a broken-off run is run
+    # again. Its memory, made again the same way, skips the fsync and the worker thread per
+    # write (the loop waits for each call anyway).
+    backtest = options.mode is Mode.BACKTEST
     if workspace is None:
         ledger = Ledger(":memory:", durable=False, audit_batch=AUDIT_BATCH)
     else:
         ledger = Ledger(workspace.db_path, durable=options.mode is Mode.LIVE,
-                        read_only=options.read_only)
+                        read_only=options.read_only, audit_batch=AUDIT_BATCH if backtest else 1)
     cleanup.callback(ledger.close)
     announce = options.announce
     venue = open_venue(spec, VenueContext(
@@ -338,7 +343,9 @@ def _assemble(
     memory: MemoryBank | None = None
     memory_root = workspace.memory_root if workspace is not None else options.memory_root
     if options.memory and memory_root is not None:
-        memory = MemoryBank(memory_root, venue.clock, bus if announce else None)
+        flat = backtest and workspace is not None  # not the person's own memory (the demo's)
+        memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
+                            limits=MemoryLimits(durable=not flat), inline=flat)
         cleanup.callback(memory.close)
     risk_recorder: RiskDecisionRecorder = SqliteRiskRecorder(ledger)
     if announce:

@@ -375,6 +375,11 @@ class Ledger:
             args.append(limit)
         return [fill_from_row(row) for row in self.connection.execute(sql, args)]
 
+    def meta_value(self, key: str) -> str | None:
+        """One value of the account's meta (its currency, mode, last settle...), None if unset."""
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
     def traded_symbols(self) -> set[str]:
         """Every symbol the account ever had a fill in."""
         return {row[0] for row in self.connection.execute("SELECT DISTINCT symbol FROM fills")}

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO.parent / "shared" / "data" / "klines" / "BTC-USD_1h_20170701-20191017_coinbase.csv"
+SOURCE = REPO / "resources" / "sample_data" / "BTC-USD_1h_20170701-20191017_coinbase.csv"
 FAST, SLOW, CASH, FEE = 10, 30, 10_000.0, 0.001
 HOUR = 3_600_000
 

@@ -1,22 +1,28 @@
 """``kestrel backtest`` through its handler: a good run writes the report; bad input is exit 2 with
-one clear line naming the problem, and no report."""
+one clear line naming the problem, and no report; a run that stops part-way is exit 1 with one line
+saying why and where the report of the bars it ran is, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
 from app.backtest.strategy import BarContext
+from app.cli import backtest as cli
 from app.cli.backtest import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    EXIT_STRATEGY_FAILED,
     STRATEGIES,
     add_backtest_arguments,
     backtest_command,
 )
-from tests.integration.test_backtest_engine import HOUR, START, write_candles, zigzag
+from app.domain.clock import ms_to_iso
+from app.runtime.strategy_backtest import ERROR_FILE
+from tests.integration.test_strategy_backtest import HOUR, START, write_candles, zigzag
 
 HEADER = "timestamp_ms,open,high,low,close,volume"
 
@@ -160,7 +166,59 @@ def test_a_strategy_that_cannot_go_on_is_exit_code_1_with_its_reason(
     monkeypatch.setitem(STRATEGIES, "sma_cross", lambda args: _Broken())
     data = write_candles(tmp_path / "BTC-USDT_1h_ok.csv", zigzag(20))
     assert _run("--data", data, "--out", tmp_path / "o", "--no-progress") == 1
-    assert "the strategy stopped: not a tool call" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the strategy stopped: not a tool call" in err
+    assert "It ran 0 of 20 bars; nothing to report;" in err and "Traceback" not in err
+    assert (tmp_path / "o" / ERROR_FILE).is_file()
+
+
+class _Faulty:
+    """A strategy with a bug that shows at bar 15."""
+
+    name = "faulty"
+
+    def parameters(self) -> dict[str, object]:
+        return {}
+
+    async def on_bar(self, ctx: BarContext) -> None:
+        if ctx.step == 15:
+            raise ZeroDivisionError("division by zero in the strategy")
+
+
+def test_an_unexpected_error_part_way_keeps_the_report_of_the_bars_that_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(STRATEGIES, "sma_cross", lambda args: _Faulty())
+    data = write_candles(tmp_path / "BTC-USDT_1h_ok.csv", zigzag(40))
+    out = tmp_path / "o"
+    assert _run("--data", data, "--out", out, "--no-progress") == EXIT_STRATEGY_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "unexpected error (ZeroDivisionError: division by zero in the strategy)" in err
+    assert f"It ran 15 of 40 bars, up to {ms_to_iso(START + 15 * HOUR)}" in err
+    assert str(out) in err
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["bars"] == 15 and summary["stats"]["bars_planned"] == 40
+    assert "ZeroDivisionError" in summary["stats"]["stopped_early"]
+    for name in ("equity.csv", "trades.csv", "equity.png", "backtest.db"):
+        assert (out / name).is_file(), name
+    details = (out / ERROR_FILE).read_text(encoding="utf-8")
+    assert "Traceback" in details and "on_bar" in details
+
+
+def test_an_unexpected_error_outside_the_run_is_one_line_with_its_details_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object) -> None:
+        raise KeyError("a bug before the first bar")
+
+    monkeypatch.setattr(cli, "run_backtest", broken)
+    data = write_candles(tmp_path / "BTC-USDT_1h_ok.csv", zigzag(40))
+    assert _run("--data", data, "--out", tmp_path / "o") == EXIT_STRATEGY_FAILED
+    err = capsys.readouterr().err
+    assert err.startswith("kestrel backtest: the run failed on an unexpected error (KeyError:")
+    assert "Traceback" not in err and f"details in {tmp_path / 'o' / ERROR_FILE}" in err
+    assert "KeyError" in (tmp_path / "o" / ERROR_FILE).read_text(encoding="utf-8")
 
 
 def test_an_output_folder_that_cannot_be_created_is_exit_code_2(

@@ -32,7 +32,7 @@ from app.backtest.sma_cross import SmaCross
 from app.config import PaperSettings
 from app.market.csv_loader import load_csv
 from app.runtime.strategy_backtest import RunOptions, run_backtest
-from tests.helpers.paths import KLINES
+from tests.helpers.paths import BTC_USD_1H, BTC_USD_1M
 
 FAST, SLOW = 10, 30
 CASH = 10_000.0
@@ -105,15 +105,11 @@ def _slice(source: Path, rows: int, target: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "dataset",
-    ["BTC-USD_1h_20170701-20191017_coinbase.csv", "ETH-BTC_5m_20180110-20180130_unknown.csv"],
-)
-def test_sma_cross_matches_backtesting_py_trade_for_trade(dataset: str, tmp_path: Path) -> None:
-    source = KLINES / dataset
-    path = source
-    if dataset.startswith("BTC-USD_1h"):  # the last 4,000 hours keep the test quick
-        path = _slice(source, 4000, tmp_path / "BTC-USD_1h_slice.csv")
+@pytest.mark.parametrize("dataset", [BTC_USD_1H, BTC_USD_1M], ids=lambda p: p.name)
+def test_sma_cross_matches_backtesting_py_trade_for_trade(dataset: Path, tmp_path: Path) -> None:
+    path = dataset
+    if dataset == BTC_USD_1H:  # the last 4,000 hours keep the test quick
+        path = _slice(dataset, 4000, tmp_path / "BTC-USD_1h_slice.csv")
     ours, our_equity, ours_open = _kestrel_trades(path)
     theirs, their_equity, theirs_open = _peer_trades(path)
     assert len(ours) >= 20, "the dataset must produce enough trades to compare"

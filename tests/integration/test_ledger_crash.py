@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from app.store.ledger import Ledger
-from tests.helpers.paths import KLINES
+from tests.helpers.paths import BTC_USDT_1H
 from tests.integration.ledger_crash_worker import CASH, state_before
 
 WORKER = Path(__file__).with_name("ledger_crash_worker.py")
-DATA = KLINES / "BTC-USDT_1h_20190930-20191024_unknown.csv"
+DATA = BTC_USDT_1H
 REPO = Path(__file__).resolve().parents[2]
 
 

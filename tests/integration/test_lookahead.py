@@ -24,9 +24,9 @@ from app.indicators.catalogue import default_catalogue
 from app.runtime.strategy_backtest import history, load_files, open_backtest
 from app.runtime.world import World
 from app.tools.spec import AgentContext
-from tests.helpers.paths import KLINES
+from tests.helpers.paths import BTC_USDT_1H
 
-SOURCE = KLINES / "BTC-USDT_1h_20190930-20191024_unknown.csv"
+SOURCE = BTC_USDT_1H
 SPIKE_ROW = 400  # 0-based candle index of the spike
 HOUR = 3_600_000
 AGENT = AgentContext(agent_id="probe", watched_symbols=("BTC/USDT",), interval="1h")

@@ -24,6 +24,10 @@ from app.domain.clock import parse_time
 from app.tools.protocol.parser import ParamNode, parse_response
 
 USER_MESSAGE = "USER_MESSAGE"
+# Parsed messages kept for the next turns of their task (each turn re-reads the whole
+# conversation): enough for every message of a few dozen agents' current tasks, and a bound on
+# memory, since each parsed tool result holds an XML tree outside Python's heap.
+CACHED_MESSAGES = 512
 
 
 def _xml_parser() -> etree.XMLParser:
@@ -139,7 +143,7 @@ def params_of(nodes: Sequence[ParamNode]) -> dict[str, Any]:
     return values
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=CACHED_MESSAGES)
 def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
     """An assistant message as (tool, params, thinking); cached, as every turn re-reads the
     whole conversation and all but the newest message were read before."""
@@ -175,7 +179,7 @@ def parse_task(content: str) -> TaskFacts:
     )
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=CACHED_MESSAGES)
 def parse_result(content: str) -> Result:
     """A ``<tool_result>`` envelope as a ``Result``; unreadable text is an error result."""
     try:

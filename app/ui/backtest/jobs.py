@@ -210,7 +210,7 @@ def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
     options = AgentBacktestOptions(
         templates=list(request.templates), cash=request.cash, warmup_bars=request.warmup_bars,
         progress=progress.set, cancelled=progress.cancel.is_set,
-        llm=request.llm,
+        llm=request.llm, allow_gaps=True,
     )
     stopped = "cancelled after {done:,} of {total:,} bars"
     try:

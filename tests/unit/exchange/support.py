@@ -20,9 +20,9 @@ from app.exchange.paper import PaperBroker
 from app.market.csv_loader import load_csv
 from app.market.replay import ReplayMarketData
 from app.store.ledger import Ledger
-from tests.helpers.paths import KLINES
+from tests.helpers.paths import BTC_USDT_1D
 
-DATA = KLINES / "BTC-USDT_1d_20200101-20201231_binance.csv"
+DATA = BTC_USDT_1D
 DAY = 86_400_000
 BAR0_OPEN = 1577836800000
 SYMBOL = "BTC/USDT"

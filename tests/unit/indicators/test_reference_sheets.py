@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import csv
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from app.indicators.engine import compute
 from app.market.series import KlineSeries
-from tests.helpers.paths import SHARED_DATA
-
-SHEETS = SHARED_DATA / "indicators_reference" / "bukosabino_ta"
+from tests.helpers.paths import INDICATOR_SHEETS
 
 
 def _sheet(name: str) -> list[dict[str, str]]:
-    path = SHEETS / name
-    if not path.exists():
-        pytest.skip(f"reference sheet {path} is not available")
-    with Path(path).open(newline="") as handle:
+    with (INDICATOR_SHEETS / name).open(newline="") as handle:
         return list(csv.DictReader(handle))
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.domain.errors import DataFileError
 from app.market.csv_loader import load_csv, parse_file_name, symbol_from_pair
-from tests.helpers.paths import BTC_USD_1H, KLINES
+from tests.helpers.paths import BTC_USD_1D, BTC_USD_1H
 
 HEADER = "timestamp_ms,open,high,low,close,volume\n"
 
@@ -37,10 +37,10 @@ def test_file_names_give_symbols_like_ccxt():
 
 
 def test_gaps_in_real_data_are_counted_and_can_be_refused():
-    path = KLINES / "XRP-ETH_5m_20191011-20191013_unknown.csv"
-    assert load_csv(path).gaps == 6
-    with pytest.raises(DataFileError, match=r"row \d+, field timestamp_ms: gap"):
-        load_csv(path, allow_gaps=False)
+    # the Coinbase daily file jumps from 2019-03-19 to 2019-04-01 (12 days missing), as its source
+    assert load_csv(BTC_USD_1D).gaps == 1
+    with pytest.raises(DataFileError, match=r"row 1572, field timestamp_ms: gap of 13 bars"):
+        load_csv(BTC_USD_1D, allow_gaps=False)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,148 @@
+"""``kestrel backtest --agents`` on real data with gaps: it says how many candles were missing, and
+an error part-way is one line saying why and where the report of the bars that ran is, never a
+traceback; a run the person cancels returns what it ran and writes no report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
+from app.runtime.replay import ReplayDriver
+from app.runtime.strategy_backtest import ERROR_FILE
+
+from app.cli.backtest import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STRATEGY_FAILED,
+    add_backtest_arguments,
+    backtest_command,
+)
+from app.domain.clock import ms_to_iso
+from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
+from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
+
+AGENTS = ("--agents", TREND, TRADER)
+NEAR_THE_GAP = ("--warmup", str(GAP_ROW - 20), "--bars", "40")
+
+
+def _run(*argv: str | Path) -> int:
+    parser = argparse.ArgumentParser(prog="kestrel backtest")
+    add_backtest_arguments(parser)
+    return backtest_command(parser.parse_args([str(a) for a in argv]))
+
+
+def test_an_agent_run_over_missing_days_says_how_many_candles_were_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP, "--out", out,
+                "--no-progress")
+    printed = capsys.readouterr()
+    assert code == EXIT_OK, printed.err
+    assert "The data lacks 12 candles within the run (BTC/USD 12); the clock stepped over them" \
+        in printed.out
+    assert json.loads((out / "summary.json").read_text())["stats"]["missing_candles"] == {
+        "BTC/USD": 12}
+
+
+def test_an_agent_run_over_data_with_gaps_is_refused_without_allow_gaps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(*AGENTS, "--data", BTC_USD_1D, "--out", tmp_path / "out", "--no-progress")
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith("kestrel backtest: bad data file: BTC-USD_1d_20141201-20191017_")
+    assert "gap of 13 bars" in err and "Traceback" not in err
+
+
+def test_an_error_part_way_through_an_agent_run_keeps_the_report_of_the_bars_that_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closes = closes_of(BTC_USD_1D)
+    fatal = int(closes[GAP_ROW - 20 + 11])  # the 11th step after the start fails
+    advance = ReplayDriver.advance_to
+
+    def failing(self: ReplayDriver, now_ms: int) -> int:
+        if now_ms == fatal:
+            raise IndexError("index 11 is out of bounds")
+        return advance(self, now_ms)
+
+    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
+    out = tmp_path / "out"
+    code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP, "--out", out,
+                "--no-progress")
+    err = capsys.readouterr().err
+    assert code == EXIT_STRATEGY_FAILED
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "unexpected error (IndexError: index 11 is out of bounds)" in err
+    assert f"It ran 10 of 40 bars, up to {ms_to_iso(int(closes[GAP_ROW - 20 + 10]))}" in err
+    assert str(out) in err
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["bars"] == 11  # the start and the ten bars that ran
+    assert summary["stats"]["bars_run"] == 10 and summary["stats"]["bars_planned"] == 40
+    assert "IndexError" in (out / ERROR_FILE).read_text(encoding="utf-8")
+
+
+def test_a_cancelled_agent_run_returns_the_bars_it_ran_and_writes_no_report(
+    tmp_path: Path,
+) -> None:
+    seen: list[int] = []
+    options = AgentBacktestOptions(
+        templates=[TREND, TRADER], progress=lambda done, _total: seen.append(done),
+        cancelled=lambda: len(seen) >= 12,
+    )
+    out = tmp_path / "out"
+    outcome = asyncio.run(run_agent_backtest([BTC_USDT_1H], options, out))
+    assert outcome.result.time_ms.size == 13
+    assert outcome.result.stats["stopped_early"] == "cancelled"
+    assert outcome.files == {} and not (out / "summary.json").exists()
+
+
+def test_ctrl_c_during_an_agent_run_keeps_the_report_of_the_bars_that_ran(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = subprocess.Popen(  # noqa: S603 - our own command line
+        [sys.executable, "-m", "app", "backtest", *AGENTS, "--data", str(BTC_USDT_1H),
+         "--out", str(out), "--no-progress"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        db = out / "workspace" / "kestrel.db"
+        for _ in range(1200):  # poll until the agents have analysed a few bars (at most 60 s)
+            if db.exists() and _analyses(db) >= 5:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the agents never started")
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == EXIT_INTERRUPTED
+    assert "Traceback" not in err and err.strip().splitlines() == [
+        f"kestrel backtest: interrupted; the report of the bars that ran (if any) is in {out}"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["stats"]["stopped_early"] == "interrupted"
+    assert 5 <= summary["stats"]["bars_run"] < 525 - 1
+
+
+def _analyses(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+    try:
+        return int(conn.execute(
+            "SELECT COUNT(*) FROM tasks WHERE task_type='RUN_ANALYSIS' AND status='DONE'"
+        ).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        conn.close()

@@ -1,0 +1,201 @@
+"""Every command the README shows works as the README says: each one runs here as a real subprocess.
+
+The commands are read from the README's fenced ``bash`` blocks and each must have an entry in
+``COMMANDS`` (and each entry a command in the README), so a command added to the README without a
+test, or changed without its test, fails here. The commands run as written with three changes, so
+the test touches nothing outside its temporary folder and takes seconds: ``.venv/bin/kestrel`` and
+``.venv/bin/python`` become the interpreter running the tests, ``/tmp/ws…`` and ``backtest-out``
+move into the test's folder, and a command may get extra options at its end (a workspace where the
+README uses the checkout's own, a faster replay speed). The two set-up commands install the
+project; they are what ``.ci/run`` runs verbatim, and the window cannot open without a display, so
+those are checked as described in their entries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import REPO
+
+README = REPO / "README.md"
+Check = Callable[[subprocess.CompletedProcess[str], Path], None]
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's ``bash`` blocks: continuations joined, comments dropped."""
+    text = README.read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s{2,}#\s.*$", "", line).strip()
+            if line:
+                commands.append(re.sub(r"\s+", " ", line))
+    return commands
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How one README command is run here and what it must do."""
+
+    check: Check
+    extra: str = ""  # options appended to the command
+    run: bool = True  # False: the command is checked without running it (see ``check``)
+    stdin: str | None = None
+    env: dict[str, str | None] = field(default_factory=dict)  # None removes the variable
+
+
+def ok(*expected: str) -> Check:
+    def check(done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+        assert done.returncode == 0, done.stderr
+        for text in expected:
+            assert text in done.stdout, (text, done.stdout[-2000:])
+        assert "Traceback" not in done.stderr, done.stderr
+
+    return check
+
+
+def runs_in_ci(*parts: str) -> Check:
+    def check(_done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+        ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+        for part in parts:
+            assert part in ci, f".ci/run does not run {part!r}"
+
+    return check
+
+
+def no_display(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    assert done.returncode == 3
+    assert "no display" in done.stderr and "kestrel chat" in done.stderr
+    runs_in_ci("bash scripts/bootstrap")(done, tmp)
+
+
+def chat(done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    ok("Talking to Orchestrator", "Try: watch BTC/USD on 1h")(done, _tmp)
+    assert "1970" not in done.stdout
+
+
+def run_setup(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    ok("Offline replay from 2019-10-02T19:00:00Z", "Balances: USDT 10000")(done, tmp)
+    out = done.stdout
+    assert "0 bars visible" not in out and "no analysis" not in out, out
+    analyses = re.findall(r"BTC/USDT 1h Trend Analyst: BTC/USDT 1h: (HOLD|BUY|SELL)", out)
+    assert len(analyses) >= 12, out  # one every hour of the 12, each over real candles
+    assert "Market time now 2019-10-03T07:00:00Z" in out
+
+
+def agent_backtest(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    ok("buy & hold", "built-in rule engine (not an LLM)")(done, tmp)
+    summary = json.loads((tmp / "backtest-out" / "agents" / "summary.json").read_text())
+    assert summary["bars"] == 585 - 60  # after the warm-up
+    # the rule engine decided everything; no language model was called
+    assert summary["stats"]["rule_engine_decisions"] > 0 and summary["stats"]["llm_calls"] == 0
+
+
+def strategy_backtest(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    ok("buy & hold", "20111 bars")(done, tmp)
+    for name in ("summary.json", "equity.csv", "trades.csv", "equity.png", "backtest.db"):
+        assert (tmp / "backtest-out" / name).is_file(), name
+
+
+def envelope(status: str, *expected: str) -> Check:
+    def check(done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"<status>{status}</status>" in done.stdout
+        for text in expected:
+            assert text in done.stdout, (text, done.stdout)
+
+    return check
+
+
+DEFAULT_WS = "--workspace {tmp}/default-ws"  # where the README uses the checkout's own workspace
+HEADLESS = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "QT_QPA_PLATFORM": None}
+COMMANDS: dict[str, Entry] = {
+    "bash scripts/bootstrap && .venv/bin/kestrel":
+        # installing is .ci/run's first step; here the window is asked for without a display
+        Entry(no_display, env=HEADLESS),
+    "bash scripts/bootstrap && .venv/bin/python -m pytest -q":
+        # this suite itself, run verbatim by .ci/run (running it here would run itself)
+        Entry(runs_in_ci("bash scripts/bootstrap", ".venv/bin/python -m pytest -q"), run=False),
+    ".venv/bin/kestrel chat --workspace /tmp/ws": Entry(chat, stdin="/agents\n"),
+    '.venv/bin/kestrel run --workspace /tmp/ws-usdt --setup "watch BTC/USDT on 1h every 1h with a '
+    'trend analyst and a trader" --for 12h': Entry(run_setup, extra="--speed 36000"),
+    ".venv/bin/kestrel backtest --agents AnalystAgent_Trend_v1 TraderAgent_Default_v1 --data "
+    "resources/sample_data/BTC-USDT_1h_20190930-20191024_unknown.csv --out backtest-out/agents":
+        Entry(agent_backtest, extra="--no-progress"),
+    ".venv/bin/kestrel demo": Entry(
+        ok("Kestrel offline demo", "report and equity chart in"),
+        extra=f"--speed 0 {DEFAULT_WS}"),
+    ".venv/bin/kestrel tools": Entry(ok("get_historical_klines", "create_order"), extra=DEFAULT_WS),
+    ".venv/bin/kestrel indicators": Entry(ok("RSI", "MACD", "BBANDS")),
+    ".venv/bin/kestrel tool '<get_historical_klines><symbol>BTC/USD</symbol><interval>4h"
+    "</interval><limit>3</limit></get_historical_klines>'":
+        Entry(envelope("success", "<kline "), extra=DEFAULT_WS),
+    "echo '<get_order_book><symbol>BTC/USDT</symbol><limit>5</limit></get_order_book>' | "
+    ".venv/bin/kestrel tool -": Entry(envelope("success", "<bids>", "<asks>"), extra=DEFAULT_WS),
+    ".venv/bin/kestrel tool --workspace /tmp/ws-2019 --at 2019-01-01T00:00:00Z "
+    "'<calculate_technical_indicator><symbol>BTC/USD</symbol><interval>1d</interval>"
+    "<indicator_name>RSI</indicator_name></calculate_technical_indicator>'":
+        Entry(envelope("success", "RSI")),
+    ".venv/bin/kestrel tool --workspace /tmp/ws --at 2019-10-10T00:00:00Z '<create_order><symbol>"
+    "BTC/USD</symbol><side>BUY</side><quote_amount>500</quote_amount></create_order>'":
+        Entry(envelope("success", "order_id")),
+    ".venv/bin/kestrel tool --workspace /tmp/ws --at 2019-10-10T02:00:00Z '<get_open_positions/>'":
+        Entry(envelope("success", "BTC/USD")),
+    ".venv/bin/kestrel tool --workspace /tmp/ws --agent analyst-1 '<write_note><key>plan</key>"
+    "<content>buy dips</content></write_note>'": Entry(envelope("success", "notes/plan.md")),
+    ".venv/bin/kestrel tool --workspace /tmp/ws --agent analyst-1 '<recall_memory><query>dips"
+    "</query></recall_memory>'": Entry(envelope("success", "buy dips")),
+    ".venv/bin/kestrel backtest --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
+    ".csv --strategy sma_cross --fast 10 --slow 30 --cash 10000 --out backtest-out":
+        Entry(strategy_backtest, extra="--no-progress"),
+}
+
+
+def test_every_readme_command_has_a_test_and_every_test_a_readme_command() -> None:
+    shown = readme_commands()
+    assert len(shown) == len(set(shown)), "a command is shown twice"
+    assert set(shown) - set(COMMANDS) == set(), "README commands without a test"
+    assert set(COMMANDS) - set(shown) == set(), "tests of commands no longer in the README"
+
+
+def _as_run_here(command: str, tmp: Path) -> str:
+    python = shlex.quote(sys.executable)
+    command = re.sub(r"\.venv/bin/(kestrel|python)\b",
+                     lambda m: f"{python} -m app" if m.group(1) == "kestrel" else python, command)
+    command = re.sub(r"/tmp/ws\b", shlex.quote(str(tmp)) + "/ws", command)
+    return command.replace("--out backtest-out", f"--out {shlex.quote(str(tmp))}/backtest-out")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for all the commands, as one person's /tmp: they run in the README's order."""
+    return tmp_path_factory.mktemp("readme")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", readme_commands(), ids=lambda c: c[:60])
+def test_the_readme_command_works_as_the_readme_says(command: str, folder: Path) -> None:
+    entry = COMMANDS[command]
+    done = subprocess.CompletedProcess[str]([], 0, "", "")
+    if entry.run:
+        if command.startswith("bash scripts/bootstrap && "):
+            command = command.removeprefix("bash scripts/bootstrap && ")
+        line = _as_run_here(command, folder)
+        if entry.extra:
+            line += " " + entry.extra.format(tmp=shlex.quote(str(folder)))
+        env = {k: v for k, v in os.environ.items() if entry.env.get(k, v) is not None}
+        done = subprocess.run(  # noqa: S603 - the README's own commands
+            ["bash", "-c", line], input=entry.stdin, capture_output=True, text=True,
+            timeout=300, cwd=REPO, env=env, check=False,
+        )
+    entry.check(done, folder)
