@@ -198,6 +198,67 @@ class OrderRejected(Event):
     time_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class KillSwitchTripped(Event):
+    """The kill switch tripped: no new order passes the Risk Guard until a person resets it.
+
+    Published once the trip is committed, before its actions (cancelling orders, pausing agents)
+    run, so every view shows the halt at once. ``tripped_ms`` is the wall clock, ``market_ms``
+    the market clock (a replay's simulated time).
+    """
+
+    trip_id: int
+    cause: str  # app.risk.kill_switch.TripCause
+    reason: str
+    by: str
+    tripped_ms: int
+    market_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class KillSwitchReset(Event):
+    """A person reset the kill switch: orders may pass the Risk Guard again (agents stay paused)."""
+
+    trip_id: int
+    by: str
+    reset_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrderOutcomeUnknown(Event):
+    """An order was sent to an exchange and whether it was placed is not known (no answer, an
+    unreadable one): published by a live broker for each such order.
+
+    Attributes:
+        consecutive: how many orders in a row, this one included, ended so; the broker resets its
+            count at the next definite answer. The kill switch trips when it reaches
+            ``[risk.kill_switch] unknown_outcomes_limit``.
+    """
+
+    venue: str
+    agent_id: str
+    symbol: str
+    client_order_id: str
+    reason: str
+    consecutive: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciliationMismatch(Event):
+    """A live broker's reconciliation found what it cannot explain: balances that differ from the
+    journal, orders on the exchange it does not know, an order whose outcome stayed unknown.
+
+    Attributes:
+        kind: ``balance``, ``unknown_orders`` or ``unresolved_order``.
+        detail: what differs, in words with the numbers (also what makes two reports the same
+            mismatch: one already answered by a trip does not trip the switch again).
+    """
+
+    venue: str
+    kind: str
+    detail: str
+
+
 E = TypeVar("E", bound=Event)
 Handler = Callable[[Any], Awaitable[None] | None]
 # how a producer below the runtime publishes (the runtime hands in ``bus.publish_nowait``)

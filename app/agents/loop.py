@@ -34,6 +34,7 @@ from app.agents.approval import (
     is_approval,
 )
 from app.agents.approval_log import ApprovalLog
+from app.agents.context_budget import fit_context
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
 from app.agents.llm.port import (
     ChatMessage,
@@ -44,10 +45,13 @@ from app.agents.llm.port import (
     LLMUsage,
 )
 from app.agents.loop_share import LoopShare, NoShare
+from app.agents.repeats import repeated_order
+from app.agents.task_data import gather, with_task_data
+from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
 from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import ToolError
+from app.domain.errors import InvalidOrderError, ToolError
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
 from app.tools.executor import ToolExecutor
@@ -60,6 +64,8 @@ logger = logging.getLogger(__name__)
 USER_MESSAGE = "USER_MESSAGE"
 TASK_REPLY = "TASK_REPLY"
 CLARIFY_TOOL = "ask_user_clarification"
+COMMENTARY = "commentary"  # message kind: the prose a model wrote around its call
+NORMALISED = "normalised"  # message kind: what the parser repaired to read an answer
 
 
 class TaskOutcome(StrEnum):
@@ -112,6 +118,10 @@ class AgentProfile:
     max_output_tokens: int = 2048
     budget_usd: Decimal | None = None
     timeout_s: float = 120.0
+    # the data the agent's tasks carry (the template's ``task_data``), and the tokens one request
+    # to a language model may hold before older tool results are summarised
+    task_data: TaskData | None = None
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
 
 
 def task_message(task: Task) -> str:
@@ -155,9 +165,16 @@ class AgentLoop:
         conv = self.s.conversations
         messages = conv.messages(task.task_id)
         if not messages:
-            messages.append(
-                conv.add(self.agent_id, task.task_id, 0, "user", "task", task_message(task))
-            )
+            block = None
+            if self.profile.task_data is not None:
+                block = await gather(
+                    self.profile.task_data, task, self.profile.info.config, self.s.executor,
+                    self._context(task), self.s.clock,
+                )
+            messages.append(conv.add(
+                self.agent_id, task.task_id, 0, "user", "task",
+                with_task_data(task_message(task), block),
+            ))
             self.s.agents.record_action(self.agent_id, task.task_id, f"started {task.task_type}")
         while True:
             # One step per turn of the event loop, and only a few agents stepping at once: many
@@ -191,6 +208,7 @@ class AgentLoop:
         except LLMError as exc:
             return self._fault(task, f"the model provider failed: {exc}", messages)
         parsed = self.s.executor.parse(response.text)
+        self._record_reading(task, step, parsed, messages)
         if parsed.is_text:
             messages.append(conv.add(
                 self.agent_id, task.task_id, step, "assistant", "final", response.text
@@ -202,22 +220,42 @@ class AgentLoop:
         ))
         return None
 
+    def _record_reading(
+        self, task: Task, step: int, parsed: ParsedResponse, messages: list[StoredMessage]
+    ) -> None:
+        """Store the prose around a call as the agent's commentary, and what the parser had to
+        normalise to read the answer, before the answer itself (whose kind drives the loop).
+        Neither is sent to the model again: the answer it wrote already holds both."""
+        conv = self.s.conversations
+        if parsed.commentary:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "assistant", COMMENTARY, parsed.commentary
+            ))
+        if parsed.notes:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "system", NORMALISED,
+                "accepted: " + "; ".join(parsed.notes),
+            ))
+
     # -- one turn ------------------------------------------------------------------------------
 
     async def _ask_model(
         self, task: Task, step: int, messages: list[StoredMessage]
     ) -> LLMResponse:
         profile = self.profile
+        sent = [
+            ChatMessage("assistant" if m.role == "assistant" else "user", m.content)
+            for m in messages
+            if m.kind in SENT_KINDS
+        ]
+        if profile.provider.is_llm:  # the rule engine costs nothing and reads every result
+            sent = fit_context(profile.system_prompt, sent, profile.context_tokens).messages
         request = LLMRequest(
             agent_id=self.agent_id,
             task_id=task.task_id,
             model=profile.info.model,
             system=profile.system_prompt,
-            messages=[
-                ChatMessage("assistant" if m.role == "assistant" else "user", m.content)
-                for m in messages
-                if m.kind in SENT_KINDS
-            ],
+            messages=sent,
             max_output_tokens=profile.max_output_tokens,
             role=profile.info.role.value,
             agent_config=dict(profile.info.config),
@@ -268,6 +306,15 @@ class AgentLoop:
         parsed = self.s.executor.parse(call_message.content)
         ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
         call = parsed.call
+        placed = None if call is None else repeated_order(call, messages, self.s.executor.parse)
+        if call is not None and placed is not None:
+            parsed = ParsedResponse(tool_name=call.name, error=InvalidOrderError(
+                f"This task already placed exactly this order (order {placed}); it was not "
+                "placed again. To check it, call get_order_status. To place a second, identical "
+                "order on purpose, give it its own <client_order_id>.",
+                details={"order_id": placed, "reason": "repeated_in_task"},
+            ))
+            call = None
         if call is not None and call.name == CLARIFY_TOOL:
             result = await self.s.executor.execute(ctx, call)
             if result.status == "success":

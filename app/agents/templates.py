@@ -46,6 +46,8 @@ _CONSTRAINT = re.compile(r"\s*([a-z][a-z0-9_]*)\s*(<=|<)\s*([a-z][a-z0-9_]*)\s*"
 _PLACEHOLDER = re.compile(r"\{[a-z_]+\}")  # the prompt's placeholder syntax: never in template text
 _TRUE, _FALSE = {"true", "yes", "1"}, {"false", "no", "0"}
 _NUMERIC = ("integer", "decimal")
+SYMBOL_KEY = "{symbol_key}"  # in a task_data note path: the task's symbol as a folder name
+DEFAULT_CONTEXT_TOKENS = 32_000
 
 # the issue's rules: an Analyst cannot create orders; only the Orchestrator creates agents
 ROLE_FORBIDDEN: dict[AgentRole, frozenset[Permission]] = {
@@ -101,11 +103,14 @@ class ProviderChoice(_Strict):
 
 
 class Limits(_Strict):
-    """Per-agent limits: tool steps per task, lifetime budget in USD, tokens per answer."""
+    """Per-agent limits: tool steps per task, lifetime budget in USD, tokens per answer, and the
+    context budget: the tokens one request may hold (system prompt and conversation) before
+    older tool results are summarised (``app.agents.context_budget``)."""
 
     max_steps: StrictInt = Field(ge=1, le=200)
     budget_usd: Decimal | None = None
     max_output_tokens: StrictInt = Field(default=2048, ge=64, le=200_000)
+    context_tokens: StrictInt = Field(default=DEFAULT_CONTEXT_TOKENS, ge=4_000, le=2_000_000)
 
     @field_validator("budget_usd", mode="before")
     @classmethod
@@ -168,6 +173,60 @@ class ConfigField(_Strict):
         return self
 
 
+class IndicatorWanted(_Strict):
+    """One indicator a task carries: its name and parameters, each a number or the name of a
+    numeric config field (``length: rsi_period``), so it follows the agent's configuration."""
+
+    name: StrictStr = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+    params: dict[StrictStr, StrictStr | StrictInt | Decimal] = Field(default_factory=dict)
+
+
+class TaskData(_Strict):
+    """The data a task carries into the agent's first message, fetched for it with the same tools
+    at the task's market time (``app.agents.task_data``), so a model can decide in a few calls
+    instead of one call per datum.
+
+    ``notes`` are memory files; ``{symbol_key}`` in a path stands for the task's symbol as its
+    folder name (``symbols/{symbol_key}/trades.yaml``). Market data, indicators and positions are
+    for the task's ``symbol`` (its payload's, or the agent's only configured symbol).
+    """
+
+    task_types: tuple[StrictStr, ...] = Field(min_length=1)
+    snapshot: bool = False
+    klines: StrictInt = Field(default=0, ge=0, le=1000)
+    indicators: tuple[IndicatorWanted, ...] = ()
+    indicator_values: StrictInt = Field(default=3, ge=1, le=50)
+    notes: tuple[StrictStr, ...] = ()
+    positions: bool = False
+    account: bool = False
+    agents: bool = False
+
+    @field_validator("notes")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            left = path.replace(SYMBOL_KEY, "")
+            if _PLACEHOLDER.search(left) or not left.strip() or len(path) > 300:
+                raise ValueError(
+                    f"{path!r} must be a memory file path; the only placeholder it may hold is "
+                    f"{SYMBOL_KEY}"
+                )
+        return value
+
+    def permissions_needed(self) -> dict[str, Permission]:
+        """What each part of the block needs the agent to be granted, by part name."""
+        parts = {
+            "snapshot": (self.snapshot, Permission.MARKET),
+            "klines": (self.klines > 0, Permission.MARKET),
+            "indicators": (bool(self.indicators), Permission.INDICATOR),
+            "notes": (bool(self.notes), Permission.MEMORY),
+            "positions": (self.positions, Permission.ACCOUNT),
+            "account": (self.account, Permission.ACCOUNT),
+            "agents": (self.agents, Permission.AGENTS),
+        }
+        return {name: group for name, (wanted, group) in parts.items() if wanted}
+
+
 class AgentTemplate(_Strict):
     """One agent template as loaded from ``resources/agents/<template_id>.yaml``.
 
@@ -188,6 +247,7 @@ class AgentTemplate(_Strict):
     limits: Limits
     config: dict[str, ConfigField] = Field(default_factory=dict, validate_default=True)
     constraints: tuple[StrictStr, ...] = ()
+    task_data: TaskData | None = None
 
     @field_validator("display_name", "description", "instructions")
     @classmethod
@@ -252,6 +312,30 @@ class AgentTemplate(_Strict):
                         coerce_value(config[high], config[high].default))
             if not constraint_holds(text, *defaults):
                 raise ValueError(f"the defaults break the constraint {text!r}")
+        return value
+
+
+    @field_validator("task_data")
+    @classmethod
+    def _task_data(cls, value: TaskData | None, info: ValidationInfo) -> TaskData | None:
+        if value is None:
+            return None
+        granted = set(info.data.get("permissions") or ())
+        for part, group in value.permissions_needed().items():
+            if group not in granted:
+                raise ValueError(
+                    f"'{part}' needs the {group} permission, which this template does not grant"
+                )
+        config = info.data.get("config")
+        for indicator in value.indicators:
+            for key, param in indicator.params.items():
+                if isinstance(param, str) and config is not None and (
+                    param not in config or config[param].type not in _NUMERIC
+                ):
+                    raise ValueError(
+                        f"indicator {indicator.name} parameter {key!r} names {param!r}, which is "
+                        "not a numeric config field"
+                    )
         return value
 
 
@@ -429,7 +513,9 @@ def permissions_of(template: AgentTemplate) -> frozenset[str]:
 
 # -- loading -----------------------------------------------------------------------------------
 
-_MODELS: dict[str, type[BaseModel]] = {"provider": ProviderChoice, "limits": Limits}
+_MODELS: dict[str, type[BaseModel]] = {
+    "provider": ProviderChoice, "limits": Limits, "task_data": TaskData,
+}
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -8,8 +8,14 @@ Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
 (``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
 model server...), named with its reason at the top of the summary and the report; 1 and 2 as
 every command (an internal error; bad input). ``kestrel chat`` shows a faulted Orchestrator, why,
-and what to do, and ``/resume`` lets faulted agents try again. The rule engine's answers are
-counted as "rule-engine decisions", never as LLM calls.
+and what to do, and ``/resume`` lets faulted and paused agents run again. The rule engine's
+answers are counted as "rule-engine decisions", never as LLM calls.
+
+The kill switch: both commands say at start when it is tripped (the Risk Guard then refuses every
+new order) and print a trip or a reset as it happens. ``kestrel chat`` trips it with ``/kill``
+and resets it with ``/reset``, each after a confirmation the person types: the terminal is a
+person at their own workspace (the window cannot hold it meanwhile), so a reset is as deliberate
+here as in the window's dialog. Telegram can trip it but not reset it.
 """
 
 from __future__ import annotations
@@ -153,6 +159,13 @@ class TerminalNarrator:
             self.out(f"[{self._stamp()}] {event.fills} fill(s)")
 
 
+def _print_kill_switch(world: World) -> None:
+    trip = world.agents.kill_switch.active()
+    if trip is not None:
+        print(f"KILL SWITCH TRIPPED: it was {trip.describe()}. The Risk Guard refuses every new "
+              "order until a person resets it (closing and cancelling still work).")
+
+
 async def _run(args: argparse.Namespace) -> int:
     duration = parse_duration_ms(args.duration)
     if args.speed <= 0:
@@ -164,11 +177,12 @@ async def _run(args: argparse.Namespace) -> int:
             check_world_setup(world, args.setup)
         TerminalNarrator(world)
         await world.start()
-        telegram = await start_telegram(world)
+        telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
         print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} at "
               f"{args.speed:g}x; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
+        _print_kill_switch(world)
         if args.setup:
             world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
             await world.agents.manager.wait_idle()
@@ -227,7 +241,8 @@ async def _chat(args: argparse.Namespace) -> int:
             f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
         print(f"Talking to {orchestrator.name} ({engine}). Market time "
               f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, "
-              f"/resume, /quit.{hint}")
+              f"/resume, /kill, /reset, /quit.{hint}")
+        _print_kill_switch(world)
         _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
@@ -259,7 +274,13 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
         _print_summary(world)
         return
     if line == "/resume":
-        await _resume_faulted(world)
+        await _resume_agents(world)
+        return
+    if line == "/kill" or line.startswith("/kill "):
+        await _kill(world, line.removeprefix("/kill").strip())
+        return
+    if line == "/reset":
+        await _reset(world)
         return
     pending = [q for q in world.agents.questions.pending(orchestrator_id) if q.answer is None]
     if pending and line.isdigit():
@@ -272,7 +293,11 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
 
 
 def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
-    """Say so when the agent the chat talks to is faulted: it answers nothing until resumed."""
+    """Say so when the agent the chat talks to is faulted or paused (the kill switch pauses
+    every agent): it answers nothing until resumed."""
+    if info is not None and info.state is AgentState.PAUSED and waiting:
+        print(f"{info.name} is paused: your message waits in its inbox until you /resume it.")
+        return
     if info is None or info.state is not AgentState.FAULTED:
         return
     reason = info.fault_reason or ""
@@ -282,21 +307,55 @@ def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
         print("Your message waits in its inbox and is answered once it runs again.")
 
 
-async def _resume_faulted(world: World) -> None:
-    """``/resume``: every faulted agent runs again (its failed task stays failed)."""
-    faulted = [a for a in world.agents.manager.list_agents() if a.state is AgentState.FAULTED]
-    if not faulted:
-        print("No agent is faulted.")
+async def _resume_agents(world: World) -> None:
+    """``/resume``: every faulted or paused agent runs again (a failed task stays failed)."""
+    stopped = [a for a in world.agents.manager.list_agents()
+               if a.state in (AgentState.FAULTED, AgentState.PAUSED)]
+    if not stopped:
+        print("No agent is faulted or paused.")
         return
-    for info in faulted:
+    for info in stopped:
         await world.agents.manager.control(info.agent_id, "resume")
         print(f"Resumed {info.name}.")
     await world.agents.manager.wait_idle()
 
 
-def _read_line() -> str | None:
+async def _kill(world: World, reason: str) -> None:
+    """``/kill [reason]``: trip the kill switch once the person confirms."""
+    switch = world.agents.kill_switch
+    trip = switch.active()
+    if trip is not None:
+        print(f"The kill switch is already tripped: it was {trip.describe()}.")
+        return
+    does = (await switch.preview()).describe()
+    print(f"Tripping the kill switch {does[0].lower()}{does[1:]}")
+    answer = await asyncio.to_thread(_read_line, "Type yes to trip it now: ")
+    if (answer or "").strip().lower() != "yes":
+        print("Not tripped.")
+        return
+    done = await switch.trip(reason or "tripped from kestrel chat", "the person in kestrel chat")
+    print(f"Kill switch tripped. {done or ''}".strip())
+
+
+async def _reset(world: World) -> None:
+    """``/reset``: reset the kill switch once the person types the word."""
+    switch = world.agents.kill_switch
+    trip = switch.active()
+    if trip is None:
+        print("The kill switch is not tripped.")
+        return
+    print(f"The kill switch was {trip.describe()}. Resetting lets new orders pass the Risk Guard "
+          "again; paused agents stay paused until you /resume them.")
+    answer = await asyncio.to_thread(_read_line, "Type reset to reset it: ")
+    if (answer or "").strip().lower() != "reset":
+        print("Not reset: the kill switch stays tripped.")
+        return
+    print(await switch.reset("the person in kestrel chat"))
+
+
+def _read_line(prompt: str = "you> ") -> str | None:
     try:
-        return input("you> ")
+        return input(prompt)
     except EOFError:
         return None
 

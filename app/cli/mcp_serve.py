@@ -67,7 +67,12 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
                 return None
 
-        gate = OrderGate(settings.approval, broker.mode, last_price, world.ledger.traded_symbols)
+        def halted() -> str | None:  # the workspace's kill switch (tripped in the window)
+            trip = world.kill_log.active() if world.kill_log is not None else None
+            return None if trip is None else trip.halt_reason()
+
+        gate = OrderGate(settings.approval, broker.mode, last_price, world.ledger.traded_symbols,
+                         halted)
         executor = ToolExecutor(
             gated_registry(world.registry, gate),
             SqliteToolCallRecorder(world.ledger),  # the workspace's audit trail

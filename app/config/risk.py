@@ -87,6 +87,30 @@ class AgentBudgetConfig(RuleConfig):
         return value
 
 
+class KillSwitchConfig(BaseModel):
+    """When the kill switch trips by itself, and whether a trip cancels exits too.
+
+    The ``[risk.kill_switch]`` section of the settings.
+
+    Attributes:
+        on_loss_halt: trip when the daily loss limit or the drawdown halt is reached, judged on
+            the account's equity after each settle (only while that rule is enabled).
+        on_reconciliation_mismatch: trip when a live broker's reconciliation reports a
+            difference with the exchange it cannot explain.
+        unknown_outcomes_limit: trip when this many orders in a row were sent to an exchange
+            and their outcome stayed unknown (0: never).
+        cancel_exits: a trip also cancels reduce-only take-profit and stop-loss exits. Off by
+            default: those only protect positions, and a halted desk needs them most.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    on_loss_halt: bool = True
+    on_reconciliation_mismatch: bool = True
+    unknown_outcomes_limit: int = Field(default=3, ge=0, le=1000)
+    cancel_exits: bool = False
+
+
 class RiskConfig(BaseModel):
     """The limits of every rule. Defaults suit an agent trading a share of a paper account.
 
@@ -101,6 +125,8 @@ class RiskConfig(BaseModel):
         limit_price_band: limit/stop prices within ±10% of the last price.
         min_cash_reserve: none.
         agent_budget: no per-agent cap unless allotments are given.
+        kill_switch: trips on the loss halts, a reconciliation mismatch and 3 unknown order
+            outcomes in a row; a trip keeps take-profit and stop-loss exits.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -115,6 +141,7 @@ class RiskConfig(BaseModel):
     max_position_weight: MaxPositionWeightConfig = MaxPositionWeightConfig()
     min_cash_reserve: MinCashReserveConfig = MinCashReserveConfig()
     agent_budget: AgentBudgetConfig = AgentBudgetConfig()
+    kill_switch: KillSwitchConfig = KillSwitchConfig()
 
 
 def all_in_backtest_config() -> RiskConfig:

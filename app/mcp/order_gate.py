@@ -8,9 +8,12 @@ naming the policy setting that held it, and the refusal is recorded in the audit
 call. Orders the policy lets through go on to the trade tool, whose Risk Guard decides as for any
 agent.
 
-``kill_switch`` is the seam for the kill switch (built in its own issue): a callable answering why
-trading is halted, or None. Until it is wired it is ``no_kill_switch`` and only the approval
-policy and the Risk Guard apply.
+``kill_switch`` is the kill switch's seam: a callable answering why trading is halted, or None
+(``kestrel mcp-serve`` wires the workspace's switch; ``no_kill_switch`` answers None). While it
+is tripped a new entry (a ``create_order`` BUY) is refused here, before the approval policy,
+with the trip's when, why and who. Exits are not: closing a position, reduce-only take-profit
+and stop-loss exits, a sell of what is held (the account is long-only) and cancelling go on to
+the trade tool, whose Risk Guard refuses anything that is not a reduction, as for every agent.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from app.config.approval import ApprovalSettings
 from app.domain.errors import RiskRejection
 from app.domain.trading import Mode
 
-# tools that open or move risk: the kill switch stops them (cancelling an order stays possible)
+# tools that place orders: served behind the gate
 RISK_TOOLS = frozenset({"create_order", "set_position_tp_sl_orders", "close_position"})
 APPROVAL_RULE = "human_approval_required"
 KILL_SWITCH_RULE = "kill_switch"
@@ -60,7 +63,7 @@ class OrderGate:
         Raises:
             RiskRejection: rule ``kill_switch`` or ``human_approval_required``, with the reason.
         """
-        if tool in RISK_TOOLS:
+        if _opens_risk(tool, args):
             halted = self.kill_switch()
             if halted is not None:
                 raise RiskRejection(KILL_SWITCH_RULE, f"Trading is halted: {halted}.")
@@ -81,3 +84,8 @@ class OrderGate:
                 "change the approval settings.",
                 {"tool": tool, "policy_reason": reason},
             )
+
+
+def _opens_risk(tool: str, args: Mapping[str, Any]) -> bool:
+    """An entry: an order that can add exposure (a sell of a long-only account only reduces)."""
+    return tool == "create_order" and str(args.get("side", "")).upper() != "SELL"

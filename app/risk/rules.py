@@ -194,11 +194,11 @@ class DailyLossLimit:
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
         day = view.now_ms // DAY_MS
         start = view.day_start_equity
-        loss_pct = (start - view.equity) / start * HUNDRED if start > 0 else Decimal(0)
-        floor = start * (1 - self.config.limit_pct / HUNDRED)
-        if self._tripped_day != day and view.equity < floor:
-            self._tripped_day = day
-            self._tripped_loss = loss_pct
+        if self._tripped_day != day:
+            loss_pct = daily_loss_breach(view, self.config.limit_pct)
+            if loss_pct is not None:
+                self._tripped_day = day
+                self._tripped_loss = loss_pct
         if self._tripped_day == day:
             resume = ms_to_iso((day + 1) * DAY_MS)
             return Violation(
@@ -224,18 +224,34 @@ class MaxDrawdownHalt:
         self.config = config
 
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
-        if view.peak_equity <= 0:
-            return None
-        drawdown = (view.peak_equity - view.equity) / view.peak_equity * HUNDRED
-        if drawdown >= self.config.limit_pct:
-            return Violation(
-                f"Trading halted: drawdown {pct(drawdown)} from the peak equity "
-                f"{amount(view.peak_equity)} {view.quote_currency} >= limit "
-                f"{pct(self.config.limit_pct)}",
-                {"drawdown_pct": str(drawdown.quantize(Decimal("0.01"))),
-                 "limit_pct": str(self.config.limit_pct)},
-            )
+        return drawdown_violation(view, self.config.limit_pct)
+
+
+def daily_loss_breach(view: RiskView, limit_pct: Decimal) -> Decimal | None:
+    """How far (in %) equity is below the day's start when that is beyond ``limit_pct``.
+
+    The daily loss limit's test, stated once: the rule latches it for the day, the kill switch's
+    watch trips on it after a settle.
+    """
+    start = view.day_start_equity
+    if start <= 0 or view.equity >= start * (1 - limit_pct / HUNDRED):
         return None
+    return (start - view.equity) / start * HUNDRED
+
+
+def drawdown_violation(view: RiskView, limit_pct: Decimal) -> Violation | None:
+    """The drawdown halt's test, stated once (the rule and the kill switch's watch ask it)."""
+    if view.peak_equity <= 0:
+        return None
+    drawdown = (view.peak_equity - view.equity) / view.peak_equity * HUNDRED
+    if drawdown >= limit_pct:
+        return Violation(
+            f"Trading halted: drawdown {pct(drawdown)} from the peak equity "
+            f"{amount(view.peak_equity)} {view.quote_currency} >= limit {pct(limit_pct)}",
+            {"drawdown_pct": str(drawdown.quantize(Decimal("0.01"))),
+             "limit_pct": str(limit_pct)},
+        )
+    return None
 
 
 # -- where and at what price ----------------------------------------------------------------------

@@ -50,6 +50,7 @@ from app.mcp.hub import McpHub, attach_mcp
 from app.memory.bank import MemoryBank, MemoryLimits
 from app.orchestration.email_channel import EmailNotifier
 from app.orchestration.ids import IdFactory, RandomIds
+from app.orchestration.kill_switch import KillSwitch
 from app.orchestration.notify import (
     BusNotifier,
     NotificationService,
@@ -79,6 +80,7 @@ from app.runtime.venue import Venue, VenueSpec
 from app.runtime.venues import VenueContext, open_venue
 from app.secrets import SecretStore
 from app.store.checkpointer import WalCheckpointer
+from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
 from app.store.writer import WriterHold
 from app.tools.account_tools import build_account_tools
@@ -158,6 +160,7 @@ class AgentTeam:
     services: LoopServices
     fills: FillRouter
     providers: ProviderCache
+    kill_switch: KillSwitch
     run_id: str
     checkpointer: WalCheckpointer
     mcp: McpHub | None = None  # None: no MCP server configured (the SDK is never imported)
@@ -190,6 +193,9 @@ class World:
     registry: ToolRegistry
     executor: ToolExecutor
     hold: WriterHold | None = None  # None: read-only, or a world in memory
+    # the kill switch's trips, which the Risk Guard's first rule reads (None: a world in memory,
+    # which has no kill switch)
+    kill_log: KillSwitchLog | None = None
     agents: AgentTeam | None = None
 
     @property
@@ -201,6 +207,8 @@ class World:
         team = self.agents
         if team is None:
             return
+        # a trip the last run committed but did not finish pauses its agents before they start
+        await team.kill_switch.complete_unfinished()
         await team.manager.start()
         await team.fills.catch_up(self.venue.broker)
         # what exists now (modules, market data, caches) lives as long as the app: keep it out
@@ -238,6 +246,8 @@ class World:
         try:
             if self.memory is not None:
                 self.memory.close()
+            if self.kill_log is not None:
+                self.kill_log.close()
             self.ledger.close()
         finally:
             if self.hold is not None:
@@ -347,10 +357,15 @@ def _assemble(
         memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
                             limits=MemoryLimits(durable=not flat), inline=flat)
         cleanup.callback(memory.close)
+    kill_log: KillSwitchLog | None = None
+    if workspace is not None:
+        kill_log = KillSwitchLog(workspace.db_path, read_only=options.read_only)
+        cleanup.callback(kill_log.close)
     risk_recorder: RiskDecisionRecorder = SqliteRiskRecorder(ledger)
     if announce:
         risk_recorder = AnnouncingRiskRecorder(risk_recorder, bus)
-    guard = build_guard(settings.risk, risk_recorder)
+    guard = build_guard(settings.risk, risk_recorder,
+                        kill_log.active if kill_log is not None else None)
     market, broker = venue.market, venue.broker
     registry = ToolRegistry([
         *build_market_tools(market),
@@ -367,7 +382,8 @@ def _assemble(
         recorder = AnnouncingRecorder(recorder, bus)
     executor = ToolExecutor(registry, recorder, venue.clock,
                             default_timeout_s=settings.tools.default_timeout_s)
-    world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor, hold)
+    world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor, hold,
+                  kill_log)
     if options.agents:
         assert workspace is not None and memory is not None and checkpointer is not None
         world.agents = _team(world, workspace, options, checkpointer, cleanup)
@@ -462,9 +478,17 @@ def _team(
     bus.subscribe(OrderFilled, fills.on_filled)
     venue.driver.on_advance(scheduler.fire_due)
     venue.driver.speed = settings.agents.replay_speed
+    assert world.kill_log is not None
+    kill_switch = KillSwitch(
+        world.kill_log, broker, manager, clock=clock, risk=settings.risk,
+        notifications=notifications, bus=bus,
+    )
+    # the loss halts trip the switch after each settle; a backtest measures templates under the
+    # halts' refusals and is never halted as a whole
+    kill_switch.watch(bus, None if options.mode is Mode.BACKTEST else broker.risk_view)
     return AgentTeam(
         ids, agents, conversations, approvals, queue, scheduler, questions, notifications,
-        manager, services, fills, providers, services.run_id, checkpointer, mcp_hub,
+        manager, services, fills, providers, kill_switch, services.run_id, checkpointer, mcp_hub,
     )
 
 

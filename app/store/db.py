@@ -207,6 +207,17 @@ MIGRATIONS: tuple[str, ...] = (
         ignored_ms INTEGER NOT NULL, PRIMARY KEY (venue, exchange_order_id)
     );
     """,
+    # 4 -> 5: the kill switch (app.store.kill_switch_log): every trip, and its reset, in order;
+    # the switch is tripped while the newest trip has no reset.
+    """
+    CREATE TABLE kill_switch_trips (
+        trip_id INTEGER PRIMARY KEY,
+        cause TEXT NOT NULL, cause_key TEXT NOT NULL, reason TEXT NOT NULL,
+        tripped_by TEXT NOT NULL, tripped_ms INTEGER NOT NULL, market_ms INTEGER NOT NULL,
+        actions TEXT, reset_ms INTEGER, reset_market_ms INTEGER, reset_by TEXT
+    );
+    CREATE INDEX kill_switch_trips_key ON kill_switch_trips (cause_key);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from app.domain.agents import AgentInfo, AgentState, Question, QuestionKind, Task
 from app.domain.errors import KestrelError
 from app.telegram import format as fmt
+from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ NO_KILL_SWITCH = "not available in this version"
 
 
 class KillSwitch(Protocol):
-    """The one switch that stops all trading (built in its own issue); the bot only trips it.
+    """The one switch that stops all trading (``app.orchestration.kill_switch.KillSwitch``); the
+    bot only trips it (a reset is for the window).
 
     ``trip`` is awaited on the event loop and returns what it did, in a sentence for the person
     (or None); it may raise ``KestrelError`` with a message for the person.
@@ -221,7 +223,7 @@ class BotCommands:
 
 def order_params(call_xml: str) -> dict[str, str]:
     """The plain parameters of a held order call (empty when it cannot be read)."""
-    parsed = parse_response(call_xml)
+    parsed = parse_response(call_xml, free_text=DISPLAY)
     if parsed.call is None:
         return {}
     return {node.tag: node.text for node in parsed.call.params if not node.children}

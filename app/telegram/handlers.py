@@ -144,7 +144,8 @@ class UpdateHandlers:
     async def _kill(self, update: Update, _context: Context) -> None:
         chat = update.effective_chat
         assert chat is not None
-        if self.commands.kill_switch is None:
+        switch = self.commands.kill_switch
+        if switch is None or switch.is_tripped():  # nothing to confirm: say why not at once
             self.reply(chat.id, await self.commands.kill(by=""))
             return
         self.reply(chat.id, fmt.kill_prompt(KILL_CONFIRM_S))

@@ -40,7 +40,8 @@ async def start_telegram(
 
     Args:
         settings: the ``[telegram]`` section; default: the runtime's workspace settings.
-        kill_switch: what ``/kill`` trips (none yet: ``/kill`` says it is not available).
+        kill_switch: what ``/kill`` trips (the runtime's ``kill_switch``; without one ``/kill``
+            says it is not available).
         options: passed to ``TelegramBot`` (``poll_timeout_s``, ``now_s``, ``outbox``).
     """
     if settings is None:

@@ -27,6 +27,7 @@ from app.domain.errors import (
     UnknownToolError,
 )
 from app.redaction import REDACTOR
+from app.tools.protocol.free_text import STRICT
 from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
 from app.tools.protocol.render import (
     ToolResult,
@@ -92,14 +93,18 @@ class ToolExecutor:
         self._clock = clock or WallClock()
         self._default_timeout_s = default_timeout_s
         self._names: frozenset[str] = frozenset()
+        self._free_text = STRICT
 
     def parse(self, response: str | bytes) -> ParsedResponse:
-        return parse_response(response, self._tool_names())
+        names = self._tool_names()
+        return parse_response(response, names, self._free_text)
 
     def _tool_names(self) -> frozenset[str]:
-        """The registry's names, rebuilt only when a tool was registered since (never removed)."""
+        """The registry's names (and free-text parameters), rebuilt only when a tool was
+        registered since (never removed)."""
         if len(self._names) != len(self.registry):
             self._names = self.registry.names()
+            self._free_text = self.registry.free_text()
         return self._names
 
     async def execute_text(self, ctx: AgentContext, response: str | bytes) -> ToolResult | None:

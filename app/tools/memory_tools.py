@@ -229,6 +229,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     "What you observed, decided or learned, in plain text (not base64)",
                     required=True,
                     max_length=65536,
+                    free_text=True,
                 ),
             ),
             permission=Permission.MEMORY,
@@ -257,6 +258,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     "The whole note, in plain text or Markdown (not base64)",
                     required=True,
                     max_length=262144,
+                    free_text=True,
                 ),
             ),
             permission=Permission.MEMORY,
@@ -281,6 +283,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     "What to look for, e.g. 'BTC/USDT RSI oversold stop loss'",
                     required=True,
                     max_length=1000,
+                    free_text=True,
                 ),
                 ParamSpec(
                     "limit",

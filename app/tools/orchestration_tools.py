@@ -293,6 +293,7 @@ def build_orchestration_tools(
                 ParamSpec(
                     "task_payload_json", ParamType.JSON_OBJECT,
                     "JSON object with the data and parameters of the task", required=True,
+                    free_text=True,
                 ),
                 ParamSpec(
                     "reply_expected", ParamType.BOOLEAN,
@@ -413,11 +414,11 @@ def build_orchestration_tools(
                 ),
                 ParamSpec(
                     "message_text", ParamType.STRING, "The message", required=True,
-                    max_length=4000,
+                    max_length=4000, free_text=True,
                 ),
                 ParamSpec(
                     "subject_text", ParamType.STRING, "A subject, for channels like EMAIL",
-                    max_length=200,
+                    max_length=200, free_text=True,
                 ),
                 ParamSpec(
                     "urgency_level", ParamType.ENUM, "How urgent it is; affects presentation",
@@ -446,7 +447,7 @@ def build_orchestration_tools(
             params=(
                 ParamSpec(
                     "question_text", ParamType.STRING, "The question to ask the person",
-                    required=True, max_length=2000,
+                    required=True, max_length=2000, free_text=True,
                 ),
                 ParamSpec(
                     "suggested_replies", ParamType.LIST,

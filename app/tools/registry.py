@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 
+from app.tools.protocol.free_text import FreeText
 from app.tools.protocol.render import escape_attr, escape_text, format_value
 from app.tools.spec import ParamSpec, ParamType, ToolSpec
 
@@ -53,6 +54,14 @@ class ToolRegistry:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._specs)
+
+    def free_text(self) -> FreeText:
+        """Which parameters of which tool hold free text (``ParamSpec.free_text``)."""
+        return FreeText({
+            spec.name: frozenset(p.name for p in spec.params if p.free_text)
+            for spec in self._specs.values()
+            if any(p.free_text for p in spec.params)
+        })
 
     def closest(
         self, name: str, permissions: frozenset[str] | None = None, n: int = 3

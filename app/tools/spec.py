@@ -58,9 +58,11 @@ ALL_PERMISSIONS = frozenset(Permission)
 
 _INT_RE = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)  # the one integer syntax, at most 19 digits
 _LONG_LIMIT = 2**63 - 1
-_EMPTY_MEANS_DEFAULT = frozenset(
-    {ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL, ParamType.BOOLEAN, ParamType.ENUM}
-)
+# an optional parameter left empty (<limit></limit> or <limit/>) means "use the default"
+_EMPTY_MEANS_DEFAULT = frozenset({
+    ParamType.STRING, ParamType.INTEGER, ParamType.LONG, ParamType.DECIMAL, ParamType.BOOLEAN,
+    ParamType.ENUM,
+})
 _IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes, Decimal})  # defaults used as-is
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -75,6 +77,9 @@ class ParamSpec:
         choices: the allowed values of an ENUM (matched case-insensitively, returned canonical).
         item_tag: the child tag of a LIST (``symbol`` inside ``symbols``).
         example: what the invocation format shows between the tags, defaulting to the type.
+        free_text: the value is prose a model writes (a note, a message, a reason): raw '<', '>'
+            and '&' in it are read as text where they cannot be markup
+            (``app.tools.protocol.free_text``). Elsewhere they must be escaped.
     """
 
     name: str
@@ -88,6 +93,7 @@ class ParamSpec:
     item_tag: str = ""
     example: str = ""
     max_length: int | None = None
+    free_text: bool = False
 
     def placeholder(self) -> str:
         if self.example:
@@ -160,10 +166,12 @@ def _check_range(spec: ParamSpec, value: int | Decimal, what: str = "") -> None:
 
 def _scalar_text(spec: ParamSpec, node: ParamNode) -> str:
     if node.children:
-        raise _fail(
-            spec,
-            f"must be plain text, not nested elements (found <{node.children[0].tag}>).",
+        found = node.children[0].tag
+        fix = (
+            f" To write '<{found}>' as text, write &lt;{found}&gt; or wrap the value in "
+            "<![CDATA[ ... ]]>." if spec.free_text else ""
         )
+        raise _fail(spec, f"must be plain text, not nested elements (found <{found}>).{fix}")
     return node.text
 
 
@@ -358,7 +366,7 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
             and not node.children
             and not node.text.strip()
         ):
-            continue  # an optional number/flag/choice left empty means "use the default"
+            continue  # an optional scalar left empty means "use the default"
         values[param.name] = coerce(param, node)
     if len(values) == len(spec.params):
         return values  # every parameter was given: no default to fill, none missing

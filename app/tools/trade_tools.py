@@ -191,7 +191,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                           "Your id for the order; repeating it returns the same order",
                           default="", max_length=64),
                 ParamSpec("reason", ParamType.STRING, "One-line rationale kept with the order",
-                          default="", max_length=500),
+                          default="", max_length=500, free_text=True),
             ),
             permission=Permission.TRADE,
             handler=create_order,
@@ -241,7 +241,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             params=(
                 SYMBOL_REQUIRED,
                 ParamSpec("reason", ParamType.STRING, "One-line rationale", default="",
-                          max_length=500),
+                          max_length=500, free_text=True),
             ),
             permission=Permission.TRADE,
             handler=close_position,

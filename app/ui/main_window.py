@@ -7,6 +7,10 @@ offline demo (``app.runtime.desk``); the replay then runs paced on the one event
 
 The arrangement of the docks and the window's geometry are saved in QSettings on close and
 restored on the next start; "Reset layout" brings back the default arrangement.
+
+The kill switch has its own red toolbar button, Ctrl+Shift+K, the Trading menu and the tray's
+menu (each asks first), and while tripped a banner over the chart, a status bar badge and a strip
+over the account (``app.ui.kill_switch``).
 """
 
 from __future__ import annotations
@@ -133,6 +137,7 @@ class MainWindow(QMainWindow):
         self.live: Any = None
         self.tray: Any = None
         self.replay_bar: Any = None
+        self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
         self._pacer: asyncio.Task[None] | None = None
         self._speed_lock = asyncio.Lock()
         self._closing = False
@@ -202,7 +207,9 @@ class MainWindow(QMainWindow):
         await desk.world.start()
         from app.telegram.start import start_telegram
 
-        self.telegram = await start_telegram(desk.world, secrets=self.secrets)
+        assert desk.world.agents is not None
+        self.telegram = await start_telegram(desk.world, secrets=self.secrets,
+                                             kill_switch=desk.world.agents.kill_switch)
         if desk.fresh:
             # the demo's first request is handled before time starts to flow, so its first
             # trade is placed at the moment the replay was chosen for (see app.runtime.desk)
@@ -228,6 +235,7 @@ class MainWindow(QMainWindow):
         from app.ui.charts.book_widget import BookWidget
         from app.ui.charts.chart_widget import ChartWidget
         from app.ui.chat import ChatPanel
+        from app.ui.kill_switch import KillSwitchControls
         from app.ui.live import LiveMarket
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
@@ -236,7 +244,8 @@ class MainWindow(QMainWindow):
         from app.ui.tray import TrayController
 
         world = desk.world
-        venue = world.venue
+        venue, team = world.venue, world.agents
+        assert team is not None, "the desk's world runs agents"
         market = venue.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
@@ -254,16 +263,19 @@ class MainWindow(QMainWindow):
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
         rule_engine = desk.fresh or any(
-            a.provider == "rule-engine" for a in world.agents.manager.list_agents())
+            a.provider == "rule-engine" for a in team.manager.list_agents())
         self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine))
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
         self.tabs.addTab(backtest, "Backtest")
+        kill = KillSwitchControls(self, team.kill_switch, world.bus, self.tasks)
+        self.kill_controls = kill
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
+        layout.addWidget(kill.banner)
         layout.addWidget(self.banner)
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
@@ -295,14 +307,20 @@ class MainWindow(QMainWindow):
         self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
         self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
+        self.trading_menu.addActions([kill.trip_action, kill.reset_action])
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
             agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
+            trip_kill_switch=lambda: kill.request_trip("tray"),
+            halted=team.kill_switch.is_tripped(),
         )
         self.tray.open_panel.connect(self.open_panel)
         self.tray.notice_raised.connect(self._show_notice)
         self.live = LiveMarket(world, chart, book, account)
+        kill.changed.connect(self._kill_switch_changed)  # now that every view it touches is placed
+        kill.refresh()  # a trip of an earlier run shows at once
         agents.open_memory_requested.connect(self.open_memory)
         agents.open_conversation_requested.connect(self.open_conversation)
         for action in self._runtime_actions:
@@ -397,6 +415,20 @@ class MainWindow(QMainWindow):
             if info.state is AgentState.PAUSED:
                 await self.world.agents.manager.control(info.agent_id, "resume")
 
+    def _kill_switch_changed(self, trip: Any) -> None:
+        """The kill switch tripped or was reset (here or anywhere): the views it does not own.
+        While tripped its banner stands in for the desk's, on a small screen there is no room
+        for both."""
+        from app.ui.kill_switch import summary
+
+        self.banner.setVisible(trip is None)
+        account = self.panels.get("account")
+        if account is not None:
+            account.set_halt(None if trip is None else f"the kill switch was {summary(trip)}")
+        status = self.statusBar()
+        if isinstance(status, StatusBar):
+            status.refresh()
+
     # -- navigation ----------------------------------------------------------------------------
 
     def open_panel(self, panel: str, agent_id: str = "") -> None:
@@ -478,6 +510,8 @@ class MainWindow(QMainWindow):
         resume.setShortcut(QKeySequence("Ctrl+Shift+R"))
         resume.triggered.connect(lambda: self.tasks.spawn(self.resume_all()))
         agents_menu.addActions([pause, resume])
+        # the kill switch's actions join once a workspace is open (app.ui.kill_switch)
+        self.trading_menu = bar.addMenu("&Trading")
         self._runtime_actions = [pause, resume, chart_action, backtest_action]
         for action in self._runtime_actions:
             action.setEnabled(False)
@@ -493,7 +527,9 @@ class MainWindow(QMainWindow):
             "Ctrl+1  Chart", "Ctrl+B  Backtest",
             *(f"{spec.shortcut}  {spec.title}" for spec in DOCKS),
             "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
-            "Ctrl+Shift+R  Resume all agents", "Ctrl+,  Settings", "Ctrl+Q  Quit",
+            "Ctrl+Shift+R  Resume all agents",
+            "Ctrl+Shift+K  Trip the kill switch (asks first; reset from the banner)",
+            "Ctrl+,  Settings", "Ctrl+Q  Quit",
         ]
         box = QMessageBox(self)
         box.setWindowTitle("Keyboard shortcuts")
@@ -547,6 +583,8 @@ class MainWindow(QMainWindow):
             self.live.close()
         if self.tray is not None:
             self.tray.detach()
+        if self.kill_controls is not None:
+            self.kill_controls.detach()
         status = self.statusBar()
         if isinstance(status, StatusBar):
             status.stop()

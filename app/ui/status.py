@@ -1,5 +1,6 @@
 """The status bar: market clock (simulated time in a replay), data connection, agents at work,
-LLM spend today and the trading mode, which is always visible (LIVE in its own colour)."""
+LLM spend today and the trading mode, which is always visible (LIVE in its own colour); while the
+kill switch is tripped, a red TRADING HALTED badge beside the mode."""
 
 from __future__ import annotations
 
@@ -41,9 +42,13 @@ class StatusBar(QStatusBar):
         self.mode_label.setStyleSheet(
             f"background: {background}; color: {text}; font-weight: bold; border-radius: 3px;"
         )
+        self.halted_label = QLabel(" TRADING HALTED: kill switch ")
+        self.halted_label.setObjectName("statusHalted")  # its colours are the sheet's
+        self.halted_label.hide()
         for label in (self.clock_label, self.connection_label, self.agents_label,
                       self.spend_label):
             self.addWidget(label)
+        self.addPermanentWidget(self.halted_label)
         self.addPermanentWidget(self.mode_label)
         self._timer = QTimer(self)
         self._timer.setInterval(500)  # 2 Hz: a clock that moves, without redrawing per tick
@@ -68,6 +73,10 @@ class StatusBar(QStatusBar):
         if faulted:
             text += f", {faulted} faulted"
         self.agents_label.setText(text)
+        trip = self.world.agents.kill_switch.active()
+        self.halted_label.setVisible(trip is not None)
+        self.halted_label.setToolTip(
+            "" if trip is None else f"The kill switch was {trip.describe()}")
         since = int((time.time() - time.time() % DAY_S) * 1000)
         spend = self.world.agents.conversations.usage(since_wall_ms=since)
         self.spend_label.setText(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -93,3 +94,6 @@ def set_look(widget: QWidget, look: str) -> None:
     style = widget.style()
     style.unpolish(widget)
     style.polish(widget)
+    # a re-polish alone keeps the box of the first polish: a label given a banner look after it
+    # was first shown drew its text over its own border, without the padding
+    QApplication.sendEvent(widget, QEvent(QEvent.Type.StyleChange))

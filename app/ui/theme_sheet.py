@@ -124,6 +124,21 @@ QFrame#card, QFrame#about {{ background: {t.panel}; border: 1px solid {t.border}
     border-radius: 4px; }}
 QFrame#card QLabel, QFrame#about QLabel {{ border: 0; background: transparent; }}
 QToolButton#delete:enabled {{ color: {t.down}; }}
+QToolButton#killSwitch {{ background: {t.down}; color: #ffffff; border: 1px solid {t.down};
+    font-weight: bold; padding: 3px 12px; }}
+QToolButton#killSwitch:hover {{ border-color: {t.text}; }}
+QToolButton#killSwitch[look="tripped"] {{ background: {t.error_bg}; color: {t.text};
+    border: 2px solid {t.down}; }}
+QFrame#killBanner {{ background: {t.error_bg}; border-top: 2px solid {t.down};
+    border-bottom: 2px solid {t.down}; }}
+QFrame#killBanner QLabel {{ background: transparent; color: {t.text}; }}
+QFrame#killBanner QLabel#killBannerTitle {{ color: {t.down}; font-weight: bold;
+    font-size: 11pt; }}
+QLabel#statusHalted {{ background: {t.down}; color: #ffffff; font-weight: bold;
+    border-radius: 3px; }}
+QLabel#killDialogTitle {{ font-weight: bold; font-size: 12pt; }}
+QPushButton#killConfirm, QPushButton#killResetConfirm:enabled {{ background: {t.down};
+    color: #ffffff; border: 1px solid {t.down}; font-weight: bold; }}
 """
 
 

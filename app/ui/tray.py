@@ -1,5 +1,8 @@
 """The system tray: an icon that shows whether agents run or need you, its menu, and notifications.
 
+While the kill switch is tripped the icon's dot is red and its tooltip says trading is halted;
+the menu's "Trip kill switch…" asks in the window first, as the toolbar does.
+
 Why two parts: ``TrayRouter`` decides, from bus events alone, what deserves a native notification
 (a TRAY notification, fills, risk rejections, faults, questions), which panel a click on it opens,
 and what the icon shows; it has no Qt in it, so it is tested on machines without a tray (CI,
@@ -29,11 +32,15 @@ from app.events import (
     ClockAdvanced,
     Event,
     EventBus,
+    KillSwitchReset,
+    KillSwitchTripped,
     NotificationRaised,
     QuestionAnswered,
     QuestionAsked,
     ToolCallCompleted,
 )
+from app.orchestration.kill_switch import SENDER as KILL_SWITCH_SENDER
+from app.ui.theme import DARK
 
 logger = logging.getLogger(__name__)
 ACTIVE_STATES = frozenset({"running", "waiting_for_user"})
@@ -44,6 +51,7 @@ class TrayState(StrEnum):
     IDLE = "idle"
     RUNNING = "running"
     ATTENTION = "attention"
+    HALTED = "halted"  # the kill switch is tripped
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,7 @@ class TrayRouter:
         self.active: set[str] = set()
         self.faulted: dict[str, str] = {}
         self.questions: dict[str, str] = {}  # question id -> agent id
+        self.halted = False  # the kill switch is tripped
         self._pending_fills = 0
         self._last_fill_notice: float | None = None
 
@@ -93,6 +102,8 @@ class TrayRouter:
 
     @property
     def state(self) -> TrayState:
+        if self.halted:
+            return TrayState.HALTED
         if self.faulted or self.questions:
             return TrayState.ATTENTION
         return TrayState.RUNNING if self.active else TrayState.IDLE
@@ -104,7 +115,8 @@ class TrayRouter:
             parts.append(f"{len(self.questions)} waiting for you")
         if self.faulted:
             parts.append(f"{len(self.faulted)} faulted")
-        return "Kestrel: " + ", ".join(parts)
+        halted = "TRADING HALTED (kill switch); " if self.halted else ""
+        return "Kestrel: " + halted + ", ".join(parts)
 
     def set_agent_states(self, states: dict[str, str]) -> None:
         """Start from what the agent store says (agents that ran before the window opened)."""
@@ -115,6 +127,9 @@ class TrayRouter:
         """The notice ``event`` deserves, if any; updates the icon's state on the way."""
         if isinstance(event, NotificationRaised):
             return self._notification(event)
+        if isinstance(event, KillSwitchTripped | KillSwitchReset):
+            self.halted = isinstance(event, KillSwitchTripped)
+            return None  # the notice is the switch's own notification (TRAY channel)
         if isinstance(event, QuestionAsked):
             self.questions[event.question_id] = event.agent_id
             approval = event.kind == "approval"
@@ -156,6 +171,8 @@ class TrayRouter:
             return None  # UI_ALERT is shown inside the window
         level = {"HIGH": "warning", "CRITICAL": "critical"}.get(event.urgency.upper(), "info")
         title = event.subject or f"Message from {self.name(event.agent_id)}"
+        if event.agent_id == KILL_SWITCH_SENDER:  # the kill switch: its state is the account's
+            return TrayNotice(title, _clip(event.message), "account", "", level)
         return TrayNotice(title, _clip(event.message), "chat", event.agent_id, level)
 
     def _agent_state(self, event: AgentStateChanged) -> TrayNotice | None:
@@ -183,7 +200,7 @@ def _clip(text: str, limit: int = 240) -> str:
 # -- drawing ---------------------------------------------------------------------------------------
 
 STATE_COLOURS = {TrayState.IDLE: "#8a93a6", TrayState.RUNNING: "#26a69a",
-                 TrayState.ATTENTION: "#f0b429"}
+                 TrayState.ATTENTION: "#f0b429", TrayState.HALTED: DARK.down}
 
 
 def draw_icon(state: TrayState, size: int = 64) -> QPixmap:
@@ -232,6 +249,9 @@ class TrayController(QObject):
         quit_app: called by "Quit".
         agent_name: agent id -> display name.
         close_to_tray: closing the window hides it to the tray instead of quitting.
+        trip_kill_switch: called by "Trip kill switch…" (the window asks before tripping);
+            None: the menu has no such entry.
+        halted: the kill switch is tripped as the tray starts.
 
     Signals:
         open_panel(str, str): panel name ("chat", "agents", "account") and agent id, when a
@@ -252,12 +272,17 @@ class TrayController(QObject):
         agent_name: Callable[[str], str | None] | None = None,
         close_to_tray: bool = False,
         router: TrayRouter | None = None,
+        trip_kill_switch: Callable[[], None] | None = None,
+        halted: bool = False,
     ) -> None:
         super().__init__(window)
         self.window = window
         self.bus = bus
         self.router = router or TrayRouter(agent_name)
+        self.router.halted = halted
         self.close_to_tray = close_to_tray
+        self._trip_kill_switch = trip_kill_switch
+        self.kill_action: QAction | None = None
         self._pause_all = pause_all
         self._quit_app = quit_app
         self._last: TrayNotice | None = None
@@ -277,7 +302,8 @@ class TrayController(QObject):
         self._handlers: list[tuple[type[Event], Callable[[Any], None]]] = []
         if bus is not None:
             for event_type in (NotificationRaised, QuestionAsked, QuestionAnswered,
-                               AgentStateChanged, ToolCallCompleted, ClockAdvanced):
+                               AgentStateChanged, ToolCallCompleted, ClockAdvanced,
+                               KillSwitchTripped, KillSwitchReset):
                 bus.subscribe(event_type, self.on_event)
                 self._handlers.append((event_type, self.on_event))
         window.destroyed.connect(lambda *_: self.detach())
@@ -294,7 +320,7 @@ class TrayController(QObject):
         return self._icons[state or self.router.state]
 
     def _build_tray(self) -> QSystemTrayIcon:
-        tray = QSystemTrayIcon(self._icons[TrayState.IDLE], self)
+        tray = QSystemTrayIcon(self._icons[self.router.state], self)
         menu = QMenu()
         self.show_action = QAction("Hide window", menu)
         self.show_action.triggered.connect(self.toggle_window)
@@ -304,6 +330,10 @@ class TrayController(QObject):
         leave.triggered.connect(self._quit_app)
         menu.addAction(self.show_action)
         menu.addAction(pause)
+        if self._trip_kill_switch is not None:
+            self.kill_action = QAction("Trip kill switch…", menu)
+            self.kill_action.triggered.connect(self.trip_kill_switch)
+            menu.addAction(self.kill_action)
         menu.addSeparator()
         menu.addAction(leave)
         menu.aboutToShow.connect(self._update_menu)
@@ -342,6 +372,7 @@ class TrayController(QObject):
             self.present(notice)
 
     def _refresh_icon(self) -> None:
+        self._sync_kill_action()
         if self.tray is not None:
             self.tray.setIcon(self._icons[self.router.state])
             self.tray.setToolTip(self.router.describe())
@@ -353,6 +384,20 @@ class TrayController(QObject):
 
     def _update_menu(self) -> None:
         self.show_action.setText("Hide window" if self.window.isVisible() else "Show window")
+        self._sync_kill_action()
+
+    def _sync_kill_action(self) -> None:
+        if self.kill_action is not None:
+            halted = self.router.halted
+            self.kill_action.setText("Kill switch TRIPPED" if halted else "Trip kill switch…")
+            self.kill_action.setEnabled(not halted)
+
+    def trip_kill_switch(self) -> None:
+        """The menu's "Trip kill switch…": bring the window up, where the person confirms."""
+        if self._trip_kill_switch is None or self.router.halted:
+            return
+        self.show_window()
+        self._trip_kill_switch()
 
     def show_window(self) -> None:
         self.window.show()

@@ -78,9 +78,8 @@ def _cpu_s() -> float:
 
 
 def run_strategy(path: Path, _bars: int | None, _profile: bool) -> dict[str, Any]:
-    from app.runtime.strategy_backtest import RunOptions, run_backtest
-
     from app.backtest.sma_cross import SmaCross
+    from app.runtime.strategy_backtest import RunOptions, run_backtest
 
     cpu = _cpu_s()
     result = run_backtest([path], SmaCross(fast=10, slow=30), RunOptions(allow_gaps=True))

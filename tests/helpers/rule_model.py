@@ -32,12 +32,13 @@ def _text(content: Any) -> str:
 
 def corrupt(answer: str, n: int) -> str:
     """One of three ways a model gets the protocol wrong, each a different error to recover from:
-    fences around the call, a call cut off, two calls at once."""
+    the call wrapped in a ``<tool_call>`` element, a call cut off, two calls at once. (Fences
+    around a call are read as the call itself.)"""
     call_start = answer.find("<", answer.find("</thinking>") + 1) if "</thinking>" in answer else 0
     call = answer[call_start:]
     match n % 3:
         case 0:
-            return f"```xml\n{call}\n```"
+            return f"<tool_call>{call}</tool_call>"
         case 1:
             return call[: max(1, len(call) * 2 // 3)]
         case _:

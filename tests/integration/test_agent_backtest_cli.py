@@ -15,9 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
-from app.runtime.replay import ReplayDriver
-from app.runtime.strategy_backtest import ERROR_FILE
 
 from app.cli.backtest import (
     EXIT_BAD_INPUT,
@@ -28,6 +25,9 @@ from app.cli.backtest import (
     backtest_command,
 )
 from app.domain.clock import ms_to_iso
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
+from app.runtime.replay import ReplayDriver
+from app.runtime.strategy_backtest import ERROR_FILE
 from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
 from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
 

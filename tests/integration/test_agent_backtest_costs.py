@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 
 from app.agents.rules import trader
 from app.domain.trading import Mode
 from app.memory.store import MemoryStore
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
 from tests.helpers.paths import BTC_USDT_1H

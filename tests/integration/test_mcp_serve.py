@@ -92,3 +92,43 @@ def test_an_order_the_approval_policy_would_hold_is_refused_and_recorded(tmp_pat
     assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 0
     assert db.execute("SELECT agent_id, status FROM tool_calls").fetchall() == [
         ("mcp-client", "rejected")]
+
+
+def test_orders_are_refused_while_the_workspaces_kill_switch_is_tripped(tmp_path):
+    from app.risk.kill_switch import TripCause
+    from app.store.kill_switch_log import KillSwitchLog
+
+    (tmp_path / "settings.toml").write_text('[approval]\nabove_quote = "100"\n')
+
+    async def place(client, side: str = "BUY", amount: int = 50) -> str:
+        result = await client.call_tool(
+            "create_order", {"symbol": "BTC/USD", "side": side, "quote_amount": amount})
+        return _text(result)
+
+    async def before() -> str:
+        async with await _session(tmp_path, "--agent", "ext-1") as client:
+            placed = await place(client)
+            assert "<status>success</status>" in placed, placed
+            return placed.split('order_id="', 1)[1].split('"', 1)[0]
+
+    order_id = asyncio.run(before())
+    log = KillSwitchLog(tmp_path / "kestrel.db")  # as the window trips it
+    log.trip(cause=TripCause.MANUAL, cause_key="", reason="the external agent misbehaves",
+             by="the person in the Kestrel window", tripped_ms=1_800_000_000_000,
+             market_ms=1_800_000_000_000)
+    log.close()
+
+    async def after() -> tuple[str, str, str]:
+        async with await _session(tmp_path, "--agent", "ext-1") as client:
+            small = await place(client)
+            held = await place(client, amount=500)  # the approval policy would hold it too
+            cancel = await client.call_tool(
+                "cancel_order", {"symbol": "BTC/USD", "order_id": order_id})
+            return small, held, _text(cancel)
+
+    small, held, cancel = asyncio.run(after())
+    for refused in (small, held):
+        assert "<status>rejected</status>" in refused and "<rule>kill_switch</rule>" in refused
+        assert "the external agent misbehaves" in refused
+        assert "the person in the Kestrel window" in refused
+    assert "<status>success</status>" in cancel and "CANCELLED" in cancel

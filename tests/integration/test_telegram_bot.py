@@ -28,6 +28,7 @@ from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
 from app.telegram.outbox import Outbox
 from app.telegram.start import start_telegram
+from app.tools.spec import AgentContext
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 from tests.helpers.fake_telegram import FakeTelegram, Sent
 
@@ -397,6 +398,43 @@ def test_kill_asks_for_confirmation_then_trips_the_switch(
             await eventually(lambda: server.message(OWNER, message.message_id).text ==
                              "Kill switch tripped. Every open order was cancelled.")
             assert "Kill switch: TRIPPED" in await ask(server, "/status")
+
+    asyncio.run(scenario())
+
+
+def test_kill_with_its_confirmation_button_trips_the_real_switch(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as world, \
+                telegram(world, server, kill_switch=world.agents.kill_switch):
+            trader = await signal_trader(world)
+            await advance_hours(world, 2)  # the order fills; the trader sets its TP/SL
+            price = await world.venue.broker.last_price("BTC/USDT")
+            entry = await world.executor.execute_text(AgentContext(agent_id=trader), (
+                "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
+                f"</order_type><price>{(price * 95 / 100).quantize(1)}</price><quantity>0.002"
+                "</quantity></create_order>"))
+            assert entry is not None and entry.status == "success", entry
+            assert "Kill switch: armed" in await ask(server, "/status")
+
+            await ask(server, "/kill")
+            message = with_buttons(server)[-1]
+            server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
+            await eventually(lambda: server.message(OWNER, message.message_id).text.startswith(
+                "Kill switch tripped."))
+            assert server.message(OWNER, message.message_id).text == (
+                "Kill switch tripped. Cancelled 1 open order, kept 2 take-profit/stop-loss exits, "
+                "paused 1 agent.")
+            trip = world.agents.kill_switch.active()
+            assert trip is not None and trip.by == "Telegram user 4242 (@owner)"
+            assert trip.reason == "tripped from Telegram"
+            assert world.agents.store.get(trader).state is AgentState.PAUSED
+            assert len(await world.venue.broker.open_orders()) == 2  # the exits
+            await eventually(lambda: any(t.startswith("🔔 Kestrel: kill switch tripped")
+                                         for t in server.in_chat(OWNER)))
+            assert "Kill switch: TRIPPED" in await ask(server, "/status")
+            assert await ask(server, "/kill") == "The kill switch is already tripped."
 
     asyncio.run(scenario())
 

@@ -147,9 +147,12 @@ def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_
         calls = world.ledger.connection.execute(
             "SELECT tool_name FROM tool_calls WHERE agent_id=? ORDER BY id", (panel.agent_id,)
         ).fetchall()
-        assert [c.entry.tool_name for c in tools] == [row[0] for row in calls]
-        assert tools[0].name.text() == "list_agent_instances"  # is it set up already?
-        trader = tools[1]
+        # the list of agents came with the message (is it set up already?): a line, not a card
+        assert calls[0][0] == "list_agent_instances"
+        assert "Data fetched with the task: list_agent_instances." in [
+            n.label.text().removeprefix("ⓘ  ") for n in cards(panel, NoticeLine)]
+        assert [c.entry.tool_name for c in tools] == [row[0] for row in calls[1:]]
+        trader = tools[0]
         assert trader.name.text() == "create_new_agent_instance"
         assert trader.glyph.text() == "✓" and trader.meta.text().startswith("ok")
         assert "agent_name_label=BTC/USDT Trader" in trader.params.full_text
@@ -175,8 +178,8 @@ def test_reasoning_is_folded_away_until_the_person_opens_it(make_runtime, open_p
 
     async def scenario() -> None:
         await said(world, qtbot, panel, SETUP_COMMAND)
-        await until(lambda: len(cards(panel, ToolCard)) >= 2)
-        card = cards(panel, ToolCard)[1]
+        await until(lambda: len(cards(panel, ToolCard)) >= 1)
+        card = cards(panel, ToolCard)[0]
         assert card.reasoning.toggle.isVisible() and not card.reasoning.expanded
         assert card.reasoning.body is None
         assert card.reasoning.toggle.text() == "Reasoning ▸"
@@ -365,8 +368,8 @@ def test_an_answer_cannot_show_html_or_load_images_it_names(
         html = cards(panel, AnswerBubble)[0].text.text()
         assert "&lt;b onclick" in html and "<b " not in html  # written out, not markup
         assert "<img" not in html and html.count("[image]") == 2
-        (notice,) = cards(panel, NoticeLine)  # the loop's own remark, as a system line
-        assert "The model 'scripted' has no price" in notice.label.text()
+        notices = [n.label.text() for n in cards(panel, NoticeLine)]  # the loop's own remarks
+        assert any("The model 'scripted' has no price" in n for n in notices), notices
 
     qloop.run_until_complete(scenario())
 
@@ -488,8 +491,10 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
         assert "analyst" in panel.header.status_text()
         assert not cards(panel, PersonBubble)
         names = [c.entry.tool_name for c in cards(panel, ToolCard)]
-        assert "calculate_technical_indicator" in names
+        assert "append_to_agent_memory_file" in names
         assert "create_new_agent_instance" not in names
+        assert any("calculate_technical_indicator" in n.label.text()  # came with the task
+                   for n in cards(panel, NoticeLine))
         (write,) = [c for c in cards(panel, ToolCard)
                     if c.entry.tool_name == "write_agent_memory_file"]
         assert "content=“schema_version: 1" in write.params.full_text  # base64, decoded
@@ -549,7 +554,7 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         panel.set_agent(analyst.agent_id)
         await until(lambda: not panel.loading)
-        await advance_hours(world, 40)  # about 800 messages
+        await advance_hours(world, 100)  # about 700 messages
         await until(lambda: not panel.busy)
         stored = len(world.agents.conversations.recent(analyst.agent_id, 10_000))
         assert stored > 2 * MAX_CARDS
@@ -661,5 +666,36 @@ def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_pan
                 right = part.mapTo(view.viewport(), part.rect().topRight()).x()
                 assert right <= width, (type(card).__name__, type(part).__name__,
                                         part.objectName(), right, width)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_sentence_around_a_fenced_call_shows_as_the_agents_words_with_what_was_accepted(
+    make_runtime, open_panel, qtbot, qloop
+):
+    from tests.helpers.scripted_llm import ScriptedProvider
+
+    model = ScriptedProvider([
+        "I'll list the agents first.\n\n```xml\n<list_agent_instances></list_agent_instances>\n```",
+        "No agents but me yet.",
+    ])
+    world = make_runtime(
+        provider_override=lambda info, _t: model if info.role is AgentRole.ORCHESTRATOR else None
+    )
+    panel = open_panel(world)
+
+    async def scenario() -> None:
+        await said(world, qtbot, panel, "who is there?")
+        await until(lambda: len(cards(panel, AnswerBubble)) == 2)
+        words, answer = cards(panel, AnswerBubble)
+        assert "list the agents first." in words.text.text()
+        assert "No agents but me yet." in answer.text.text()
+        (tool,) = cards(panel, ToolCard)
+        assert tool.name.text() == "list_agent_instances" and tool.glyph.text() == "✓"
+        notices = [n.label.text() for n in cards(panel, NoticeLine)]
+        assert any("accepted: code fence removed; text before the call kept as commentary" in n
+                   for n in notices), notices
+        order = panel.transcript.cards
+        assert order.index(words) < order.index(tool) < order.index(answer)
 
     qloop.run_until_complete(scenario())

@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import QRect, QSize
 
 from app.agents.loop_share import LoopShare
+from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
 from app.ui.main_window import DOCKS
@@ -37,7 +38,8 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         orchestrator = world.orchestrator()
         assert orchestrator is not None
         first = world.agents.conversations.recent(orchestrator.agent_id)[0]
-        assert first.content == DEMO_COMMAND, "the demo is the person's first chat message"
+        assert split_task_data(first.content)[0] == DEMO_COMMAND, (
+            "the demo is the person's first chat message")
         fills = [f for f in world.ledger.fills() if f.time_ms <= start + HOUR_MS]
         assert fills, "a fill within 60 simulated minutes of replay"
         trader = next(a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER)
@@ -72,7 +74,8 @@ def test_the_layout_and_the_workspace_survive_closing_and_reopening(desk: Desk) 
         assert sorted(a.agent_id for a in again.world.agents.manager.list_agents()) == agents
         orchestrator = again.world.orchestrator()
         assert orchestrator is not None
-        texts = [m.content for m in again.world.agents.conversations.recent(orchestrator.agent_id)
+        texts = [split_task_data(m.content)[0]
+                 for m in again.world.agents.conversations.recent(orchestrator.agent_id)
                  if m.kind == "task"]
         assert texts == [DEMO_COMMAND], "a used workspace is resumed, not seeded again"
         assert again.world.venue.clock.now_ms() >= resumed_at

@@ -196,3 +196,18 @@ def test_the_settings_dialog_follows_the_theme(qapp, qtbot, tmp_path: Path) -> N
                 text = label.palette().color(label.foregroundRole())
                 assert contrast(text, ground(image, rect)) >= MIN_CONTRAST, label.text()[:40]
     dialog.close()
+
+
+def test_a_banner_look_given_after_the_label_was_shown_gets_its_padding(qapp, qtbot) -> None:
+    from app.ui.theme import set_look
+
+    root = QWidget()
+    qtbot.addWidget(root)
+    label = QLabel("Trading halted", root)
+    label.setWordWrap(True)
+    root.show()
+    qtbot.waitExposed(root)
+    assert label.contentsRect().left() == 0
+    set_look(label, "error-banner")
+    # the sheet's border (4 px) and padding (8 px): the text starts clear of the border
+    assert label.contentsRect().left() == 12 and label.contentsRect().top() == 6

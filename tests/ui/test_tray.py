@@ -16,6 +16,8 @@ from app.events import (
     AgentStateChanged,
     ClockAdvanced,
     EventBus,
+    KillSwitchReset,
+    KillSwitchTripped,
     NotificationRaised,
     QuestionAnswered,
     QuestionAsked,
@@ -154,4 +156,39 @@ def test_icons_are_drawn_in_the_colour_of_each_state(qapp: Any) -> None:
         dot = QColor(image.pixel(48, 48))
         assert dot.name() == STATE_COLOURS[state]
         colours.add(dot.name())
-    assert len(colours) == 3
+    assert len(colours) == len(TrayState)
+
+
+def test_a_tripped_kill_switch_turns_the_icon_red_and_its_notice_opens_the_account(
+    rig: Rig,
+) -> None:
+    rig.publish(AgentStateChanged("t1", "faulted", "boom"))
+    rig.publish(KillSwitchTripped(1, "manual", "stop", "the person", 1, 1))
+    assert rig.tray.state is TrayState.HALTED  # louder than a fault
+    assert rig.tray.router.describe().startswith("Kestrel: TRADING HALTED (kill switch); ")
+    rig.publish(NotificationRaised("n1", "kestrel", "TRAY", "Kill switch tripped by the person",
+                                   "Kestrel: kill switch tripped", "CRITICAL"))
+    notice = rig.notices[-1]
+    assert (notice.title, notice.panel, notice.level) == (
+        "Kestrel: kill switch tripped", "account", "critical")
+    rig.tray.notice_clicked()
+    assert rig.opened[-1] == ("account", "")
+    rig.publish(KillSwitchReset(1, "the person", 2))
+    assert rig.tray.state is TrayState.ATTENTION  # the fault is still there
+
+
+def test_the_menus_trip_entry_asks_in_the_window_and_not_while_tripped(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop
+) -> None:
+    asked: list[str] = []
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    tray = TrayController(window, EventBus(), pause_all=lambda: None, quit_app=lambda: None,
+                          trip_kill_switch=lambda: asked.append("tray"))
+    tray.trip_kill_switch()
+    assert asked == ["tray"] and window.isVisible()
+    tripped = TrayController(window, EventBus(), pause_all=lambda: None, quit_app=lambda: None,
+                             trip_kill_switch=lambda: asked.append("again"), halted=True)
+    assert tripped.state is TrayState.HALTED
+    tripped.trip_kill_switch()
+    assert asked == ["tray"]

@@ -35,7 +35,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import Result, Transcript
+from app.agents.rules.transcript import Result, Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.memory.roles import (
     ANALYSIS_LOG,
@@ -82,6 +82,24 @@ def _symbols(t: Transcript, config: Mapping[str, Any]) -> list[str]:
         return [str(symbol)] if symbol else configured
     named = [m.upper() for m in SYMBOL_IN_TEXT.findall(t.task.text)]
     return list(dict.fromkeys(named)) or configured
+
+
+def _carried_indicator(
+    t: Transcript, name: str, symbol: str, interval: str, params: Mapping[str, Any]
+) -> Step | None:
+    """The indicator the task carried with exactly these parameters (compared as numbers: the
+    tool writes ``std=2`` for 2.0), or None."""
+    step = t.carried("calculate_technical_indicator", name=name, symbol=symbol,
+                     interval=interval)
+    first = step.result.first() if step is not None and step.result is not None else None
+    if first is None:
+        return None
+    carried: dict[str, Decimal] = {}
+    for pair in (first.get("params") or "").split(","):
+        key, _, value = pair.partition("=")
+        carried[key.strip()] = _decimal(value, Decimal(-1))
+    wanted = {key: _decimal(value, Decimal(-2)) for key, value in params.items()}
+    return step if all(carried.get(k) == v for k, v in wanted.items()) else None
 
 
 def _points(result: Result) -> list[etree._Element]:
@@ -141,7 +159,9 @@ class AnalystPolicy:
             return final(
                 f"Cannot analyse on interval {interval!r}: use one of {', '.join(INTERVAL_MS)}."
             )
-        read = t.tagged("read assessment")
+        read = t.tagged("read assessment") or t.carried(
+            "read_agent_memory_file", file_path_read=MARKET_ASSESSMENT
+        )
         if read is None:
             return call(
                 "read_agent_memory_file", "read assessment",
@@ -167,7 +187,9 @@ class AnalystPolicy:
         self, t: Transcript, symbol: str, interval: str
     ) -> Answer | tuple[Assessment | _Failed, str | None]:
         """The next call for ``symbol``, or its outcome once every call has been answered."""
-        snap = t.tagged(f"snapshot {symbol}")
+        snap = t.tagged(f"snapshot {symbol}") or t.carried(
+            "get_market_snapshot", symbol=symbol, interval=interval
+        )
         if snap is None:
             return call(
                 "get_market_snapshot", f"snapshot {symbol}",
@@ -205,7 +227,9 @@ class AnalystPolicy:
     def _calculate(
         self, t: Transcript, symbol: str, interval: str, snapshot: Result
     ) -> Answer | Assessment | _Failed:
-        klines = t.tagged(f"klines {symbol}")
+        klines = t.tagged(f"klines {symbol}") or t.carried(
+            "get_historical_klines", symbol=symbol, interval=interval
+        )
         if klines is None:
             return call(
                 "get_historical_klines", f"klines {symbol}",
@@ -226,7 +250,9 @@ class AnalystPolicy:
         interval_ms = INTERVAL_MS[interval]
         values: dict[str, list[dict[str, Decimal]]] = {}
         for key, name, params in wanted:
-            got = t.tagged(f"{key} {symbol}")
+            got = t.tagged(f"{key} {symbol}") or _carried_indicator(
+                t, name, symbol, interval, params
+            )
             if got is None:
                 shown = ",".join(plain(Decimal(str(v))) for v in params.values())
                 return indicator_call(

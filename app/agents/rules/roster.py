@@ -66,7 +66,7 @@ def symbols_label(symbols: tuple[str, ...] | list[str]) -> str:
 
 def agents_of(t: Transcript, why: str) -> list[Listed] | Answer:
     """The agents listed earlier in this task, or the call that lists them (tagged "agents")."""
-    listed = t.tagged("agents")
+    listed = t.tagged("agents") or t.carried("list_agent_instances")
     if listed is None:
         return call("list_agent_instances", "agents", why)
     agents = listed_agents(listed)

@@ -159,25 +159,29 @@ class TraderPolicy:
             key_path = trades_path(symbol)
         except ValueError as exc:
             return final(f"Ignored a signal: {exc}.")
-        history = t.tagged("history")
+        history = t.tagged("history") or t.carried(
+            "read_agent_memory_file", file_path_read=key_path
+        )
         if history is None:
             return call(
                 "read_agent_memory_file", "history",
                 f"{side} signal on {symbol} at confidence {confidence}. My record with "
                 f"{symbol} comes first.", file_path=key_path,
             )
-        performance = t.tagged("performance")
+        performance = t.tagged("performance") or t.carried(
+            "read_agent_memory_file", file_path_read=performance_path(symbol)
+        )
         if performance is None:
             return call(
                 "read_agent_memory_file", "performance",
                 "And my performance summary with it.", file_path=performance_path(symbol),
             )
-        positions = t.tagged("positions")
+        positions = t.tagged("positions") or t.carried("get_open_positions")
         if positions is None:
             return call(
                 "get_open_positions", "positions", f"Do I already hold {symbol}?", symbol=symbol,
             )
-        balance = t.tagged("balance")
+        balance = t.tagged("balance") or t.carried("get_account_balance")
         if balance is None:
             return call("get_account_balance", "balance", "Equity and cash, to size the order.")
         for step in (positions, balance):
@@ -311,7 +315,7 @@ class TraderPolicy:
             path = trades_path(symbol)
         except ValueError as exc:
             return final(f"Could not handle a fill: {exc}.")
-        history = t.tagged("history")
+        history = t.tagged("history") or t.carried("read_agent_memory_file", file_path_read=path)
         if history is None:
             return call(
                 "read_agent_memory_file", "history",

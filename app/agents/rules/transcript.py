@@ -20,6 +20,7 @@ from typing import Any
 from lxml import etree
 
 from app.agents.llm.port import ChatMessage
+from app.agents.task_data import data_results, split_task_data
 from app.domain.clock import parse_time
 from app.tools.protocol.parser import ParamNode, parse_response
 
@@ -48,6 +49,8 @@ class TaskFacts:
     task_id: str = ""
     market_time_ms: int | None = None
     reply_expected: bool = False
+    # the results the task carried in its data block: (tool name, result), in order
+    data: tuple[tuple[str, Result], ...] = ()
 
     @property
     def is_user_message(self) -> bool:
@@ -113,6 +116,20 @@ class Transcript:
                 return step
         return None
 
+    def carried(self, tool: str, **attrs: str) -> Step | None:
+        """The result of ``tool`` the task carried in its data block, as a step, when its first
+        data element (or that element's first child, for a snapshot's bar) has ``attrs``; else
+        None. How a policy uses the data a task brings instead of calling for it."""
+        for name, result in self.task.data:
+            if name != tool or result.first() is None:
+                continue
+            first = result.first()
+            assert first is not None
+            inner = first[0] if len(first) else first
+            if all(first.get(k, inner.get(k)) == v for k, v in attrs.items()):
+                return Step(tool, MappingProxyType({}), "[task data]", result)
+        return None
+
     def tagged(self, tag: str) -> Step | None:
         """The latest step whose thinking starts with ``[tag]``: how the engine names its own
         plan steps, so a later turn finds what an earlier one got back."""
@@ -155,10 +172,15 @@ def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
 
 
 def parse_task(content: str) -> TaskFacts:
-    """The first message: a ``<task>`` element, or the person's plain text."""
-    text = content.strip()
+    """The first message: a ``<task>`` element, or the person's plain text; either may end in
+    the task's data block (``app.agents.task_data``)."""
+    message, block = split_task_data(content)
+    data = tuple(
+        (result_tool(envelope), parse_result(envelope)) for envelope in data_results(block)
+    ) if block is not None else ()
+    text = message.strip()
     if not text.startswith("<task "):
-        return TaskFacts(USER_MESSAGE, {}, text=text)
+        return TaskFacts(USER_MESSAGE, {}, text=text, data=data)
     try:
         root = etree.fromstring(text.encode("utf-8"), _xml_parser())
         payload = json.loads(root.text or "{}")
@@ -176,7 +198,15 @@ def parse_task(content: str) -> TaskFacts:
         task_id=root.get("task_id", ""),
         market_time_ms=market_ms,
         reply_expected=root.get("reply_expected") == "true",
+        data=data,
     )
+
+
+def result_tool(content: str) -> str:
+    """The ``tool_name`` of a ``<tool_result>`` envelope, read from its opening tag."""
+    start = content.find('tool_name="')
+    end = content.find('"', start + 11) if start >= 0 else -1
+    return content[start + 11:end] if end > start else ""
 
 
 @lru_cache(maxsize=CACHED_MESSAGES)

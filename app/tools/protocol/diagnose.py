@@ -30,6 +30,10 @@ _FUNCTION_CALL = re.compile(r"(\w{1,64})\s*\(")
 _MISMATCH = re.compile(r"tag mismatch: (\S+) line (\d+) and ([^\s,]+)")
 _LXML_WHERE = re.compile(r", line \d+, column \d+\s*$")
 _LOOKAHEAD = 2_000  # how far past "<name" a self-closing "/>" is looked for
+_JSON_NAMED = re.compile(r'\{\s*"(?:name|tool_name|function)"\s*:\s*"([\w.\-]{1,64})"')
+_PYTHON_TAG = "<|python_tag|>"
+_FUNCTION_TAG = re.compile(r"<function=([\w.\-]{1,64})>")
+_SPACED_TAG = re.compile(r"<\s+([A-Za-z_][\w.\-]{0,63})\s*>")
 
 
 def line_col(text: str, index: int) -> str:
@@ -39,7 +43,8 @@ def line_col(text: str, index: int) -> str:
 
 
 def bad_ampersand(body: str) -> int:
-    """Index of the first ``&`` outside a comment that is not a predefined or numeric reference.
+    """Index of the first ``&`` outside a comment or CDATA section that is not a predefined or
+    numeric reference.
 
     lxml would reject it too, but reports undefined entities late when fed in chunks, and a
     response with a million of them costs it seconds of error collection; this scan is one pass.
@@ -50,13 +55,24 @@ def bad_ampersand(body: str) -> int:
         if match is None:
             return -1
         at = match.start()
-        opened = body.rfind("<!--", pos, at)
-        if opened < 0 or body.find("-->", opened + 4, at) >= 0:
+        section = _open_section(body, pos, at)
+        if section is None:
             return at
-        closed = body.find("-->", at)
+        closed = body.find(section, at)
         if closed < 0:
-            return -1  # an unclosed comment: lxml names that problem better
-        pos = closed + 3
+            return -1  # an unclosed comment or CDATA section: lxml names that problem better
+        pos = closed + len(section)
+
+
+def _open_section(body: str, start: int, at: int) -> str | None:
+    """The closer of the comment or CDATA section still open at ``at`` (opened after
+    ``start``), or None."""
+    comment = body.rfind("<!--", start, at)
+    cdata = body.rfind("<![CDATA[", start, at)
+    opener, closer = (comment, "-->") if comment > cdata else (cdata, "]]>")
+    if opener < 0 or body.find(closer, opener + len(closer) + 1, at) >= 0:
+        return None
+    return closer
 
 
 def ampersand_message(body: str, at: int) -> str:
@@ -96,7 +112,7 @@ def explain_syntax_error(body: str, exc: etree.XMLSyntaxError) -> str:
         return f"An unescaped '<' at {where} does not start a tag. {ESCAPING}"
     if "Namespace prefix" in lxml_message:
         return f"{NAMESPACE_HINT} (at {where})"
-    if "invalid Char" in lxml_message or "invalid xmlChar" in lxml_message:
+    if "invalid char" in lxml_message.lower() or "invalid xmlchar" in lxml_message.lower():
         return (
             f"A character XML cannot carry at {where} (a control character or a reference to "
             "one). Remove it; binary content goes in base64 parameters."
@@ -138,14 +154,36 @@ def _explain_mismatch(opened: str, line: str, closed: str, where: str) -> str:
 
 
 def non_xml_call(body: str, known_tools: Collection[str]) -> str:
-    """A known tool called JSON-style or function-style (a habit from other APIs), else ''."""
+    """A known tool called JSON-style or function-style (a habit from other APIs), else ''.
+
+    Besides JSON that opens the answer, a JSON object naming a known tool as its ``name`` (or
+    ``tool_name``, ``function``) anywhere near the start: after a sentence, inside Hermes-style
+    ``<tool_call>`` tags (Qwen) or a fence."""
     if body[:1] in ("{", "["):
         for name in _QUOTED_NAME.findall(body, 0, _LOOKAHEAD):
             if name in known_tools:
                 return name
+    for found in _JSON_NAMED.finditer(body, 0, _LOOKAHEAD):
+        if found.group(1) in known_tools:
+            return found.group(1)
     match = _FUNCTION_CALL.match(body)
     if match is not None and match.group(1) in known_tools:
         return match.group(1)
+    return ""
+
+
+def native_call(body: str, known_tools: Collection[str]) -> str:
+    """A known tool called in a model's own tool syntax instead of the XML, else '': Llama 3.1's
+    ``<|python_tag|>{"name": ...}`` and ``<function=name>{...}</function>``, or a tag written with
+    spaces inside (``< get_order_book >``)."""
+    if body.startswith(_PYTHON_TAG):
+        return non_xml_call(body[len(_PYTHON_TAG):].lstrip(), known_tools)
+    function = _FUNCTION_TAG.match(body)
+    if function is not None and (function.group(1) in known_tools or not known_tools):
+        return function.group(1)
+    spaced = _SPACED_TAG.search(body, 0, _LOOKAHEAD)
+    if spaced is not None and spaced.group(1) in known_tools:
+        return spaced.group(1)
     return ""
 
 

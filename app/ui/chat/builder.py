@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from app.agents.loop import CLARIFY_TOOL
 from app.agents.rules.transcript import params_of, parse_task
 from app.domain.agents import Question, QuestionKind
+from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
 from app.ui.chat.entries import (
     AWAITING,
@@ -88,6 +89,8 @@ class ConversationBuilder:
                 return self._reply(m)
             case "final":
                 return self._final(m)
+            case "commentary":  # the prose a model wrote around its call: its words, shown so
+                return self._commentary(m)
             case _:  # "notice", and any kind added later: the person sees it as a system line
                 return self._notice(m)
 
@@ -109,23 +112,34 @@ class ConversationBuilder:
         if isinstance(existing, PersonEntry) and existing.queued:
             existing.queued = False  # the agent starts on it now: it moves below what came first
             existing.origin, existing.market_ms = m, m.market_ms
-            return Delta(added=[existing])
+            return Delta(added=[existing]).merge(self._carried(m, parse_task(m.content).data))
         if existing is not None:
             return Delta()
         facts = parse_task(m.content)
         if facts.is_user_message or facts.task_type == "UNREADABLE_TASK":
-            return self._add(PersonEntry(key, m.agent_id, m.task_id, m.market_ms, m,
-                                         text=facts.text))
-        return self._add(TaskEntry(
-            key, m.agent_id, m.task_id, m.market_ms, m, task_type=facts.task_type,
-            source=facts.source, payload=dict(facts.payload), raw=m.content,
-        ))
+            delta = self._add(PersonEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                          text=facts.text))
+        else:
+            delta = self._add(TaskEntry(
+                key, m.agent_id, m.task_id, m.market_ms, m, task_type=facts.task_type,
+                source=facts.source, payload=dict(facts.payload), raw=m.content,
+            ))
+        return delta.merge(self._carried(m, facts.data))
+
+    def _carried(self, m: Message, data: tuple[tuple[str, object], ...]) -> Delta:
+        """What the task carried (fetched for the agent before it started), as one line."""
+        key = f"task:{m.task_id}:data"
+        if not data or key in self.entries:
+            return Delta()
+        carried = ", ".join(tool for tool, _ in data)
+        return self._add(NoticeEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=f"Data fetched with the task: {carried}."))
 
     def _assistant(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}"
         if key in self.entries:
             return Delta()
-        parsed = parse_response(m.content)
+        parsed = parse_response(m.content, free_text=DISPLAY)
         thinking = parsed.thinking or ""
         call = parsed.call
         if call is not None and call.name == CLARIFY_TOOL:
@@ -151,7 +165,7 @@ class ConversationBuilder:
         entry = self.entries.get(key)
         if isinstance(entry, QuestionEntry) and entry.origin is not None:
             # the clarification call itself failed (an empty question, say): a tool card instead
-            parsed = parse_response(entry.origin.content)
+            parsed = parse_response(entry.origin.content, free_text=DISPLAY)
             tool = ToolEntry(
                 key, m.agent_id, m.task_id, entry.market_ms, entry.origin, tool_name=CLARIFY_TOOL,
                 params=call_params(parsed.call) if parsed.call is not None else (),
@@ -205,10 +219,17 @@ class ConversationBuilder:
         key = f"{m.task_id}:{m.step}:final"
         if key in self.entries:
             return Delta()
-        parsed = parse_response(m.content)
+        parsed = parse_response(m.content, free_text=DISPLAY)
         text = parsed.text if parsed.text is not None else m.content
         return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m, text=text,
                                      thinking=parsed.thinking or ""))
+
+    def _commentary(self, m: Message) -> Delta:
+        key = f"{m.task_id}:{m.step}:commentary"
+        if key in self.entries:
+            return Delta()
+        return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=m.content.strip()))
 
     def _notice(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}:{m.kind}:{zlib.crc32(m.content.encode('utf-8'))}"

@@ -27,6 +27,7 @@ from lxml import etree
 from app.agents.conversation_store import StoredMessage
 from app.agents.rules.transcript import Result, parse_result
 from app.events import ConversationMessageAdded
+from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import ParamNode, ToolCall, parse_response
 
 PARAM_CHARS = 90  # one parameter's shown value; the full call is one click away (raw XML)
@@ -237,7 +238,7 @@ def decoded_contents(call_xml: str, result_xml: str) -> list[Param]:
     """Every base64 value of a call and its result, decoded (for the card's XML view): memory
     files travel as base64, which no person can read."""
     found: list[Param] = []
-    call = parse_response(call_xml).call if call_xml else None
+    call = parse_response(call_xml, free_text=DISPLAY).call if call_xml else None
     for node in call.params if call is not None else ():
         if node.tag.endswith("_base64"):
             found.append(Param(f"{node.tag} (call)", decode_base64(node.text) or ""))

@@ -121,6 +121,11 @@ class AccountPanel(QWidget):
         root = QVBoxLayout(self)
         root.setContentsMargins(6, 6, 6, 6)
         root.setSpacing(6)
+        self.halt = QLabel("")
+        self.halt.setObjectName("accountHalted")
+        self.halt.setWordWrap(True)
+        self.halt.hide()
+        root.addWidget(self.halt)
         top = QHBoxLayout()
         self.badge = ModeBadge(mode)
         top.addWidget(self.badge)
@@ -221,6 +226,16 @@ class AccountPanel(QWidget):
 
     def set_mode(self, mode: Mode) -> None:
         self.badge.set_mode(mode)
+
+    def set_halt(self, why: str | None) -> None:
+        """Say over the account that trading is halted (the kill switch), or nothing."""
+        if why is None:
+            self.halt.hide()
+            return
+        set_banner(self.halt, "error")
+        self.halt.setText(f"Trading halted: {why}. New orders are refused; cancelling and "
+                          "closing still work.")
+        self.halt.show()
 
     async def refresh(self) -> None:
         """Re-read the account, the newest fills and the new equity points, and show them."""

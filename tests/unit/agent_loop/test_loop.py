@@ -211,3 +211,85 @@ def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) ->
             "task", "assistant", "tool_result", "final"]
 
     _run(tmp_path, provider, body)
+
+
+def test_a_fenced_call_with_a_sentence_runs_and_the_transcript_says_what_was_normalised(
+    tmp_path: Path,
+) -> None:
+    answer = f"Let me check the price first.\n\n```xml\n{TICKER}\n```"
+    provider = ScriptedProvider([answer, "Price noted."])
+
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "what is the price?")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Price noted."
+        messages = world.agents.conversations.messages(task.task_id)
+        assert [m.kind for m in messages] == [
+            "task", "commentary", "normalised", "assistant", "tool_result", "final"
+        ]
+        by_kind = {m.kind: m for m in messages}
+        assert by_kind["commentary"].content == "Let me check the price first."
+        assert by_kind["commentary"].role == "assistant"
+        assert by_kind["normalised"].content == (
+            "accepted: code fence removed; text before the call kept as commentary"
+        )
+        assert by_kind["assistant"].content == answer  # what the model wrote, unchanged
+        assert "<status>success</status>" in by_kind["tool_result"].content
+        # neither the commentary nor the note is sent again: the answer already holds them
+        last = provider.requests[-1].messages
+        assert [m.role for m in last] == ["user", "assistant", "user"]
+        assert last[1].content == answer
+
+    _run(tmp_path, provider, body)
+
+
+def test_a_journal_entry_with_raw_ampersand_and_less_than_is_written_as_meant(
+    tmp_path: Path,
+) -> None:
+    note = "RSI < 30 & rising; stop < 42,100"
+    provider = ScriptedProvider([
+        f"<log_journal_entry><content>{note}</content></log_journal_entry>", "Logged.",
+    ])
+
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "note the setup")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Logged."
+        kinds = _kinds(world, task.task_id)
+        assert kinds == ["task", "normalised", "assistant", "tool_result", "final"]
+        memory = world.memory
+        (entry,) = [f for f in memory.list_files(agent_id, "journal")]
+        assert note in memory.read_file(agent_id, entry.path).data.decode("utf-8")
+
+    _run(tmp_path, provider, body)
+
+
+def test_an_order_quoted_again_in_the_same_task_is_not_placed_twice(tmp_path: Path) -> None:
+    # a model that ends its task by quoting the order it placed, in prose, must not buy twice
+    quoted = "Done, I placed it:\n```xml\n" + _order("0.01").split("</thinking>")[1] + "\n```"
+    provider = ScriptedProvider([_order("0.01"), quoted, "Bought once."])
+
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "buy 0.01 BTC")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.DONE
+        assert _orders(world, agent_id) == 1
+        results = [m.content for m in world.agents.conversations.messages(task.task_id)
+                   if m.kind == "tool_result"]
+        assert "<status>success</status>" in results[0]
+        assert "INVALID_ORDER" in results[1] and "already placed exactly this order" in results[1]
+
+    _run(tmp_path, provider, body)
+
+
+def test_a_second_identical_order_with_its_own_client_id_is_placed(tmp_path: Path) -> None:
+    again = _order("0.01").replace(
+        "<reason>", "<client_order_id>second-leg</client_order_id><reason>")
+    provider = ScriptedProvider([_order("0.01"), again, "Bought twice, on purpose."])
+
+    async def body(world: World, agent_id: str) -> None:
+        world.agents.manager.send_user_message(agent_id, "buy 0.01 BTC, twice")
+        await settle(world)
+        assert _orders(world, agent_id) == 2
+
+    _run(tmp_path, provider, body)

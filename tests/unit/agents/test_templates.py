@@ -174,6 +174,19 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
      "break the constraint"),
     ("placeholder in text", _set("display_name", "Analyst for {symbol}"), "display_name",
      "placeholder"),
+    ("task data an analyst may not fetch", _set("task_data.account", True), "task_data",
+     "'account' needs the account permission"),
+    ("task data indicator naming no config field",
+     _set("task_data.indicators", [{"name": "RSI", "params": {"length": "rsi_len"}}]),
+     "task_data", "names 'rsi_len', which is not a numeric config field"),
+    ("task data note with another placeholder", _set("task_data.notes", ["{symbol}.md"]),
+     "task_data.notes", "the only placeholder it may hold is {symbol_key}"),
+    ("task data for no task type", _set("task_data.task_types", []), "task_data.task_types",
+     "at least 1 item"),
+    ("task data key misspelt", _set("task_data.snapshots", True), "task_data.snapshots",
+     "unknown key"),
+    ("context budget too small", _set("limits.context_tokens", 100), "limits.context_tokens",
+     "greater than or equal to 4000"),
 ]
 
 

@@ -41,10 +41,18 @@ def test_every_live_order_is_refused_by_default():
         asyncio.run(gate.check("create_order", {"symbol": "BTC/USD", "quantity": Decimal(1)}))
 
 
-def test_the_kill_switch_seam_stops_risk_tools_but_not_a_cancel():
+def test_the_kill_switch_seam_stops_entries_but_not_exits_or_a_cancel():
     gate = _gate(kill_switch=lambda: "a person pressed the kill switch")
-    for tool in ("create_order", "close_position", "set_position_tp_sl_orders"):
+    for side in ("BUY", "buy", ""):
         with pytest.raises(RiskRejection, match="halted") as caught:
-            asyncio.run(gate.check(tool, {"symbol": "BTC/USD", "quantity": Decimal(1)}))
+            asyncio.run(gate.check("create_order", {"symbol": "BTC/USD", "side": side,
+                                                    "quantity": Decimal(1)}))
         assert caught.value.rule == "kill_switch"
+        assert "a person pressed the kill switch" in caught.value.reason
+    # exits go on to the trade tool, whose Risk Guard lets only reductions through
+    asyncio.run(gate.check("create_order", {"symbol": "BTC/USD", "side": "SELL",
+                                            "quantity": Decimal(1)}))
+    asyncio.run(gate.check("close_position", {"symbol": "BTC/USD"}))
+    asyncio.run(gate.check("set_position_tp_sl_orders", {"symbol": "BTC/USD",
+                                                         "stop_loss_price": Decimal(90)}))
     asyncio.run(gate.check("cancel_order", {"symbol": "BTC/USD", "order_id": "x"}))

@@ -128,6 +128,10 @@ def build_sample_specs(world: FakeWorld) -> list[ToolSpec]:
             status=status,
         )
 
+    async def write_note(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        world.files[f"notes/{args['key']}.md"] = args["content"].encode("utf-8")
+        return el("note_written", key=args["key"], status_message="Note saved successfully.")
+
     async def update_agent_settings(ctx: AgentContext, args: dict[str, Any]) -> Element:
         world.settings.update(args["settings"])
         items = [el("setting", value, name=name) for name, value in sorted(world.settings.items())]
@@ -266,6 +270,19 @@ def build_sample_specs(world: FakeWorld) -> list[ToolSpec]:
             ),
             permission=Permission.MEMORY,
             handler=write_agent_memory_file,
+        ),
+        ToolSpec(
+            name="write_note",
+            group="Agent Memory Tools",
+            description="Creates or overwrites the topic note notes/{key}.md.",
+            params=(
+                ParamSpec("key", ParamType.STRING, "The note's name", required=True,
+                          max_length=120),
+                ParamSpec("content", ParamType.STRING, "The whole note, in plain text",
+                          required=True, free_text=True),
+            ),
+            permission=Permission.MEMORY,
+            handler=write_note,
         ),
         ToolSpec(
             name="create_new_agent_instance",

@@ -108,30 +108,62 @@ CORPUS = [
         ErrorCode.PARSE_ERROR,
         "&amp;",
     ),
-    Case("markdown fences", f"```xml\n{BOOK}\n```", ErrorCode.PARSE_ERROR, "bare XML call"),
     Case(
-        "markdown fences inside prose",
-        f"Here you go:\n```xml\n{BOOK}\n```\nDone.",
-        ErrorCode.PARSE_ERROR,
-        "Send only the bare XML call",
-    ),
-    Case(
-        "prose before the call",
-        f"Sure, let me look at the book. {BOOK}",
+        "prose before the call, with markup in it",
+        f"Sure, <b>now</b> the book. {BOOK}",
         ErrorCode.PARSE_ERROR,
         "<thinking>...</thinking> first",
     ),
     Case(
-        "prose after the call",
-        f"{BOOK}\nThat should show the depth.",
-        ErrorCode.PARSE_ERROR,
-        "Text follows the </get_order_book>",
+        "prose after the call, with a tag in it",
+        f"{BOOK}\nThat should show the <b>depth</b>.",
+        ErrorCode.MULTIPLE_TOOL_CALLS,
+        "exactly one call per response",
     ),
     Case(
-        "prose with an ampersand after the call",
-        f"{BOOK} Bids & asks coming up.",
+        "a second call in the prose after the call",
+        f"{BOOK}\nThen I will place it: " + _order(symbol="BTC/USDT", side="BUY", quantity="1"),
+        ErrorCode.MULTIPLE_TOOL_CALLS,
+        "exactly one call per response",
+    ),
+    Case(
+        "a call only inside the thinking block",
+        f"<thinking>I will send {BOOK}</thinking>",
         ErrorCode.PARSE_ERROR,
-        "Text follows the </get_order_book>",
+        "inside the thinking block, where calls are not run",
+    ),
+    Case(
+        "a call inside the thinking block and prose after it",
+        f"<thinking>I will send {BOOK}</thinking>\nChecking the book now.",
+        ErrorCode.PARSE_ERROR,
+        "write the call after </thinking>",
+    ),
+    Case(
+        "a free-text value holding a tag",
+        "<write_note><key>plan</key><content>Next: <create_order> at 42000</content>"
+        "</write_note>",
+        ErrorCode.PARSE_ERROR,
+        "write that '<' as &lt;",
+    ),
+    Case(
+        "a free-text value holding its own closing tag",
+        "<write_note><key>plan</key><content>end it with </content> please</content>"
+        "</write_note>",
+        ErrorCode.PARSE_ERROR,
+        "its own closing tag </content>",
+    ),
+    Case(
+        "a free-text value closing the call early",
+        "<write_note><key>plan</key><content>done</write_note><create_order><symbol>BTC/USDT"
+        "</symbol><side>BUY</side><quantity>1</quantity></create_order></content></write_note>",
+        ErrorCode.PARSE_ERROR,
+        "write that '<' as &lt;",
+    ),
+    Case(
+        "JSON inside a tool_call wrapper",
+        '<tool_call>{"name": "get_order_book", "arguments": {"symbol": "BTC/USDT"}}</tool_call>',
+        ErrorCode.PARSE_ERROR,
+        "not as JSON",
     ),
     Case("two tool calls", BOOK + BOOK, ErrorCode.MULTIPLE_TOOL_CALLS, "exactly one call"),
     Case(
@@ -277,12 +309,6 @@ CORPUS = [
     ),
     Case(
         "stray closing tag", "</get_order_book>", ErrorCode.PARSE_ERROR, "no matching opening tag"
-    ),
-    Case(
-        "CDATA section",
-        "<get_order_book><symbol><![CDATA[BTC/USDT]]></symbol></get_order_book>",
-        ErrorCode.PARSE_ERROR,
-        "CDATA sections are not accepted",
     ),
     Case(
         "attributes instead of child elements",
@@ -625,6 +651,14 @@ TOLERATED = [
     ),
     ("utf-8 bytes", BOOK.encode()),
     ("escaped value", "<get_order_book><symbol>BTC&#47;USDT</symbol></get_order_book>"),
+    ("markdown fences", f"```xml\n{BOOK}\n```"),
+    ("markdown fences inside prose", f"Here you go:\n```xml\n{BOOK}\n```\nDone."),
+    ("prose before the call", f"Sure, let me look at the book. {BOOK}"),
+    ("prose after the call", f"{BOOK}\nThat should show the depth."),
+    ("prose with an ampersand after the call", f"{BOOK} Bids & asks coming up."),
+    ("CDATA section", "<get_order_book><symbol><![CDATA[BTC/USDT]]></symbol></get_order_book>"),
+    ("self-closing empty optional parameter",
+     "<get_order_book><symbol>BTC/USDT</symbol><limit/></get_order_book>"),
 ]
 
 
