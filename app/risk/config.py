@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.config.risk import RiskConfig
+from app.domain.kill_switch import Trip
 from app.risk.guard import RiskDecisionRecorder, RiskGuard, RiskRule
-from app.risk.kill_switch import KillSwitchRule, Trip
+from app.risk.kill_switch import KillSwitchRule
 from app.risk.rules import (
     AgentBudget,
     AllowedSymbols,

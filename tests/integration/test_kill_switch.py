@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from app.domain.agents import AgentRole, AgentState, Urgency
+from app.domain.kill_switch import TripCause
 from app.domain.trading import OrderStatus
 from app.events import OrderOutcomeUnknown, ReconciliationMismatch
-from app.risk.kill_switch import TripCause
 from app.runtime.desk import workspace_resume_ms
 from app.runtime.world import World
 from app.tools.protocol.render import ToolResult

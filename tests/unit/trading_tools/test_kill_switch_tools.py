@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 
 from app.config.risk import RiskConfig
+from app.domain.kill_switch import TripCause
 from app.risk.config import build_guard
-from app.risk.kill_switch import TripCause
 from app.runtime.recorders import SqliteRiskRecorder
 from app.store.kill_switch_log import KillSwitchLog
 from app.tools.account_tools import build_account_tools
