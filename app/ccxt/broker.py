@@ -512,7 +512,7 @@ class CcxtBroker:
         self.journal.set_meta(self.venue, {k: str(v) for k, v in stats.items()})
         return stats
 
-    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
         for sym in [wanted] if wanted is not None else self.journal.symbols(self.venue):
             assert sym is not None
@@ -520,8 +520,8 @@ class CcxtBroker:
         fills = self.journal.fills(self.venue, wanted, limit=None)
         agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
         bases = {f.symbol: self._base(f.symbol) for f in fills}
-        out = to_fills(fills, agents, bases, self.quote_currency)
-        return out[-limit:] if limit else out
+        out = to_fills(fills, agents, bases, self.quote_currency)[::-1]  # newest first
+        return out[:limit] if limit is not None else out
 
     def position_size(self, symbol: str) -> Decimal:
         balance = self._balances.get(self._base(symbol))

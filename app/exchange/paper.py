@@ -387,9 +387,10 @@ class PaperBroker:
     async def account(self) -> AccountState:
         return valuation.account_state(self._account, self._marks(), self.mode)
 
-    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
-        return self.ledger.fills(wanted, limit)
+        fills = self.ledger.fills(wanted, limit)
+        return fills if limit is not None else fills[::-1]  # the ledger gives all oldest first
 
     async def equity_curve(self, from_ms: int = -1) -> list[EquityPoint]:
         """The account's equity after each settle at or after ``from_ms``, oldest first."""

@@ -103,7 +103,8 @@ class Broker(Protocol):
     async def positions(self, symbol: str | None = None) -> list[Position]:
         ...
 
-    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
+        """The account's newest ``limit`` fills (None: all of them), newest first."""
         ...
 
     async def equity_curve(self, from_ms: int = -1) -> list[EquityPoint]:

@@ -91,7 +91,6 @@ _UPSERT_ORDER = (
     "reserved=excluded.reserved"
 )
 _SELECT_ORDERS = f"SELECT {_ORDER_COLUMNS} FROM orders ORDER BY seq"  # noqa: S608
-# shared with the UI's thread-side reader (app/ui/panels/ledger_reader.py)
 SELECT_FILLS = f"SELECT {_FILL_COLUMNS} FROM fills"  # noqa: S608
 
 

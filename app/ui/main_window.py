@@ -230,6 +230,7 @@ class MainWindow(QMainWindow):
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""
         from app.runtime.desk import DEMO_SYMBOL
+        from app.store.audit_trail import AuditTrailReader
         from app.ui.agents import AgentsPanel
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
@@ -252,9 +253,10 @@ class MainWindow(QMainWindow):
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
-        account = AccountPanel(venue.broker, world.ledger, venue.broker.mode, world.bus)
+        account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
+                               venue.label)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
-        audit = AuditPanel(world.ledger, world.bus)
+        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus)
         chat = ChatPanel(world)
         agents = AgentsPanel(world)
         backtest = BacktestView(world.workspace)
@@ -472,8 +474,9 @@ class MainWindow(QMainWindow):
     def _refresh_title(self) -> None:
         if self.world is None:
             return
-        mode = self.world.venue.broker.mode.value
-        self.setWindowTitle(f"Kestrel — {self.world.workspace.root.name} — {mode}")
+        venue = self.world.venue
+        root = self.world.workspace.root.name if self.world.workspace else ""
+        self.setWindowTitle(f"Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
 
     # -- menus ---------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor
 
 from app.domain.clock import parse_time
 from app.domain.trading import Mode, OrderStatus
-from app.events import EventBus, ToolCallCompleted
+from app.events import EventBus
 from app.runtime.world import World
 from app.tools.spec import AgentContext
 from app.ui.panels.account_panel import AccountPanel
@@ -40,19 +40,20 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 
 @pytest.fixture
-def world(tmp_path, qloop) -> Iterator[World]:
-    rt = tool_world(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
-    yield rt
-    rt.close()
-
-
-@pytest.fixture
 def bus() -> EventBus:
     return EventBus()
 
 
+@pytest.fixture
+def world(tmp_path, qloop, bus) -> Iterator[World]:
+    """A workspace's world whose broker announces its orders and fills on ``bus``."""
+    rt = tool_world(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"), bus=bus)
+    yield rt
+    rt.close()
+
+
 def make_panel(qtbot, qloop, world, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
-    panel = AccountPanel(world.venue.broker, world.ledger, mode, bus)
+    panel = AccountPanel(world.venue.broker, world.venue.clock, mode, bus, world.venue.label)
     qtbot.addWidget(panel)
     panel.resize(1100, 700)
     panel.show()
@@ -67,10 +68,9 @@ def cell(model, row: int, column: str, role=Qt.ItemDataRole.DisplayRole):
 
 
 async def place(world, bus, xml: str, agent: str = "trader-1") -> str:
-    """Call a trade tool as an agent and announce it, as the agent world does."""
+    """Call a trade tool as an agent; the broker announces the order on the world's bus."""
     result = await world.executor.execute_text(AgentContext(agent), xml)
     assert result is not None and result.status == "success", result.xml
-    await bus.publish(ToolCallCompleted(agent, "create_order", result.status, None, 1.0))
     order_id = result.data[0].attr("order_id")
     assert order_id is not None
     return order_id

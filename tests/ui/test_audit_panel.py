@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from app.domain.clock import parse_time
 from app.events import EventBus, ToolCallCompleted
 from app.runtime.world import World
+from app.store.audit_trail import AuditTrailReader
 from app.tools.spec import AgentContext
 from app.ui.panels.audit_panel import AuditPanel
 from app.workspace import Workspace
@@ -53,7 +54,7 @@ def world(tmp_path, qloop) -> Iterator[World]:
 
 @pytest.fixture
 def panel(world, bus, qtbot, qloop) -> AuditPanel:
-    w = AuditPanel(world.ledger, bus)
+    w = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(w)
     w.resize(1100, 650)
     w.show()
@@ -144,7 +145,7 @@ def test_a_hundred_thousand_calls_load_and_filter_without_stalling(world, bus, q
             "result_xml, started_ms, duration_ms) VALUES (?,?,?,?,?,?,?,?)",
             rows,
         )
-    panel = AuditPanel(world.ledger, bus)
+    panel = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(panel)
     panel.resize(1000, 600)
     panel.show()
@@ -173,7 +174,8 @@ def test_a_reopened_workspace_lists_each_recorded_call_once(world, bus, qtbot, q
     """After a relaunch the window reads the ledger's history while the resumed agents' first
     calls are announced: two reads at once must not list the same calls twice."""
     qloop.run_until_complete(run_calls(world, bus, CALLS))
-    panel = AuditPanel(world.ledger, bus)  # the relaunched window's panel: history in the DB
+    # the relaunched window's panel: history in the DB
+    panel = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(panel)
 
     async def scenario() -> None:

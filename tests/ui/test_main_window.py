@@ -242,3 +242,21 @@ def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size
             assert dock.widget().viewport().width() >= 200, key
 
     desk.run(scenario)
+
+
+def test_the_window_names_the_venue_it_runs_on_in_its_title_account_and_status_bar(
+    desk: Desk,
+) -> None:
+    """The venue says what the desk runs on; the window shows its words, not a guess of its own
+    (a paper account on live quotes, or a live one, will say so in the same three places)."""
+    async def scenario() -> None:
+        window = await desk.open()
+        world = window.world
+        assert world is not None
+        label = world.venue.label
+        assert label == "Offline replay"
+        assert label in window.windowTitle()
+        assert window.panels["account"].venue.text() == label
+        assert window.statusBar().connection_label.text() == label
+
+    desk.run(scenario)

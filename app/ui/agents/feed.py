@@ -1,11 +1,11 @@
-"""What the agent table shows, gathered: each agent's row from the stores, the queue and the ledger.
+"""What the agent table shows, gathered: each agent's row from the stores, the queue and its fills.
 
 Kept apart from the panel so the widget is about layout and actions, and so the cost of a refresh
 is visible in one place. A refresh runs up to four times a second during a fast replay, so each
 part is read the cheap way: the agent list and a task by its key are single small reads on the
 loop; LLM usage is summed from the table once per agent and then kept current from the
 ``LLMCallRecorded`` events (re-summing every call on every refresh would grow with the run); the
-ledger's fills are read incrementally, off the loop.
+account's fills are read once through the broker port and then arrive as ``OrderFilled`` events.
 """
 
 from __future__ import annotations
@@ -14,25 +14,28 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from app.agents.conversation_store import UsageTotals
-from app.events import LLMCallRecorded
+from app.events import LLMCallRecorded, OrderFilled
 from app.ui.agents.agent_table import AgentRow
-from app.ui.agents.pnl import AgentFillReader, PnLTracker
+from app.ui.agents.pnl import PnLTracker
 
 if TYPE_CHECKING:
     from app.runtime.world import World
 
 
 class AgentFeed:
-    """Builds the table's rows for one runtime; ``close`` releases its ledger connection."""
+    """Builds the table's rows for one world."""
 
     def __init__(self, world: World) -> None:
         self.world = world
         broker = world.venue.broker
-        self.pnl = PnLTracker(AgentFillReader(world.ledger), broker.last_price)
+        self.pnl = PnLTracker(broker, broker.last_price)
         self._usage: dict[str, UsageTotals] = {}
 
     def close(self) -> None:
-        self.pnl.close()
+        """Nothing to release: the feed reads through the ports and the stores' own reads."""
+
+    def on_fill(self, event: OrderFilled) -> None:
+        self.pnl.on_fill(event.fill)
 
     def on_llm_call(self, event: LLMCallRecorded) -> None:
         """Add the call to the agent's totals. An agent not read yet is left to its first read,

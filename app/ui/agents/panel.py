@@ -37,6 +37,7 @@ from app.events import (
     ClockAdvanced,
     Event,
     LLMCallRecorded,
+    OrderFilled,
     TaskFinished,
     TaskQueued,
 )
@@ -101,6 +102,7 @@ class AgentsPanel(QWidget):
         for event_type in _LIVE_EVENTS:
             self.link.subscribe(event_type, self._on_event)
         self.link.subscribe(LLMCallRecorded, self._on_llm_call)
+        self.link.subscribe(OrderFilled, self._on_fill)
         self.link.attach(self)
         self.tasks.attach(self)
         feed = self.feed
@@ -179,6 +181,10 @@ class AgentsPanel(QWidget):
 
     def _on_llm_call(self, event: LLMCallRecorded) -> None:
         self.feed.on_llm_call(event)
+        self.throttle.request()
+
+    def _on_fill(self, event: OrderFilled) -> None:
+        self.feed.on_fill(event)
         self.throttle.request()
 
     async def refresh(self) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.agents.history import ConversationHistory
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Question, QuestionKind, Task
 from app.domain.errors import KestrelError
 from app.events import (
@@ -30,6 +31,7 @@ from app.events import (
     QuestionAnswered,
     QuestionAsked,
 )
+from app.store.audit_trail import ledger_reader
 from app.ui.chat.builder import ConversationBuilder, Delta
 from app.ui.chat.cards import CardHooks
 from app.ui.chat.composer import Composer
@@ -77,7 +79,7 @@ class ChatPanel(QWidget):
         self._generation = 0  # bumped on each switch: a page read for another agent is dropped
         self._timing: list[ToolEntry] = []
         self.tasks = TaskSet(on_error=self._task_failed)
-        self.reader = ChatReader(world.ledger)
+        self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
         self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer)
         self._build()
         self._flush_timer = QTimer(self)
