@@ -1,8 +1,10 @@
 """A small typed async event bus: immutable, past-tense events; isolated subscribers.
 
 Producers (agents, the broker, the memory bank) publish; the GUI, the tray and Telegram subscribe;
-nothing polls. A failing subscriber is logged and the others still run. The bus is used from the
-event loop's thread only; a worker thread hands events over with ``loop.call_soon_threadsafe``.
+nothing polls. A producer below the runtime (the broker) is handed an ``EventSink`` (a plain
+callable), so it needs neither the bus nor to know who listens. A failing subscriber is logged
+and the others still run. The bus is used from the event loop's thread only; a worker thread
+hands events over with ``loop.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, TypeVar
+
+from app.domain.trading import Fill, Order
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +159,46 @@ class ClockAdvanced(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class OrderPlaced(Event):
+    """A broker accepted an order (``order`` is a copy as it was placed)."""
+
+    order: Order
+
+
+@dataclass(frozen=True, slots=True)
+class OrderCancelled(Event):
+    """An order left the book without (fully) filling: cancelled on request, by its other exit
+    (one-cancels-other), or expired (``order.status`` says which, ``order.reason`` why)."""
+
+    order: Order
+
+
+@dataclass(frozen=True, slots=True)
+class OrderFilled(Event):
+    """An order (part-)filled; ``order`` is a copy after the fill, with its client id and exit
+    kind, which the agent that placed it is told along with the fill."""
+
+    fill: Fill
+    order: Order
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRejected(Event):
+    """An order was refused before reaching the book: by the Risk Guard (``source="risk"``,
+    ``rule`` the guard's rule) or by the broker (``source="broker"``, ``rule`` the error code)."""
+
+    agent_id: str
+    symbol: str
+    side: str
+    order_type: str
+    quantity: Decimal
+    source: str
+    rule: str
+    reason: str
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class KillSwitchTripped(Event):
     """The kill switch tripped: no new order passes the Risk Guard until a person resets it.
 
@@ -216,6 +261,8 @@ class ReconciliationMismatch(Event):
 
 E = TypeVar("E", bound=Event)
 Handler = Callable[[Any], Awaitable[None] | None]
+# how a producer below the runtime publishes (the runtime hands in ``bus.publish_nowait``)
+EventSink = Callable[[Event], None]
 
 
 class EventBus:

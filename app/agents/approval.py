@@ -11,30 +11,13 @@ from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from app.domain.numbers import PlainDecimal
+from app.config.approval import ApprovalSettings
 from app.domain.trading import Mode
 
 ORDER_TOOLS = frozenset({"create_order"})
 APPROVE_WORDS = frozenset({"approve", "approved", "yes", "ok", "go", "confirm", "y"})
 APPROVE_REPLY = "Approve"
 REFUSE_REPLY = "Refuse"
-
-
-class ApprovalSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    live_orders: bool = Field(
-        default=True, description="Every order in LIVE mode waits for the person's approval."
-    )
-    above_quote: PlainDecimal | None = Field(
-        default=None, gt=0,
-        description="Orders worth more than this (quote currency) wait for approval; empty: none.",
-    )
-    new_symbols: bool = Field(
-        default=False, description="The first order in a symbol never traded before waits."
-    )
 
 
 def approval_reason(

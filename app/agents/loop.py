@@ -30,7 +30,6 @@ from app.agents.approval import (
     APPROVE_REPLY,
     ORDER_TOOLS,
     REFUSE_REPLY,
-    ApprovalSettings,
     approval_reason,
     is_approval,
 )
@@ -49,6 +48,7 @@ from app.agents.loop_share import LoopShare, NoShare
 from app.agents.repeats import repeated_order
 from app.agents.task_data import gather, with_task_data
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
+from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import InvalidOrderError, ToolError

@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt import account as views
+from app.ccxt.announce import Announcer
 from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
 from app.ccxt.credentials import ApiKeys
@@ -44,7 +45,7 @@ from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
-from app.ccxt.settings import ExchangeSettings
+from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import (
@@ -62,12 +63,14 @@ from app.domain.trading import (
     Fill,
     Mode,
     Order,
+    OrderStatus,
     OrderType,
     Position,
     Side,
 )
+from app.events import EventSink
 from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import CheckedOrder, OrderRequest
+from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
@@ -105,6 +108,8 @@ class CcxtBroker:
         quote_currency: the account's currency; only pairs quoted in it are traded.
         on_step: awaited at "journaled" and "sending" (crash tests stop the process there).
         balance_fresh_s: how long fetched balances serve ``precheck`` and ``risk_view``.
+        events: where orders placed, cancelled, filled and refused are announced (the runtime
+            hands in its bus's ``publish_nowait``); None announces nothing.
     """
 
     mode = Mode.LIVE
@@ -123,6 +128,7 @@ class CcxtBroker:
         balance_fresh_s: float = 2.0,
         taker_fee: Decimal = Decimal("0.001"),
         monotonic: Callable[[], float] = time.monotonic,
+        events: EventSink | None = None,
     ) -> None:
         self.exchange = exchange
         self.market = market
@@ -141,7 +147,9 @@ class CcxtBroker:
         self._balances: dict[str, AssetBalance] = {}
         self._balances_mono: float | None = None
         self._prices: dict[str, Decimal] = {}
-        self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read)
+        self.announce = Announcer(journal, self.venue, quote_currency, self._base, events)
+        self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read,
+                              on_fills=self.announce.filled)
 
     async def close(self) -> None:
         """Close the exchange's session (on the loop that opened it); the market is the
@@ -231,6 +239,13 @@ class CcxtBroker:
         return self.market_rules(symbol).floor_amount(req.quote_amount / (at * (1 + self._taker)))
 
     async def create_order(self, req: OrderRequest) -> Order:
+        try:
+            return await self._create(req)
+        except (InvalidOrderError, InsufficientFundsError, NotFoundError) as exc:
+            self.announce.rejected(req, exc, self.clock.now_ms())
+            raise
+
+    async def _create(self, req: OrderRequest) -> Order:
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = self._prices.get(symbol) or await self.last_price(symbol)
@@ -314,7 +329,9 @@ class CcxtBroker:
             raise unknown_outcome(
                 None, self.venue, entry.client_order_id, entry.agent_order_id, check.why)
         self.unknown_run = 0
-        entry = await self.sync.apply(entry, answer)
+        entry = self.sync.record(entry, answer)
+        self.announce.placed(to_order(entry))  # before its fills, as the exchange saw it
+        await self.sync.record_fills(entry, answer)
         return to_order(entry)
 
     async def _create_request(self, entry: JournalEntry) -> Any:
@@ -428,7 +445,10 @@ class CcxtBroker:
             entry = await self._refresh(entry)
         else:
             entry = await self.sync.apply(entry, raw)
-        return to_order(entry)
+        order = to_order(entry)
+        if order.status is OrderStatus.CANCELLED:
+            self.announce.cancelled(order)
+        return order
 
     async def _refresh(self, entry: JournalEntry) -> JournalEntry:
         raw = await self.sync.fetch_by_id(entry)
@@ -481,6 +501,7 @@ class CcxtBroker:
         balances = await self.refresh_balances()
         positions, equity = await self._valued(balances)
         stats = self._account_stats(equity)
+        self.journal.record_equity(self.venue, self.clock.now_ms(), equity)
         cash = balances.get(self.quote_currency)
         states = [s for s in JournalState if s.on_exchange_open]
         return AccountState(
@@ -512,7 +533,7 @@ class CcxtBroker:
         self.journal.set_meta(self.venue, {k: str(v) for k, v in stats.items()})
         return stats
 
-    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
         wanted = None if symbol is None else self.canonical_symbol(symbol)
         for sym in [wanted] if wanted is not None else self.journal.symbols(self.venue):
             assert sym is not None
@@ -520,8 +541,12 @@ class CcxtBroker:
         fills = self.journal.fills(self.venue, wanted, limit=None)
         agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
         bases = {f.symbol: self._base(f.symbol) for f in fills}
-        out = to_fills(fills, agents, bases, self.quote_currency)
-        return out[-limit:] if limit else out
+        out = to_fills(fills, agents, bases, self.quote_currency)[::-1]  # newest first
+        return out[:limit] if limit is not None else out
+
+    async def equity_curve(self, from_ms: int = -1) -> list[EquityPoint]:
+        """The equity of each account reading at or after ``from_ms`` (kept in the journal)."""
+        return [EquityPoint(t, e) for t, e in self.journal.equity_points(self.venue, from_ms)]
 
     def position_size(self, symbol: str) -> Decimal:
         balance = self._balances.get(self._base(symbol))

@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from app.ccxt.settings import ExchangeSettings
+from app.config.exchanges import ExchangeSettings
 from app.domain.errors import OperationalError
 
 DEFAULT_OPTIONS: Mapping[str, Any] = {"fetchMarkets": {"types": ["spot"]}}

@@ -35,8 +35,8 @@ from app.ccxt import candles
 from app.ccxt.client import build_exchange
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read
 from app.ccxt.rules import MarketFees, market_fees, market_rules
-from app.ccxt.settings import ExchangeSettings
 from app.ccxt.streams import CandleStream
+from app.config.exchanges import ExchangeSettings
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import InvalidParameterError, NotFoundError, OperationalError
 from app.domain.market import BookLevel, OrderBook, Ticker, interval_ms, is_interval
@@ -531,4 +531,5 @@ def parse_book(symbol: str, raw: Mapping[str, Any], rules: MarketRules, now_ms: 
 def _trimmed(book: OrderBook, limit: int) -> OrderBook:
     if len(book.bids) <= limit and len(book.asks) <= limit:
         return book
-    return OrderBook(book.symbol, book.timestamp_ms, book.bids[:limit], book.asks[:limit])
+    return OrderBook(book.symbol, book.timestamp_ms, book.bids[:limit], book.asks[:limit],
+                     book.synthetic)

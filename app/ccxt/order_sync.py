@@ -16,7 +16,7 @@ from app.ccxt.orders import ZERO, changes_from, fills_from
 from app.ccxt.outcome import check_answer
 from app.domain.clock import Clock
 from app.domain.errors import NotFoundError
-from app.store.order_journal import JournalEntry, JournalState, OrderJournal
+from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
 # how the trade history is paged per exchange: by trade id (``fromId``) or by time (``since``)
 TRADE_CURSOR: Mapping[str, str] = {"binance": "fromId"}
@@ -33,13 +33,22 @@ class OrderSync:
     """
 
     def __init__(self, exchange: Any, journal: OrderJournal, id_rules: ClientIdRules,
-                 clock: Clock, read: Read) -> None:
+                 clock: Clock, read: Read,
+                 on_fills: Callable[[JournalEntry, list[JournalFill]], None] | None = None,
+                 ) -> None:
         self.exchange = exchange
         self.journal = journal
         self.venue = str(exchange.id)
         self.id_rules = id_rules
         self.clock = clock
         self._read = read
+        self._on_fills = on_fills
+
+    def _add_fills(self, entry: JournalEntry, fills: list[JournalFill]) -> None:
+        """Store fills of ``entry``'s order; the new ones are told to ``on_fills``."""
+        new = self.journal.add_fills(fills)
+        if new and self._on_fills is not None:
+            self._on_fills(entry, new)
 
     async def lookup(self, entry: JournalEntry) -> Mapping[str, Any] | None:
         """The exchange's order with ``entry``'s client order id, or ``None`` when it has none."""
@@ -66,14 +75,23 @@ class OrderSync:
     async def apply(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
         """Write what the exchange says of an order to the journal, with every fill it has:
         the answer's own trades, and the trade history for any part they do not cover."""
+        entry = self.record(entry, raw)
+        await self.record_fills(entry, raw)
+        return entry
+
+    def record(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
+        """Write what the exchange says of an order (its state, ids, amounts) to the journal."""
         changes = changes_from(raw, self.clock.now_ms())
         if entry.state.in_flight or entry.state is JournalState.NOT_PLACED:
             changes["reason"] = ""  # found: the lookup's story is over
-        entry = self.journal.update(entry, **changes)
+        return self.journal.update(entry, **changes)
+
+    async def record_fills(self, entry: JournalEntry, raw: Mapping[str, Any]) -> None:
+        """Store the fills of an order the exchange reported: its answer's trades, and the
+        trade history for any part they do not cover."""
         when = raw.get("lastTradeTimestamp") or raw.get("timestamp") or self.clock.now_ms()
-        self.journal.add_fills(fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
+        self._add_fills(entry, fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
         await self.complete_fills(entry)
-        return entry
 
     async def complete_fills(self, entry: JournalEntry) -> None:
         """Fetch the order's trades when the journal holds less than the exchange executed."""
@@ -89,7 +107,7 @@ class OrderSync:
             f"fetching the trades of order {entry.exchange_order_id}",
         )
         mine = [t for t in trades if str(t.get("order")) == entry.exchange_order_id]
-        self.journal.add_fills(fills_from(mine, self.venue, entry))
+        self._add_fills(entry, fills_from(mine, self.venue, entry))
 
     async def fetch_open(self, symbol: str | None = None) -> list[Mapping[str, Any]]:
         return await self._read(lambda: self.exchange.fetch_open_orders(symbol),
@@ -137,7 +155,7 @@ class OrderSync:
                 if entry is None:
                     foreign.append(trade)
                 else:
-                    self.journal.add_fills(fills_from([trade], self.venue, entry))
+                    self._add_fills(entry, fills_from([trade], self.venue, entry))
             if trades:
                 last = trades[-1]
                 cursor = str(last["id"] if by_id else last["timestamp"])

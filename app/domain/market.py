@@ -82,12 +82,17 @@ class BookLevel:
 
 @dataclass(frozen=True, slots=True)
 class OrderBook:
-    """Depth of market: bids best (highest) first, asks best (lowest) first."""
+    """Depth of market: bids best (highest) first, asks best (lowest) first.
+
+    ``synthetic``: derived from candles (a replay has no real depth), not a venue's own book;
+    whoever shows the book says so.
+    """
 
     symbol: str
     timestamp_ms: int
     bids: tuple[BookLevel, ...]
     asks: tuple[BookLevel, ...]
+    synthetic: bool = False
 
     @property
     def best_bid(self) -> Decimal | None:

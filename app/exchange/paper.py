@@ -4,10 +4,16 @@ It serves backtests and paper trading alike. Orders fill only against candles th
 after the order was placed (see ``matching`` for the convention), fees and slippage are charged,
 market rules are enforced, and every change is committed to the ledger before it counts, so a
 restart (even after kill -9) rebuilds exactly the committed account.
+
+The broker is order entry and the port's answers; what it works on is split along its seams: the
+account's state (``paper_account``), the candles it sees (``bar_window``), filling orders against
+them (``settlement``) and valuing the account (``valuation``). Orders placed, cancelled, filled and
+refused are announced through the event sink it is given (``app.events``), after their commit.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from decimal import Decimal
 
@@ -20,42 +26,43 @@ from app.domain.errors import (
     InvalidOrderError,
     NotFoundError,
     OperationalError,
+    ToolError,
 )
+from app.domain.risk_view import RiskView
 from app.domain.trading import (
+    AccountState,
+    Fill,
     Mode,
     Order,
     OrderStatus,
     OrderType,
+    Position,
     Side,
 )
-from app.exchange.book import ZERO, AccountBook, quote_up
+from app.events import EventSink, OrderCancelled, OrderPlaced, OrderRejected
+from app.exchange import valuation
+from app.exchange.bar_window import BarWindow
+from app.exchange.book import ZERO, quote_up
 from app.exchange.market_rules import MarketRules, default_rules, fmt
-from app.exchange.matching import Bar, Match, match_order
-from app.exchange.port import CheckedOrder, OrderRequest
-from app.exchange.settlement import SettlementMixin
+from app.exchange.paper_account import PaperAccount, split_symbol
+from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.settlement import Costs, Settlement
 from app.exchange.validation import check_request, check_rules
-from app.exchange.views import AccountViewsMixin
 from app.market.port import MarketData
-from app.market.series import KlineSeries, to_decimal
 from app.store.ledger import Ledger, OrderRecord
 
-DAY_MS = 86_400_000
-BPS = Decimal("0.0001")
+__all__ = ["Costs", "PaperBroker"]
 
 
-def split_symbol(symbol: str, default_quote: str) -> tuple[str, str]:
-    """``BTC/USDT`` -> (BTC, USDT); ``XRP/USDT:USDT`` -> (XRP, USDT); ``GOOG`` -> (GOOG, quote)."""
-    if "/" not in symbol:
-        return symbol, default_quote
-    base, _, rest = symbol.partition("/")
-    return base, rest.split(":")[0]
-
-
-class PaperBroker(SettlementMixin, AccountViewsMixin):
+class PaperBroker:
     """A simulated spot, long-only exchange account in one quote currency.
 
     Agent ids are case-insensitive (``agent_key``): an order belongs to its agent whatever the
     case its id is spelt in, for cancelling, client order ids and budgets alike.
+
+    Args:
+        events: where orders placed, cancelled, filled and refused are announced (the runtime
+            hands in its bus's ``publish_nowait``); None announces nothing.
     """
 
     def __init__(
@@ -71,6 +78,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         fee_taker: Decimal = Decimal("0.001"),
         slippage_bps: Decimal = Decimal("2"),
         rules: Mapping[str, MarketRules] | None = None,
+        events: EventSink | None = None,
     ) -> None:
         symbols = market.symbols()
         if quote_currency is None:
@@ -82,39 +90,27 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         self.ledger = ledger
         self.mode = mode
         self.quote_currency = quote_currency
-        self.fee_maker = fee_maker
-        self.fee_taker = fee_taker
-        self.slippage = slippage_bps * BPS
+        self._events = events
         self._rules = dict(rules or {})
-        self._price_decimals: dict[str, int] = {}
-        self._finest: dict[str, str] = {}
-        self._book = AccountBook(quote_currency)
-        self._records: dict[str, OrderRecord] = {}
-        self._open: dict[str, OrderRecord] = {}
-        self._by_client: dict[tuple[str, str], str] = {}
-        self._cursor_ms: dict[str, int] = {}
-        self._cursor_idx: dict[str, int] = {}
-        self._order_seq = 0
-        self._fill_seq = 0
-        self.initial_cash = initial_cash
-        self._stats: dict[str, Decimal] = {}
-        self._day = -1
-        self._last_settle_ms = -1
-        self._trough: Decimal | None = None  # lowest equity since the peak (None: not known)
-        self._restore_or_initialize(initial_cash)
+        self._window = BarWindow(market)
+        self._account = PaperAccount(quote_currency, initial_cash)
+        self._settlement = Settlement(
+            self._account, self._window, ledger, clock, self.market_rules,
+            Costs(fee_maker, fee_taker, slippage_bps), mode, events,
+        )
+        self._restore_or_initialize()
 
     # -- start-up ------------------------------------------------------------------------------
 
-    def _restore_or_initialize(self, initial_cash: Decimal) -> None:
+    def _restore_or_initialize(self) -> None:
+        account = self._account
         snap = self.ledger.load()
         if "initialized" not in snap.meta:
-            self._book.balances[self.quote_currency] = initial_cash
-            self._stats = {"peak_equity": initial_cash, "day_start_equity": initial_cash,
-                           "max_drawdown_pct": ZERO, "last_equity": initial_cash}
+            account.fund()
             self.ledger.initialize(
-                {self.quote_currency: initial_cash},
+                {self.quote_currency: account.initial_cash},
                 {"quote_currency": self.quote_currency, "mode": self.mode.value,
-                 "initial_cash": str(initial_cash)},
+                 "initial_cash": str(account.initial_cash)},
             )
             return
         meta = snap.meta
@@ -123,46 +119,39 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
                 f"the ledger belongs to a {meta['mode']} account in {meta['quote_currency']}, "
                 f"not a {self.mode.value} account in {self.quote_currency}"
             )
-        self.initial_cash = Decimal(meta["initial_cash"])
-        self._book.balances = dict(snap.balances)
-        for symbol, pos in snap.positions.items():
-            book = self._book.position(symbol)
-            book.size, book.avg_price, book.realized_pnl = pos.size, pos.avg_price, pos.realized_pnl
-        self._book.holdings = dict(snap.holdings)
-        for record in snap.orders:
-            self._index(record)
-        self._order_seq = len(snap.orders)
-        self._fill_seq = snap.fill_count
-        self._stats = {
-            key: Decimal(meta.get(key, str(self.initial_cash)))
-            for key in ("peak_equity", "day_start_equity", "last_equity")
-        }
-        self._stats["max_drawdown_pct"] = Decimal(meta.get("max_drawdown_pct", "0"))
-        self._day = int(meta.get("day", "-1"))
-        self._last_settle_ms = int(meta.get("settled_ms", "-1"))
-        for key, value in meta.items():
-            if key.startswith("cursor:"):
-                self._cursor_ms[key[len("cursor:"):]] = int(value)
+        account.restore(snap)
 
-    def _index(self, record: OrderRecord) -> None:
-        order = record.order
-        self._records[order.order_id] = record
-        self._by_client[(agent_key(order.agent_id), order.client_order_id)] = order.order_id
-        if order.status.is_open:
-            self._open[order.order_id] = record
-            if record.reserved:
-                self._book.reserve(self._reserve_asset(order), record.reserved)
-
-    def _reserve_asset(self, order: Order) -> str:
-        if order.side is Side.BUY:
-            return self.quote_currency
-        return split_symbol(order.symbol, self.quote_currency)[0]
+    @property
+    def initial_cash(self) -> Decimal:
+        return self._account.initial_cash
 
     @property
     def settled_ms(self) -> int:
         """The clock time of the last committed settle (-1 before the first): where a resumed
         loop continues."""
-        return self._last_settle_ms
+        return self._account.stats.settled_ms
+
+    # -- costs ---------------------------------------------------------------------------------
+
+    @property
+    def costs(self) -> Costs:
+        return self._settlement.costs
+
+    def set_costs(self, costs: Costs) -> None:
+        """Charge ``costs`` from now on: orders placed and fills made after this call."""
+        self._settlement.costs = costs
+
+    @property
+    def fee_maker(self) -> Decimal:
+        return self._settlement.costs.fee_maker
+
+    @property
+    def fee_taker(self) -> Decimal:
+        return self._settlement.costs.fee_taker
+
+    @property
+    def slippage(self) -> Decimal:
+        return self._settlement.costs.slippage
 
     # -- market access -------------------------------------------------------------------------
 
@@ -187,55 +176,14 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     def market_rules(self, symbol: str) -> MarketRules:
         rules = self._rules.get(symbol)
         if rules is None:
-            rules = default_rules(symbol, self._decimals(symbol))
+            rules = default_rules(symbol, self._window.decimals(symbol))
             self._rules[symbol] = rules
         return rules
-
-    def _decimals(self, symbol: str) -> int:
-        """The symbol's price precision, asked once: the market rules are built on it too."""
-        decimals = self._price_decimals.get(symbol)
-        if decimals is None:
-            decimals = self._price_decimals[symbol] = self.market.price_decimals(symbol)
-        return decimals
-
-    def _interval(self, symbol: str) -> str:
-        """The finest interval of ``symbol``, asked once (settle needs it every bar)."""
-        interval = self._finest.get(symbol)
-        if interval is None:
-            finest = getattr(self.market, "finest_interval", None)
-            interval = finest(symbol) if finest is not None else self.market.intervals(symbol)[0]
-            self._finest[symbol] = interval
-        return interval
-
-    def _bars(self, symbol: str) -> tuple[KlineSeries, int]:
-        """The symbol's finest candles and how many of them are visible and complete now."""
-        interval = self._interval(symbol)
-        source = self.market.prefix_source(symbol, interval)
-        if source is not None:
-            return source.full, source.visible
-        series_now = getattr(self.market, "series_now", None)
-        if series_now is None:
-            raise TypeError("PaperBroker needs a market with prefix_source or series_now")
-        series: KlineSeries = series_now(symbol, interval)
-        return series, len(series) if series.last_complete else len(series) - 1
-
-    def _mark(
-        self, symbol: str, bars: tuple[KlineSeries, int] | None = None
-    ) -> Decimal | None:
-        """The last visible close: the price positions are valued at and market orders refer to.
-
-        Args:
-            bars: ``_bars(symbol)`` when the caller has just computed it at the same clock time.
-        """
-        full, visible = self._bars(symbol) if bars is None else bars
-        if visible <= 0:
-            return None
-        return to_decimal(full.close.item(visible - 1), self._decimals(symbol))
 
     async def last_price(self, symbol: str) -> Decimal:
         """The last traded price (the newest visible close, as ``market.ticker`` reports it)."""
         symbol = self.canonical_symbol(symbol)
-        mark = self._mark(symbol)
+        mark = self._window.mark(symbol)
         if mark is None:
             raise InsufficientDataError(
                 f"No {symbol} price is visible yet; wait for the first candle to close.",
@@ -253,36 +201,47 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
     # -- orders --------------------------------------------------------------------------------
 
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
-        order_id = self._by_client.get((agent_key(agent_id), client_order_id))
-        return None if order_id is None else self._records[order_id].order
+        return self._account.find(agent_id, client_order_id)
 
     async def precheck(self, req: OrderRequest) -> CheckedOrder:
         """Every check ``create_order`` makes, without placing; what it would place and reserve.
 
         The tools call it before the Risk Guard so the guard only judges well-formed orders, and
-        counts the quote the order will really hold back.
+        counts the quote the order will really hold back. A refusal is announced
+        (``OrderRejected``).
         """
+        try:
+            symbol, quantity, _quote_amount, reserved, ref = await self._check(req)
+        except ToolError as exc:
+            self._rejected(req, exc)
+            raise
+        return CheckedOrder(symbol, quantity, ref, reserved if req.side is Side.BUY else ZERO)
+
+    async def _check(
+        self, req: OrderRequest
+    ) -> tuple[str, Decimal, Decimal | None, Decimal, Decimal]:
+        """Symbol, quantity, quote budget, reservation and reference price of a valid order."""
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = await self.last_price(symbol)
         quantity, quote_amount = self.resolve_quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
         reserved = self._check_funds(req, symbol, quantity, quote_amount, ref)
-        return CheckedOrder(symbol, quantity, ref, reserved if req.side is Side.BUY else ZERO)
+        return symbol, quantity, quote_amount, reserved, ref
 
     async def create_order(self, req: OrderRequest) -> Order:
         if req.client_order_id:
             existing = self.find_order(req.agent_id, req.client_order_id)
             if existing is not None:
                 return existing
-        check_request(req)
-        symbol = self.canonical_symbol(req.symbol)
-        ref = await self.last_price(symbol)
-        quantity, quote_amount = self.resolve_quantity(req, symbol, ref)
-        check_rules(req, quantity, ref, self.market_rules(symbol))
-        reserved = self._check_funds(req, symbol, quantity, quote_amount, ref)
-        self._order_seq += 1
-        order_id = f"P{self._order_seq:08d}"
+        try:
+            symbol, quantity, quote_amount, reserved, _ref = await self._check(req)
+        except ToolError as exc:
+            self._rejected(req, exc)
+            raise
+        account = self._account
+        account.order_seq += 1
+        order_id = f"P{account.order_seq:08d}"
         now = self.clock.now_ms()
         order = Order(
             order_id=order_id, client_order_id=req.client_order_id or f"auto-{order_id}",
@@ -295,10 +254,20 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         try:
             self.ledger.save_order(record)  # committed before it can have any effect
         except BaseException:
-            self._order_seq -= 1
+            account.order_seq -= 1
             raise
-        self._index(record)
+        account.index(record)
+        if self._events is not None:
+            self._events(OrderPlaced(copy.copy(order)))
         return order
+
+    def _rejected(self, req: OrderRequest, exc: ToolError) -> None:
+        if self._events is not None:
+            self._events(OrderRejected(
+                agent_id=req.agent_id, symbol=req.symbol, side=req.side.value,
+                order_type=req.order_type.value, quantity=req.quantity, source="broker",
+                rule=exc.code.value, reason=exc.message, time_ms=self.clock.now_ms(),
+            ))
 
     def resolve_quantity(
         self, req: OrderRequest, symbol: str, ref: Decimal
@@ -324,19 +293,19 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         """Refuse what the account cannot pay or deliver; return the amount to reserve."""
         base = split_symbol(symbol, self.quote_currency)[0]
         if req.side is Side.SELL:
-            held = self._book.total(base)
+            held = self._account.book.total(base)
             if held <= 0:
                 raise InvalidOrderError(
                     f"You hold no {base}: this is a spot, long-only account, so a SELL can only "
                     "reduce a position you hold (short selling is not allowed).",
                     details={"field": "side", "asset": base, "held": "0"},
                 )
-            available = self._book.free(base) if not req.reduce_only else held
+            available = self._account.book.free(base) if not req.reduce_only else held
             if quantity > available:
                 raise InsufficientFundsError(
                     f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(available)} "
                     f"(held {fmt(held)}, reserved by open sell orders "
-                    f"{fmt(held - self._book.free(base))}).",
+                    f"{fmt(held - self._account.book.free(base))}).",
                     details={"asset": base, "needed": fmt(quantity), "free": fmt(available)},
                 )
             return ZERO if req.reduce_only else quantity
@@ -349,7 +318,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         else:
             at = req.stop_price if req.order_type is OrderType.STOP else ref
             needed = quote_up(quantity * (at or ref) * (1 + self.slippage) * (1 + self.fee_taker))
-        free = self._book.free(self.quote_currency)
+        free = self._account.book.free(self.quote_currency)
         if needed > free:
             raise InsufficientFundsError(
                 f"Not enough {self.quote_currency}: the order needs {fmt(needed)} (quantity "
@@ -359,27 +328,6 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
             )
         return needed
 
-    def _lookup(self, agent_id: str, symbol: str, order_id: str | None,
-                client_order_id: str | None) -> OrderRecord:
-        record = None
-        if order_id:
-            record = self._records.get(order_id)
-        elif client_order_id:
-            found = self._by_client.get((agent_key(agent_id), client_order_id))
-            record = None if found is None else self._records[found]
-        else:
-            raise InvalidOrderError(
-                "Give <order_id> or <client_order_id> to say which order.",
-                details={"field": "order_id"},
-            )
-        wanted = order_id or client_order_id
-        if record is None or record.order.symbol.upper() != symbol.upper():
-            raise NotFoundError(
-                f"No order {wanted!r} for {symbol} exists in this account.",
-                details={"order_id": wanted, "symbol": symbol},
-            )
-        return record
-
     async def cancel_order(
         self,
         agent_id: str,
@@ -387,7 +335,7 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         order_id: str | None = None,
         client_order_id: str | None = None,
     ) -> Order:
-        record = self._lookup(agent_id, symbol, order_id, client_order_id)
+        record = self._account.lookup(symbol, order_id, client_order_id, agent_id)
         order = record.order
         if agent_key(order.agent_id) != agent_key(agent_id):
             raise AccessDeniedError(
@@ -400,24 +348,15 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
                 f"Order {order.order_id} is already {order.status.value} and cannot be cancelled.",
                 details={"order_id": order.order_id, "status": order.status.value},
             )
-        self._close_order(record, OrderStatus.CANCELLED, "cancelled on request")
+        self._account.close_order(record, OrderStatus.CANCELLED, "cancelled on request",
+                                  self.clock.now_ms())
         self.ledger.save_order(record)
+        if self._events is not None:
+            self._events(OrderCancelled(copy.copy(order)))
         return order
 
-    def _close_order(self, record: OrderRecord, status: OrderStatus, why: str) -> None:
-        """Take an order off the book in memory (the caller commits it) and free its reservation."""
-        order = record.order
-        order.status = status
-        order.updated_ms = self.clock.now_ms()
-        if why:
-            order.reason = f"{order.reason}; {why}" if order.reason else why
-        if record.reserved:
-            self._book.release(self._reserve_asset(order), record.reserved)
-            record.reserved = ZERO
-        self._open.pop(order.order_id, None)
-
     async def get_order(self, agent_id: str, symbol: str, order_id: str) -> Order:
-        return self._lookup(agent_id, symbol, order_id, None).order
+        return self._account.lookup(symbol, order_id, None, agent_id).order
 
     async def open_orders(
         self, agent_id: str | None = None, symbol: str | None = None
@@ -425,20 +364,44 @@ class PaperBroker(SettlementMixin, AccountViewsMixin):
         wanted = None if symbol is None else self.canonical_symbol(symbol)
         owner = None if agent_id is None else agent_key(agent_id)
         return [
-            r.order for r in self._open.values()
+            r.order for r in self._account.open.values()
             if (owner is None or agent_key(r.order.agent_id) == owner)
             and (wanted is None or r.order.symbol == wanted)
         ]
 
-    # used by SettlementMixin
-    def _bar(self, full: KlineSeries, index: int, decimals: int) -> Bar:
-        return Bar(
-            full.timestamp_ms.item(index),
-            to_decimal(full.open.item(index), decimals),
-            to_decimal(full.high.item(index), decimals),
-            to_decimal(full.low.item(index), decimals),
-            to_decimal(full.close.item(index), decimals),
-        )
+    # -- settling and reading the account ------------------------------------------------------
 
-    def _match(self, order: Order, bar: Bar) -> Match | None:
-        return match_order(order, bar, self.slippage, self.market_rules(order.symbol))
+    def settle(self) -> list[Fill]:
+        """Fill what the candles visible since the last settle allow; commit an equity point."""
+        return self._settlement.settle()
+
+    def position_size(self, symbol: str) -> Decimal:
+        return self._account.book.position(symbol).size
+
+    def free(self, asset: str) -> Decimal:
+        return self._account.book.free(asset)
+
+    async def positions(self, symbol: str | None = None) -> list[Position]:
+        return valuation.positions(self._account, self._marks(), symbol)
+
+    async def account(self) -> AccountState:
+        return valuation.account_state(self._account, self._marks(), self.mode)
+
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
+        wanted = None if symbol is None else self.canonical_symbol(symbol)
+        fills = self.ledger.fills(wanted, limit)
+        return fills if limit is not None else fills[::-1]  # the ledger gives all oldest first
+
+    async def equity_curve(self, from_ms: int = -1) -> list[EquityPoint]:
+        """The account's equity after each settle at or after ``from_ms``, oldest first."""
+        return [EquityPoint(t, e) for t, e, _cash in self.ledger.equity_curve(from_ms)]
+
+    def risk_view(self) -> RiskView:
+        return valuation.risk_view(self._account, self._marks(), self.clock.now_ms())
+
+    def snapshot(self) -> dict[str, object]:
+        """A comparable picture of the whole account, for tests and the crash-recovery check."""
+        return valuation.snapshot(self._account)
+
+    def _marks(self) -> dict[str, Decimal]:
+        return valuation.marks(self._account, self._window)

@@ -1,7 +1,10 @@
-"""The ``Broker`` port: what tools and the backtest engine ask of any broker, simulated or real.
+"""The ``Broker`` port: what tools, the runtime and the panels ask of any broker, simulated or real.
 
-The paper broker implements it now; a ccxt broker implements it for live trading later. Tools never
-see which one they talk to, except through ``mode``, which every agent can read.
+``PaperBroker`` (backtests, paper trading) and ``CcxtBroker`` (a live account) implement it. Nothing
+above a venue sees which one it talks to, except through ``mode``, which every agent can read.
+A broker announces what happens to orders (``OrderPlaced``, ``OrderCancelled``, ``OrderFilled``,
+and its own refusals as ``OrderRejected``) through the event sink it is built with; panels and the
+agents' fill routing follow those events and read the rest through this port.
 """
 
 from __future__ import annotations
@@ -58,6 +61,14 @@ class CheckedOrder:
     reserve: Decimal
 
 
+@dataclass(frozen=True, slots=True)
+class EquityPoint:
+    """The account's equity (quote currency) at one moment of its history."""
+
+    time_ms: int
+    equity: Decimal
+
+
 class Broker(Protocol):
     mode: Mode
 
@@ -92,7 +103,13 @@ class Broker(Protocol):
     async def positions(self, symbol: str | None = None) -> list[Position]:
         ...
 
-    async def trades(self, symbol: str | None = None, limit: int = 20) -> list[Fill]:
+    async def trades(self, symbol: str | None = None, limit: int | None = 20) -> list[Fill]:
+        """The account's newest ``limit`` fills (None: all of them), newest first."""
+        ...
+
+    async def equity_curve(self, from_ms: int = -1) -> list[EquityPoint]:
+        """The account's equity history at or after ``from_ms``, oldest first (the last point
+        may be revised: it is the newest value of the latest moment)."""
         ...
 
     def risk_view(self) -> RiskView:

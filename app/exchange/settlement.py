@@ -1,79 +1,128 @@
-"""Settlement of the paper broker: running open orders against newly visible candles.
+"""Settlement of the paper account: running open orders against newly visible candles.
 
-``settle()`` is called after each clock advance. It walks every candle that became visible since the
-last settle, in time order across symbols, fills what the candle allows, and commits each fill with
-its balance change in one ledger transaction; then it commits the settle cursor and an equity point.
-Re-running a settle over candles already seen (after a crash between a fill and the cursor commit)
-gives the same result, because filled orders are no longer open and the rest match identically.
+``Settlement.settle`` is called after each clock advance. It walks every candle that became
+visible since the last settle, in time order across symbols, fills what the candle allows, and
+commits each fill with its balance change in one ledger transaction; then it commits the settle
+cursor and an equity point. Re-running a settle over candles already seen (after a crash between
+a fill and the cursor commit) gives the same result, because filled orders are no longer open and
+the rest match identically. Each fill, and each order it closes, is announced through the event
+sink after its commit.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
+from app.domain.clock import Clock
 from app.domain.trading import ExitKind, Fill, Mode, OrderStatus, OrderType, Side
+from app.events import EventSink, OrderCancelled, OrderFilled
+from app.exchange import valuation
+from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_down, quote_up
-from app.exchange.market_rules import fmt
-from app.exchange.matching import Bar, Match, priority
+from app.exchange.market_rules import MarketRules, fmt
+from app.exchange.matching import Bar, Match, match_order, priority
+from app.exchange.paper_account import PaperAccount
+from app.market.series import KlineSeries
+from app.store.ledger import Ledger, OrderRecord
 
-if TYPE_CHECKING:
-    from app.exchange.paper import PaperBroker
-    from app.market.series import KlineSeries
-    from app.store.ledger import OrderRecord
-
-DAY_MS = 86_400_000
+BPS = Decimal("0.0001")
 _EXITS = (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS)
 
 
-class SettlementMixin:
-    """The settle half of ``PaperBroker`` (split off to keep each module to one job)."""
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """The simulated exchange's charges: maker and taker fee (0.001 = 0.1%) and the adverse
+    slippage of market and stop fills in basis points."""
 
-    def settle(self: PaperBroker) -> list[Fill]:
+    fee_maker: Decimal = Decimal("0.001")
+    fee_taker: Decimal = Decimal("0.001")
+    slippage_bps: Decimal = Decimal(2)
+
+    @property
+    def slippage(self) -> Decimal:
+        return self.slippage_bps * BPS
+
+
+class Settlement:
+    """Fills the account's open orders against the candles the window shows.
+
+    Args:
+        rules: the market rules of a symbol (the broker's, built once per symbol).
+        emit: where fills and closed orders are announced; None announces nothing.
+    """
+
+    def __init__(
+        self,
+        account: PaperAccount,
+        window: BarWindow,
+        ledger: Ledger,
+        clock: Clock,
+        rules: Callable[[str], MarketRules],
+        costs: Costs,
+        mode: Mode,
+        emit: EventSink | None = None,
+    ) -> None:
+        self.account = account
+        self.window = window
+        self.ledger = ledger
+        self.clock = clock
+        self.rules = rules
+        self.costs = costs
+        self.mode = mode
+        self.emit = emit
+
+    def settle(self) -> list[Fill]:
         """Process every candle visible since the last settle; return the fills it produced."""
+        account, window = self.account, self.window
         now = self.clock.now_ms()
-        open_symbols = {r.order.symbol for r in self._open.values()} if self._open else ()
+        opened = account.open
+        open_symbols = {r.order.symbol for r in opened.values()} if opened else ()
         events: list[tuple[int, str, int]] = []
         sources: dict[str, KlineSeries] = {}
         seen: dict[str, tuple[KlineSeries, int]] = {}
-        for symbol in self.market.symbols():
-            full, visible = self._bars(symbol)
+        cursors = account.cursor_ms
+        for symbol in window.market.symbols():
+            full, visible = window.bars(symbol)
             if visible <= 0:
                 continue
             seen[symbol] = (full, visible)
             if symbol in open_symbols:
-                cursor = self._cursor_ms.get(symbol)
+                cursor = cursors.get(symbol)
                 start = 0 if cursor is None else int(
                     full.timestamp_ms.searchsorted(cursor, side="right")
                 )
                 sources[symbol] = full
                 events.extend((int(full.timestamp_ms[i]), symbol, i) for i in range(start, visible))
-            self._cursor_ms[symbol] = full.timestamp_ms.item(visible - 1)
+            cursors[symbol] = full.timestamp_ms.item(visible - 1)
         events.sort()
         fills: list[Fill] = []
         for _ts, symbol, index in events:
             fills.extend(self._settle_bar(symbol, sources[symbol], index))
-        if fills or now != self._last_settle_ms:
+        if fills or now != account.stats.settled_ms:
             self._record_point(now, seen)
         return fills
 
-    def _settle_bar(self: PaperBroker, symbol: str, full: KlineSeries, index: int) -> list[Fill]:
+    def _settle_bar(self, symbol: str, full: KlineSeries, index: int) -> list[Fill]:
         bar: Bar | None = None
         bar_open = int(full.timestamp_ms[index])
+        slippage = self.costs.slippage
         candidates: list[tuple[tuple[int, int], str, OrderRecord, Match]] = []
-        for record in list(self._open.values()):
+        for record in list(self.account.open.values()):
             order = record.order
             if order.symbol != symbol or order.created_ms > bar_open:
                 continue
             if bar is None:
-                bar = self._bar(full, index, self._decimals(symbol))
-            match = self._match(order, bar)
+                bar = self.window.bar(full, index, self.window.decimals(symbol))
+            match = match_order(order, bar, slippage, self.rules(order.symbol))
             if match is not None:
                 candidates.append((priority(order, match), order.order_id, record, match))
         candidates.sort(key=lambda item: (item[0], item[1]))
         fills = []
         for _prio, order_id, record, match in candidates:
-            if order_id not in self._open:
+            if order_id not in self.account.open:
                 continue  # cancelled by an exit that filled earlier in this bar
             if match.triggered_only:
                 record.order.triggered = True
@@ -86,16 +135,17 @@ class SettlementMixin:
                 fills.append(fill)
         return fills
 
-    def _execute(self: PaperBroker, record: OrderRecord, match: Match, bar: Bar) -> Fill | None:
+    def _execute(self, record: OrderRecord, match: Match, bar: Bar) -> Fill | None:
+        account, book = self.account, self.account.book
         order = record.order
-        rules = self.market_rules(order.symbol)
-        base = self._reserve_asset_base(order.symbol)
+        rules = self.rules(order.symbol)
+        base = account.base_of(order.symbol)
         price = match.price
         assert price is not None
-        rate = self.fee_taker if match.taker else self.fee_maker
-        quote = self.quote_currency
+        rate = self.costs.fee_taker if match.taker else self.costs.fee_maker
+        quote = account.quote_currency
         if order.side is Side.BUY:
-            available = self._book.free(quote) + record.reserved
+            available = book.free(quote) + record.reserved
             budget = available if record.quote_amount is None else min(
                 record.quote_amount, available
             )
@@ -109,19 +159,19 @@ class SettlementMixin:
                 qty -= rules.step  # the 8-decimal rounding of cost and fee can tip it over
             if qty <= 0 or qty < rules.min_amount:
                 needed = _buy_cost(max(order.remaining, rules.min_amount), price, rate)
-                self._expire(record, f"not filled: at the fill price {fmt(price)} it needs "
-                                     f"{fmt(needed)} {quote} but only {fmt(budget)} is available")
+                self._close(record, OrderStatus.EXPIRED,
+                            f"not filled: at the fill price {fmt(price)} it needs "
+                            f"{fmt(needed)} {quote} but only {fmt(budget)} is available")
                 return None
         else:
-            held = self._book.total(base)
+            held = book.total(base)
             if order.reduce_only:
-                qty = min(order.remaining, held - self._book.reserved.get(base, ZERO))
+                qty = min(order.remaining, held - book.reserved.get(base, ZERO))
             else:
                 qty = order.remaining
             if qty <= 0:
-                self._close_order(record, OrderStatus.CANCELLED,
-                                  f"nothing left to sell: no free {base} when it triggered")
-                self.ledger.save_order(record)
+                self._close(record, OrderStatus.CANCELLED,
+                            f"nothing left to sell: no free {base} when it triggered")
                 return None
         notional = quote_up(qty * price) if order.side is Side.BUY else quote_down(qty * price)
         fee = quote_up(notional * rate)
@@ -130,12 +180,13 @@ class SettlementMixin:
             f"filled {fmt(qty)} of {fmt(order.quantity)}; the rest was cancelled for lack of "
             "funds at the fill price"
         )
-        self._close_order(record, OrderStatus.FILLED if whole else OrderStatus.CANCELLED, why)
+        account.close_order(record, OrderStatus.FILLED if whole else OrderStatus.CANCELLED, why,
+                            self.clock.now_ms())
         if order.side is Side.BUY:
-            holdings = self._book.apply_buy(order.agent_id, order.symbol, base, qty, notional, fee)
+            holdings = book.apply_buy(order.agent_id, order.symbol, base, qty, notional, fee)
             realized = ZERO
         else:
-            realized, holdings = self._book.apply_sell(
+            realized, holdings = book.apply_sell(
                 order.agent_id, order.symbol, base, qty, notional, fee, price
             )
         if record.quote_amount is not None:
@@ -145,84 +196,61 @@ class SettlementMixin:
         order.fee += fee
         order.fee_currency = quote
         order.updated_ms = bar.open_ms
-        self._fill_seq += 1
+        account.fill_seq += 1
         fill = Fill(
-            fill_id=f"F{self._fill_seq:09d}", order_id=order.order_id, agent_id=order.agent_id,
+            fill_id=f"F{account.fill_seq:09d}", order_id=order.order_id, agent_id=order.agent_id,
             symbol=order.symbol, side=order.side, quantity=qty, price=price, fee=fee,
             fee_currency=quote, time_ms=bar.open_ms, realized_pnl=realized,
             is_maker=not match.taker,
         )
-        changed = [record] + self._cancel_siblings(order.symbol, order.exit_kind, order.side)
+        siblings = self._cancel_siblings(order.symbol, order.exit_kind, order.side)
         self.ledger.commit_fill(
-            fill, changed, {quote: self._book.total(quote), base: self._book.total(base)},
-            self._book.position_record(order.symbol), holdings,
+            fill, [record, *siblings], {quote: book.total(quote), base: book.total(base)},
+            book.position_record(order.symbol), holdings,
         )
+        if self.emit is not None:
+            self.emit(OrderFilled(fill, copy.copy(order)))
+            if order.status is OrderStatus.CANCELLED:  # the part it could not pay for
+                self.emit(OrderCancelled(copy.copy(order)))
+            for sibling in siblings:
+                self.emit(OrderCancelled(copy.copy(sibling.order)))
         return fill
 
-    def _reserve_asset_base(self: PaperBroker, symbol: str) -> str:
-        from app.exchange.paper import split_symbol
-
-        return split_symbol(symbol, self.quote_currency)[0]
-
-    def _expire(self: PaperBroker, record: OrderRecord, why: str) -> None:
-        self._close_order(record, OrderStatus.EXPIRED, why)
+    def _close(self, record: OrderRecord, status: OrderStatus, why: str) -> None:
+        """An order that cannot fill leaves the book, committed and announced."""
+        self.account.close_order(record, status, why, self.clock.now_ms())
         self.ledger.save_order(record)
+        if self.emit is not None:
+            self.emit(OrderCancelled(copy.copy(record.order)))
 
-    def _cancel_siblings(
-        self: PaperBroker, symbol: str, kind: ExitKind, side: Side
-    ) -> list[OrderRecord]:
+    def _cancel_siblings(self, symbol: str, kind: ExitKind, side: Side) -> list[OrderRecord]:
         """One-cancels-other: a filled exit cancels the other exits; a flat position cancels all."""
         if side is not Side.SELL:
             return []
-        flat = self._book.position(symbol).size == 0
+        account = self.account
+        flat = account.book.position(symbol).size == 0
+        now = self.clock.now_ms()
         out = []
-        for record in list(self._open.values()):
+        for record in list(account.open.values()):
             other = record.order
             if other.symbol != symbol or not other.reduce_only:
                 continue
             if flat or (kind in _EXITS and other.exit_kind in _EXITS):
                 why = "position closed" if flat else f"the other exit ({kind.value}) filled"
-                self._close_order(record, OrderStatus.CANCELLED, f"OCO: {why}")
+                account.close_order(record, OrderStatus.CANCELLED, f"OCO: {why}", now)
                 out.append(record)
         return out
 
-    def _record_point(
-        self: PaperBroker, now: int, bars: dict[str, tuple[KlineSeries, int]] | None = None
-    ) -> None:
-        equity = self._equity(self._marks(bars))
-        day = now // DAY_MS
-        stats = self._stats
-        if day != self._day:
-            if self._day != -1:
-                # at exactly midnight the candles closing now belong to yesterday, so the equity
-                # after settling them is the day's opening value; otherwise the last one before
-                on_boundary = now % DAY_MS == 0
-                stats["day_start_equity"] = equity if on_boundary else stats["last_equity"]
-            self._day = day
-        peak = stats["peak_equity"]
-        if equity > peak:
-            stats["peak_equity"] = equity  # a new high: no drawdown, the maximum stands
-            self._trough = equity
-        elif equity < peak and peak > 0 and (self._trough is None or equity < self._trough):
-            # under one peak the drawdown only grows as equity falls, so the deepest one is at the
-            # lowest equity since that peak: a higher low cannot raise the maximum
-            self._trough = equity
-            drawdown = ((peak - equity) / peak * 100).quantize(_DD_STEP)
-            stats["max_drawdown_pct"] = max(stats["max_drawdown_pct"], drawdown)
-        stats["last_equity"] = equity
-        self._last_settle_ms = now
-        # immutable values (ints, Decimals); the ledger writes each as str() when it commits them
-        meta: dict[str, object] = {f"cursor:{s}": ms for s, ms in self._cursor_ms.items()}
-        meta.update(stats)
-        meta["day"] = day
-        meta["settled_ms"] = now
+    def _record_point(self, now: int, bars: dict[str, tuple[KlineSeries, int]]) -> None:
+        account = self.account
+        stats = account.stats
+        stats.record(now, valuation.equity(account, valuation.marks(account, self.window, bars)))
+        meta: dict[str, object] = {f"cursor:{s}": ms for s, ms in account.cursor_ms.items()}
+        meta.update(stats.meta())
         self.ledger.record_settle(
-            now, equity, self._book.total(self.quote_currency), meta,
+            now, stats.last_equity, account.book.total(account.quote_currency), meta,
             defer=self.mode is Mode.BACKTEST,  # the next order or fill commits it (see Ledger)
         )
-
-
-_DD_STEP = Decimal("0.0001")
 
 
 def _buy_cost(qty: Decimal, price: Decimal, rate: Decimal) -> Decimal:
@@ -230,4 +258,4 @@ def _buy_cost(qty: Decimal, price: Decimal, rate: Decimal) -> Decimal:
     return notional + quote_up(notional * rate)
 
 
-__all__ = ["SettlementMixin", "OrderType"]
+__all__ = ["BPS", "Costs", "OrderType", "Settlement"]

@@ -62,4 +62,5 @@ def synthetic_order_book(
         if bid > 0:
             bids.append(BookLevel(bid, level_qty(k)))
         asks.append(BookLevel(ask, level_qty(k)))
-    return OrderBook(symbol=symbol, timestamp_ms=now_ms, bids=tuple(bids), asks=tuple(asks))
+    return OrderBook(symbol=symbol, timestamp_ms=now_ms, bids=tuple(bids), asks=tuple(asks),
+                     synthetic=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.config.mcp import McpSettings
 from app.mcp.approvals import (
     Approval,
     McpApprovals,
@@ -19,7 +20,6 @@ from app.mcp.approvals import (
     template_target,
 )
 from app.mcp.servers import McpConnections
-from app.mcp.settings import McpSettings
 from app.mcp.tools import ListedTool, McpToolSet
 from app.secrets import SecretSource
 from app.tools.registry import ToolRegistry

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.agents.approval import ORDER_TOOLS, ApprovalSettings, approval_reason
+from app.agents.approval import ORDER_TOOLS, approval_reason
+from app.config.approval import ApprovalSettings
 from app.domain.errors import RiskRejection
 from app.domain.trading import Mode
 

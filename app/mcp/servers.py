@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from app.config.mcp import McpServerSettings
 from app.domain.errors import ErrorCode, NetworkError, ToolError
-from app.mcp.settings import McpServerSettings
 from app.redaction import REDACTOR
 from app.secrets import SecretSource
 

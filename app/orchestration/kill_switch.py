@@ -39,8 +39,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.config.risk import RiskConfig
 from app.domain.agents import AgentInfo, AgentState, Channel, Urgency
 from app.domain.clock import Clock
+from app.domain.kill_switch import Trip, TripCause
 from app.domain.risk_view import RiskView
 from app.domain.trading import Order
 from app.events import (
@@ -53,8 +55,6 @@ from app.events import (
 )
 from app.exchange.port import Broker
 from app.orchestration.notify import NotificationService
-from app.risk.config import RiskConfig
-from app.risk.kill_switch import Trip, TripCause
 from app.risk.rules import DAY_MS, amount, daily_loss_breach, drawdown_violation, pct
 from app.store.kill_switch_log import KillSwitchLog
 

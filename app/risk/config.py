@@ -1,90 +1,30 @@
-"""``RiskConfig``: every rule's limits with defaults in one place, and ``build_guard`` from it.
+"""``build_guard``: the Risk Guard with the rules a ``RiskConfig`` enables, in checking order.
 
-One frozen pydantic model holds one sub-config per rule, so a risk profile is a plain mapping
-(YAML, the settings file) validated once, and an unknown or misspelt key is an error rather than
-a limit that silently does not apply. The rule order here is the order the guard checks them in:
-cheap, always-decisive rules (symbol, halts) first, sizing rules after.
+The limits themselves are settings (``app.config.risk``), validated with the rest of the
+settings file; this module turns them into rules. The rule order here is the order the guard
+checks them in: cheap, always-decisive rules (symbol, halts) first, sizing rules after.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
 
-from pydantic import BaseModel, ConfigDict
-
+from app.config.risk import RiskConfig
+from app.domain.kill_switch import Trip
 from app.risk.guard import RiskDecisionRecorder, RiskGuard, RiskRule
-from app.risk.kill_switch import KillSwitchConfig, KillSwitchRule, Trip
+from app.risk.kill_switch import KillSwitchRule
 from app.risk.rules import (
     AgentBudget,
-    AgentBudgetConfig,
     AllowedSymbols,
-    AllowedSymbolsConfig,
     DailyLossLimit,
-    DailyLossLimitConfig,
     LimitPriceBand,
-    LimitPriceBandConfig,
     MaxDrawdownHalt,
-    MaxDrawdownHaltConfig,
     MaxOpenOrders,
-    MaxOpenOrdersConfig,
     MaxOpenPositions,
-    MaxOpenPositionsConfig,
     MaxOrderNotional,
-    MaxOrderNotionalConfig,
     MaxPositionWeight,
-    MaxPositionWeightConfig,
     MinCashReserve,
-    MinCashReserveConfig,
 )
-
-
-class RiskConfig(BaseModel):
-    """The limits of every rule. Defaults suit an agent trading a share of a paper account.
-
-    Attributes:
-        max_position_weight: 20% of equity per symbol (the design's own example).
-        max_order_notional: 50,000 in the quote currency per order.
-        max_open_positions: 10 symbols at once.
-        max_open_orders: 50 open orders.
-        daily_loss_limit: 5% below the UTC day's starting equity blocks entries for the day.
-        max_drawdown_halt: 25% below peak equity halts entries.
-        allowed_symbols: empty, i.e. every symbol the market serves.
-        limit_price_band: limit/stop prices within ±10% of the last price.
-        min_cash_reserve: none.
-        agent_budget: no per-agent cap unless allotments are given.
-        kill_switch: trips on the loss halts, a reconciliation mismatch and 3 unknown order
-            outcomes in a row; a trip keeps take-profit and stop-loss exits.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    allowed_symbols: AllowedSymbolsConfig = AllowedSymbolsConfig()
-    max_drawdown_halt: MaxDrawdownHaltConfig = MaxDrawdownHaltConfig()
-    daily_loss_limit: DailyLossLimitConfig = DailyLossLimitConfig()
-    limit_price_band: LimitPriceBandConfig = LimitPriceBandConfig()
-    max_order_notional: MaxOrderNotionalConfig = MaxOrderNotionalConfig()
-    max_open_orders: MaxOpenOrdersConfig = MaxOpenOrdersConfig()
-    max_open_positions: MaxOpenPositionsConfig = MaxOpenPositionsConfig()
-    max_position_weight: MaxPositionWeightConfig = MaxPositionWeightConfig()
-    min_cash_reserve: MinCashReserveConfig = MinCashReserveConfig()
-    agent_budget: AgentBudgetConfig = AgentBudgetConfig()
-    kill_switch: KillSwitchConfig = KillSwitchConfig()
-
-
-def all_in_backtest_config() -> RiskConfig:
-    """The profile of a single-strategy backtest that goes all-in and all-out (``sma_cross``).
-
-    A whole-account position is the strategy's design, so the weight limit is 100% and the order
-    notional cap is lifted; the loss halts are off so the run measures the strategy, not the guard.
-    Every other rule keeps its default and every order still passes the guard.
-    """
-    return RiskConfig(
-        max_position_weight=MaxPositionWeightConfig(limit_pct=Decimal(100)),
-        max_order_notional=MaxOrderNotionalConfig(enabled=False),
-        daily_loss_limit=DailyLossLimitConfig(enabled=False),
-        max_drawdown_halt=MaxDrawdownHaltConfig(enabled=False),
-    )
 
 
 def build_rules(

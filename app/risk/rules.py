@@ -11,24 +11,26 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from app.config.risk import (
+    AgentBudgetConfig,
+    AllowedSymbolsConfig,
+    DailyLossLimitConfig,
+    LimitPriceBandConfig,
+    MaxDrawdownHaltConfig,
+    MaxOpenOrdersConfig,
+    MaxOpenPositionsConfig,
+    MaxOrderNotionalConfig,
+    MaxPositionWeightConfig,
+    MinCashReserveConfig,
+)
 from app.domain.agents import agent_key
 from app.domain.clock import ms_to_iso
-from app.domain.numbers import PlainDecimal
 from app.domain.trading import OrderType, Side
 from app.risk.guard import Violation
 from app.risk.types import OrderIntent, RiskView
 
 DAY_MS = 86_400_000
 HUNDRED = Decimal(100)
-
-
-class RuleConfig(BaseModel):
-    """Base of every rule's config: frozen, unknown keys rejected, and a switch to turn it off."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    enabled: bool = True
 
 
 def pct(value: Decimal, beside: Decimal | None = None) -> str:
@@ -60,10 +62,6 @@ def _signed_size(intent: OrderIntent) -> Decimal:
 
 
 # -- position and order size ---------------------------------------------------------------------
-
-
-class MaxPositionWeightConfig(RuleConfig):
-    limit_pct: PlainDecimal = Field(default=Decimal(20), gt=0, le=100)
 
 
 class MaxPositionWeight:
@@ -110,10 +108,6 @@ class MaxPositionWeight:
         return None
 
 
-class MaxOrderNotionalConfig(RuleConfig):
-    limit: PlainDecimal = Field(default=Decimal(50_000), gt=0)
-
-
 class MaxOrderNotional:
     """One order may not be worth more than a fixed amount of the quote currency."""
 
@@ -131,10 +125,6 @@ class MaxOrderNotional:
                 {"notional": str(notional), "limit": str(self.config.limit)},
             )
         return None
-
-
-class MaxOpenPositionsConfig(RuleConfig):
-    limit: int = Field(default=10, ge=1)
 
 
 class MaxOpenPositions:
@@ -165,10 +155,6 @@ class MaxOpenPositions:
         return None
 
 
-class MaxOpenOrdersConfig(RuleConfig):
-    limit: int = Field(default=50, ge=1)
-
-
 class MaxOpenOrders:
     """The account may not hold more than a number of open orders, this one included."""
 
@@ -188,10 +174,6 @@ class MaxOpenOrders:
 
 
 # -- losses ---------------------------------------------------------------------------------------
-
-
-class DailyLossLimitConfig(RuleConfig):
-    limit_pct: PlainDecimal = Field(default=Decimal(5), gt=0, lt=100)
 
 
 class DailyLossLimit:
@@ -227,10 +209,6 @@ class DailyLossLimit:
                  "limit_pct": str(self.config.limit_pct), "blocked_until": resume},
             )
         return None
-
-
-class MaxDrawdownHaltConfig(RuleConfig):
-    limit_pct: PlainDecimal = Field(default=Decimal(25), gt=0, lt=100)
 
 
 class MaxDrawdownHalt:
@@ -279,12 +257,6 @@ def drawdown_violation(view: RiskView, limit_pct: Decimal) -> Violation | None:
 # -- where and at what price ----------------------------------------------------------------------
 
 
-class AllowedSymbolsConfig(RuleConfig):
-    """An empty list allows every symbol the market serves."""
-
-    symbols: tuple[str, ...] = ()
-
-
 class AllowedSymbols:
     """Entries only in the listed symbols (compared case-insensitively)."""
 
@@ -302,10 +274,6 @@ class AllowedSymbols:
             f"{intent.symbol} is not in the allowed symbols list ({listed})",
             {"symbol": intent.symbol, "allowed": list(self.config.symbols)},
         )
-
-
-class LimitPriceBandConfig(RuleConfig):
-    band_pct: PlainDecimal = Field(default=Decimal(10), gt=0, le=100)
 
 
 class LimitPriceBand:
@@ -339,13 +307,6 @@ class LimitPriceBand:
 # -- money ---------------------------------------------------------------------------------------
 
 
-class MinCashReserveConfig(RuleConfig):
-    """The reserve is the larger of a fixed amount and a share of equity."""
-
-    amount: PlainDecimal = Field(default=Decimal(0), ge=0)
-    pct_of_equity: PlainDecimal = Field(default=Decimal(0), ge=0, lt=100)
-
-
 class MinCashReserve:
     """A buy may not leave less free cash than the reserve.
 
@@ -373,30 +334,6 @@ class MinCashReserve:
                  "pending_orders": str(held_back), "order": str(intent.commitment)},
             )
         return None
-
-
-class AgentBudgetConfig(RuleConfig):
-    """Quote-currency allotments per agent id; agents not listed get ``default`` (None: no cap).
-
-    Agent ids are case-insensitive (``agent_key``): ``TRADER-1`` is bound by the allotment of
-    ``trader-1``, and two allotments whose ids differ only in case are refused as ambiguous.
-    """
-
-    allotments: dict[str, PlainDecimal] = Field(default_factory=dict)
-    default: PlainDecimal | None = Field(default=None, ge=0)
-
-    @field_validator("allotments")
-    @classmethod
-    def _one_allotment_per_agent(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
-        seen: dict[str, str] = {}
-        for agent in value:
-            first = seen.setdefault(agent_key(agent), agent)
-            if first != agent:
-                raise ValueError(
-                    f"allotments for {first!r} and {agent!r} name the same agent: agent ids are "
-                    "case-insensitive; keep one of them"
-                )
-        return value
 
 
 class AgentBudget:

@@ -218,6 +218,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX kill_switch_trips_key ON kill_switch_trips (cause_key);
     """,
+    # 5 -> 6: a live account's equity history (app.store.order_journal), one point per account
+    # reading, which the account panel's curve draws as the paper ledger's equity_curve.
+    """
+    CREATE TABLE journal_equity (
+        venue TEXT NOT NULL, time_ms INTEGER NOT NULL, equity TEXT NOT NULL,
+        PRIMARY KEY (venue, time_ms)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

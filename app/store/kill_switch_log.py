@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.errors import KestrelError
-from app.risk.kill_switch import Trip, TripCause
+from app.domain.kill_switch import Trip, TripCause
 from app.store.db import StoreDb
 
 _COLUMNS = ("trip_id, cause, cause_key, reason, tripped_by, tripped_ms, market_ms, actions, "

@@ -91,7 +91,6 @@ _UPSERT_ORDER = (
     "reserved=excluded.reserved"
 )
 _SELECT_ORDERS = f"SELECT {_ORDER_COLUMNS} FROM orders ORDER BY seq"  # noqa: S608
-# shared with the UI's thread-side reader (app/ui/panels/ledger_reader.py)
 SELECT_FILLS = f"SELECT {_FILL_COLUMNS} FROM fills"  # noqa: S608
 
 
@@ -375,11 +374,22 @@ class Ledger:
             args.append(limit)
         return [fill_from_row(row) for row in self.connection.execute(sql, args)]
 
-    def equity_curve(self) -> list[tuple[int, Decimal, Decimal]]:
+    def meta_value(self, key: str) -> str | None:
+        """One value of the account's meta (its currency, mode, last settle...), None if unset."""
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def traded_symbols(self) -> set[str]:
+        """Every symbol the account ever had a fill in."""
+        return {row[0] for row in self.connection.execute("SELECT DISTINCT symbol FROM fills")}
+
+    def equity_curve(self, from_ms: int = -1) -> list[tuple[int, Decimal, Decimal]]:
+        """(time, equity, cash) of every settle at or after ``from_ms``, oldest first."""
         return [
             (t, Decimal(e), Decimal(c))
             for t, e, c in self.connection.execute(
-                "SELECT time_ms, equity, cash FROM equity_curve ORDER BY time_ms"
+                "SELECT time_ms, equity, cash FROM equity_curve WHERE time_ms >= ? "
+                "ORDER BY time_ms", (from_ms,),
             )
         ]
 

@@ -372,6 +372,24 @@ class OrderJournal:
                 [(venue, k, v) for k, v in values.items()],
             )
 
+    # -- the account's equity history -----------------------------------------------------------
+
+    def record_equity(self, venue: str, time_ms: int, equity: Decimal) -> None:
+        """Keep the account's equity at ``time_ms`` (a later reading of the same moment wins)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO journal_equity (venue, time_ms, equity) VALUES (?, ?, ?) "
+                "ON CONFLICT (venue, time_ms) DO UPDATE SET equity = excluded.equity",
+                (venue, time_ms, str(equity)),
+            )
+
+    def equity_points(self, venue: str, from_ms: int = -1) -> list[tuple[int, Decimal]]:
+        """(time, equity) of every reading at or after ``from_ms``, oldest first."""
+        rows = self.db.rows(
+            "SELECT time_ms, equity FROM journal_equity WHERE venue = ? AND time_ms >= ? "
+            "ORDER BY time_ms", (venue, from_ms))
+        return [(int(r["time_ms"]), Decimal(r["equity"])) for r in rows]
+
     def ignore(self, venue: str, exchange_order_id: str, symbol: str, now_ms: int) -> None:
         """Remember that the person chose to leave this exchange order alone."""
         with self.db.transaction() as conn:

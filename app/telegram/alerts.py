@@ -20,7 +20,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from app.agents.fills import ORDER_FILLED
 from app.agents.rules.transcript import parse_result
 from app.domain.agents import Question, QuestionKind
 from app.events import (
@@ -30,13 +29,14 @@ from app.events import (
     QuestionAsked,
     TaskQueued,
 )
+from app.runtime.fills import ORDER_FILLED
 from app.telegram import format as fmt
 from app.telegram.commands import BotCommands
 from app.telegram.notifier import Poster
 from app.telegram.outbox import OnSent
 
 if TYPE_CHECKING:
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Alerts:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        runtime: World,
         commands: BotCommands,
         poster: Poster,
         *,
@@ -98,7 +98,7 @@ class Alerts:
     def on_task_queued(self, event: TaskQueued) -> None:
         if event.task_type != ORDER_FILLED:
             return
-        task = self.rt.queue.get(event.task_id)
+        task = self.rt.agents.queue.get(event.task_id)
         if task is None:
             return
         exit_kind = str(task.payload.get("exit_kind") or "")
@@ -115,7 +115,7 @@ class Alerts:
             self.commands.name(event.agent_id), result.rule, result.message))
 
     def on_question(self, event: QuestionAsked) -> None:
-        question = self.rt.questions.get(event.question_id)
+        question = self.rt.agents.questions.get(event.question_id)
         if question is None or question.answer is not None:
             return
         kind = "approvals" if question.kind is QuestionKind.APPROVAL else "questions"

@@ -37,6 +37,7 @@ from telegram.ext import (
     TypeHandler,
 )
 
+from app.config.telegram import TelegramSettings
 from app.domain.agents import Channel
 from app.events import ConversationMessageAdded, QuestionAnswered
 from app.orchestration.notify import Notifier, UnconfiguredNotifier
@@ -48,10 +49,9 @@ from app.telegram.commands import BotCommands, KillSwitch
 from app.telegram.handlers import UpdateHandlers
 from app.telegram.notifier import Poster, TelegramNotifier
 from app.telegram.outbox import Outbox
-from app.telegram.settings import TelegramSettings
 
 if TYPE_CHECKING:
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class TelegramBot:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        runtime: World,
         settings: TelegramSettings,
         token: str,
         *,
@@ -169,7 +169,7 @@ class TelegramBot:
         self.alerts.attach(bus)
         bus.subscribe(ConversationMessageAdded, self.handlers.conversation_message)
         bus.subscribe(QuestionAnswered, self.handlers.question_answered)
-        self._previous_notifier = self.rt.notifications.use(self.notifier)
+        self._previous_notifier = self.rt.agents.notifications.use(self.notifier)
         self._connecting = asyncio.get_running_loop().create_task(
             self._connect(), name="telegram-connect")
 
@@ -217,7 +217,7 @@ class TelegramBot:
     def _fault(self, reason: str) -> None:
         self.state, self.fault_reason = BotState.FAULTED, reason
         self._connected.set()
-        self.rt.notifications.use(UnconfiguredNotifier(Channel.TELEGRAM, reason))
+        self.rt.agents.notifications.use(UnconfiguredNotifier(Channel.TELEGRAM, reason))
         logger.error("Telegram: %s", reason)
 
     def _poll_error(self, exc: TelegramError) -> None:
@@ -238,7 +238,7 @@ class TelegramBot:
         bus.unsubscribe(ConversationMessageAdded, self.handlers.conversation_message)
         bus.unsubscribe(QuestionAnswered, self.handlers.question_answered)
         if self._previous_notifier is not None:
-            self.rt.notifications.use(self._previous_notifier)
+            self.rt.agents.notifications.use(self._previous_notifier)
         await self.alerts.stop_summary()
         if self._connecting is not None:
             self._connecting.cancel()

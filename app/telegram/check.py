@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.telegram.settings import TelegramSettings
-from app.workspace import REDACTOR
+from app.config.telegram import TelegramSettings
+from app.redaction import REDACTOR
 
 TEST_TEXT = ("This is a test message from Kestrel's Settings. If you can read it, Telegram "
              "notifications and commands will reach you here.")

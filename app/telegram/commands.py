@@ -20,7 +20,7 @@ from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
 
 if TYPE_CHECKING:
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class BotCommands:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        runtime: World,
         *,
         kill_switch: KillSwitch | None = None,
         refused: Callable[[], int] = lambda: 0,
@@ -69,7 +69,7 @@ class BotCommands:
     # -- reading ---------------------------------------------------------------------------------
 
     def name(self, agent_id: str) -> str:
-        info = self.rt.agents.get(agent_id)
+        info = self.rt.agents.store.get(agent_id)
         return info.name if info is not None else agent_id[:8]
 
     def kill_state(self) -> str:
@@ -78,15 +78,15 @@ class BotCommands:
         return "TRIPPED" if self.kill_switch.is_tripped() else "armed"
 
     async def overview(self, *, with_fills: bool = False) -> fmt.Overview:
-        account = await self.rt.base.broker.account()
-        pending = self.rt.questions.pending()
-        now = self.rt.clock.now_ms()
+        account = await self.rt.venue.broker.account()
+        pending = self.rt.agents.questions.pending()
+        now = self.rt.venue.clock.now_ms()
         fills = ()
         if with_fills:
-            recent = await self.rt.base.broker.trades(None, 1000)
+            recent = await self.rt.venue.broker.trades(None, 1000)
             fills = tuple(f for f in recent if f.time_ms > now - DAY_MS)
         return fmt.Overview(
-            market_ms=now, account=account, agents=self.rt.manager.list_agents(),
+            market_ms=now, account=account, agents=self.rt.agents.manager.list_agents(),
             approvals_waiting=sum(q.kind is QuestionKind.APPROVAL for q in pending),
             questions_waiting=sum(q.kind is QuestionKind.CLARIFICATION for q in pending),
             kill_switch=self.kill_state(), refused=self._refused(), fills_24h=fills,
@@ -99,26 +99,26 @@ class BotCommands:
         return fmt.summary_text(await self.overview(with_fills=True))
 
     async def balance(self) -> str:
-        return fmt.balance_text(await self.rt.base.broker.account())
+        return fmt.balance_text(await self.rt.venue.broker.account())
 
     async def positions(self) -> str:
-        return fmt.positions_text(await self.rt.base.broker.positions())
+        return fmt.positions_text(await self.rt.venue.broker.positions())
 
     async def orders(self) -> str:
-        return fmt.orders_text(await self.rt.base.broker.open_orders(), self.name)
+        return fmt.orders_text(await self.rt.venue.broker.open_orders(), self.name)
 
     async def trades(self) -> str:
-        return fmt.trades_text(await self.rt.base.broker.trades(None, TRADES_SHOWN), self.name)
+        return fmt.trades_text(await self.rt.venue.broker.trades(None, TRADES_SHOWN), self.name)
 
     def agents(self) -> str:
-        return fmt.agents_text(self.rt.manager.list_agents())
+        return fmt.agents_text(self.rt.agents.manager.list_agents())
 
     # -- agents ----------------------------------------------------------------------------------
 
     def _agent(self, name: str) -> AgentInfo:
-        info = self.rt.agents.find(name)
+        info = self.rt.agents.store.find(name)
         if info is None:
-            known = ", ".join(a.name for a in self.rt.manager.list_agents()) or "none"
+            known = ", ".join(a.name for a in self.rt.agents.manager.list_agents()) or "none"
             raise CommandFailed(f"There is no agent named {name!r}. Agents: {known}.")
         return info
 
@@ -126,7 +126,7 @@ class BotCommands:
         done = []
         for info in agents:
             try:
-                await self.rt.manager.control(info.agent_id, action)
+                await self.rt.agents.manager.control(info.agent_id, action)
             except ValueError as exc:  # a refused state change, e.g. pausing a stopped agent
                 raise CommandFailed(f"{info.name}: {exc}") from exc
             done.append(info.name)
@@ -138,7 +138,7 @@ class BotCommands:
             return f"Paused {done[0]}."
         active = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
         done = await self._control(
-            [a for a in self.rt.manager.list_agents() if a.state in active], "pause")
+            [a for a in self.rt.agents.manager.list_agents() if a.state in active], "pause")
         return f"Paused {len(done)} agent(s): {', '.join(done)}." if done else \
             "No agent was running."
 
@@ -147,13 +147,14 @@ class BotCommands:
             done = await self._control([self._agent(name)], "resume")
             return f"Resumed {done[0]}."
         done = await self._control(
-            [a for a in self.rt.manager.list_agents() if a.state is AgentState.PAUSED], "resume")
+            [a for a in self.rt.agents.manager.list_agents() if a.state is AgentState.PAUSED],
+            "resume")
         return f"Resumed {len(done)} agent(s): {', '.join(done)}." if done else \
             "No agent was paused. To run a stopped agent again: /resume <name>."
 
     async def stop_all(self) -> str:
         done = await self._control(
-            [a for a in self.rt.manager.list_agents() if a.state is not AgentState.STOPPED],
+            [a for a in self.rt.agents.manager.list_agents() if a.state is not AgentState.STOPPED],
             "stop")
         return (f"Stopped {len(done)} agent(s): {', '.join(done)}. /resume <name> runs one "
                 "again.") if done else "Every agent was already stopped."
@@ -172,7 +173,7 @@ class BotCommands:
     # -- questions and approvals -----------------------------------------------------------------
 
     def pending(self, kind: QuestionKind | None = None) -> list[Question]:
-        return [q for q in self.rt.questions.pending() if kind is None or q.kind is kind]
+        return [q for q in self.rt.agents.questions.pending() if kind is None or q.kind is kind]
 
     def find(self, reference: str, kind: QuestionKind | None = None) -> Question:
         """The open question a short reference (``ref 1a2b3c4d``, or more of its id) names.
@@ -197,7 +198,7 @@ class BotCommands:
     def answer(self, question: Question, reply: str) -> Question:
         """Answer once, durably; the parked agent resumes (an approval places the order)."""
         try:
-            return self.rt.manager.answer(question.question_id, reply)
+            return self.rt.agents.manager.answer(question.question_id, reply)
         except KestrelError as exc:
             raise CommandFailed(str(exc)) from exc
 
@@ -215,7 +216,7 @@ class BotCommands:
         """The person's message to the Orchestrator: the chat panel's own path."""
         orchestrator = await self.rt.ensure_orchestrator()
         try:
-            return self.rt.manager.send_user_message(orchestrator.agent_id, text)
+            return self.rt.agents.manager.send_user_message(orchestrator.agent_id, text)
         except (KestrelError, ValueError) as exc:
             raise CommandFailed(f"Not sent: {exc}") from exc
 

@@ -27,13 +27,13 @@ from telegram.ext import (
 )
 
 from app.agents.approval import APPROVE_REPLY, REFUSE_REPLY
+from app.config.telegram import TelegramSettings
 from app.domain.agents import Question, QuestionKind, Task
 from app.domain.errors import KestrelError
 from app.events import ConversationMessageAdded, QuestionAnswered
 from app.redaction import redact
 from app.telegram import format as fmt
 from app.telegram.commands import BotCommands, CommandFailed
-from app.telegram.settings import TelegramSettings
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ class UpdateHandlers:
         self, rest: str, age_s: float, where: tuple[int, int] | None, text: str
     ) -> str:
         question_id, _, index = rest.partition("|")
-        question = self.commands.rt.questions.get(question_id)
+        question = self.commands.rt.agents.questions.get(question_id)
         if question is None:
             return "Kestrel does not know this question (another workspace?)."
         if question.answer is not None:

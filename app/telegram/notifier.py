@@ -14,10 +14,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from app.config.telegram import Mode, NotifyModes
 from app.domain.agents import Channel, ChannelStatus, DeliveryStatus, Notification
 from app.telegram.format import Outgoing, notification_alert
 from app.telegram.outbox import OnSent, Outbox, OutboxFull
-from app.telegram.settings import Mode, NotifyModes
 
 logger = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from app.config.telegram import BOT_TOKEN_KEY, TelegramSettings
 from app.domain.agents import Channel
 from app.domain.errors import OperationalError
 from app.orchestration.notify import UnconfiguredNotifier
 from app.secrets import SecretStore
-from app.telegram.settings import BOT_TOKEN_KEY, TelegramSettings
 
 if TYPE_CHECKING:
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.world import World
     from app.telegram.bot import TelegramBot
     from app.telegram.commands import KillSwitch
 
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 async def start_telegram(
-    runtime: AgentRuntime,
+    runtime: World,
     settings: TelegramSettings | None = None,
     secrets: SecretStore | None = None,
     *,
@@ -46,7 +46,7 @@ async def start_telegram(
     """
     if settings is None:
         try:
-            settings = runtime.base.workspace.settings().telegram
+            settings = runtime.workspace.settings().telegram
         except OperationalError as exc:  # edited since the runtime read it: say so, go on
             return _not_started(runtime, f"the settings cannot be read: {exc}")
     if not settings.enabled:
@@ -69,7 +69,7 @@ async def start_telegram(
     return bot
 
 
-def _not_started(runtime: AgentRuntime, why: str) -> None:
+def _not_started(runtime: World, why: str) -> None:
     logger.warning("Telegram: not started: %s", why)
-    runtime.notifications.use(UnconfiguredNotifier(Channel.TELEGRAM, why))
+    runtime.agents.notifications.use(UnconfiguredNotifier(Channel.TELEGRAM, why))
     return None

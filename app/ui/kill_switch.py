@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.clock import ms_to_iso
+from app.domain.kill_switch import Trip
 from app.events import EventBus, KillSwitchReset, KillSwitchTripped
 from app.orchestration.kill_switch import KillSwitch, TripPreview
-from app.risk.kill_switch import Trip
 from app.ui.panels.tasks import BusLink, TaskSet
 from app.ui.theme import set_look
 

@@ -3,7 +3,7 @@
 It opens in two steps so a person sees a window at once: the shell (menus, a "loading" line) is
 built and shown immediately; the workspace (market data, the paper account, the agents) is opened
 in a worker thread and the panels are built when it is ready. A workspace that never ran gets the
-offline demo (``app.agents.desk``); the replay then runs paced on the one event loop.
+offline demo (``app.runtime.desk``); the replay then runs paced on the one event loop.
 
 The arrangement of the docks and the window's geometry are saved in QSettings on close and
 restored on the next start; "Reset layout" brings back the default arrangement.
@@ -48,11 +48,11 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
-from app.workspace import Workspace
+from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
-    from app.agents.desk import Desk
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.desk import Desk
+    from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
         self.tasks = TaskSet(on_error=self._task_failed)
         self.tasks.attach(self)
         self.desk: Desk | None = None
-        self.runtime: AgentRuntime | None = None
+        self.world: World | None = None
         self.telegram: Any = None  # the Telegram bot when settings turn it on (app.telegram)
         self.docks: dict[str, QDockWidget] = {}
         self.panel_shortcuts: dict[str, QAction] = {}
@@ -180,8 +180,8 @@ class MainWindow(QMainWindow):
         Raises:
             KestrelError: the workspace or its data cannot be used (shown in the window too).
         """
-        from app.agents.desk import open_desk, seed_demo
         from app.agents.loop_share import LoopShare
+        from app.runtime.desk import open_desk, seed_demo
         from app.ui.panels.tasks import REDRAWS
 
         self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
@@ -196,25 +196,28 @@ class MainWindow(QMainWindow):
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise
-        self.desk, self.runtime = desk, desk.runtime
+        self.desk, self.world = desk, desk.world
+        setup_logging(workspace, desk.world.settings.logging)  # logs/kestrel.log, rotated
         if speed is None and desk.fresh:
             speed = DEMO_SPEED  # a new user sees a trade's whole cycle within the first minute
         if speed is not None:
-            desk.runtime.driver.set_speed(speed)
+            desk.world.venue.driver.set_speed(speed)
         self._install(desk)
         if speed is not None:
             self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
-        await desk.runtime.start()
+        await desk.world.start()
         from app.telegram.start import start_telegram
 
-        self.telegram = await start_telegram(desk.runtime, secrets=self.secrets,
-                                             kill_switch=desk.runtime.kill_switch)
+        assert desk.world.agents is not None
+        self.telegram = await start_telegram(desk.world, secrets=self.secrets,
+                                             kill_switch=desk.world.agents.kill_switch)
         if desk.fresh:
             # the demo's first request is handled before time starts to flow, so its first
-            # trade is placed at the moment the replay was chosen for (see app.agents.desk)
-            await seed_demo(desk.runtime)
+            # trade is placed at the moment the replay was chosen for (see app.runtime.desk)
+            await seed_demo(desk.world)
             try:
-                await asyncio.wait_for(desk.runtime.manager.wait_idle(), DEMO_SETUP_TIMEOUT_S)
+                await asyncio.wait_for(desk.world.agents.manager.wait_idle(),
+                                       DEMO_SETUP_TIMEOUT_S)
             except TimeoutError:
                 logger.warning("the demo's agents are still busy; starting the replay anyway")
         for key in ("account", "memory", "audit"):
@@ -226,8 +229,9 @@ class MainWindow(QMainWindow):
         return desk
 
     def _install(self, desk: Desk) -> None:
-        """Build every panel over the runtime and dock it."""
-        from app.agents.desk import DEMO_SYMBOL
+        """Build every panel over the world's ports and dock it."""
+        from app.runtime.desk import DEMO_SYMBOL
+        from app.store.audit_trail import AuditTrailReader
         from app.ui.agents import AgentsPanel
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
@@ -241,32 +245,34 @@ class MainWindow(QMainWindow):
         from app.ui.replay_bar import Banner, ReplayBar, banner_text
         from app.ui.tray import TrayController
 
-        runtime = desk.runtime
-        base = runtime.base
-        market = base.market
+        world = desk.world
+        venue, team = world.venue, world.agents
+        assert team is not None, "the desk's world runs agents"
+        market = venue.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
-        account = AccountPanel(base.broker, base.ledger, base.broker.mode, runtime.bus)
-        memory = MemoryBrowser(base.memory, runtime.bus, self._agent_names)
-        audit = AuditPanel(base.ledger, runtime.bus)
-        chat = ChatPanel(runtime)
-        agents = AgentsPanel(runtime)
-        backtest = BacktestView(base.workspace)
+        account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
+                               venue.label)
+        memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
+        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus)
+        chat = ChatPanel(world)
+        agents = AgentsPanel(world)
+        backtest = BacktestView(world.workspace)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
-        rule_engine = any(a.provider == "rule-engine" for a in runtime.manager.list_agents()) or (
-            desk.fresh)
-        self.banner = Banner(banner_text(offline=True, rule_engine=rule_engine))
+        rule_engine = desk.fresh or any(
+            a.provider == "rule-engine" for a in team.manager.list_agents())
+        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine))
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
         self.tabs.addTab(backtest, "Backtest")
-        kill = KillSwitchControls(self, runtime.kill_switch, runtime.bus, self.tasks)
+        kill = KillSwitchControls(self, team.kill_switch, world.bus, self.tasks)
         self.kill_controls = kill
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -301,21 +307,21 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(self.reset_layout_action)
         self._restore_layout()
 
-        self.replay_bar = ReplayBar(runtime.driver, HOUR_MS, self)
+        self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
         self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
-        self.setStatusBar(StatusBar(runtime, base.broker.mode, "Offline replay", self))
+        self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
-            self, runtime.bus, pause_all=self.pause_all, quit_app=self.quit,
+            self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
             agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
             trip_kill_switch=lambda: kill.request_trip("tray"),
-            halted=runtime.kill_switch.is_tripped(),
+            halted=team.kill_switch.is_tripped(),
         )
         self.tray.open_panel.connect(self.open_panel)
         self.tray.notice_raised.connect(self._show_notice)
-        self.live = LiveMarket(runtime, chart, book, account)
+        self.live = LiveMarket(world, chart, book, account)
         kill.changed.connect(self._kill_switch_changed)  # now that every view it touches is placed
         kill.refresh()  # a trip of an earlier run shows at once
         agents.open_memory_requested.connect(self.open_memory)
@@ -380,14 +386,18 @@ class MainWindow(QMainWindow):
         if self.desk is None or (self._pacer is not None and not self._pacer.done()):
             return
         self._pacer = self.tasks.spawn(
-            self.desk.runtime.driver.run_paced(self.desk.end_ms, tick_s=0.1, max_step_ms=HOUR_MS)
+            self.desk.world.venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS)
         )
 
     def keep_speed(self, speed: float) -> None:
         """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
         a relaunch starts the replay at."""
-        if self.runtime is not None:
-            self.tasks.spawn(self._store_speed(self.runtime.base.workspace.settings_path, speed))
+        if self.world is not None:
+            # the world's settings are what is in force: a later save compares with them
+            world = self.world
+            world.settings = world.settings.model_copy(update={
+                "agents": world.settings.agents.model_copy(update={"replay_speed": speed})})
+            self.tasks.spawn(self._store_speed(world.workspace.settings_path, speed))
 
     async def _store_speed(self, path: Path, speed: float) -> None:
         async with self._speed_lock:  # two quick choices are written in the order made
@@ -399,18 +409,18 @@ class MainWindow(QMainWindow):
 
     async def pause_all(self) -> None:
         """Pause every running agent (the tray's and the Agents menu's command)."""
-        if self.runtime is None:
+        if self.world is None:
             return
-        for info in self.runtime.manager.list_agents():
+        for info in self.world.agents.manager.list_agents():
             if info.state in (AgentState.RUNNING, AgentState.WAITING_FOR_USER):
-                await self.runtime.manager.control(info.agent_id, "pause")
+                await self.world.agents.manager.control(info.agent_id, "pause")
 
     async def resume_all(self) -> None:
-        if self.runtime is None:
+        if self.world is None:
             return
-        for info in self.runtime.manager.list_agents():
+        for info in self.world.agents.manager.list_agents():
             if info.state is AgentState.PAUSED:
-                await self.runtime.manager.control(info.agent_id, "resume")
+                await self.world.agents.manager.control(info.agent_id, "resume")
 
     def _kill_switch_changed(self, trip: Any) -> None:
         """The kill switch tripped or was reset (here or anywhere): the views it does not own.
@@ -452,14 +462,14 @@ class MainWindow(QMainWindow):
         self.docks["memory"].raise_()
 
     def _agent_names(self) -> list[tuple[str, str]]:
-        if self.runtime is None:
+        if self.world is None:
             return []
-        return [(a.agent_id, a.name) for a in self.runtime.manager.list_agents()]
+        return [(a.agent_id, a.name) for a in self.world.agents.manager.list_agents()]
 
     def _agent_name(self, agent_id: str) -> str | None:
-        if self.runtime is None:
+        if self.world is None:
             return None
-        info = self.runtime.agents.get(agent_id)
+        info = self.world.agents.store.get(agent_id)
         return info.name if info is not None else None
 
     def _show_notice(self, notice: Any) -> None:
@@ -467,10 +477,11 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"{notice.title}: {notice.message}", 10_000)
 
     def _refresh_title(self) -> None:
-        if self.runtime is None:
+        if self.world is None:
             return
-        mode = self.runtime.base.broker.mode.value
-        self.setWindowTitle(f"Kestrel — {self.runtime.base.workspace.root.name} — {mode}")
+        venue = self.world.venue
+        root = self.world.workspace.root.name if self.world.workspace else ""
+        self.setWindowTitle(f"Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
 
     # -- menus ---------------------------------------------------------------------------------
 
@@ -536,13 +547,20 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         from app.ui.settings import SettingsDialog
 
-        workspace = self.runtime.base.workspace if self.runtime else Workspace.default()
-        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
+        workspace = self.world.workspace if self.world else Workspace.default()
+        apply = self.world.apply_settings if self.world is not None else None
+        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self, apply=apply)
         dialog.theme_changed.connect(self.apply_theme)
+        dialog.saved.connect(self._settings_saved)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
                 lambda value: setattr(self.tray, "close_to_tray", value))
         dialog.open()
+
+    def _settings_saved(self, _settings: object) -> None:
+        """The toolbar shows the replay speed the saved settings gave the driver."""
+        if self.replay_bar is not None and self.world is not None:
+            self.replay_bar.show_speed(self.world.venue.driver.speed)
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which
@@ -590,15 +608,15 @@ class MainWindow(QMainWindow):
         self.tasks.shutdown()
         if self.telegram is not None:
             await self.telegram.aclose()
-        if self.runtime is not None:
-            await self.runtime.aclose()
-            self.runtime = None
+        if self.world is not None:
+            await self.world.aclose()
+            self.world = None
 
     def describe(self) -> str:
         """One line for the log: where and when the desk is."""
-        if self.runtime is None:
+        if self.world is None:
             return "no workspace"
-        agents = self.runtime.manager.list_agents()
+        agents = self.world.agents.manager.list_agents()
         roles = sorted(a.role.value for a in agents if a.role is not AgentRole.ORCHESTRATOR)
-        return (f"{self.runtime.base.workspace.root} at {ms_to_iso(self.runtime.clock.now_ms())},"
+        return (f"{self.world.workspace.root} at {ms_to_iso(self.world.venue.clock.now_ms())},"
                 f" agents: {', '.join(roles) or 'none'}")

@@ -1,8 +1,8 @@
 """The replay controls and the banner: speed (1x/10x/60x/600x), pause, step, and what the person
 is looking at (offline replay on the rule engine, or a real LLM), with how to connect real ones.
 
-Simulated time is driven by the ``MarketDriver``; this toolbar only changes its speed and pause flag
-and asks for one step, so the same driver serves the GUI, the CLI and the tests.
+Simulated time is driven by the venue's ``Driver``; this toolbar only changes its speed and pause
+flag and asks for one step, so the same driver serves the GUI, the CLI and the tests.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
 
-from app.agents.driver import MarketDriver
+from app.runtime.venue import Driver
 
 SPEEDS = (1.0, 10.0, 60.0, 600.0)
 
@@ -21,7 +21,7 @@ class ReplayBar(QToolBar):
     stepped = Signal(int)  # fills produced by a manual step
     speed_chosen = Signal(float)  # the person picked a speed (the window keeps it)
 
-    def __init__(self, driver: MarketDriver, step_ms: int, parent: QWidget | None = None) -> None:
+    def __init__(self, driver: Driver, step_ms: int, parent: QWidget | None = None) -> None:
         super().__init__("Replay", parent)
         self.setObjectName("replay_bar")
         self.driver = driver
@@ -50,6 +50,19 @@ class ReplayBar(QToolBar):
 
     def _nearest(self, speed: float) -> int:
         return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
+
+    def show_speed(self, speed: float) -> None:
+        """Show the driver's speed when it was set elsewhere (saved in Settings), without setting
+        it again; a speed not in the list joins it, in order."""
+        blocked = self.speed.blockSignals(True)  # inserting moves the current index too
+        try:
+            index = self.speed.findData(speed)
+            if index < 0:
+                index = sum(1 for i in range(self.speed.count()) if self.speed.itemData(i) < speed)
+                self.speed.insertItem(index, f"{speed:g}x", speed)
+            self.speed.setCurrentIndex(index)
+        finally:
+            self.speed.blockSignals(blocked)
 
     def _speed_changed(self, index: int) -> None:
         speed = float(self.speed.itemData(index))

@@ -17,17 +17,17 @@ from app.domain.trading import Mode
 from app.ui.panels.style import MODE_COLORS
 
 if TYPE_CHECKING:
-    from app.agents.runtime import AgentRuntime
+    from app.runtime.world import World
 
 DAY_S = 86_400
 
 
 class StatusBar(QStatusBar):
     def __init__(
-        self, runtime: AgentRuntime, mode: Mode, connection: str, parent: QWidget | None = None
+        self, world: World, mode: Mode, connection: str, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
-        self.runtime = runtime
+        self.world = world
         self.clock_label = QLabel()
         self.clock_label.setObjectName("status_clock")
         self.connection_label = QLabel(connection)
@@ -61,9 +61,9 @@ class StatusBar(QStatusBar):
         self._timer.stop()
 
     def refresh(self) -> None:
-        now = ms_to_iso(self.runtime.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
+        now = ms_to_iso(self.world.venue.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
         self.clock_label.setText(f"Market time {now}")
-        agents = self.runtime.manager.list_agents()
+        agents = self.world.agents.manager.list_agents()
         running = sum(1 for a in agents if a.state is AgentState.RUNNING)
         waiting = sum(1 for a in agents if a.state is AgentState.WAITING_FOR_USER)
         faulted = sum(1 for a in agents if a.state is AgentState.FAULTED)
@@ -73,12 +73,12 @@ class StatusBar(QStatusBar):
         if faulted:
             text += f", {faulted} faulted"
         self.agents_label.setText(text)
-        trip = self.runtime.kill_switch.active()
+        trip = self.world.agents.kill_switch.active()
         self.halted_label.setVisible(trip is not None)
         self.halted_label.setToolTip(
             "" if trip is None else f"The kill switch was {trip.describe()}")
         since = int((time.time() - time.time() % DAY_S) * 1000)
-        spend = self.runtime.conversations.usage(since_wall_ms=since)
+        spend = self.world.agents.conversations.usage(since_wall_ms=since)
         self.spend_label.setText(
             f"LLM today: {spend.calls} calls, ${spend.cost.quantize(Decimal('0.0001'))}"
         )

@@ -13,7 +13,7 @@ ground, are faint outlines.
 
 from __future__ import annotations
 
-from app.ui.theme import Theme
+from app.ui.theme_colors import Theme
 
 
 def style_sheet(t: Theme) -> str:

@@ -78,8 +78,8 @@ def _cpu_s() -> float:
 
 
 def run_strategy(path: Path, _bars: int | None, _profile: bool) -> dict[str, Any]:
-    from app.backtest.runner import RunOptions, run_backtest
     from app.backtest.sma_cross import SmaCross
+    from app.runtime.strategy_backtest import RunOptions, run_backtest
 
     cpu = _cpu_s()
     result = run_backtest([path], SmaCross(fast=10, slow=30), RunOptions(allow_gaps=True))
@@ -90,7 +90,7 @@ def run_strategy(path: Path, _bars: int | None, _profile: bool) -> dict[str, Any
 
 
 def run_agents(path: Path, bars: int | None, profile: bool) -> dict[str, Any]:
-    from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
+    from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 
     samples: list[tuple[int, float, float]] = []
     began = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Benchmark: the agent runtime's own costs (issue 5): step overhead, loop stalls, prompt size.
+"""Benchmark: the agent world's own costs (issue 5): step overhead, loop stalls, prompt size.
 
 Run on demand (not collected by pytest):
 
@@ -7,8 +7,8 @@ Run on demand (not collected by pytest):
 
 or ``pytest tests/benchmarks/bench_agents.py -s`` (the full run, asserting the targets).
 
-Everything runs on the runtime that ``kestrel run`` and the GUI build, through
-``tests/helpers/agents.agent_runtime``: the bundled BTC/USDT hourly data, paper mode, a real SQLite
+Everything runs on the world that ``kestrel run`` and the GUI build, through
+``tests/helpers/agents.agent_world``: the bundled BTC/USDT hourly data, paper mode, a real SQLite
 workspace in a temporary folder on this machine's disk. Each part prints its ratio to a named
 baseline measured in the same run, and each target beside the measured value:
 
@@ -20,8 +20,8 @@ baseline measured in the same run, and each target beside the measured value:
    (storing the answer, parsing, the approval check, validation, running the tool, rendering,
    storing the result, the limit and budget checks, rebuilding the request). Baseline: the bare
    tool path for the same call, ``executor.execute_text`` with the Trader's context. A second,
-   separate pass times the runtime's collaborators (wrapped on their instances) to show where a
-   step's overhead goes, beside the cost of one SQLite autocommit as the paper runtime's stores
+   separate pass times the world's collaborators (wrapped on their instances) to show where a
+   step's overhead goes, beside the cost of one SQLite autocommit as the paper world's stores
    make it (WAL, ``synchronous=FULL``) and as a backtest's make it (``NORMAL``).
 2. Event-loop stalls, target longest < 50 ms. ``--agents`` analysts on the built-in rule engine
    (their templates' default provider; every fifth one mean-reversion, the rest trend, the first
@@ -30,7 +30,7 @@ baseline measured in the same run, and each target beside the measured value:
    are awaited until idle) until every analyst has made ``--calls`` provider calls or the data
    ends. A monitor coroutine sleeps 1 ms in a loop and records how late it wakes. Baseline: the
    same monitor on the idle loop for 1 s. ``--explain`` times every event-loop callback and the
-   runtime's parts during this part, to show what the stalls are made of; ``--profile`` cProfiles
+   world's parts during this part, to show what the stalls are made of; ``--profile`` cProfiles
    it to stderr.
 3. The static prompt prefix per bundled template, target < 6,000 tokens by
    ``app.agents.prompt.estimate_tokens`` (which counts 11-13% above cl100k on these prompts).
@@ -70,17 +70,17 @@ from app.agents.prompt import (  # noqa: E402
     estimate_tokens,
     fill,
 )
-from app.agents.runtime import AgentRuntime  # noqa: E402
 from app.agents.templates import load_templates, permissions_of, validate_config  # noqa: E402
 from app.domain.agents import AgentState, TaskStatus  # noqa: E402
 from app.domain.clock import ms_to_iso  # noqa: E402
 from app.domain.trading import Mode  # noqa: E402
 from app.events import LLMCallRecorded  # noqa: E402
 from app.resources import resource_path  # noqa: E402
+from app.runtime.world import World  # noqa: E402
 from app.store.db import connect  # noqa: E402
 from app.tools.registry import ToolRegistry, render_tool  # noqa: E402
 from app.tools.spec import AgentContext  # noqa: E402
-from tests.helpers.agents import HOUR_MS, START_MS, agent_runtime, settle  # noqa: E402
+from tests.helpers.agents import HOUR_MS, START_MS, agent_world, settle  # noqa: E402
 from tests.helpers.paths import BTC_USDT_1H  # noqa: E402
 
 pytestmark = pytest.mark.benchmark
@@ -100,11 +100,11 @@ TICK_S = 0.001
 IDLE_S = 1.0
 STEP_TARGET_MS = 1.0
 STALL_TARGET_MS = 50.0
-SLOW_S = 0.010  # --explain lists the runtime's calls slower than this
+SLOW_S = 0.010  # --explain lists the world's calls slower than this
 PROMPT_TARGET = 6_000
 FULL = {"samples": 3_000, "calls": 1_000}
 QUICK = {"samples": 300, "calls": 100}
-# the runtime's collaborators a step goes through: (owner, method, what it does)
+# the world's collaborators a step goes through: (owner, method, what it does)
 STEP_PARTS = (
     ("conversations", "add", "store a message row (the answer, the tool result)"),
     ("conversations", "record_usage", "store the call's llm_usage row"),
@@ -165,7 +165,7 @@ class InstantModel:
 
 
 class Attribution:
-    """Times chosen methods of the runtime's objects while ``active`` (wrapped on the instances,
+    """Times chosen methods of the world's objects while ``active`` (wrapped on the instances,
     never on the classes); what the wrapped calls leave over is the loop's own glue.
 
     A coroutine is timed only while it runs on the loop, not while it is suspended (a memory tool
@@ -213,8 +213,8 @@ class Attribution:
 
         setattr(owner, method, timed)
 
-    def wrap_step_parts(self, runtime: AgentRuntime) -> None:
-        services = runtime.manager.s
+    def wrap_step_parts(self, world: World) -> None:
+        services = world.agents.manager.s
         owners = {
             "services": services, "conversations": services.conversations,
             "agents": services.agents, "executor": services.executor, "pricer": services.pricer,
@@ -252,11 +252,12 @@ def _on_loop(
             to_send, to_throw = None, exc
 
 
-async def _run_tasks(runtime: AgentRuntime, agent_id: str, count: int) -> None:
+async def _run_tasks(world: World, agent_id: str, count: int) -> None:
     for i in range(count):
-        task = runtime.manager.send_user_message(agent_id, f"Task {i}: check {SYMBOL}, report.")
-        await settle(runtime)
-        done = runtime.queue.get(task.task_id)
+        task = world.agents.manager.send_user_message(
+            agent_id, f"Task {i}: check {SYMBOL}, report.")
+        await settle(world)
+        done = world.agents.queue.get(task.task_id)
         if done is None or done.status is not TaskStatus.DONE:
             status = done.status if done is not None else "missing"
             raise RuntimeError(f"a benchmark task ended {status}: {done and done.result}")
@@ -269,8 +270,8 @@ def _gaps(log: list[tuple[str, float, float]]) -> list[float]:
     ]
 
 
-async def _bare_tool_s(runtime: AgentRuntime, ctx: AgentContext, calls: int) -> float:
-    executor = runtime.base.executor
+async def _bare_tool_s(world: World, ctx: AgentContext, calls: int) -> float:
+    executor = world.executor
     for _ in range(200):  # warm-up
         await executor.execute_text(ctx, CALL)
     samples = []
@@ -284,7 +285,7 @@ async def _bare_tool_s(runtime: AgentRuntime, ctx: AgentContext, calls: int) -> 
 
 
 def _commit_s(folder: Path, durable: bool, count: int = 400) -> float:
-    """Median of one autocommit INSERT, on a connection opened as the runtime's stores open it."""
+    """Median of one autocommit INSERT, on a connection opened as the world's stores open it."""
     conn = connect(folder / f"commit-{'full' if durable else 'normal'}.db", durable=durable)
     try:
         conn.execute("CREATE TABLE bench (id INTEGER PRIMARY KEY, body TEXT)")
@@ -300,35 +301,35 @@ def _commit_s(folder: Path, durable: bool, count: int = 400) -> float:
 
 async def step_overhead(folder: Path, samples: int) -> dict[str, Any]:
     model = InstantModel()
-    runtime = agent_runtime(folder, provider_override=lambda _info, _template: model)
+    world = agent_world(folder, provider_override=lambda _info, _template: model)
     try:
-        await runtime.start()
-        template = runtime.manager.templates[TRADER]
+        await world.start()
+        template = world.agents.manager.templates[TRADER]
         model.calls_per_task = template.limits.max_steps
-        info = await runtime.manager.create_agent(
+        info = await world.agents.manager.create_agent(
             TRADER, "Bench trader", {"symbols": [SYMBOL]}, start=True
         )
         per_task = model.calls_per_task - 1
-        await _run_tasks(runtime, info.agent_id, 2)  # warm-up: prompt build, caches
+        await _run_tasks(world, info.agent_id, 2)  # warm-up: prompt build, caches
         model.log.clear()
         tasks = math.ceil(samples / per_task)
-        await _run_tasks(runtime, info.agent_id, tasks)
+        await _run_tasks(world, info.agent_id, tasks)
         gaps = _gaps(model.log)
         ctx = AgentContext(
             agent_id=info.agent_id, permissions=permissions_of(template), role="trader",
             watched_symbols=(SYMBOL,), interval="1h", task_id="bench", call_key="bench:1",
         )
-        bare = await _bare_tool_s(runtime, ctx, min(len(gaps), 3_000))
+        bare = await _bare_tool_s(world, ctx, min(len(gaps), 3_000))
         # where the time goes: a separate pass, so the wrappers cost the measurement nothing
         attribution = Attribution()
-        attribution.wrap_step_parts(runtime)
+        attribution.wrap_step_parts(world)
         model.between_calls = attribution.set_active
         model.log.clear()
-        await _run_tasks(runtime, info.agent_id, max(3, tasks // 10))
+        await _run_tasks(world, info.agent_id, max(3, tasks // 10))
         timed_gaps = _gaps(model.log)
-        usage_rows = runtime.conversations.usage(agent_id=info.agent_id).calls
+        usage_rows = world.agents.conversations.usage(agent_id=info.agent_id).calls
     finally:
-        await runtime.aclose()
+        await world.aclose()
     decile = max(1, len(gaps) // 10)
     return {
         "samples": len(gaps), "tasks": tasks, "per_task": per_task,
@@ -383,7 +384,7 @@ def report_steps(r: dict[str, Any]) -> str:
         f"{rest * 1e6:>9.0f}{rest / total:>7.0%}",
         f"     {'total':<66}{'':>11}{total * 1e6:>9.0f}{1:>7.0%}",
         f"   reference: one SQLite autocommit INSERT on this disk, WAL, synchronous=FULL (the "
-        f"paper runtime's stores) {r['commit_full'] * 1e6:.0f} µs; synchronous=NORMAL (a "
+        f"paper world's stores) {r['commit_full'] * 1e6:.0f} µs; synchronous=NORMAL (a "
         f"backtest's) {r['commit_normal'] * 1e6:.0f} µs",
     ]
     return "\n".join(lines)
@@ -483,7 +484,7 @@ def _data_end_ms() -> int:
 
 
 async def _create_desk(
-    runtime: AgentRuntime, analysts: int, traders: int
+    world: World, analysts: int, traders: int
 ) -> tuple[list[str], list[str], Counter[str]]:
     analyst_ids: list[str] = []
     trader_ids: list[str] = []
@@ -491,15 +492,16 @@ async def _create_desk(
     for i in range(analysts):
         config: dict[str, Any] = {"symbols": [SYMBOL], "interval": "1h"}
         if i < traders:
-            trader = await runtime.manager.create_agent(
+            trader = await world.agents.manager.create_agent(
                 TRADER, f"Trader {i + 1}", {"symbols": [SYMBOL]}, start=True
             )
             trader_ids.append(trader.agent_id)
             config["trader_agent_id"] = trader.agent_id
         template = MEAN_REVERSION if i % 5 == 4 else TREND
         kinds[template] += 1
-        info = await runtime.manager.create_agent(template, f"Analyst {i + 1}", config, start=True)
-        runtime.scheduler.add_job(
+        info = await world.agents.manager.create_agent(
+            template, f"Analyst {i + 1}", config, start=True)
+        world.agents.scheduler.add_job(
             f"bench analysis {i + 1}", "PERIODIC_AGENT_TRIGGER", info.agent_id, "RUN_ANALYSIS",
             {"symbol": SYMBOL, "interval": "1h"}, interval_s=3600, created_by="bench",
         )
@@ -510,19 +512,19 @@ async def _create_desk(
 async def loop_stalls(
     folder: Path, analysts: int, traders: int, calls: int, explain: bool, profile: bool
 ) -> dict[str, Any]:
-    runtime = agent_runtime(folder)  # every template's default provider: the rule engine
+    world = agent_world(folder)  # every template's default provider: the rule engine
     steps = StepCounter()
-    runtime.bus.subscribe(LLMCallRecorded, steps)
+    world.bus.subscribe(LLMCallRecorded, steps)
     timer = CallbackTimer(steps) if explain else None
     attribution = Attribution() if explain else None
     try:
-        await runtime.start()
+        await world.start()
         idle = LoopMonitor()
         await monitored(idle, lambda: asyncio.sleep(IDLE_S))
-        analyst_ids, trader_ids, kinds = await _create_desk(runtime, analysts, traders)
+        analyst_ids, trader_ids, kinds = await _create_desk(world, analysts, traders)
         if attribution is not None:
-            attribution.wrap_step_parts(runtime)
-            attribution.wrap(runtime.rule_engine, "complete", "the rule engine answers")
+            attribution.wrap_step_parts(world)
+            attribution.wrap(world.agents.rule_engine, "complete", "the rule engine answers")
             attribution.active = True
         end_ms = _data_end_ms()
         hours = 0
@@ -531,9 +533,9 @@ async def loop_stalls(
             nonlocal hours
             started = time.perf_counter()
             while (min(steps.per_agent[a] for a in analyst_ids) < calls
-                   and runtime.clock.now_ms() + HOUR_MS <= end_ms):
-                runtime.driver.advance_to(runtime.clock.now_ms() + HOUR_MS)
-                await settle(runtime, timeout_s=600)
+                   and world.venue.clock.now_ms() + HOUR_MS <= end_ms):
+                world.venue.driver.advance_to(world.venue.clock.now_ms() + HOUR_MS)
+                await settle(world, timeout_s=600)
                 hours += 1
             return time.perf_counter() - started
 
@@ -559,12 +561,12 @@ async def loop_stalls(
             print("cProfile of part 2 (app code, by cumulative time):", file=sys.stderr)
             stats = pstats.Stats(profiler, stream=sys.stderr)
             stats.sort_stats("cumulative").print_stats(r"/app/", 30)
-        faulted = [a.name for a in runtime.manager.list_agents()
+        faulted = [a.name for a in world.agents.manager.list_agents()
                    if a.state is AgentState.FAULTED]
-        stored = runtime.conversations.usage(run_id=runtime.run_id).calls
-        now_ms = runtime.clock.now_ms()
+        stored = world.agents.conversations.usage(run_id=world.agents.run_id).calls
+        now_ms = world.venue.clock.now_ms()
     finally:
-        await runtime.aclose()
+        await world.aclose()
     per_analyst = [steps.per_agent[a] for a in analyst_ids]
     result: dict[str, Any] = {
         "analysts": analysts, "traders": len(trader_ids), "kinds": kinds, "calls": calls,
@@ -743,11 +745,11 @@ def prompt_sizes(registry: ToolRegistry) -> dict[str, Any]:
 
 
 async def _registry_sizes(folder: Path) -> dict[str, Any]:
-    runtime = agent_runtime(folder)  # its registry holds every tool, orchestration included
+    world = agent_world(folder)  # its registry holds every tool, orchestration included
     try:
-        return prompt_sizes(runtime.base.registry)
+        return prompt_sizes(world.registry)
     finally:
-        await runtime.aclose()
+        await world.aclose()
 
 
 def report_prompts(r: dict[str, Any]) -> str:
@@ -788,7 +790,7 @@ def run(
         root = Path(tmp)
         for name in ("steps", "stalls", "prompts"):
             (root / name).mkdir()
-        print(f"agent runtime benchmark: paper mode, workspaces under {root}, data "
+        print(f"agent world benchmark: paper mode, workspaces under {root}, data "
               f"{BTC_USDT_1H.name}, Python {sys.version.split()[0]}")
         steps = asyncio.run(step_overhead(root / "steps", samples))
         print(report_steps(steps), flush=True)
@@ -821,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=None,
                         help=f"provider calls each analyst must make (default {FULL['calls']})")
     parser.add_argument("--explain", action="store_true",
-                        help="time every event-loop callback and the runtime's parts in part 2")
+                        help="time every event-loop callback and the world's parts in part 2")
     parser.add_argument("--profile", action="store_true", help="cProfile part 2 to stderr")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL

@@ -69,13 +69,13 @@ def _rss_mb() -> float:
 
 
 def run_kestrel(path: Path, profile: bool) -> dict[str, float]:
-    from app.backtest.runner import run_session
-    from app.backtest.session import BrokerSettings, build_session, load_files
     from app.backtest.sma_cross import SmaCross
+    from app.config import PaperSettings
+    from app.runtime.strategy_backtest import load_files, open_backtest, run_strategy
 
     files = load_files([path])
-    session = build_session(
-        files, broker_settings=BrokerSettings(cash=Decimal(int(CASH)), fee_rate=Decimal(str(FEE)),
+    session = open_backtest(
+        files, paper=PaperSettings(initial_cash=Decimal(int(CASH)), fee_rate=Decimal(str(FEE)),
                                               slippage_bps=Decimal(0)),
         record_tool_calls=True,
     )
@@ -86,7 +86,7 @@ def run_kestrel(path: Path, profile: bool) -> dict[str, float]:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    _timeline, output, seconds = asyncio.run(run_session(session, strategy))
+    _timeline, output, seconds = asyncio.run(run_strategy(session, strategy))
     if profile:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)

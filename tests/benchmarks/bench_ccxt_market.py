@@ -17,9 +17,9 @@ overhead of a tool call over the bare ccxt call, median under 2 ms.
 - cached klines: the same tool call with the default freshness (served from the snapshot) vs the
   bare refill fetch: what the cache saves.
 
-Start-up: a cold ``python -c "import app.cli"`` (what the app imports before its window) against
-the same plus ``import ccxt.async_support``, the cost ccxt would add if anything imported it at
-start-up (``tests/unit/core/test_no_ccxt_at_startup.py`` proves nothing does).
+Start-up: a cold ``python -c "import app.cli.main"`` (what the app imports before its window)
+against the same plus ``import ccxt.async_support``, the cost ccxt would add if anything imported
+it at start-up (``tests/unit/core/test_no_ccxt_at_startup.py`` proves nothing does).
 """
 
 from __future__ import annotations
@@ -121,9 +121,9 @@ def cold_import_s(code: str, runs: int) -> float:
 
 
 def startup(runs: int) -> None:
-    cold_import_s("import app.cli, ccxt.async_support", 1)  # warm the disk cache for both
-    base = cold_import_s("import app.cli", runs)
-    with_ccxt = cold_import_s("import app.cli, ccxt.async_support", runs)
+    cold_import_s("import app.cli.main, ccxt.async_support", 1)  # warm the disk cache for both
+    base = cold_import_s("import app.cli.main", runs)
+    with_ccxt = cold_import_s("import app.cli.main, ccxt.async_support", runs)
     print(f"start-up         import app.cli {base * 1000:7.0f} ms   with ccxt "
           f"{with_ccxt * 1000:7.0f} ms   ccxt would add {(with_ccxt - base) * 1000:+6.0f} ms "
           f"({with_ccxt / base:4.2f}x)")

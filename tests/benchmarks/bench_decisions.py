@@ -7,7 +7,7 @@ Run on demand (not collected by pytest):
 or ``pytest tests/benchmarks/bench_decisions.py -s`` (the full run, asserting the targets).
 
 A *decision* is one task an agent finished: an hourly analysis, a trade signal or a fill for the
-Trader, a chat request for the Orchestrator. The runtime is the one ``kestrel run`` builds, on
+Trader, a chat request for the Orchestrator. The world is the one ``kestrel run`` builds, on
 the bundled BTC/USDT hourly data: the person asks the Orchestrator to watch BTC/USDT with a
 trend analyst and a trader, the market moves ``--hours`` hours, then the person asks "status".
 
@@ -16,7 +16,7 @@ policies (they decide from a task's data block when it has one and call the tool
 and it is counted the way an OpenAI-compatible API counts: input tokens are cl100k tokens of the
 system prompt and every message (plus the chat format's 4 per message and 3 per request),
 output tokens those of the answer, and cached tokens the prefix shared with the agent's previous
-request, from 1,024 tokens in steps of 128 (OpenAI's prompt caching rule). The runtime prices
+request, from 1,024 tokens in steps of 128 (OpenAI's prompt caching rule). The world prices
 every call with ``resources/prices.yaml`` as ``--price-as`` (default gpt-4o) and stores it in
 ``llm_usage``, which is what is read back here.
 
@@ -58,12 +58,12 @@ from app.agents.llm.port import (  # noqa: E402
 from app.agents.llm.replay import RecordingProvider, ReplayProvider  # noqa: E402
 from app.agents.rules.engine import decide  # noqa: E402
 from app.agents.rules.transcript import read_transcript  # noqa: E402
-from app.agents.runtime import AgentRuntime  # noqa: E402
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, AgentTemplate  # noqa: E402
 from app.domain.agents import AgentInfo  # noqa: E402
+from app.runtime.world import World  # noqa: E402
 from app.tools.protocol.parser import parse_response  # noqa: E402
 from tests.benchmarks.bench_agents import cl100k  # noqa: E402
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle  # noqa: E402
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle  # noqa: E402
 
 pytestmark = pytest.mark.benchmark
 
@@ -152,36 +152,36 @@ class Run:
     largest: int = 0  # input tokens of the largest request
 
 
-def prepare(runtime: AgentRuntime, data: bool) -> None:
+def prepare(world: World, data: bool) -> None:
     """No spending cap in either run (at gpt-4o prices the analyst's $5 runs out after about 38
     analyses without task data, which would end the baseline early), and task data only in the
     run that has it."""
-    for name, template in list(runtime.manager.templates.items()):
+    for name, template in list(world.agents.manager.templates.items()):
         limits = template.limits.model_copy(update={"budget_usd": None})
         update: dict[str, Any] = {"limits": limits}
         if not data:
             update["task_data"] = None
-        runtime.manager.templates[name] = template.model_copy(update=update)
+        world.agents.manager.templates[name] = template.model_copy(update=update)
 
 
 Override = Callable[[AgentInfo, AgentTemplate], LLMProvider | None]
 
 
 async def scenario(folder: Path, hours: int, override: Override | None, data: bool) -> float:
-    runtime = agent_runtime(folder, provider_override=override)
+    world = agent_world(folder, provider_override=override)
     try:
-        await runtime.start()
-        prepare(runtime, data)
+        await world.start()
+        prepare(world, data)
         started = time.perf_counter()
-        orchestrator = await runtime.ensure_orchestrator()
-        runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-        await settle(runtime)
-        await advance_hours(runtime, hours)
-        runtime.manager.send_user_message(orchestrator.agent_id, "status")
-        await settle(runtime, timeout_s=600)
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+        await settle(world)
+        await advance_hours(world, hours)
+        world.agents.manager.send_user_message(orchestrator.agent_id, "status")
+        await settle(world, timeout_s=600)
         return time.perf_counter() - started
     finally:
-        await runtime.aclose()
+        await world.aclose()
 
 
 def read_run(label: str, folder: Path, wall_s: float) -> Run:

@@ -116,31 +116,31 @@ async def live_load(seconds: float, extra_analysts: int) -> dict[str, object]:
         window.show()
         idle = await _measure(1.0)
         await window.open_workspace(Workspace.at(Path(tmp) / "ws"), paced=False)
-        runtime = window.runtime
-        assert runtime is not None
+        world = window.world
+        assert world is not None
         for n in range(extra_analysts):
-            info = await runtime.manager.create_agent(
+            info = await world.agents.manager.create_agent(
                 "AnalystAgent_Trend_v1" if n % 2 else "AnalystAgent_MeanReversion_v1",
                 f"Bench analyst {n + 1}", {"symbols": ["BTC/USD"], "interval": "1h"},
                 start=True)
-            runtime.scheduler.add_job(
+            world.agents.scheduler.add_job(
                 f"bench-{n}", "PERIODIC_AGENT_TRIGGER", info.agent_id, "RUN_ANALYSIS",
                 {"symbol": "BTC/USD", "interval": "1h"}, interval_s=3600)
-        await asyncio.wait_for(runtime.manager.wait_idle(), 60)
-        agents = len(runtime.manager.list_agents())
-        calls_before = runtime.conversations.usage().calls
-        bars_before = runtime.clock.now_ms()
-        runtime.driver.set_speed(36_000.0)  # one hourly bar per 100 ms of wall time
+        await asyncio.wait_for(world.agents.manager.wait_idle(), 60)
+        agents = len(world.agents.manager.list_agents())
+        calls_before = world.agents.conversations.usage().calls
+        bars_before = world.venue.clock.now_ms()
+        world.venue.driver.set_speed(36_000.0)  # one hourly bar per 100 ms of wall time
         window.start_replay()
-        share = runtime.manager.s.share
+        share = world.agents.manager.s.share
         rests_before = getattr(share, "rests", 0)
         delayed_before = REDRAWS.delayed
         busy = await _measure(seconds)
         rests = getattr(share, "rests", 0) - rests_before
         delayed = REDRAWS.delayed - delayed_before
-        bars = (runtime.clock.now_ms() - bars_before) // 3_600_000
-        calls = runtime.conversations.usage().calls - calls_before
-        fills = len(runtime.base.ledger.fills())
+        bars = (world.venue.clock.now_ms() - bars_before) // 3_600_000
+        calls = world.agents.conversations.usage().calls - calls_before
+        fills = len(world.ledger.fills())
         window.close()
         await window.aclose()
     return {"idle": idle, "busy": busy, "agents": agents, "bars": bars, "calls": calls,

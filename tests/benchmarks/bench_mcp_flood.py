@@ -34,8 +34,8 @@ if str(REPO) not in sys.path:
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
+from app.config.mcp import McpServerSettings  # noqa: E402
 from app.mcp.servers import StderrTail  # noqa: E402
-from app.mcp.settings import McpServerSettings  # noqa: E402
 from tests.helpers.heartbeat import BEAT_S, Heartbeat  # noqa: E402
 
 HOSTILE = str(REPO / "tests" / "helpers" / "hostile_mcp_server.py")

@@ -4,7 +4,7 @@ would, and now and then answers with a malformed call first, as real models do.
 Why: the whole agent flow must be proven through the real ``openai`` and ``anthropic`` SDKs over
 real HTTP, which needs a model that makes the right calls for many steps. The rule engine's
 policies are that model; the only difference from the built-in provider is the path the answer
-travels. The agent's id is read from its system prompt and its configuration from the runtime's
+travels. The agent's id is read from its system prompt and its configuration from the world's
 own agents (kept current from the event bus, so the server thread never touches SQLite).
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 from app.agents.llm.port import ChatMessage
 from app.agents.rules.engine import decide
 from app.agents.rules.transcript import read_transcript
-from app.agents.runtime import AgentRuntime
 from app.events import AgentStateChanged
+from app.runtime.world import World
 from app.tools.protocol.parser import parse_response
 
 _AGENT_ID = re.compile(r"Your agent id: `([^`]+)`")
@@ -46,21 +46,21 @@ def corrupt(answer: str, n: int) -> str:
 
 
 class RuleModel:
-    """``server.default = RuleModel(runtime, malformed_every=7)``."""
+    """``server.default = RuleModel(world, malformed_every=7)``."""
 
-    def __init__(self, runtime: AgentRuntime, *, malformed_every: int = 0) -> None:
+    def __init__(self, world: World, *, malformed_every: int = 0) -> None:
         self.configs: dict[str, dict[str, Any]] = {
-            a.agent_id: dict(a.config) for a in runtime.manager.list_agents()
+            a.agent_id: dict(a.config) for a in world.agents.manager.list_agents()
         }
         self.malformed_every = malformed_every
         self.calls = 0
         self.malformed = 0
         self._lock = threading.Lock()
-        self._runtime = runtime
-        runtime.bus.subscribe(AgentStateChanged, self._on_agent)
+        self._world = world
+        world.bus.subscribe(AgentStateChanged, self._on_agent)
 
     def _on_agent(self, event: AgentStateChanged) -> None:
-        info = self._runtime.agents.get(event.agent_id)
+        info = self._world.agents.store.get(event.agent_id)
         if info is not None:
             self.configs[info.agent_id] = dict(info.config)
 

@@ -24,7 +24,7 @@ from app.ccxt.broker import CcxtBroker, build_broker_exchange
 from app.ccxt.errors import RetryPolicy
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.reconcile import ReconcilePolicy, Reconciler
-from app.ccxt.settings import ExchangeSettings
+from app.config.exchanges import ExchangeSettings
 from app.domain.errors import ToolError
 from app.domain.trading import OrderType, Side
 from app.exchange.port import OrderRequest

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
-from app.agents.driver import MarketDriver
-from app.backtest.cli import (
+from app.cli.backtest import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -26,8 +24,10 @@ from app.backtest.cli import (
     add_backtest_arguments,
     backtest_command,
 )
-from app.backtest.runner import ERROR_FILE
 from app.domain.clock import ms_to_iso
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
+from app.runtime.replay import ReplayDriver
+from app.runtime.strategy_backtest import ERROR_FILE
 from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
 from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
 
@@ -70,14 +70,14 @@ def test_an_error_part_way_through_an_agent_run_keeps_the_report_of_the_bars_tha
 ) -> None:
     closes = closes_of(BTC_USD_1D)
     fatal = int(closes[GAP_ROW - 20 + 11])  # the 11th step after the start fails
-    advance = MarketDriver.advance_to
+    advance = ReplayDriver.advance_to
 
-    def failing(self: MarketDriver, now_ms: int) -> int:
+    def failing(self: ReplayDriver, now_ms: int) -> int:
         if now_ms == fatal:
             raise IndexError("index 11 is out of bounds")
         return advance(self, now_ms)
 
-    monkeypatch.setattr(MarketDriver, "advance_to", failing)
+    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
     out = tmp_path / "out"
     code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP, "--out", out,
                 "--no-progress")

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
 from app.agents.rules import trader
 from app.domain.trading import Mode
 from app.memory.store import MemoryStore
-from app.runtime import build_offline_runtime
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 from tests.helpers.paths import BTC_USDT_1H
 
 TEMPLATES = ["AnalystAgent_Trend_v1", "TraderAgent_Default_v1"]
@@ -58,12 +58,12 @@ def test_an_agent_backtest_writes_memory_without_fsync_and_on_its_own_thread(
 def test_a_paper_or_live_workspace_keeps_its_memory_and_audit_durable(
     tmp_path: Path, mode: Mode
 ) -> None:
-    runtime = build_offline_runtime(Workspace.at(tmp_path / "ws"), [BTC_USDT_1H], mode=mode)
+    world = tool_world(Workspace.at(tmp_path / "ws"), [BTC_USDT_1H], mode=mode)
     try:
-        assert runtime.memory.limits.durable and not runtime.memory.inline
-        assert runtime.ledger._audit_batch == 1  # noqa: SLF001 - each tool call commits at once
+        assert world.memory.limits.durable and not world.memory.inline
+        assert world.ledger._audit_batch == 1  # noqa: SLF001 - each tool call commits at once
     finally:
-        runtime.close()
+        world.close()
 
 
 def test_a_growing_trade_record_is_parsed_once_per_content() -> None:

@@ -11,9 +11,10 @@ import json
 import socket
 from pathlib import Path
 
-from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
 from app.agents.faults import what_to_do
 from app.backtest.report import summary_table
+from app.config import LLMSettings
+from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from tests.helpers.paths import BTC_USDT_1H
 
 TEMPLATES = ["AnalystAgent_Trend_v1", "TraderAgent_Default_v1"]
@@ -30,10 +31,9 @@ def test_an_agent_backtest_whose_model_server_is_unreachable_opens_its_report_wi
 ) -> None:
     options = AgentBacktestOptions(
         templates=TEMPLATES, warmup_bars=60, bars=12,
-        force_provider=("openai-compatible", "gpt-test"),
-        llm_settings={"provider": "openai-compatible",
-                      "base_url": f"http://127.0.0.1:{closed_port()}/v1", "max_retries": 0,
-                      "timeout_s": 5},
+        llm=LLMSettings(provider="openai-compatible", model="gpt-test",
+                        base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=0,
+                        timeout_s=5),
     )
     outcome = asyncio.run(run_agent_backtest([BTC_USDT_1H], options, tmp_path))
     (fault,) = outcome.faults
@@ -67,7 +67,7 @@ def test_a_provider_that_cannot_be_built_faults_the_agent_with_the_reason_not_as
 ) -> None:
     options = AgentBacktestOptions(  # OpenAI's own server, and no key anywhere
         templates=TEMPLATES, warmup_bars=60, bars=6,
-        force_provider=("openai-compatible", "gpt-test"),
+        llm=LLMSettings(provider="openai-compatible", model="gpt-test"),
     )
     outcome = asyncio.run(run_agent_backtest([BTC_USDT_1H], options, tmp_path))
     (fault,) = outcome.faults

@@ -23,89 +23,90 @@ from app.agents.llm.openai_compat import OpenAICompatibleProvider
 from app.agents.llm.port import LLMProvider
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 from app.agents.rules.engine import RuleEngineProvider
-from app.agents.runtime import AgentRuntime
 from app.agents.templates import AgentTemplate
 from app.domain.agents import AgentInfo, AgentRole, AgentState, TaskStatus
 from app.events import NotificationRaised
 from app.memory.roles import ANALYSIS_LOG, trades_path
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from app.runtime.world import World
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer
 from tests.helpers.rule_model import RuleModel
 
 Override = Callable[[AgentInfo, AgentTemplate], LLMProvider | None]
 
 
-def _calls(runtime: AgentRuntime, agent_id: str) -> list[tuple[str, str]]:
-    rows = runtime.base.ledger.connection.execute(
+def _calls(world: World, agent_id: str) -> list[tuple[str, str]]:
+    rows = world.ledger.connection.execute(
         "SELECT tool_name, status FROM tool_calls WHERE agent_id=? ORDER BY id", (agent_id,)
     ).fetchall()
     return [(r[0], r[1]) for r in rows]
 
 
-async def watch_and_trade(runtime: AgentRuntime, max_hours: int = 240) -> None:
+async def watch_and_trade(world: World, max_hours: int = 240) -> None:
     """The person's request, then hours of replay until the Trader has protected a position."""
     alerts: list[NotificationRaised] = []
-    runtime.bus.subscribe(NotificationRaised, alerts.append)
-    orchestrator = await runtime.ensure_orchestrator()
-    runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-    await settle(runtime)
+    world.bus.subscribe(NotificationRaised, alerts.append)
+    orchestrator = await world.ensure_orchestrator()
+    world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+    await settle(world)
 
-    agents = {a.role: a for a in runtime.manager.list_agents()}
+    agents = {a.role: a for a in world.agents.manager.list_agents()}
     assert set(agents) == {AgentRole.ORCHESTRATOR, AgentRole.ANALYST, AgentRole.TRADER}
     analyst, trader = agents[AgentRole.ANALYST], agents[AgentRole.TRADER]
     assert analyst.config["trader_agent_id"] == trader.agent_id
     assert analyst.state is AgentState.RUNNING and trader.state is AgentState.RUNNING
-    (job,) = runtime.scheduler.jobs()
+    (job,) = world.agents.scheduler.jobs()
     assert job.target_agent_id == analyst.agent_id and job.enabled
-    assert job.next_run_ms == runtime.clock.now_ms() + 3_600_000
+    assert job.next_run_ms == world.venue.clock.now_ms() + 3_600_000
     assert any(a.channel == "UI_ALERT" for a in alerts)
-    answer = [m for m in runtime.conversations.recent(orchestrator.agent_id) if m.kind == "final"]
+    answer = [m for m in world.agents.conversations.recent(orchestrator.agent_id)
+              if m.kind == "final"]
     assert answer, "the Orchestrator answered the person in text"
 
     for _hour in range(max_hours):
-        await advance_hours(runtime, 1)
-        names = [name for name, status in _calls(runtime, trader.agent_id) if status == "success"]
+        await advance_hours(world, 1)
+        names = [name for name, status in _calls(world, trader.agent_id) if status == "success"]
         if "set_position_tp_sl_orders" in names:
             break
-    analyst_calls = [n for n, _ in _calls(runtime, analyst.agent_id)]
+    analyst_calls = [n for n, _ in _calls(world, analyst.agent_id)]
     for tool in ("get_historical_klines", "calculate_technical_indicator",
                  "append_to_agent_memory_file", "dispatch_task_to_agent"):
         assert tool in analyst_calls
-    trader_calls = _calls(runtime, trader.agent_id)
+    trader_calls = _calls(world, trader.agent_id)
     names = [n for n, _ in trader_calls]
     assert "read_agent_memory_file" in names and "get_account_balance" in names
     assert ("create_order", "success") in trader_calls
     assert ("set_position_tp_sl_orders", "success") in trader_calls
     assert names.index("read_agent_memory_file") < names.index("create_order")
 
-    accepted = runtime.base.ledger.connection.execute(
+    accepted = world.ledger.connection.execute(
         "SELECT COUNT(*) FROM risk_decisions WHERE agent_id=? AND accepted=1",
         (trader.agent_id,),
     ).fetchone()[0]
     assert accepted >= 1, "the order passed the Risk Guard"
-    fills = runtime.base.ledger.fills()
+    fills = world.ledger.fills()
     assert any(f.agent_id == trader.agent_id for f in fills)
-    signals = [t for t in runtime.queue.tasks(trader.agent_id)
+    signals = [t for t in world.agents.queue.tasks(trader.agent_id)
                if t.task_type == "NEW_MARKET_ANALYSIS_SIGNAL"]
     assert signals and all(t.status is TaskStatus.DONE for t in signals)
-    memory = runtime.base.memory
+    memory = world.memory
     assert memory.read_file(analyst.agent_id, ANALYSIS_LOG).data
     assert memory.read_file(trader.agent_id, trades_path("BTC/USDT")).data
     assert len(alerts) >= 2, "the fill was notified too"
-    assert not [a for a in runtime.manager.list_agents() if a.state is AgentState.FAULTED]
+    assert not [a for a in world.agents.manager.list_agents() if a.state is AgentState.FAULTED]
 
 
 def _run(folder: Path, override: Override | None = None,
-         on_runtime: Callable[[AgentRuntime], None] | None = None) -> None:
+         on_runtime: Callable[[World], None] | None = None) -> None:
     async def scenario() -> None:
-        runtime = agent_runtime(folder, provider_override=override)
+        world = agent_world(folder, provider_override=override)
         if on_runtime is not None:
-            on_runtime(runtime)
+            on_runtime(world)
         try:
-            await runtime.start()
-            await watch_and_trade(runtime)
+            await world.start()
+            await watch_and_trade(world)
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 
@@ -131,7 +132,7 @@ def test_the_same_flow_through_a_real_sdk_recovers_from_malformed_calls(
                                      timeout_s=10, max_retries=1)
     try:
         _run(tmp_path, lambda _info, _template: provider,
-             lambda runtime: models.append(RuleModel(runtime, malformed_every=7)))
+             lambda world: models.append(RuleModel(world, malformed_every=7)))
     finally:
         server.close()
     (model,) = models
@@ -180,21 +181,21 @@ def test_a_recorded_run_replays_offline_with_identical_decisions_and_a_change_is
 
     async def diverge() -> None:
         changed_player = ReplayProvider(changed)
-        runtime = agent_runtime(tmp_path / "diverged",
+        world = agent_world(tmp_path / "diverged",
                                 provider_override=lambda _info, _template: changed_player)
         try:
-            await runtime.start()
-            orchestrator = await runtime.ensure_orchestrator()
-            runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-            await settle(runtime)
-            await advance_hours(runtime, 1)
-            (analyst,) = [a for a in runtime.manager.list_agents()
+            await world.start()
+            orchestrator = await world.ensure_orchestrator()
+            world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+            await settle(world)
+            await advance_hours(world, 1)
+            (analyst,) = [a for a in world.agents.manager.list_agents()
                           if a.role is AgentRole.ANALYST]
-            analyst = runtime.agents.get(analyst.agent_id)
+            analyst = world.agents.store.get(analyst.agent_id)
             assert analyst.state is AgentState.FAULTED
             assert "differs" in (analyst.fault_reason or "")
             assert "analysis_log_2" in (analyst.fault_reason or "")
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(diverge())

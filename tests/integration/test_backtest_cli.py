@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.backtest import cli
-from app.backtest.cli import (
+from app.backtest.strategy import BarContext
+from app.cli import backtest as cli
+from app.cli.backtest import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_STRATEGY_FAILED,
@@ -19,10 +20,9 @@ from app.backtest.cli import (
     add_backtest_arguments,
     backtest_command,
 )
-from app.backtest.runner import ERROR_FILE
-from app.backtest.strategy import BarContext
 from app.domain.clock import ms_to_iso
-from tests.integration.test_backtest_engine import HOUR, START, write_candles, zigzag
+from app.runtime.strategy_backtest import ERROR_FILE
+from tests.integration.test_strategy_backtest import HOUR, START, write_candles, zigzag
 
 HEADER = "timestamp_ms,open,high,low,close,volume"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.agents.backtest import AgentBacktestOptions, AgentBacktestResult, run_agent_backtest
-from app.backtest.runner import RunOptions, run_backtest
 from app.backtest.sma_cross import SmaCross
 from app.domain.errors import DataFileError
 from app.market.csv_loader import load_csv
+from app.runtime.agent_backtest import AgentBacktestOptions, AgentBacktestResult, run_agent_backtest
+from app.runtime.strategy_backtest import RunOptions, run_backtest
 from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H
 
 TREND, TRADER = "AnalystAgent_Trend_v1", "TraderAgent_Default_v1"

@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.backtest.runner import RunOptions, run_backtest
-from app.backtest.session import BrokerSettings
 from app.backtest.sma_cross import SmaCross
+from app.config import PaperSettings
 from app.market.csv_loader import load_csv
+from app.runtime.strategy_backtest import RunOptions, run_backtest
 from tests.helpers.paths import BTC_USD_1H, BTC_USD_1M
 
 FAST, SLOW = 10, 30
@@ -86,7 +86,7 @@ def _kestrel_trades(path: Path) -> tuple[list[tuple[int, int]], float, bool]:
     result = run_backtest(
         [path],
         SmaCross(fast=FAST, slow=SLOW),
-        RunOptions(broker=BrokerSettings(cash=Decimal(int(CASH)), fee_rate=Decimal(str(FEE)),
+        RunOptions(paper=PaperSettings(initial_cash=Decimal(int(CASH)), fee_rate=Decimal(str(FEE)),
                                          slippage_bps=Decimal(0))),
     )
     stamps = load_csv(path).series.timestamp_ms

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.domain.errors import (
     NotFoundError,
 )
 from app.domain.trading import OrderStatus, OrderType, Side
+from app.events import OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
 from app.exchange.port import OrderRequest
 from tests.helpers.fake_exchange.broker import close_broker, open_broker
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -39,6 +40,7 @@ SYMBOL = "BTC/USDT"
 class ContractVenue:
     broker: Any
     advance: Callable[[], Awaitable[None]]
+    events: list[Any] = field(default_factory=list)  # what the broker announced
 
     async def limit_far_below(self, key: str, qty: str = "0.01") -> OrderRequest:
         last = await self.broker.last_price(SYMBOL)
@@ -51,25 +53,27 @@ class ContractVenue:
 def go_fixture(request, tmp_path):
     """Run ``scenario(venue)`` on one broker kind, on a fresh account."""
     def go(scenario: Callable[[ContractVenue], Awaitable[None]]) -> None:
+        events: list[Any] = []
         if request.param == "paper":
-            rig = make_rig(tmp_path / "paper.db", visible=30, cash="100000")
+            rig = make_rig(tmp_path / "paper.db", visible=30, cash="100000", events=events.append)
 
             async def step() -> None:
                 rig.step(1)
 
-            asyncio.run(scenario(ContractVenue(rig.broker, step)))
+            asyncio.run(scenario(ContractVenue(rig.broker, step, events)))
             return
         server = request.getfixturevalue("server")
         server.binance_account.reset()
 
         async def live() -> None:
-            broker, market = await open_broker(server, tmp_path / "live.db")
+            broker, market = await open_broker(server, tmp_path / "live.db",
+                                               events=events.append)
 
             async def nothing() -> None:
                 return None
 
             try:
-                await scenario(ContractVenue(broker, nothing))
+                await scenario(ContractVenue(broker, nothing, events))
             finally:
                 await close_broker(broker, market)
 
@@ -156,5 +160,53 @@ def test_an_agent_cannot_cancel_another_agents_order(go):
         with pytest.raises(AccessDeniedError):
             await v.broker.cancel_order("someone-else", SYMBOL, order.order_id)
         assert [o.order_id for o in await v.broker.open_orders()] == [order.order_id]
+
+    go(scenario)
+
+
+def test_orders_placed_cancelled_filled_and_refused_are_announced_as_events(go):
+    """Whoever listens (the fill routing, the panels) learns of orders from the broker's events,
+    whatever the venue: placed, cancelled, filled (with the order's client id) and refused."""
+    async def scenario(v: ContractVenue) -> None:
+        resting = await v.broker.create_order(await v.limit_far_below("e-1"))
+        await v.broker.cancel_order(AGENT, SYMBOL, resting.order_id)
+        bought = await v.broker.create_order(OrderRequest(
+            AGENT, SYMBOL, Side.BUY, OrderType.MARKET, Decimal("0.01"), client_order_id="e-2"))
+        await v.advance()
+        with pytest.raises((InvalidOrderError, InsufficientFundsError)):
+            await v.broker.create_order(OrderRequest(
+                AGENT, SYMBOL, Side.SELL, OrderType.MARKET, Decimal("1000"),
+                client_order_id="e-3"))
+        kinds = [type(e).__name__ for e in v.events]
+        assert kinds[:2] == ["OrderPlaced", "OrderCancelled"]
+        assert kinds.count("OrderPlaced") == 2 and "OrderRejected" in kinds
+        placed = [e.order for e in v.events if isinstance(e, OrderPlaced)]
+        assert [o.order_id for o in placed] == [resting.order_id, bought.order_id]
+        (cancelled,) = [e.order for e in v.events if isinstance(e, OrderCancelled)]
+        assert cancelled.order_id == resting.order_id
+        assert cancelled.status is OrderStatus.CANCELLED
+        filled = [e for e in v.events if isinstance(e, OrderFilled)]
+        assert filled and all(e.fill.order_id == bought.order_id for e in filled)
+        assert filled[0].order.client_order_id == bought.client_order_id
+        assert sum(e.fill.quantity for e in filled) == Decimal("0.01")
+        (refused,) = [e for e in v.events if isinstance(e, OrderRejected)]
+        assert (refused.agent_id, refused.source) == (AGENT, "broker")
+
+    go(scenario)
+
+
+def test_the_equity_history_grows_oldest_first_and_reads_from_a_moment(go):
+    """The account panel's curve: the equity a broker recorded (the paper broker at each settle,
+    the live one at each account reading), oldest first, and from a time on."""
+    async def scenario(v: ContractVenue) -> None:
+        await v.broker.account()
+        await v.advance()
+        await v.broker.account()
+        points = await v.broker.equity_curve()
+        assert points, "no equity point"
+        assert [p.time_ms for p in points] == sorted({p.time_ms for p in points})
+        assert all(p.equity > 0 for p in points)
+        assert await v.broker.equity_curve(points[-1].time_ms) == points[-1:]
+        assert await v.broker.equity_curve(points[-1].time_ms + 1) == []
 
     go(scenario)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import build_offline_runtime
 from app.store.backups import BackupKeeper, list_backups, quick_check, take_backup
 from app.store.health import DamagedDatabaseError
 from app.store.ledger import Ledger
 from app.store.lock import WorkspaceLock
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 from tests.helpers.paths import BTC_USD_1H, REPO
 
 AT = 1_560_000_000_000  # 2019-06-08
@@ -34,12 +34,12 @@ def digest(path: Path) -> str:
 def used_workspace(tmp_path: Path) -> Workspace:
     """A workspace whose account has a history: a few hundred audit rows over many pages."""
     ws = Workspace.at(tmp_path / "ws")
-    runtime = build_offline_runtime(ws, [BTC_USD_1H], at_ms=AT)
+    world = tool_world(ws, [BTC_USD_1H], at_ms=AT)
     for i in range(400):
-        runtime.ledger.record_tool_call(
+        world.ledger.record_tool_call(
             ("agent", "get_order_book", "{}", "success", None, "<r>" + "x" * 300 + "</r>", i, 1.0)
         )
-    runtime.close(final_backup=True)  # as the app closes: its last work is backed up
+    world.close(final_backup=True)  # as the app closes: its last work is backed up
     return ws
 
 
@@ -71,7 +71,7 @@ def test_a_damaged_database_is_refused_at_open_and_left_untouched(tmp_path, dama
     damage(ws.db_path)
     before = digest(ws.db_path)
     with pytest.raises(DamagedDatabaseError) as refused:
-        build_offline_runtime(ws, [BTC_USD_1H], at_ms=AT)
+        tool_world(ws, [BTC_USD_1H], at_ms=AT)
     message = str(refused.value)
     said = (said,) if isinstance(said, str) else said
     assert str(ws.db_path) in message and "left untouched" in message
@@ -104,12 +104,12 @@ def test_restore_backup_brings_the_account_back_and_keeps_the_damaged_file(tmp_p
     assert f"moved to {aside}" in done.stdout
     assert digest(aside) == damaged
     assert quick_check(ws.db_path) == []
-    runtime = build_offline_runtime(ws, [BTC_USD_1H], at_ms=AT)
+    world = tool_world(ws, [BTC_USD_1H], at_ms=AT)
     try:
-        assert runtime.broker.free("USD") == Decimal(10_000)
-        assert len(runtime.ledger.tool_calls()) == 400, "the history is back"
+        assert world.venue.broker.free("USD") == Decimal(10_000)
+        assert len(world.ledger.tool_calls()) == 400, "the history is back"
     finally:
-        runtime.close()
+        world.close()
 
 
 def test_restore_is_refused_while_the_workspace_is_open(tmp_path):

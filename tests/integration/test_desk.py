@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from app.agents.desk import DEMO_COMMAND, HOUR_MS, demo_start_ms, is_fresh, open_desk, seed_demo
 from app.domain.agents import AgentRole
 from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
+from app.runtime.desk import DEMO_COMMAND, HOUR_MS, demo_start_ms, is_fresh, open_desk, seed_demo
 from app.store.db import is_checkpointed_in_background
 from app.workspace import Workspace
 
@@ -30,25 +30,25 @@ def test_a_fresh_workspace_seeds_the_demo_which_fills_an_order_within_the_first_
 
     async def first_launch() -> int:
         desk = open_desk(workspace)
-        runtime = desk.runtime
+        world = desk.world
         try:
             assert desk.fresh
-            await runtime.start()
-            await seed_demo(runtime)
-            await asyncio.wait_for(runtime.manager.wait_idle(), 30)
-            start = runtime.clock.now_ms()
+            await world.start()
+            await seed_demo(world)
+            await asyncio.wait_for(world.agents.manager.wait_idle(), 30)
+            start = world.venue.clock.now_ms()
             for minute in range(1, 61):  # the replay, a minute at a time
-                runtime.driver.advance_to(start + minute * 60_000)
-                await asyncio.wait_for(runtime.manager.wait_idle(), 30)
-            roles = sorted(a.role.value for a in runtime.manager.list_agents())
+                world.venue.driver.advance_to(start + minute * 60_000)
+                await asyncio.wait_for(world.agents.manager.wait_idle(), 30)
+            roles = sorted(a.role.value for a in world.agents.manager.list_agents())
             assert roles == ["analyst", "orchestrator", "trader"]
-            trader = next(a for a in runtime.manager.list_agents()
+            trader = next(a for a in world.agents.manager.list_agents()
                           if a.role is AgentRole.TRADER)
-            fills = runtime.base.ledger.fills()
+            fills = world.ledger.fills()
             assert [f.agent_id for f in fills] == [trader.agent_id]
-            return runtime.clock.now_ms()
+            return world.venue.clock.now_ms()
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     stopped_at = asyncio.run(first_launch())
     assert not is_fresh(workspace)
@@ -57,13 +57,13 @@ def test_a_fresh_workspace_seeds_the_demo_which_fills_an_order_within_the_first_
         desk = open_desk(workspace)
         try:
             assert not desk.fresh
-            assert desk.runtime.clock.now_ms() == stopped_at
-            orchestrator = desk.runtime.orchestrator()
+            assert desk.world.venue.clock.now_ms() == stopped_at
+            orchestrator = desk.world.orchestrator()
             assert orchestrator is not None
-            tasks = [t for t in desk.runtime.queue.tasks(orchestrator.agent_id)]
+            tasks = [t for t in desk.world.agents.queue.tasks(orchestrator.agent_id)]
             assert [t.payload.get("text") for t in tasks] == [DEMO_COMMAND]
         finally:
-            await desk.runtime.aclose()
+            await desk.world.aclose()
 
     asyncio.run(second_launch())
 
@@ -74,21 +74,21 @@ def test_the_desk_checkpoints_its_database_on_a_thread_not_in_the_loops_commits(
     workspace = Workspace.at(tmp_path)
 
     async def run() -> None:
-        runtime = open_desk(workspace).runtime
+        world = open_desk(workspace).world
         try:
-            assert runtime.checkpointer.running
-            assert (runtime.base.ledger.connection
+            assert world.agents.checkpointer.running
+            assert (world.ledger.connection
                     .execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
-            await runtime.start()
-            await seed_demo(runtime)
-            await asyncio.wait_for(runtime.manager.wait_idle(), 30)
-            ticks = runtime.checkpointer.checkpoints
-            await asyncio.sleep(3 * runtime.checkpointer.interval_s)
-            assert runtime.checkpointer.checkpoints > ticks
-            assert runtime.checkpointer.failures == 0
+            await world.start()
+            await seed_demo(world)
+            await asyncio.wait_for(world.agents.manager.wait_idle(), 30)
+            ticks = world.agents.checkpointer.checkpoints
+            await asyncio.sleep(3 * world.agents.checkpointer.interval_s)
+            assert world.agents.checkpointer.checkpoints > ticks
+            assert world.agents.checkpointer.failures == 0
         finally:
-            await runtime.aclose()
-        assert not runtime.checkpointer.running
+            await world.aclose()
+        assert not world.agents.checkpointer.running
         assert not is_checkpointed_in_background(workspace.db_path)
 
     asyncio.run(run())

@@ -19,9 +19,10 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 
+from app.config.email import EmailSettings
 from app.domain.agents import Channel, DeliveryStatus, Notification, Urgency
 from app.domain.clock import parse_time
-from app.orchestration.email_channel import EmailNotifier, EmailSettings
+from app.orchestration.email_channel import EmailNotifier
 
 USER, PASSWORD = "kestrel", "s3cret"
 

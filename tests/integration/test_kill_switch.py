@@ -1,4 +1,4 @@
-"""The kill switch on the real runtime: rule-engine agents set up by the Orchestrator trade the
+"""The kill switch on the real world: rule-engine agents set up by the Orchestrator trade the
 replayed BTC/USDT market through the real Risk Guard, paper broker and SQLite workspace.
 
 Tripped by hand it cancels the open entries, pauses every agent, refuses the next order and tells
@@ -22,15 +22,16 @@ from typing import Any
 
 import pytest
 
-from app.agents.runtime import AgentRuntime, workspace_resume_ms
 from app.domain.agents import AgentRole, AgentState, Urgency
+from app.domain.kill_switch import TripCause
 from app.domain.trading import OrderStatus
 from app.events import OrderOutcomeUnknown, ReconciliationMismatch
-from app.risk.kill_switch import TripCause
+from app.runtime.desk import workspace_resume_ms
+from app.runtime.world import World
 from app.tools.protocol.render import ToolResult
 from app.tools.spec import AgentContext
 from app.workspace import Workspace
-from tests.helpers.agents import HOUR_MS, SETUP_COMMAND, agent_runtime, settle
+from tests.helpers.agents import HOUR_MS, SETUP_COMMAND, agent_world, settle
 from tests.helpers.paths import BTC_USDT_1H
 
 WORKER = Path(__file__).with_name("kill_switch_worker.py")
@@ -45,35 +46,36 @@ def write_settings(folder: Path, text: str) -> None:
 
 @asynccontextmanager
 async def desk(folder: Path, settings_toml: str = "", **kwargs: Any) -> AsyncIterator[
-        AgentRuntime]:
-    """The runtime with the Orchestrator's usual set-up: a trend analyst, a trader, a job."""
+        World]:
+    """The world with the Orchestrator's usual set-up: a trend analyst, a trader, a job."""
     if settings_toml:
         write_settings(folder, settings_toml)
-    runtime = agent_runtime(folder, **kwargs)
+    world = agent_world(folder, **kwargs)
     try:
-        await runtime.start()
-        if not runtime.manager.list_agents():
-            orchestrator = await runtime.ensure_orchestrator()
-            runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-            await settle(runtime)
-        yield runtime
+        await world.start()
+        if not world.agents.manager.list_agents():
+            orchestrator = await world.ensure_orchestrator()
+            world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+            await settle(world)
+        yield world
     finally:
-        await runtime.aclose()
+        await world.aclose()
 
 
-def trader_of(runtime: AgentRuntime) -> str:
-    return next(a.agent_id for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+def trader_of(world: World) -> str:
+    return next(a.agent_id for a in world.agents.manager.list_agents()
+                if a.role is AgentRole.TRADER)
 
 
-async def call(runtime: AgentRuntime, agent_id: str, xml: str) -> ToolResult:
-    result = await runtime.base.executor.execute_text(AgentContext(agent_id=agent_id), xml)
+async def call(world: World, agent_id: str, xml: str) -> ToolResult:
+    result = await world.executor.execute_text(AgentContext(agent_id=agent_id), xml)
     assert result is not None
     return result
 
 
-async def limit_buy(runtime: AgentRuntime, agent_id: str) -> str:
-    price = await runtime.base.broker.last_price("BTC/USDT")
-    placed = await call(runtime, agent_id, (
+async def limit_buy(world: World, agent_id: str) -> str:
+    price = await world.venue.broker.last_price("BTC/USDT")
+    placed = await call(world, agent_id, (
         "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT</order_type>"
         f"<price>{(price * 95 / 100).quantize(1)}</price><quantity>0.01</quantity>"
         "</create_order>"))
@@ -81,22 +83,22 @@ async def limit_buy(runtime: AgentRuntime, agent_id: str) -> str:
     return dict(placed.data[0].attrs)["order_id"]
 
 
-async def advance_until(runtime: AgentRuntime, done: Callable[[], bool], hours: int) -> int:
+async def advance_until(world: World, done: Callable[[], bool], hours: int) -> int:
     for hour in range(1, hours + 1):
-        runtime.driver.advance_to(runtime.clock.now_ms() + HOUR_MS)
-        await runtime.bus.drain()  # the settle's watch runs as a task of the clock's event
-        await settle(runtime)
+        world.venue.driver.advance_to(world.venue.clock.now_ms() + HOUR_MS)
+        await world.bus.drain()  # the settle's watch runs as a task of the clock's event
+        await settle(world)
         if done():
             return hour
     raise AssertionError(f"not done within {hours} hours")
 
 
-def states(runtime: AgentRuntime) -> dict[AgentRole, AgentState]:
-    return {a.role: a.state for a in runtime.manager.list_agents()}
+def states(world: World) -> dict[AgentRole, AgentState]:
+    return {a.role: a.state for a in world.agents.manager.list_agents()}
 
 
-def order_status(runtime: AgentRuntime, order_id: str) -> OrderStatus:
-    return next(r.order.status for r in runtime.base.ledger.load().orders
+def order_status(world: World, order_id: str) -> OrderStatus:
+    return next(r.order.status for r in world.ledger.load().orders
                 if r.order.order_id == order_id)
 
 
@@ -108,50 +110,50 @@ def test_tripping_by_hand_cancels_entries_pauses_agents_refuses_the_next_order_a
     tmp_path: Path,
 ) -> None:
     async def body() -> None:
-        async with desk(tmp_path) as runtime:
-            trader = trader_of(runtime)
-            bought = await call(runtime, trader, "<create_order><symbol>BTC/USDT</symbol><side>"
+        async with desk(tmp_path) as world:
+            trader = trader_of(world)
+            bought = await call(world, trader, "<create_order><symbol>BTC/USDT</symbol><side>"
                                 "BUY</side><quantity>0.01</quantity></create_order>")
             assert bought.status == "success"
-            await advance_until(runtime, lambda: True, 1)  # the buy fills
-            protected = await call(runtime, trader, (
+            await advance_until(world, lambda: True, 1)  # the buy fills
+            protected = await call(world, trader, (
                 "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol><stop_loss_price>7000"
                 "</stop_loss_price></set_position_tp_sl_orders>"))
             assert protected.status == "success", protected.xml
             stop_loss = dict(protected.data[0].attrs)["stop_loss_order_id"]
-            entry = await limit_buy(runtime, trader)
-            assert set(states(runtime).values()) == {AgentState.RUNNING}
+            entry = await limit_buy(world, trader)
+            assert set(states(world).values()) == {AgentState.RUNNING}
 
-            done = await runtime.kill_switch.trip("testing the switch",
+            done = await world.agents.kill_switch.trip("testing the switch",
                                                   "the person in the Kestrel window")
 
             assert done == ("Cancelled 1 open order, kept 1 take-profit/stop-loss exit, paused 3 "
                             "agents.")
-            assert order_status(runtime, entry) is OrderStatus.CANCELLED
-            assert order_status(runtime, stop_loss).is_open  # it protects the position
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
-            note = runtime.notifications.recent()[0]
+            assert order_status(world, entry) is OrderStatus.CANCELLED
+            assert order_status(world, stop_loss).is_open  # it protects the position
+            assert set(states(world).values()) == {AgentState.PAUSED}
+            note = world.agents.notifications.recent()[0]
             assert note.urgency is Urgency.CRITICAL and "testing the switch" in note.message
             # closing still works while tripped, for the person and an agent alike
-            closed = await call(runtime, trader, "<close_position><symbol>BTC/USDT</symbol>"
+            closed = await call(world, trader, "<close_position><symbol>BTC/USDT</symbol>"
                                 "</close_position>")
             assert closed.status == "success", closed.xml
-            await advance_until(runtime, lambda: True, 1)  # the close fills
-            assert await runtime.base.broker.positions() == []
+            await advance_until(world, lambda: True, 1)  # the close fills
+            assert await world.venue.broker.positions() == []
             # the trader's own next entry, on a fresh signal once resumed: refused by the guard
-            await runtime.manager.control(trader, "resume")
-            price = await runtime.base.broker.last_price("BTC/USDT")
-            runtime.queue.enqueue(trader, "NEW_MARKET_ANALYSIS_SIGNAL", {
+            await world.agents.manager.control(trader, "resume")
+            price = await world.venue.broker.last_price("BTC/USDT")
+            world.agents.queue.enqueue(trader, "NEW_MARKET_ANALYSIS_SIGNAL", {
                 "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.9", "price": str(price),
                 "stop_loss": str((price * Decimal("0.97")).quantize(Decimal("0.01"))),
                 "take_profit": str((price * Decimal("1.05")).quantize(Decimal("0.01"))),
                 "reason": "test signal"}, "agent:analyst")
-            await settle(runtime)
-            orders = runtime.base.ledger.connection.execute(
+            await settle(world)
+            orders = world.ledger.connection.execute(
                 "SELECT status FROM tool_calls WHERE agent_id=? AND tool_name='create_order' "
                 "ORDER BY id", (trader,)).fetchall()
             assert orders[-1] == ("rejected",) and len(orders) == 3  # mine, mine, the trader's
-            refused = runtime.base.ledger.risk_decisions()[-1]
+            refused = world.ledger.risk_decisions()[-1]
             assert refused["rule"] == "kill_switch" and "testing the switch" in refused["reason"]
 
     run(body)
@@ -173,18 +175,18 @@ enabled = false
 
 def test_the_drawdown_halt_trips_the_switch_during_a_replay(tmp_path: Path) -> None:
     async def body() -> None:
-        async with desk(tmp_path, DRAWDOWN_ONLY) as runtime:
-            switch = runtime.kill_switch
-            await advance_until(runtime, switch.is_tripped, 48)
+        async with desk(tmp_path, DRAWDOWN_ONLY) as world:
+            switch = world.agents.kill_switch
+            await advance_until(world, switch.is_tripped, 48)
             trip = switch.active()
             assert trip is not None and trip.cause is TripCause.DRAWDOWN
             assert trip.by == "Kestrel (drawdown halt)" and ">= limit 0.5%" in trip.reason
-            assert trip.market_ms == runtime.clock.now_ms()
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
-            assert "drawdown" in runtime.notifications.recent()[0].message.lower()
+            assert trip.market_ms == world.venue.clock.now_ms()
+            assert set(states(world).values()) == {AgentState.PAUSED}
+            assert "drawdown" in world.agents.notifications.recent()[0].message.lower()
             # the market keeps moving; the same drawdown does not trip it again once reset
             await switch.reset("the person in the Kestrel window")
-            await advance_until(runtime, lambda: True, 2)
+            await advance_until(world, lambda: True, 2)
             assert not switch.is_tripped()
 
     run(body)
@@ -192,66 +194,66 @@ def test_the_drawdown_halt_trips_the_switch_during_a_replay(tmp_path: Path) -> N
 
 def test_the_daily_loss_limit_trips_the_switch_during_a_replay(tmp_path: Path) -> None:
     async def body() -> None:
-        async with desk(tmp_path, DAILY_LOSS_ONLY) as runtime:
-            await advance_until(runtime, runtime.kill_switch.is_tripped, 48)
-            trip = runtime.kill_switch.active()
+        async with desk(tmp_path, DAILY_LOSS_ONLY) as world:
+            await advance_until(world, world.agents.kill_switch.is_tripped, 48)
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.cause is TripCause.DAILY_LOSS
             assert trip.reason.startswith("Daily loss limit reached: equity ")
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
+            assert set(states(world).values()) == {AgentState.PAUSED}
 
     run(body)
 
 
 def test_a_run_of_unknown_order_outcomes_on_the_bus_trips_it(tmp_path: Path) -> None:
     async def body() -> None:
-        async with desk(tmp_path) as runtime:
-            trader = trader_of(runtime)
-            entry = await limit_buy(runtime, trader)
+        async with desk(tmp_path) as world:
+            trader = trader_of(world)
+            entry = await limit_buy(world, trader)
             for n in (1, 2):
-                await runtime.bus.publish(OrderOutcomeUnknown(
+                await world.bus.publish(OrderOutcomeUnknown(
                     "binance", trader, "BTC/USDT", f"k-{n}", "RequestTimeout", n))
-            assert not runtime.kill_switch.is_tripped()
-            await runtime.bus.publish(OrderOutcomeUnknown(
+            assert not world.agents.kill_switch.is_tripped()
+            await world.bus.publish(OrderOutcomeUnknown(
                 "binance", trader, "BTC/USDT", "k-3", "RequestTimeout", 3))
-            trip = runtime.kill_switch.active()
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.cause is TripCause.UNKNOWN_OUTCOMES
-            assert order_status(runtime, entry) is OrderStatus.CANCELLED
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
+            assert order_status(world, entry) is OrderStatus.CANCELLED
+            assert set(states(world).values()) == {AgentState.PAUSED}
 
     run(body)
 
 
 def test_a_reconciliation_mismatch_on_the_bus_trips_it(tmp_path: Path) -> None:
     async def body() -> None:
-        async with desk(tmp_path) as runtime:
-            await runtime.bus.publish(ReconciliationMismatch(
+        async with desk(tmp_path) as world:
+            await world.bus.publish(ReconciliationMismatch(
                 "binance", "balance", "USDT: the journal explains 1000, the exchange has 940"))
-            trip = runtime.kill_switch.active()
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.cause is TripCause.RECONCILIATION
             assert "the exchange has 940" in trip.reason
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
+            assert set(states(world).values()) == {AgentState.PAUSED}
 
     run(body)
 
 
 def test_the_trip_and_its_reset_survive_restarting_the_runtime(tmp_path: Path) -> None:
     async def body() -> None:
-        async with desk(tmp_path) as runtime:
-            await runtime.kill_switch.trip("stop for the night", "the person")
-            at = runtime.clock.now_ms()
-        async with desk(tmp_path, at_ms=at) as runtime:
-            trip = runtime.kill_switch.active()
+        async with desk(tmp_path) as world:
+            await world.agents.kill_switch.trip("stop for the night", "the person")
+            at = world.venue.clock.now_ms()
+        async with desk(tmp_path, at_ms=at) as world:
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.reason == "stop for the night"
             assert trip.actions == "No open order to cancel, paused 3 agents."
-            assert set(states(runtime).values()) == {AgentState.PAUSED}  # still
-            refused = await call(runtime, trader_of(runtime), (
+            assert set(states(world).values()) == {AgentState.PAUSED}  # still
+            refused = await call(world, trader_of(world), (
                 "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><quantity>0.01"
                 "</quantity></create_order>"))
             assert refused.status == "rejected" and refused.rule == "kill_switch"
-            await runtime.kill_switch.reset("the person")
-        async with desk(tmp_path, at_ms=at) as runtime:
-            assert not runtime.kill_switch.is_tripped()
-            assert [t.reset_by for t in runtime.kill_switch.history()] == ["the person"]
+            await world.agents.kill_switch.reset("the person")
+        async with desk(tmp_path, at_ms=at) as world:
+            assert not world.agents.kill_switch.is_tripped()
+            assert [t.reset_by for t in world.agents.kill_switch.history()] == ["the person"]
 
     run(body)
 
@@ -282,23 +284,23 @@ def test_a_kill_9_right_after_the_trip_keeps_the_halt_and_the_next_start_complet
     entry = next(line.split()[1] for line in lines if line.startswith("ORDER"))
 
     async def body() -> None:
-        runtime = agent_runtime(folder, at_ms=workspace_resume_ms(Workspace.at(folder)))
+        world = agent_world(folder, at_ms=workspace_resume_ms(Workspace.at(folder)))
         try:
-            trip = runtime.kill_switch.active()
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.actions is None  # killed before any action
-            assert order_status(runtime, entry).is_open
-            await runtime.start()  # completes the trip before any agent starts
-            assert order_status(runtime, entry) is OrderStatus.CANCELLED
-            assert set(states(runtime).values()) == {AgentState.PAUSED}
-            assert runtime.kill_switch.active().actions == (
+            assert order_status(world, entry).is_open
+            await world.start()  # completes the trip before any agent starts
+            assert order_status(world, entry) is OrderStatus.CANCELLED
+            assert set(states(world).values()) == {AgentState.PAUSED}
+            assert world.agents.kill_switch.active().actions == (
                 "Cancelled 1 open order, paused 3 agents.")
-            assert "Completed after a restart" in runtime.notifications.recent()[0].message
-            refused = await call(runtime, trader_of(runtime), (
+            assert "Completed after a restart" in world.agents.notifications.recent()[0].message
+            refused = await call(world, trader_of(world), (
                 "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><quantity>0.01"
                 "</quantity></create_order>"))
             assert refused.rule == "kill_switch"
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     run(body)
 

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from app.backtest.session import BrokerSettings, Session, build_session, load_files
+from app.config import PaperSettings
+from app.config.risk import LimitPriceBandConfig, all_in_backtest_config
 from app.indicators.catalogue import default_catalogue
-from app.risk.config import all_in_backtest_config
-from app.risk.rules import LimitPriceBandConfig
+from app.runtime.strategy_backtest import history, load_files, open_backtest
+from app.runtime.world import World
 from app.tools.spec import AgentContext
 from tests.helpers.paths import BTC_USDT_1H
 
@@ -40,13 +41,13 @@ def _write(path: Path, spike: bool) -> Path:
     return path
 
 
-def _session(path: Path) -> Session:
+def _session(path: Path) -> World:
     risk = all_in_backtest_config().model_copy(
         update={"limit_price_band": LimitPriceBandConfig(enabled=False)}
     )
-    return build_session(
+    return open_backtest(
         load_files([path]),
-        broker_settings=BrokerSettings(cash=Decimal(10_000), slippage_bps=Decimal(0)),
+        paper=PaperSettings(initial_cash=Decimal(10_000), slippage_bps=Decimal(0)),
         risk=risk,
     )
 
@@ -83,7 +84,7 @@ def _calls() -> list[str]:
     return calls
 
 
-async def _answers(session: Session, calls: list[str]) -> list[str]:
+async def _answers(session: World, calls: list[str]) -> list[str]:
     out = []
     for xml in calls:
         result = await session.executor.execute_text(AGENT, xml)
@@ -92,17 +93,17 @@ async def _answers(session: Session, calls: list[str]) -> list[str]:
     return out
 
 
-async def _do(session: Session, xml: str) -> str:
+async def _do(session: World, xml: str) -> str:
     result = await session.executor.execute_text(AGENT, xml)
     assert result is not None and result.ok, result.xml if result else xml
     return result.xml
 
 
-def _advance(worlds: tuple[Session, Session], when_ms: int) -> list[int]:
+def _advance(worlds: tuple[World, World], when_ms: int) -> list[int]:
     fills = []
     for world in worlds:
-        world.clock.advance_to(when_ms)
-        fills.append(len(world.broker.settle()))
+        world.venue.clock.advance_to(when_ms)
+        fills.append(len(world.venue.broker.settle()))
     return fills
 
 
@@ -115,7 +116,7 @@ async def _scenario(tmp_path: Path) -> None:
     clean = _session(_write(tmp_path / "BTC-USDT_1h_clean.csv", spike=False))
     spiked = _session(_write(tmp_path / "BTC-USDT_1h_spiked.csv", spike=True))
     worlds = (clean, spiked)
-    stamps = clean.market.loaded("BTC/USDT", "1h").series.timestamp_ms
+    stamps = history(clean).loaded("BTC/USDT", "1h").series.timestamp_ms
     spike_open = int(stamps[SPIKE_ROW])
     calls = _calls()
 
@@ -125,10 +126,10 @@ async def _scenario(tmp_path: Path) -> None:
         await _do(world, "<create_order><symbol>BTC/USDT</symbol><side>BUY</side>"
                          "<quote_amount>5000</quote_amount></create_order>")
     assert _advance(worlds, int(stamps[SPIKE_ROW - 49]) + HOUR) == [1, 1]
-    last = Decimal(str(clean.market.loaded("BTC/USDT", "1h").series.close[SPIKE_ROW - 49]))
+    last = Decimal(str(history(clean).loaded("BTC/USDT", "1h").series.close[SPIKE_ROW - 49]))
     limit = (last * 3).quantize(Decimal("0.01"))
     for world in worlds:
-        size = world.broker.position_size("BTC/USDT")
+        size = world.venue.broker.position_size("BTC/USDT")
         await _do(world, f"<create_order><symbol>BTC/USDT</symbol><side>SELL</side>"
                          f"<order_type>LIMIT</order_type><quantity>{size}</quantity>"
                          f"<price>{limit}</price></create_order>")
@@ -140,7 +141,7 @@ async def _scenario(tmp_path: Path) -> None:
         ours, theirs = await _answers(clean, calls), await _answers(spiked, calls)
         for call, a, b in zip(calls, ours, theirs, strict=True):
             assert a == b, f"the spike leaked at {cursor} into {call}"
-        assert spiked.broker.risk_view().open_orders == 1
+        assert spiked.venue.broker.risk_view().open_orders == 1
 
     # the moment the candle closes, the spike is visible and the limit sell fills at its open
     assert _advance(worlds, spike_open + HOUR) == [0, 1]

@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentState
-from tests.helpers.agents import agent_runtime, settle
+from app.runtime.world import World
+from tests.helpers.agents import agent_world, settle
 from tests.helpers.scripted_llm import ScriptedProvider
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")
@@ -45,8 +45,8 @@ def _results(provider: ScriptedProvider) -> list[str]:
     return [m.content for m in provider.requests[-1].messages if "<tool_result" in m.content]
 
 
-async def _approve(runtime: AgentRuntime, server: str, names: set[str], template: str) -> None:
-    hub = runtime.mcp
+async def _approve(world: World, server: str, names: set[str], template: str) -> None:
+    hub = world.agents.mcp
     assert hub is not None
     for listed in await hub.inspect(server):
         if listed.name in names:
@@ -67,35 +67,35 @@ def test_an_agent_uses_approved_mcp_tools_and_survives_every_hostile_behaviour(t
     ])
 
     async def scenario() -> None:
-        runtime = agent_runtime(
+        world = agent_world(
             tmp_path,
             provider_override=lambda info, _t: script if info.template == TRADER else None,
         )
         try:
-            await runtime.start()
-            hub = runtime.mcp
+            await world.start()
+            hub = world.agents.mcp
             assert hub is not None
             listed = {t.name: t for t in await hub.inspect("hostile")}
             assert listed["echo"].status == "new", "every MCP tool starts off"
             assert "Kestrel's own tools" in listed["create_order"].refused
             assert "not a plain name" in listed["bad name<x>"].refused
             assert "$ref" in listed["refs"].refused
-            await _approve(runtime, "hostile", {"echo", "inject", "flood", "hang", "crash"},
+            await _approve(world, "hostile", {"echo", "inject", "flood", "hang", "crash"},
                            TRADER)
-            await _approve(runtime, "time", {"get_current_time"}, TRADER)
-            assert "mcp_hostile__create_order" not in runtime.base.registry
+            await _approve(world, "time", {"get_current_time"}, TRADER)
+            assert "mcp_hostile__create_order" not in world.registry
 
-            trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
-            analyst = await runtime.manager.create_agent(
+            trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+            analyst = await world.agents.manager.create_agent(
                 ANALYST, "A", {"symbols": ["BTC/USDT"], "trader_agent_id": trader.agent_id},
                 start=False)
-            runtime.manager.send_user_message(trader.agent_id, "use your external tools")
-            await settle(runtime, 120)
+            world.agents.manager.send_user_message(trader.agent_id, "use your external tools")
+            await settle(world, 120)
 
             prompt = script.requests[0].system
             assert "mcp_hostile__echo" in prompt and "mcp_time__get_current_time" in prompt
             assert "mcp_hostile__create_order" not in prompt
-            analyst_prompt = runtime.manager.profile_for(analyst).system_prompt
+            analyst_prompt = world.agents.manager.profile_for(analyst).system_prompt
             assert "mcp_" not in analyst_prompt, "enabled for the trader's template only"
 
             time_ok, inject, flood, hang, crash, echo = _results(script)
@@ -109,17 +109,17 @@ def test_an_agent_uses_approved_mcp_tools_and_survives_every_hostile_behaviour(t
             assert "started again on the next call" in crash
             assert "<status>success</status>" in echo and "still here" in echo
 
-            assert runtime.base.ledger.connection.execute(
+            assert world.ledger.connection.execute(
                 "SELECT COUNT(*) FROM orders").fetchone()[0] == 0
-            assert runtime.manager.get_agent(trader.agent_id).state is AgentState.RUNNING
-            audit = runtime.base.ledger.connection.execute(
+            assert world.agents.manager.get_agent(trader.agent_id).state is AgentState.RUNNING
+            audit = world.ledger.connection.execute(
                 "SELECT tool_name, status, error_code FROM tool_calls "
                 "WHERE tool_name LIKE 'mcp_%' ORDER BY id").fetchall()
             assert [row[0] for row in audit] == [
                 "mcp_time__get_current_time", "mcp_hostile__inject", "mcp_hostile__flood",
                 "mcp_hostile__hang", "mcp_hostile__crash", "mcp_hostile__echo"]
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 
@@ -130,26 +130,26 @@ def test_a_tool_whose_server_changes_its_definition_is_off_until_reapproved(tmp_
                                "second task"])
 
     async def scenario() -> None:
-        runtime = agent_runtime(tmp_path, provider_override=lambda _i, _t: script)
+        world = agent_world(tmp_path, provider_override=lambda _i, _t: script)
         try:
-            await runtime.start()
-            await _approve(runtime, "shifty", {"echo"}, TRADER)
-            trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
-            runtime.manager.send_user_message(trader.agent_id, "echo hi")
-            await settle(runtime, 60)
+            await world.start()
+            await _approve(world, "shifty", {"echo"}, TRADER)
+            trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+            world.agents.manager.send_user_message(trader.agent_id, "echo hi")
+            await settle(world, 60)
             (result,) = _results(script)
             assert "<error_code>PERMISSION_DENIED</error_code>" in result
             assert "describes it differently" in result
-            approval = runtime.mcp.approvals.get("shifty", "echo")
+            approval = world.agents.mcp.approvals.get("shifty", "echo")
             assert approval is not None and not approval.usable
-            runtime.manager.send_user_message(trader.agent_id, "again")
-            await settle(runtime, 60)
+            world.agents.manager.send_user_message(trader.agent_id, "again")
+            await settle(world, 60)
             assert "mcp_shifty__echo" in script.requests[0].system
             assert "mcp_shifty__echo" not in script.requests[-1].system, "off in the prompt too"
-            listed = {t.name: t for t in await runtime.mcp.inspect("shifty")}
+            listed = {t.name: t for t in await world.agents.mcp.inspect("shifty")}
             assert listed["echo"].status == "changed"
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 

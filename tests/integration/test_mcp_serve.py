@@ -95,7 +95,7 @@ def test_an_order_the_approval_policy_would_hold_is_refused_and_recorded(tmp_pat
 
 
 def test_orders_are_refused_while_the_workspaces_kill_switch_is_tripped(tmp_path):
-    from app.risk.kill_switch import TripCause
+    from app.domain.kill_switch import TripCause
     from app.store.kill_switch_log import KillSwitchLog
 
     (tmp_path / "settings.toml").write_text('[approval]\nabove_quote = "100"\n')

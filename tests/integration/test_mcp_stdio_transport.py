@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from app.config.mcp import McpServerSettings
 from app.domain.errors import ErrorCode, ToolError
 from app.mcp.servers import McpConnection
-from app.mcp.settings import McpServerSettings
 from tests.helpers.heartbeat import Heartbeat
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")

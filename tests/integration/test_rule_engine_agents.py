@@ -1,4 +1,4 @@
-"""The rule-engine agents on the real runtime: what the Orchestrator does with each command, and
+"""The rule-engine agents on the real world: what the Orchestrator does with each command, and
 how the Trader decides, with its memory, the Risk Guard and the paper broker all real."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import yaml
 
-from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentRole, AgentState
 from app.memory.roles import TradeRecord, TradesFile, to_yaml, trades_path
-from tests.helpers.agents import SETUP_COMMAND, agent_runtime, settle
+from app.runtime.world import World
+from tests.helpers.agents import SETUP_COMMAND, agent_world, settle
 
-Body = Callable[[AgentRuntime], Awaitable[None]]
+Body = Callable[[World], Awaitable[None]]
 TRADER = "TraderAgent_Default_v1"
 
 
@@ -25,26 +25,26 @@ def run(tmp_path: Path, body: Body, settings: str = "") -> None:
         (tmp_path / "settings.toml").write_text(settings, encoding="utf-8")
 
     async def scenario() -> None:
-        runtime = agent_runtime(tmp_path)
+        world = agent_world(tmp_path)
         try:
-            await runtime.start()
-            await body(runtime)
+            await world.start()
+            await body(world)
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 
 
-async def say(runtime: AgentRuntime, text: str) -> str:
+async def say(world: World, text: str) -> str:
     """Send the Orchestrator a chat message; return its final answer."""
-    orchestrator = await runtime.ensure_orchestrator()
-    task = runtime.manager.send_user_message(orchestrator.agent_id, text)
-    await settle(runtime)
-    return runtime.queue.get(task.task_id).result or ""
+    orchestrator = await world.ensure_orchestrator()
+    task = world.agents.manager.send_user_message(orchestrator.agent_id, text)
+    await settle(world)
+    return world.agents.queue.get(task.task_id).result or ""
 
 
-def calls(runtime: AgentRuntime, agent_id: str) -> list[tuple[str, str]]:
-    rows = runtime.base.ledger.connection.execute(
+def calls(world: World, agent_id: str) -> list[tuple[str, str]]:
+    rows = world.ledger.connection.execute(
         "SELECT tool_name, status FROM tool_calls WHERE agent_id=? ORDER BY id", (agent_id,)
     ).fetchall()
     return [(r[0], r[1]) for r in rows]
@@ -53,36 +53,37 @@ def calls(runtime: AgentRuntime, agent_id: str) -> list[tuple[str, str]]:
 def test_a_setup_missing_its_interval_asks_again_after_a_bad_answer_and_can_be_cancelled(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        orchestrator = await runtime.ensure_orchestrator()
-        task = runtime.manager.send_user_message(orchestrator.agent_id, "watch BTC/USDT")
-        await settle(runtime)
-        (question,) = runtime.questions.pending(orchestrator.agent_id)
+    async def body(world: World) -> None:
+        orchestrator = await world.ensure_orchestrator()
+        task = world.agents.manager.send_user_message(orchestrator.agent_id, "watch BTC/USDT")
+        await settle(world)
+        (question,) = world.agents.questions.pending(orchestrator.agent_id)
         assert "interval" in question.text and "1h" in question.suggested_replies
-        runtime.manager.answer(question.question_id, "2h")
-        await settle(runtime)
-        again = [q for q in runtime.questions.pending(orchestrator.agent_id) if q.answer is None]
+        world.agents.manager.answer(question.question_id, "2h")
+        await settle(world)
+        again = [q for q in world.agents.questions.pending(orchestrator.agent_id)
+                 if q.answer is None]
         assert len(again) == 1 and "There is no 2h interval" in again[0].text
-        runtime.manager.answer(again[0].question_id, "4h")
-        await settle(runtime)
-        (schedule,) = [q for q in runtime.questions.pending(orchestrator.agent_id)
+        world.agents.manager.answer(again[0].question_id, "4h")
+        await settle(world)
+        (schedule,) = [q for q in world.agents.questions.pending(orchestrator.agent_id)
                        if q.answer is None]
         assert "How often" in schedule.text
         assert schedule.suggested_replies[0] == "Every 4h, as each candle closes"
-        runtime.manager.answer(schedule.question_id, "cancel")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).result == "Cancelled: nothing was set up."
-        assert [a.role for a in runtime.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
-        assert runtime.agents.get(orchestrator.agent_id).state is AgentState.RUNNING
+        world.agents.manager.answer(schedule.question_id, "cancel")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Cancelled: nothing was set up."
+        assert [a.role for a in world.agents.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
+        assert world.agents.store.get(orchestrator.agent_id).state is AgentState.RUNNING
 
     run(tmp_path, body)
 
 
 def test_status_reports_each_agent_with_its_state_and_next_run(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        assert (await say(runtime, "status")).startswith("No agents yet")
-        await say(runtime, SETUP_COMMAND)
-        report = await say(runtime, "status")
+    async def body(world: World) -> None:
+        assert (await say(world, "status")).startswith("No agents yet")
+        await say(world, SETUP_COMMAND)
+        report = await say(world, "status")
         assert report.startswith("2 agent(s):")
         assert "BTC/USDT 1h Trend Analyst [analyst" in report and ": running" in report
         assert "every 3600 s, next 2019-10-10T08:00:00Z" in report
@@ -92,39 +93,39 @@ def test_status_reports_each_agent_with_its_state_and_next_run(tmp_path: Path) -
 
 
 def test_pause_all_and_resume_by_role_change_only_the_named_agents(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        await say(runtime, SETUP_COMMAND)
-        answer = await say(runtime, "pause all")
+    async def body(world: World) -> None:
+        await say(world, SETUP_COMMAND)
+        answer = await say(world, "pause all")
         assert answer.startswith("Paused: ") and "Trader" in answer and "Analyst" in answer
-        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        states = {a.role: a.state for a in world.agents.manager.list_agents()}
         assert states == {AgentRole.ORCHESTRATOR: AgentState.RUNNING,
                           AgentRole.ANALYST: AgentState.PAUSED,
                           AgentRole.TRADER: AgentState.PAUSED}
-        assert (await say(runtime, "resume analysts")).startswith("Resumed: BTC/USDT 1h Trend")
-        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        assert (await say(world, "resume analysts")).startswith("Resumed: BTC/USDT 1h Trend")
+        states = {a.role: a.state for a in world.agents.manager.list_agents()}
         assert states[AgentRole.ANALYST] is AgentState.RUNNING
         assert states[AgentRole.TRADER] is AgentState.PAUSED
-        assert "No agent matches 'nobody'" in await say(runtime, "stop nobody")
+        assert "No agent matches 'nobody'" in await say(world, "stop nobody")
 
     run(tmp_path, body)
 
 
 def test_add_a_trader_links_every_analyst_that_had_none(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        answer = await say(runtime, "watch BTC/USDT on 1h every 1h with a trend analyst")
+    async def body(world: World) -> None:
+        answer = await say(world, "watch BTC/USDT on 1h every 1h with a trend analyst")
         assert "no Trader" in answer
-        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+        (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         assert analyst.config["trader_agent_id"] is None
-        answer = await say(runtime, "add a trader")
-        (trader,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]
+        answer = await say(world, "add a trader")
+        (trader,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER]
         assert trader.config["symbols"] == ["BTC/USDT"]
         assert f"The signals of {analyst.name} now go to it" in answer
-        linked = runtime.agents.get(analyst.agent_id)
+        linked = world.agents.store.get(analyst.agent_id)
         assert linked.config["trader_agent_id"] == trader.agent_id
-        stored = yaml.safe_load(runtime.base.memory.read_file(analyst.agent_id, "config.yaml").data)
+        stored = yaml.safe_load(world.memory.read_file(analyst.agent_id, "config.yaml").data)
         assert stored["config"]["trader_agent_id"] == trader.agent_id
         assert stored["created_by"] != ""
-        prompt = runtime.manager.profile_for(linked).system_prompt
+        prompt = world.agents.manager.profile_for(linked).system_prompt
         assert trader.agent_id in prompt, "the analyst's next task runs with the new config"
 
     run(tmp_path, body)
@@ -133,104 +134,104 @@ def test_add_a_trader_links_every_analyst_that_had_none(tmp_path: Path) -> None:
 def test_an_unknown_request_is_answered_with_what_the_rule_engine_understands(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        answer = await say(runtime, "what do you think of the Fed?")
+    async def body(world: World) -> None:
+        answer = await say(world, "what do you think of the Fed?")
         assert "I did not understand" in answer and "rule engine (not an LLM)" in answer
 
     run(tmp_path, body)
 
 
-async def signal(runtime: AgentRuntime, trader_id: str, side: str = "BUY",
+async def signal(world: World, trader_id: str, side: str = "BUY",
                  confidence: str = "0.8", symbol: str = "BTC/USDT") -> str:
-    price = await runtime.base.broker.last_price("BTC/USDT")
-    task = runtime.queue.enqueue(trader_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+    price = await world.venue.broker.last_price("BTC/USDT")
+    task = world.agents.queue.enqueue(trader_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
         "symbol": symbol, "side": side, "confidence": confidence, "price": str(price),
         "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
         "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
         "reason": "test signal"}, "agent:analyst-1")
-    await settle(runtime)
-    return runtime.queue.get(task.task_id).result or ""
+    await settle(world)
+    return world.agents.queue.get(task.task_id).result or ""
 
 
-async def trader(runtime: AgentRuntime, **config: object) -> str:
-    info = await runtime.manager.create_agent(
+async def trader(world: World, **config: object) -> str:
+    info = await world.agents.manager.create_agent(
         TRADER, "Test trader", {"symbols": ["BTC/USDT"], **config}, start=True)
     return info.agent_id
 
 
-def journal(runtime: AgentRuntime, agent_id: str) -> str:
-    files = runtime.base.memory.list_files(agent_id, "journal")
-    return "".join(runtime.base.memory.read_file(agent_id, f.path).data.decode() for f in files)
+def journal(world: World, agent_id: str) -> str:
+    files = world.memory.list_files(agent_id, "journal")
+    return "".join(world.memory.read_file(agent_id, f.path).data.decode() for f in files)
 
 
 def test_a_sell_signal_while_flat_places_nothing_and_says_why(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        trader_id = await trader(runtime)
-        answer = await signal(runtime, trader_id, side="SELL")
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
+        answer = await signal(world, trader_id, side="SELL")
         assert "cannot sell short" in answer
-        assert "create_order" not in [n for n, _ in calls(runtime, trader_id)]
-        assert "cannot sell short" in journal(runtime, trader_id)
+        assert "create_order" not in [n for n, _ in calls(world, trader_id)]
+        assert "cannot sell short" in journal(world, trader_id)
 
     run(tmp_path, body)
 
 
 def test_a_risk_guard_refusal_is_recorded_and_never_resent(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        trader_id = await trader(runtime)
-        answer = await signal(runtime, trader_id)
-        orders = [s for n, s in calls(runtime, trader_id) if n == "create_order"]
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
+        answer = await signal(world, trader_id)
+        orders = [s for n, s in calls(world, trader_id) if n == "create_order"]
         assert orders == ["rejected"]
         assert "Order not placed: rejected by the Risk Guard (max_position_weight)" in answer
-        assert "max_position_weight" in journal(runtime, trader_id)
-        assert not runtime.base.ledger.connection.execute(
+        assert "max_position_weight" in journal(world, trader_id)
+        assert not world.ledger.connection.execute(
             "SELECT COUNT(*) FROM orders WHERE agent_id=?", (trader_id,)).fetchone()[0]
 
     run(tmp_path, body, "[risk.max_position_weight]\nlimit_pct = 5\n")
 
 
 def test_a_signal_sized_by_risk_is_ordered_recorded_and_notified(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        trader_id = await trader(runtime, risk_per_trade_pct="0.5")
-        answer = await signal(runtime, trader_id)
+    async def body(world: World) -> None:
+        trader_id = await trader(world, risk_per_trade_pct="0.5")
+        answer = await signal(world, trader_id)
         assert answer.startswith("Placed MARKET BUY")
-        (quantity,) = runtime.base.ledger.connection.execute(
+        (quantity,) = world.ledger.connection.execute(
             "SELECT quantity FROM orders WHERE agent_id=?", (trader_id,)).fetchone()
-        price = await runtime.base.broker.last_price("BTC/USDT")
+        price = await world.venue.broker.last_price("BTC/USDT")
         # 0.5% of 10,000 at risk over a 2% stop: a position worth 2,500, capped at 20% (2,000)
         assert Decimal(quantity) * price <= Decimal(2000)
         record = TradesFile.model_validate(yaml.safe_load(
-            runtime.base.memory.read_file(trader_id, trades_path("BTC/USDT")).data))
+            world.memory.read_file(trader_id, trades_path("BTC/USDT")).data))
         (trade,) = record.trades
         assert trade.stop_loss is not None and trade.take_profit is not None
         assert trade.signal_source == "analyst-1" and trade.confidence == Decimal("0.8")
-        assert ("send_notification", "success") in calls(runtime, trader_id)
+        assert ("send_notification", "success") in calls(world, trader_id)
 
     run(tmp_path, body)
 
 
 def test_after_three_losses_a_weak_signal_is_declined(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        trader_id = await trader(runtime)
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
         losses = TradesFile(symbol="BTC/USDT", trades=[
             TradeRecord(trade_id=f"t{n}", side="BUY", quantity=Decimal(1),
                         entry_price=Decimal(8000), opened_at="2019-10-01T00:00:00Z",
                         realized_pnl=Decimal(-10)) for n in range(3)])
-        await runtime.base.memory.awrite_file(
+        await world.memory.awrite_file(
             trader_id, trades_path("BTC/USDT"), to_yaml(losses).encode())
-        answer = await signal(runtime, trader_id, confidence="0.7")
+        answer = await signal(world, trader_id, confidence="0.7")
         assert "my last 3 trades with BTC/USDT lost" in answer
-        assert "create_order" not in [n for n, _ in calls(runtime, trader_id)]
-        assert (await signal(runtime, trader_id, confidence="0.8")).startswith("Placed")
+        assert "create_order" not in [n for n, _ in calls(world, trader_id)]
+        assert (await signal(world, trader_id, confidence="0.8")).startswith("Placed")
 
     run(tmp_path, body)
 
 
 def test_a_signal_for_a_symbol_not_configured_is_ignored(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        trader_id = await trader(runtime)
-        answer = await signal(runtime, trader_id, symbol="ETH/USDT")
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
+        answer = await signal(world, trader_id, symbol="ETH/USDT")
         assert "ETH/USDT is not one of my symbols" in answer
-        assert [n for n, _ in calls(runtime, trader_id)] == ["log_journal_entry"]
+        assert [n for n, _ in calls(world, trader_id)] == ["log_journal_entry"]
 
     run(tmp_path, body)
 
@@ -238,13 +239,13 @@ def test_a_signal_for_a_symbol_not_configured_is_ignored(tmp_path: Path) -> None
 def test_add_a_trader_with_no_analyst_creates_none_and_says_how_to_set_one_up(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        answer = await say(runtime, "add a trader")
+    async def body(world: World) -> None:
+        answer = await say(world, "add a trader")
         assert "a Trader only acts on an analyst's signals, so I created none" in answer
         assert "watch BTC/USDT on 1h every 1h with a trend analyst and a trader" in answer
-        answer = await say(runtime, "add a trader for ETH/USDT")
+        answer = await say(world, "add a trader for ETH/USDT")
         assert answer.startswith("No analyst watches ETH/USDT")
-        assert [a.role for a in runtime.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
+        assert [a.role for a in world.agents.manager.list_agents()] == [AgentRole.ORCHESTRATOR]
 
     run(tmp_path, body)
 
@@ -252,24 +253,25 @@ def test_add_a_trader_with_no_analyst_creates_none_and_says_how_to_set_one_up(
 def test_add_a_trader_when_every_analyst_has_one_asks_which_and_links_the_one_named(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        await say(runtime, SETUP_COMMAND)
-        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
-        orchestrator = await runtime.ensure_orchestrator()
-        task = runtime.manager.send_user_message(orchestrator.agent_id, "add a trader")
-        await settle(runtime)
-        (question,) = [q for q in runtime.questions.pending(orchestrator.agent_id)
+    async def body(world: World) -> None:
+        await say(world, SETUP_COMMAND)
+        (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
+        orchestrator = await world.ensure_orchestrator()
+        task = world.agents.manager.send_user_message(orchestrator.agent_id, "add a trader")
+        await settle(world)
+        (question,) = [q for q in world.agents.questions.pending(orchestrator.agent_id)
                        if q.answer is None]
         assert question.text.startswith("Every analyst already has a Trader: "
                                         f"{analyst.name} (signals to BTC/USDT Trader)")
         assert analyst.name in question.suggested_replies
-        assert len([a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]) == 1
-        runtime.manager.answer(question.question_id, "the trend analyst")
-        await settle(runtime)
-        answer = runtime.queue.get(task.task_id).result or ""
-        traders = [a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER]
+        traders = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER]
+        assert len(traders) == 1
+        world.agents.manager.answer(question.question_id, "the trend analyst")
+        await settle(world)
+        answer = world.agents.queue.get(task.task_id).result or ""
+        traders = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER]
         assert len(traders) == 2
-        linked = runtime.agents.get(analyst.agent_id).config["trader_agent_id"]
+        linked = world.agents.store.get(analyst.agent_id).config["trader_agent_id"]
         assert linked == traders[-1].agent_id
         assert answer.startswith(f"Created the Trader {traders[-1].name}. The signals of "
                                  f"{analyst.name} now go to it.")
@@ -278,21 +280,21 @@ def test_add_a_trader_when_every_analyst_has_one_asks_which_and_links_the_one_na
 
 
 def test_the_orchestrator_names_agents_by_their_names_not_their_ids(tmp_path: Path) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        said = [await say(runtime, SETUP_COMMAND), await say(runtime, "status"),
-                await say(runtime, "stop nobody"), await say(runtime, SETUP_COMMAND)]
-        agents = {a.role: a for a in runtime.manager.list_agents()}
+    async def body(world: World) -> None:
+        said = [await say(world, SETUP_COMMAND), await say(world, "status"),
+                await say(world, "stop nobody"), await say(world, SETUP_COMMAND)]
+        agents = {a.role: a for a in world.agents.manager.list_agents()}
         orchestrator, analyst = agents[AgentRole.ORCHESTRATOR], agents[AgentRole.ANALYST]
-        reply = runtime.queue.enqueue(
+        reply = world.agents.queue.enqueue(
             analyst.agent_id, "RUN_ANALYSIS", {"symbol": "BTC/USDT", "interval": "1h"},
             f"agent:{orchestrator.agent_id}", reply_to=orchestrator.agent_id,
             reply_expected=True)
-        await settle(runtime)
-        (answered,) = [t for t in runtime.queue.tasks(orchestrator.agent_id)
+        await settle(world)
+        (answered,) = [t for t in world.agents.queue.tasks(orchestrator.agent_id)
                        if t.task_type == "TASK_REPLY" and t.payload["task_id"] == reply.task_id]
         said.append(answered.result or "")
         assert said[-1].startswith(f"Reply from {analyst.name}: ")
-        said += [n.message for n in runtime.notifications.recent()]
+        said += [n.message for n in world.agents.notifications.recent()]
         for text in said:
             for agent in agents.values():
                 assert agent.agent_id not in text and agent.agent_id[:8] not in text.replace(

@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 
 from app.agents.faults import EXIT_AGENT_FAULTED
-from app.agents.runtime import build_agent_runtime
 from app.domain.agents import AgentState
+from app.orchestration.ids import RandomIds
 from app.redaction import REDACTOR
 from app.secrets import SecretStore
-from app.workspace import Workspace
-from tests.helpers.agents import SETUP_COMMAND, START_MS, settle
+from tests.helpers.agents import SETUP_COMMAND, START_MS, agent_world, settle
 from tests.helpers.fake_llm_servers import FakeOpenAIServer
 from tests.helpers.leaks import files_under, leaks, read_all, search
 from tests.helpers.paths import BTC_USDT_1H, REPO
@@ -111,7 +110,7 @@ def test_a_key_echoed_by_the_model_server_reaches_no_output_of_the_cli(
 def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
     tmp_path: Path, echoing_server: FakeOpenAIServer
 ) -> None:
-    """The WAL holds the newest pages until a checkpoint: searched while the runtime is open."""
+    """The WAL holds the newest pages until a checkpoint: searched while the world is open."""
     llm_settings(tmp_path, echoing_server.base_url)
     log_file = tmp_path / "logs" / "kestrel.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -122,23 +121,23 @@ def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
     outputs: dict[str, bytes] = {}
 
     async def scenario() -> None:
-        runtime = build_agent_runtime(
-            Workspace.at(tmp_path).ensure(), data_files=[BTC_USDT_1H], at_ms=START_MS,
-            secrets=SecretStore(environ={"KESTREL_LEAK_PROBE": KEY}),
+        world = agent_world(
+            tmp_path, at_ms=START_MS, secrets=SecretStore(environ={"KESTREL_LEAK_PROBE": KEY}),
+            ids=RandomIds(),
         )
         try:
-            await runtime.start()
-            orchestrator = await runtime.ensure_orchestrator()
-            runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-            await settle(runtime)
-            info = runtime.agents.get(orchestrator.agent_id)
+            await world.start()
+            orchestrator = await world.ensure_orchestrator()
+            world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+            await settle(world)
+            info = world.agents.store.get(orchestrator.agent_id)
             assert info.state is AgentState.FAULTED
             assert "[redacted]" in (info.fault_reason or "")
             logging.getLogger("app.test").error("fault seen: %s", KEY)  # a careless log call
             handler.flush()
             outputs.update(read_all(files_under(tmp_path)))
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     try:
         asyncio.run(scenario())

@@ -1,5 +1,5 @@
 """A setup sent again is reused, not repeated: across restarts of ``kestrel run --setup`` (real
-subprocesses on one workspace) and within one runtime (paused agents, other intervals)."""
+subprocesses on one workspace) and within one world (paused agents, other intervals)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentRole, AgentState
+from app.runtime.world import World
 from tests.helpers.agents import SETUP_COMMAND
 from tests.helpers.paths import BTC_USDT_1H, REPO
 from tests.integration.test_rule_engine_agents import run, say
@@ -49,23 +49,23 @@ def test_restarting_kestrel_run_with_the_same_setup_keeps_one_analyst_trader_and
 def test_a_paused_watch_set_up_again_runs_again_and_another_interval_is_a_new_watch(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        await say(runtime, SETUP_COMMAND)
-        assert (await say(runtime, "pause all")).startswith("Paused: ")
-        answer = await say(runtime, SETUP_COMMAND)
+    async def body(world: World) -> None:
+        await say(world, SETUP_COMMAND)
+        assert (await say(world, "pause all")).startswith("Paused: ")
+        answer = await say(world, SETUP_COMMAND)
         assert "reused it and created nothing new" in answer
         assert "BTC/USDT 1h Trend Analyst was paused and runs again." in answer
         assert "BTC/USDT Trader was paused and runs again." in answer
-        agents = runtime.manager.list_agents()
+        agents = world.agents.manager.list_agents()
         assert len(agents) == 3 and all(a.state is AgentState.RUNNING for a in agents)
-        answer = await say(runtime, "watch BTC/USDT on 1h every 4h with a trend analyst and a "
+        answer = await say(world, "watch BTC/USDT on 1h every 4h with a trend analyst and a "
                                     "trader")
         assert "the existing schedule of BTC/USDT (every 1h) is kept" in answer
-        answer = await say(runtime, "watch BTC/USDT on 4h every 4h with a trend analyst and a "
+        answer = await say(world, "watch BTC/USDT on 4h every 4h with a trend analyst and a "
                                     "trader")
         assert answer.startswith("Set up BTC/USDT 4h Trend Analyst")
-        roles = [a.role for a in runtime.manager.list_agents()]
-        assert roles.count(AgentRole.ANALYST) == 2 and len(runtime.scheduler.jobs()) == 2
+        roles = [a.role for a in world.agents.manager.list_agents()]
+        assert roles.count(AgentRole.ANALYST) == 2 and len(world.agents.scheduler.jobs()) == 2
 
     run(tmp_path, body)
 
@@ -73,14 +73,14 @@ def test_a_paused_watch_set_up_again_runs_again_and_another_interval_is_a_new_wa
 def test_a_watch_whose_job_was_removed_gets_its_job_back_and_no_second_analyst(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        await say(runtime, SETUP_COMMAND)
-        (job,) = runtime.scheduler.jobs()
-        runtime.scheduler.delete(job.job_id)
-        answer = await say(runtime, SETUP_COMMAND)
+    async def body(world: World) -> None:
+        await say(world, SETUP_COMMAND)
+        (job,) = world.agents.scheduler.jobs()
+        world.agents.scheduler.delete(job.job_id)
+        answer = await say(world, SETUP_COMMAND)
         assert "reused it" in answer
-        (again,) = runtime.scheduler.jobs()
+        (again,) = world.agents.scheduler.jobs()
         assert again.name == job.name and again.target_agent_id == job.target_agent_id
-        assert len(runtime.manager.list_agents()) == 3
+        assert len(world.agents.manager.list_agents()) == 3
 
     run(tmp_path, body)

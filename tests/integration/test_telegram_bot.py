@@ -1,8 +1,8 @@
 """The Telegram bot end to end: python-telegram-bot over real HTTP against a local fake Bot API,
-a real agent runtime (rule-engine agents, the replayed market, SQLite in a temp workspace).
+a real agent world (rule-engine agents, the replayed market, SQLite in a temp workspace).
 
 A person's Telegram is played by pushing updates into the fake server; what the bot answers is
-read back from what the server received. Nothing here mocks the library or the runtime.
+read back from what the server received. Nothing here mocks the library or the world.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-from app.agents.runtime import AgentRuntime
+from app.config.telegram import BOT_TOKEN_KEY, NotifyModes, TelegramSettings
 from app.domain.agents import AgentRole, AgentState, Channel, DeliveryStatus, QuestionKind
 from app.orchestration.ids import RandomIds
 from app.redaction import MARKER
+from app.runtime.world import World
 from app.secrets import SecretStore, env_var_name
 from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
 from app.telegram.outbox import Outbox
-from app.telegram.settings import BOT_TOKEN_KEY, NotifyModes, TelegramSettings
 from app.telegram.start import start_telegram
 from app.tools.spec import AgentContext
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 from tests.helpers.fake_telegram import FakeTelegram, Sent
 
 OWNER = 4242
@@ -58,12 +58,12 @@ def server() -> Any:
 
 @asynccontextmanager
 async def telegram(
-    runtime: AgentRuntime, server: FakeTelegram, *, kill_switch: Any = None, **settings: Any
+    world: World, server: FakeTelegram, *, kill_switch: Any = None, **settings: Any
 ) -> AsyncIterator[TelegramBot]:
     values: dict[str, Any] = {"enabled": True, "allowed_user_ids": (OWNER,),
                               "api_base_url": server.base_url, **settings}
     secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
-    bot = await start_telegram(runtime, TelegramSettings(**values), secrets,
+    bot = await start_telegram(world, TelegramSettings(**values), secrets,
                                kill_switch=kill_switch, poll_timeout_s=1.0, outbox=fast_outbox)
     assert bot is not None
     assert await bot.wait_connected(10), bot.fault_reason
@@ -75,15 +75,15 @@ async def telegram(
 
 @asynccontextmanager
 async def running(folder: Path, settings_toml: str = "", **kwargs: Any) -> AsyncIterator[
-        AgentRuntime]:
+        World]:
     if settings_toml:
         (folder / "settings.toml").write_text(settings_toml, encoding="utf-8")
-    runtime = agent_runtime(folder, **kwargs)
+    world = agent_world(folder, **kwargs)
     try:
-        await runtime.start()
-        yield runtime
+        await world.start()
+        yield world
     finally:
-        await runtime.aclose()
+        await world.aclose()
 
 
 async def ask(server: FakeTelegram, text: str, *, chat: int = OWNER, user: int = OWNER) -> str:
@@ -98,21 +98,21 @@ def with_buttons(server: FakeTelegram, chat: int = OWNER) -> list[Sent]:
     return [s for s in server.sent if s.chat_id == chat and s.buttons]
 
 
-async def signal_trader(runtime: AgentRuntime) -> str:
+async def signal_trader(world: World) -> str:
     """A Trader and a BUY signal for it: its order is placed (or held for approval)."""
-    trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
-    price = await runtime.base.broker.last_price("BTC/USDT")
-    runtime.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+    trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+    price = await world.venue.broker.last_price("BTC/USDT")
+    world.agents.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
         "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
         "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
         "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
         "reason": "test signal"}, "agent:analyst-1")
-    await settle(runtime)
+    await settle(world)
     return trader.agent_id
 
 
-def orders_of(runtime: AgentRuntime, agent_id: str) -> list[Any]:
-    return [r.order for r in runtime.base.ledger.load().orders if r.order.agent_id == agent_id]
+def orders_of(world: World, agent_id: str) -> list[Any]:
+    return [r.order for r in world.ledger.load().orders if r.order.agent_id == agent_id]
 
 
 # -- who may command ---------------------------------------------------------------------------
@@ -121,11 +121,11 @@ def test_a_strangers_commands_do_nothing_and_each_refusal_is_logged(
     tmp_path: Path, server: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server) as bot:
-            runtime.manager.send_user_message(
-                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
-            await settle(runtime)
-            before = {a.agent_id: a.state for a in runtime.manager.list_agents()}
+        async with running(tmp_path) as world, telegram(world, server) as bot:
+            world.agents.manager.send_user_message(
+                (await world.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(world)
+            before = {a.agent_id: a.state for a in world.agents.manager.list_agents()}
             assert set(before.values()) == {AgentState.RUNNING}
             with caplog.at_level(logging.WARNING, logger="app.telegram.auth"):
                 server.push_text(STRANGER, STRANGER, "/stop_all", username="mallory")
@@ -133,9 +133,9 @@ def test_a_strangers_commands_do_nothing_and_each_refusal_is_logged(
                 server.push_text(OWNER, GROUP, "/pause")  # the owner, in a chat not allowed
                 answer = await ask(server, "/agents")
             assert answer.startswith("Agents: 3 (3 running)")
-            assert {a.agent_id: a.state for a in runtime.manager.list_agents()} == before
+            assert {a.agent_id: a.state for a in world.agents.manager.list_agents()} == before
             assert server.in_chat(STRANGER) == [] and server.in_chat(GROUP) == []
-            assert runtime.queue.tasks(runtime.orchestrator().agent_id)[-1].payload.get(
+            assert world.agents.queue.tasks(world.orchestrator().agent_id)[-1].payload.get(
                 "text") != "sell everything"
             assert [r.sender.what for r in bot.gate.refusals] == [
                 "/stop_all", "sell everything", "/pause"]
@@ -152,17 +152,17 @@ def test_commands_sent_while_kestrel_was_closed_are_dropped_not_executed(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime:
-            runtime.manager.send_user_message(
-                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
-            await settle(runtime)
+        async with running(tmp_path) as world:
+            world.agents.manager.send_user_message(
+                (await world.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(world)
             server.push_text(OWNER, OWNER, "/stop_all")  # while the bot was not running
-            async with telegram(runtime, server):
+            async with telegram(world, server):
                 assert server.pending() == 0  # dropped when polling started
                 # a message that arrives now but was written an hour ago (a delayed delivery)
                 server.push_text(OWNER, OWNER, "/pause", date_s=time.time() - 3600)
                 assert (await ask(server, "/agents")).startswith("Agents: 3 (3 running)")
-            assert all(a.state is AgentState.RUNNING for a in runtime.manager.list_agents())
+            assert all(a.state is AgentState.RUNNING for a in world.agents.manager.list_agents())
             assert server.in_chat(OWNER)[0].startswith("Agents:")
 
     asyncio.run(scenario())
@@ -174,10 +174,10 @@ def test_the_owners_account_commands_answer_with_the_accounts_real_data(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
-            trader = await signal_trader(runtime)
-            await advance_hours(runtime, 2)  # the order fills; the trader sets its TP/SL
-            broker = runtime.base.broker
+        async with running(tmp_path) as world, telegram(world, server):
+            trader = await signal_trader(world)
+            await advance_hours(world, 2)  # the order fills; the trader sets its TP/SL
+            broker = world.venue.broker
             account = await broker.account()
             (position,) = await broker.positions()
             open_orders = await broker.open_orders()
@@ -202,7 +202,7 @@ def test_the_owners_account_commands_answer_with_the_accounts_real_data(
                 in trades and "· T" in trades
             agents = await ask(server, "/agents")
             assert "• T · trader · running · rule engine" in agents
-            info = runtime.agents.get(trader)
+            info = world.agents.store.get(trader)
             assert info.last_action in agents
             fill_alerts = [t for t in server.in_chat(OWNER) if t.startswith("✅ Order filled · T")]
             assert len(fill_alerts) == 1 and fmt.number(fill.price) in fill_alerts[0]
@@ -212,16 +212,17 @@ def test_the_owners_account_commands_answer_with_the_accounts_real_data(
 
 def test_pause_and_resume_change_the_agents_state(tmp_path: Path, server: FakeTelegram) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
-            runtime.manager.send_user_message(
-                (await runtime.ensure_orchestrator()).agent_id, SETUP_COMMAND)
-            await settle(runtime)
-            states = lambda: {a.state for a in runtime.manager.list_agents()}  # noqa: E731
+        async with running(tmp_path) as world, telegram(world, server):
+            world.agents.manager.send_user_message(
+                (await world.ensure_orchestrator()).agent_id, SETUP_COMMAND)
+            await settle(world)
+            states = lambda: {a.state for a in world.agents.manager.list_agents()}  # noqa: E731
             assert (await ask(server, "/pause")).startswith("Paused 3 agent(s)")
             assert states() == {AgentState.PAUSED}
-            trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+            trader = next(a for a in world.agents.manager.list_agents()
+                          if a.role is AgentRole.TRADER)
             assert await ask(server, f"/resume {trader.name}") == f"Resumed {trader.name}."
-            assert runtime.agents.get(trader.agent_id).state is AgentState.RUNNING
+            assert world.agents.store.get(trader.agent_id).state is AgentState.RUNNING
             assert (await ask(server, "/resume")).startswith("Resumed 2 agent(s)")
             assert states() == {AgentState.RUNNING}
             assert "no agent named 'Nobody'" in await ask(server, "/pause Nobody")
@@ -235,19 +236,19 @@ def test_plain_text_reaches_the_orchestrator_and_its_answer_comes_back(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
+        async with running(tmp_path) as world, telegram(world, server):
             server.push_text(OWNER, OWNER, SETUP_COMMAND)
-            await eventually(lambda: runtime.orchestrator() is not None and runtime.queue.tasks(
-                runtime.orchestrator().agent_id))
-            await settle(runtime)
-            orchestrator = runtime.orchestrator()
-            (task,) = runtime.queue.tasks(orchestrator.agent_id)
+            await eventually(lambda: world.orchestrator() is not None and world.agents.queue.tasks(
+                world.orchestrator().agent_id))
+            await settle(world)
+            orchestrator = world.orchestrator()
+            (task,) = world.agents.queue.tasks(orchestrator.agent_id)
             assert task.payload["text"] == SETUP_COMMAND and task.source == "user"
-            finals = [m.content for m in runtime.conversations.recent(orchestrator.agent_id)
+            finals = [m.content for m in world.agents.conversations.recent(orchestrator.agent_id)
                       if m.kind == "final"]
             assert finals
             await eventually(lambda: finals[-1].strip() in server.in_chat(OWNER))
-            assert {a.role for a in runtime.manager.list_agents()} == set(AgentRole)
+            assert {a.role for a in world.agents.manager.list_agents()} == set(AgentRole)
             assert "sendChatAction" in server.methods()
 
     asyncio.run(scenario())
@@ -259,10 +260,10 @@ def test_a_clarification_arrives_with_buttons_and_the_answer_reaches_the_agent_a
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def first_session() -> tuple[str, Sent]:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
+        async with running(tmp_path) as world, telegram(world, server):
             server.push_text(OWNER, OWNER, "watch BTC/USDT")
             await eventually(lambda: with_buttons(server))
-            (question,) = runtime.questions.pending()
+            (question,) = world.agents.questions.pending()
             (message,) = with_buttons(server)
             assert question.text in message.text
             assert f"ref {fmt.ref(question.question_id)}" in message.text
@@ -270,16 +271,16 @@ def test_a_clarification_arrives_with_buttons_and_the_answer_reaches_the_agent_a
             return question.question_id, message
 
     async def second_session(question_id: str, message: Sent) -> None:
-        async with running(tmp_path, ids=RandomIds()) as runtime, telegram(runtime, server):
-            orchestrator = runtime.orchestrator()
+        async with running(tmp_path, ids=RandomIds()) as world, telegram(world, server):
+            orchestrator = world.orchestrator()
             assert orchestrator.state is AgentState.WAITING_FOR_USER
             label, data = message.buttons[0][0]
             server.push_button(OWNER, OWNER, message.message_id, data)
-            await eventually(lambda: runtime.questions.get(question_id).answer is not None)
-            assert runtime.questions.get(question_id).answer == label
-            await settle(runtime)
-            replies = [m.content for m in runtime.conversations.messages(
-                runtime.questions.get(question_id).task_id) if m.kind == "user_reply"]
+            await eventually(lambda: world.agents.questions.get(question_id).answer is not None)
+            assert world.agents.questions.get(question_id).answer == label
+            await settle(world)
+            replies = [m.content for m in world.agents.conversations.messages(
+                world.agents.questions.get(question_id).task_id) if m.kind == "user_reply"]
             assert replies == [label], "the waiting agent got the answer and went on"
             await eventually(lambda: "Answered: " + label in server.message(
                 OWNER, message.message_id).text)
@@ -298,9 +299,9 @@ def test_an_approval_from_the_owner_places_the_held_order(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path, APPROVAL) as runtime, telegram(runtime, server):
-            trader = await signal_trader(runtime)
-            assert orders_of(runtime, trader) == []
+        async with running(tmp_path, APPROVAL) as world, telegram(world, server):
+            trader = await signal_trader(world)
+            assert orders_of(world, trader) == []
             await eventually(lambda: with_buttons(server))
             (message,) = with_buttons(server)
             assert message.text.startswith("🟡 Approval needed · T")
@@ -309,11 +310,11 @@ def test_an_approval_from_the_owner_places_the_held_order(
                 ["Approve", "Refuse"]]
             assert not message.silent
             server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
-            await eventually(lambda: orders_of(runtime, trader))
-            await settle(runtime)
-            (order,) = orders_of(runtime, trader)
+            await eventually(lambda: orders_of(world, trader))
+            await settle(world)
+            (order,) = orders_of(world, trader)
             assert order.side.value == "BUY" and order.symbol == "BTC/USDT"
-            (record,) = runtime.approvals.all()
+            (record,) = world.agents.approvals.all()
             assert record.decision == "approved" and record.order_id == order.order_id
             await eventually(lambda: server.button_answers)
             assert server.button_answers[-1][1] == "Approved: the order goes to the broker."
@@ -327,9 +328,9 @@ def test_an_expired_approval_button_does_nothing_and_approve_sends_fresh_ones(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path, APPROVAL) as runtime, telegram(
-                runtime, server, approval_expiry_s=60) as _bot:
-            trader = await signal_trader(runtime)
+        async with running(tmp_path, APPROVAL) as world, telegram(
+                world, server, approval_expiry_s=60) as _bot:
+            trader = await signal_trader(world)
             await eventually(lambda: with_buttons(server))
             (message,) = with_buttons(server)
             assert "The buttons work for 1 min" in message.text
@@ -337,9 +338,9 @@ def test_an_expired_approval_button_does_nothing_and_approve_sends_fresh_ones(
             server.push_button(OWNER, OWNER, message.message_id, message.buttons[0][0][1])
             await eventually(lambda: server.button_answers)
             assert "expired" in server.button_answers[-1][1]
-            await settle(runtime)
-            assert orders_of(runtime, trader) == []
-            (question,) = runtime.questions.pending()
+            await settle(world)
+            assert orders_of(world, trader) == []
+            (question,) = world.agents.questions.pending()
             assert question.answer is None
             await eventually(lambda: server.message(OWNER, message.message_id).buttons == [])
 
@@ -350,9 +351,9 @@ def test_an_expired_approval_button_does_nothing_and_approve_sends_fresh_ones(
             assert fmt.ref(question.question_id) in fresh.text
             reply = await ask(server, f"/reject {fmt.ref(question.question_id)}")
             assert reply == f"Refused ({fmt.ref(question.question_id)}): the order is not placed."
-            await settle(runtime)
-            assert orders_of(runtime, trader) == []
-            assert runtime.approvals.all()[0].decision == "refused"
+            await settle(world)
+            assert orders_of(world, trader) == []
+            assert world.agents.approvals.all()[0].decision == "refused"
             assert "No order waits" in await ask(server, "/approve")
 
     asyncio.run(scenario())
@@ -380,7 +381,7 @@ def test_kill_asks_for_confirmation_then_trips_the_switch(
     switch = RecordingKillSwitch()
 
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server, kill_switch=switch):
+        async with running(tmp_path) as world, telegram(world, server, kill_switch=switch):
             prompt = await ask(server, "/kill")
             assert prompt.startswith("Trip the kill switch now?") and switch.trips == []
             (message,) = with_buttons(server)
@@ -405,12 +406,12 @@ def test_kill_with_its_confirmation_button_trips_the_real_switch(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, \
-                telegram(runtime, server, kill_switch=runtime.kill_switch):
-            trader = await signal_trader(runtime)
-            await advance_hours(runtime, 2)  # the order fills; the trader sets its TP/SL
-            price = await runtime.base.broker.last_price("BTC/USDT")
-            entry = await runtime.base.executor.execute_text(AgentContext(agent_id=trader), (
+        async with running(tmp_path) as world, \
+                telegram(world, server, kill_switch=world.agents.kill_switch):
+            trader = await signal_trader(world)
+            await advance_hours(world, 2)  # the order fills; the trader sets its TP/SL
+            price = await world.venue.broker.last_price("BTC/USDT")
+            entry = await world.executor.execute_text(AgentContext(agent_id=trader), (
                 "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
                 f"</order_type><price>{(price * 95 / 100).quantize(1)}</price><quantity>0.002"
                 "</quantity></create_order>"))
@@ -425,11 +426,11 @@ def test_kill_with_its_confirmation_button_trips_the_real_switch(
             assert server.message(OWNER, message.message_id).text == (
                 "Kill switch tripped. Cancelled 1 open order, kept 2 take-profit/stop-loss exits, "
                 "paused 1 agent.")
-            trip = runtime.kill_switch.active()
+            trip = world.agents.kill_switch.active()
             assert trip is not None and trip.by == "Telegram user 4242 (@owner)"
             assert trip.reason == "tripped from Telegram"
-            assert runtime.agents.get(trader).state is AgentState.PAUSED
-            assert len(await runtime.base.broker.open_orders()) == 2  # the exits
+            assert world.agents.store.get(trader).state is AgentState.PAUSED
+            assert len(await world.venue.broker.open_orders()) == 2  # the exits
             await eventually(lambda: any(t.startswith("🔔 Kestrel: kill switch tripped")
                                          for t in server.in_chat(OWNER)))
             assert "Kill switch: TRIPPED" in await ask(server, "/status")
@@ -442,7 +443,7 @@ def test_kill_without_a_kill_switch_says_it_is_not_available(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
+        async with running(tmp_path) as world, telegram(world, server):
             answer = await ask(server, "/kill")
             assert answer == ("The kill switch is not available in this version. /stop_all "
                               "stops every agent.")
@@ -457,10 +458,10 @@ def test_notification_modes_silent_sends_without_sound_and_off_sends_nothing(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime:
+        async with running(tmp_path) as world:
             modes = NotifyModes(agent_messages="silent", daily_summary="off")
-            async with telegram(runtime, server, notify=modes) as bot:
-                sent = await runtime.notifications.send(
+            async with telegram(world, server, notify=modes) as bot:
+                sent = await world.agents.notifications.send(
                     "system", [Channel.TELEGRAM], "BTC crossed 9000", "Price alert")
                 (status,) = sent.statuses
                 assert status.delivery_status is DeliveryStatus.SUCCESS
@@ -469,8 +470,8 @@ def test_notification_modes_silent_sends_without_sound_and_off_sends_nothing(
                 assert message.silent
                 assert await bot.alerts.send_summary() == []
             modes = NotifyModes(agent_messages="off", daily_summary="on")
-            async with telegram(runtime, server, notify=modes) as bot:
-                sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "again")
+            async with telegram(world, server, notify=modes) as bot:
+                sent = await world.agents.notifications.send("system", [Channel.TELEGRAM], "again")
                 (status,) = sent.statuses
                 assert status.delivery_status is DeliveryStatus.FAILED
                 assert "switched off" in status.message_id_or_error
@@ -479,7 +480,7 @@ def test_notification_modes_silent_sends_without_sound_and_off_sends_nothing(
             summary = server.sent[1]
             assert summary.text.startswith("📊 Daily summary · PAPER") and not summary.silent
             # closed: the channel says so again instead of pretending to send
-            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "after")
+            sent = await world.agents.notifications.send("system", [Channel.TELEGRAM], "after")
             assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
 
     asyncio.run(scenario())
@@ -490,11 +491,11 @@ def test_a_network_drop_reconnects_and_what_was_said_meanwhile_arrives(
     tmp_path: Path, server: FakeTelegram, failure: str
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server) as bot:
+        async with running(tmp_path) as world, telegram(world, server) as bot:
             assert (await ask(server, "/agents")).startswith("Agents:")
             server.failing = failure
             await eventually(lambda: bot.poll_errors >= 2)
-            during = asyncio.ensure_future(runtime.notifications.send(
+            during = asyncio.ensure_future(world.agents.notifications.send(
                 "system", [Channel.TELEGRAM], "said during the outage"))
             await eventually(lambda: bot.outbox.failures >= 1)
             server.failing = None
@@ -512,19 +513,19 @@ def test_a_refused_token_faults_the_bot_with_the_reason_and_no_token_text(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime:
+        async with running(tmp_path) as world:
             wrong = "999:not-the-token-the-server-knows"
             settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
                                         api_base_url=server.base_url)
             secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): wrong})
-            bot = await start_telegram(runtime, settings, secrets, poll_timeout_s=1.0)
+            bot = await start_telegram(world, settings, secrets, poll_timeout_s=1.0)
             assert bot is not None
             try:
                 assert not await bot.wait_connected(10)
                 assert bot.state is BotState.FAULTED
                 assert "Telegram refused the bot token" in bot.fault_reason
                 assert wrong not in bot.fault_reason
-                sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hi")
+                sent = await world.agents.notifications.send("system", [Channel.TELEGRAM], "hi")
                 assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
                 assert "Telegram refused the bot token" in sent.statuses[0].message_id_or_error
             finally:
@@ -537,17 +538,17 @@ def test_approval_questions_of_an_approval_kind_switched_off_still_answer_approv
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path, APPROVAL) as runtime, telegram(
-                runtime, server, notify=NotifyModes(approvals="off")):
-            trader = await signal_trader(runtime)
-            (question,) = runtime.questions.pending()
+        async with running(tmp_path, APPROVAL) as world, telegram(
+                world, server, notify=NotifyModes(approvals="off")):
+            trader = await signal_trader(world)
+            (question,) = world.agents.questions.pending()
             assert question.kind is QuestionKind.APPROVAL
             assert with_buttons(server) == []  # off: not pushed
             answer = await ask(server, f"/approve {fmt.ref(question.question_id)}")
             assert answer == (f"Approved ({fmt.ref(question.question_id)}): the order goes to "
                               "the broker.")
-            await settle(runtime)
-            assert orders_of(runtime, trader)
+            await settle(world)
+            assert orders_of(world, trader)
 
     asyncio.run(scenario())
 
@@ -558,10 +559,10 @@ def test_with_telegram_off_or_without_a_token_no_bot_starts_and_the_channel_says
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime:
-            assert await start_telegram(runtime, TelegramSettings(), SecretStore(environ={})) \
+        async with running(tmp_path) as world:
+            assert await start_telegram(world, TelegramSettings(), SecretStore(environ={})) \
                 is None
-            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+            sent = await world.agents.notifications.send("system", [Channel.TELEGRAM], "hello")
             assert sent.statuses[0].message_id_or_error == (
                 "TELEGRAM is not configured: Telegram is off: turn it on and set the bot token "
                 "in Settings > Telegram")
@@ -569,8 +570,8 @@ def test_with_telegram_off_or_without_a_token_no_bot_starts_and_the_channel_says
             from keyring.backends import fail
 
             assert await start_telegram(
-                runtime, on, SecretStore(backend=fail.Keyring(), environ={})) is None
-            sent = await runtime.notifications.send("system", [Channel.TELEGRAM], "hello")
+                world, on, SecretStore(backend=fail.Keyring(), environ={})) is None
+            sent = await world.agents.notifications.send("system", [Channel.TELEGRAM], "hello")
             assert sent.statuses[0].delivery_status is DeliveryStatus.FAILED
             assert "has no bot token" in sent.statuses[0].message_id_or_error
             assert "KESTREL_TELEGRAM_BOT_TOKEN" in sent.statuses[0].message_id_or_error
@@ -623,9 +624,9 @@ def test_a_reply_in_the_persons_own_words_answers_the_question_it_replies_to(
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path, APPROVAL) as runtime, telegram(
-                runtime, server, approval_expiry_s=60):
-            trader = await signal_trader(runtime)
+        async with running(tmp_path, APPROVAL) as world, telegram(
+                world, server, approval_expiry_s=60):
+            trader = await signal_trader(world)
             await eventually(lambda: with_buttons(server))
             (message,) = with_buttons(server)
             server.age_message(OWNER, message.message_id, 61)
@@ -633,17 +634,18 @@ def test_a_reply_in_the_persons_own_words_answers_the_question_it_replies_to(
             server.push_text(OWNER, OWNER, "yes", reply_to=message.message_id)
             await eventually(lambda: len(server.in_chat(OWNER)) > before)
             assert server.in_chat(OWNER)[before].startswith("That approval request has expired")
-            (question,) = runtime.questions.pending()
+            (question,) = world.agents.questions.pending()
             server.age_message(OWNER, message.message_id, -61)
             before = len(server.in_chat(OWNER))
             server.push_text(OWNER, OWNER, "no, too big for today", reply_to=message.message_id)
             await eventually(lambda: len(server.in_chat(OWNER)) > before)
             assert server.in_chat(OWNER)[before] == "Answer sent to T."
-            assert runtime.questions.get(question.question_id).answer == "no, too big for today"
-            await settle(runtime)
-            assert orders_of(runtime, trader) == []
-            assert runtime.approvals.all()[0].decision == "refused"
-            assert runtime.orchestrator() is None, "the reply was not sent to the Orchestrator"
+            answered = world.agents.questions.get(question.question_id)
+            assert answered.answer == "no, too big for today"
+            await settle(world)
+            assert orders_of(world, trader) == []
+            assert world.agents.approvals.all()[0].decision == "refused"
+            assert world.orchestrator() is None, "the reply was not sent to the Orchestrator"
 
     asyncio.run(scenario())
 
@@ -652,13 +654,13 @@ def test_telegram_down_at_start_holds_nothing_up_and_the_bot_connects_once_it_is
     tmp_path: Path, server: FakeTelegram
 ) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime:
+        async with running(tmp_path) as world:
             server.failing = "drop"
             settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
                                         api_base_url=server.base_url)
             secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
             started = time.monotonic()
-            bot = await start_telegram(runtime, settings, secrets, poll_timeout_s=1.0)
+            bot = await start_telegram(world, settings, secrets, poll_timeout_s=1.0)
             assert bot is not None and time.monotonic() - started < 1.0
             try:
                 assert not await bot.wait_connected(0.5)
@@ -674,8 +676,8 @@ def test_telegram_down_at_start_holds_nothing_up_and_the_bot_connects_once_it_is
 
 def test_a_secret_in_an_outgoing_text_is_masked(tmp_path: Path, server: FakeTelegram) -> None:
     async def scenario() -> None:
-        async with running(tmp_path) as runtime, telegram(runtime, server):
-            await runtime.notifications.send(
+        async with running(tmp_path) as world, telegram(world, server):
+            await world.agents.notifications.send(
                 "system", [Channel.TELEGRAM], f"my token is {server.token}, keep it safe")
             await eventually(lambda: server.sent)
             (message,) = server.sent

@@ -18,7 +18,7 @@ import json
 import sys
 import traceback
 
-from app.cli import main
+from app.cli.main import main
 
 HOUR_MS = 3_600_000
 

@@ -64,8 +64,8 @@ class Desk:
         return window
 
     async def settle(self, window: MainWindow) -> None:
-        assert window.runtime is not None
-        await asyncio.wait_for(window.runtime.manager.wait_idle(), 30)
+        assert window.world is not None
+        await asyncio.wait_for(window.world.agents.manager.wait_idle(), 30)
 
     async def close(self, window: MainWindow) -> None:
         window.close()

@@ -13,12 +13,13 @@ from PySide6.QtGui import QColor
 
 from app.domain.clock import parse_time
 from app.domain.trading import Mode, OrderStatus
-from app.events import EventBus, ToolCallCompleted
-from app.runtime import OfflineRuntime, build_offline_runtime
+from app.events import EventBus
+from app.runtime.world import World
 from app.tools.spec import AgentContext
 from app.ui.panels.account_panel import AccountPanel
 from app.ui.panels.style import COLORS, MODE_COLORS
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -39,19 +40,20 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 
 @pytest.fixture
-def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
-    rt = build_offline_runtime(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
-    yield rt
-    rt.close()
-
-
-@pytest.fixture
 def bus() -> EventBus:
     return EventBus()
 
 
-def make_panel(qtbot, qloop, runtime, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
-    panel = AccountPanel(runtime.broker, runtime.ledger, mode, bus)
+@pytest.fixture
+def world(tmp_path, qloop, bus) -> Iterator[World]:
+    """A workspace's world whose broker announces its orders and fills on ``bus``."""
+    rt = tool_world(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"), bus=bus)
+    yield rt
+    rt.close()
+
+
+def make_panel(qtbot, qloop, world, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
+    panel = AccountPanel(world.venue.broker, world.venue.clock, mode, bus, world.venue.label)
     qtbot.addWidget(panel)
     panel.resize(1100, 700)
     panel.show()
@@ -65,31 +67,30 @@ def cell(model, row: int, column: str, role=Qt.ItemDataRole.DisplayRole):
     return model.data(model.index(row, titles.index(column)), role)
 
 
-async def place(runtime, bus, xml: str, agent: str = "trader-1") -> str:
-    """Call a trade tool as an agent and announce it, as the agent runtime does."""
-    result = await runtime.executor.execute_text(AgentContext(agent), xml)
+async def place(world, bus, xml: str, agent: str = "trader-1") -> str:
+    """Call a trade tool as an agent; the broker announces the order on the world's bus."""
+    result = await world.executor.execute_text(AgentContext(agent), xml)
     assert result is not None and result.status == "success", result.xml
-    await bus.publish(ToolCallCompleted(agent, "create_order", result.status, None, 1.0))
     order_id = result.data[0].attr("order_id")
     assert order_id is not None
     return order_id
 
 
-def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(runtime, bus, qtbot, qloop):
-    panel = make_panel(qtbot, qloop, runtime, bus)
+def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(world, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, world, bus)
     assert panel.positions.rowCount() == 0
 
     async def scenario() -> None:
-        order_id = await place(runtime, bus, BUY_1000)
+        order_id = await place(world, bus, BUY_1000)
         # the panel follows tool calls by itself: the order shows as open before it fills
         await until(lambda: [o.order_id for o in panel.orders.rows] == [order_id])
-        runtime.clock.advance_to(runtime.clock.now_ms() + 2 * HOUR_MS)
-        runtime.broker.settle()
+        world.venue.clock.advance_to(world.venue.clock.now_ms() + 2 * HOUR_MS)
+        world.venue.broker.settle()
         await panel.refresh()
 
     qloop.run_until_complete(scenario())
-    fill = runtime.ledger.fills()[0]
-    position = runtime.broker._book.positions["BTC/USD"]
+    fill = world.ledger.fills()[0]
+    (position,) = qloop.run_until_complete(world.venue.broker.positions("BTC/USD"))
     assert panel.positions.rowCount() == 1
     assert cell(panel.positions, 0, "Symbol") == "BTC/USD"
     assert cell(panel.positions, 0, "Size") == str(fill.quantity.normalize())
@@ -110,14 +111,14 @@ def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(runtime, bus, 
     assert x is not None and len(x) >= 2  # the equity curve gained the settle's point
 
 
-def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(runtime, bus, qtbot, qloop):
-    panel = make_panel(qtbot, qloop, runtime, bus)
+def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(world, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, world, bus)
 
     async def scenario() -> None:
-        price = await runtime.broker.last_price("BTC/USD")
+        price = await world.venue.broker.last_price("BTC/USD")
         limit = (price * Decimal("0.97")).quantize(Decimal("0.01"))
         order_id = await place(
-            runtime, bus,
+            world, bus,
             "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
             f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
         )
@@ -126,8 +127,8 @@ def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(runtime, bus, qt
         assert cell(panel.orders, 0, "Price") == f"{limit:,.2f}"
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
         await until(lambda: panel.orders.rowCount() == 0)
-        assert await runtime.broker.open_orders() == []
-        stored = {r.order.order_id: r.order.status for r in runtime.ledger.load().orders}
+        assert await world.venue.broker.open_orders() == []
+        stored = {r.order.order_id: r.order.status for r in world.ledger.load().orders}
         assert stored[order_id] is OrderStatus.CANCELLED
         assert f"Cancelled {order_id}" in panel.message.text()
         assert panel.tabs.tabText(1) == "Open orders (0)"
@@ -135,21 +136,21 @@ def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(runtime, bus, qt
     qloop.run_until_complete(scenario())
 
 
-def test_a_cancel_the_broker_refuses_is_shown_with_its_reason(runtime, bus, qtbot, qloop):
-    panel = make_panel(qtbot, qloop, runtime, bus)
+def test_a_cancel_the_broker_refuses_is_shown_with_its_reason(world, bus, qtbot, qloop):
+    panel = make_panel(qtbot, qloop, world, bus)
 
     async def scenario() -> None:
-        price = await runtime.broker.last_price("BTC/USD")
+        price = await world.venue.broker.last_price("BTC/USD")
         limit = (price * Decimal("0.97")).quantize(Decimal("0.01"))
         order_id = await place(
-            runtime, bus,
+            world, bus,
             "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
             f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
         )
         await until(lambda: panel.order_button(order_id) is not None)
         button = panel.order_button(order_id)
         # the agent cancels it first; the row on screen is now stale
-        await runtime.broker.cancel_order("trader-1", "BTC/USD", order_id=order_id)
+        await world.venue.broker.cancel_order("trader-1", "BTC/USD", order_id=order_id)
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
         await until(lambda: "Could not cancel" in panel.message.text())
         assert "already CANCELLED" in panel.message.text()
@@ -158,8 +159,8 @@ def test_a_cancel_the_broker_refuses_is_shown_with_its_reason(runtime, bus, qtbo
     qloop.run_until_complete(scenario())
 
 
-def test_live_mode_is_an_unmistakable_red_bar_and_paper_is_not(runtime, bus, qtbot, qloop):
-    live = make_panel(qtbot, qloop, runtime, bus, Mode.LIVE)
+def test_live_mode_is_an_unmistakable_red_bar_and_paper_is_not(world, bus, qtbot, qloop):
+    live = make_panel(qtbot, qloop, world, bus, Mode.LIVE)
     assert "LIVE" in live.badge.text() and "REAL FUNDS" in live.badge.text()
     assert live.badge.color == MODE_COLORS[Mode.LIVE][0]
     image = live.badge.grab().toImage()
@@ -167,7 +168,7 @@ def test_live_mode_is_an_unmistakable_red_bar_and_paper_is_not(runtime, bus, qtb
     assert drawn.red() > 200 and drawn.green() < 80 and drawn.blue() < 80
     assert live.badge.width() > live.width() // 2  # a bar across the panel, not a small tag
 
-    paper = make_panel(qtbot, qloop, runtime, bus, Mode.PAPER)
+    paper = make_panel(qtbot, qloop, world, bus, Mode.PAPER)
     assert paper.badge.text().startswith("PAPER")
     drawn = paper.badge.grab().toImage().pixelColor(4, 8)
     assert not (drawn.red() > 200 and drawn.green() < 80)

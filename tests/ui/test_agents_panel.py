@@ -1,6 +1,6 @@
 """The agent list driven as a person would: create, pause, stop, delete, read P&L, switch jobs off.
 
-Every test runs a real agent runtime (the rule engine, real SQLite, the real tools and scheduler)
+Every test runs a real agent world (the rule engine, real SQLite, the real tools and scheduler)
 inside the qasync loop, as the window does; nothing here is a mock.
 """
 
@@ -17,13 +17,14 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMessageBox
 
-from app.agents.runtime import AgentRuntime
+from app.config import LLMSettings
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Job
+from app.runtime.world import World
 from app.ui.agents import AgentsPanel, CreateAgentDialog
 from app.ui.agents.jobs import describe_schedule
 from app.ui.agents.lifecycle import RULE_ENGINE_LABEL, Action
 from app.ui.panels.style import COLORS, format_time
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -41,22 +42,22 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 
 @pytest.fixture
-def runtime(tmp_path, qloop) -> Iterator[AgentRuntime]:
-    rt = agent_runtime(tmp_path)
+def world(tmp_path, qloop) -> Iterator[World]:
+    rt = agent_world(tmp_path)
     qloop.run_until_complete(rt.start())
     yield rt
     qloop.run_until_complete(rt.aclose())
 
 
 @pytest.fixture
-def panel(runtime, qtbot, qloop) -> Iterator[AgentsPanel]:
-    w = AgentsPanel(runtime)
+def panel(world, qtbot, qloop) -> Iterator[AgentsPanel]:
+    w = AgentsPanel(world)
     qtbot.addWidget(w)
     w.resize(1100, 500)
     w.show()
     qtbot.waitExposed(w)
     yield w
-    w.tasks.shutdown()  # nothing may read the stores once the runtime closes them
+    w.tasks.shutdown()  # nothing may read the stores once the world closes them
 
 
 def cell(panel: AgentsPanel, agent_id: str, column: str, role: int = Qt.ItemDataRole.DisplayRole
@@ -93,9 +94,10 @@ def enabled(panel: AgentsPanel) -> set[str]:
     return {name for name, button in names.items() if button.isEnabled()}
 
 
-async def new_agent(runtime: AgentRuntime, panel: AgentsPanel, template: str, name: str,
+async def new_agent(world: World, panel: AgentsPanel, template: str, name: str,
                     config: dict[str, Any] | None = None) -> AgentInfo:
-    info = await runtime.manager.create_agent(template, name, config or {"symbols": ["BTC/USDT"]})
+    info = await world.agents.manager.create_agent(
+        template, name, config or {"symbols": ["BTC/USDT"]})
     await until(lambda: panel.model.row_of(info.agent_id) is not None)
     return info
 
@@ -110,13 +112,13 @@ async def open_dialog(qtbot, panel: AgentsPanel, template: str) -> CreateAgentDi
 
 
 def test_an_agent_created_from_the_generated_form_appears_running_with_its_config(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
         dialog = await open_dialog(qtbot, panel, TRADER)
         form = dialog.form
         # one widget per setting of the template, labelled, with its default and description
-        assert list(form.editors) == list(runtime.manager.templates[TRADER].config)
+        assert list(form.editors) == list(world.agents.manager.templates[TRADER].config)
         risk = form.editors["risk_per_trade_pct"]
         assert risk.label.text() == "Risk per trade (%)" and risk.widget.text() == "1"
         assert "(0.01 to 10)" in risk.help.text()
@@ -130,7 +132,7 @@ def test_an_agent_created_from_the_generated_form_appears_running_with_its_confi
         click(qtbot, dialog.ok_button)
         await until(lambda: panel.create_dialog is None)  # closed (and deleted)
 
-        (info,) = [a for a in runtime.manager.list_agents() if a.name == "Desk Trader"]
+        (info,) = [a for a in world.agents.manager.list_agents() if a.name == "Desk Trader"]
         assert info.state is AgentState.RUNNING
         assert info.config["symbols"] == ["BTC/USDT"]
         assert info.config["risk_per_trade_pct"] == "0.5"
@@ -145,7 +147,7 @@ def test_an_agent_created_from_the_generated_form_appears_running_with_its_confi
 
 
 def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
         dialog = await open_dialog(qtbot, panel, TRADER)
@@ -156,7 +158,7 @@ def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
         await until(lambda: "Not created" in dialog.message.text())
         assert dialog.isVisible()
         assert "Not created: Risk per trade (%) must be between" in dialog.message.text()
-        assert runtime.manager.list_agents() == []
+        assert world.agents.manager.list_agents() == []
 
         # a rule across two fields only the manager checks: its refusal lands on the field
         dialog.select_template(ANALYST)
@@ -170,7 +172,7 @@ def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
         assert "macd_fast" in fast.help.text() and fast.error is not None
         assert dialog.isVisible() and dialog.ok_button.isEnabled()
         assert fast.widget.value() == 30 and dialog.name_edit.text() == "Fast Analyst"
-        assert runtime.manager.list_agents() == []
+        assert world.agents.manager.list_agents() == []
         await panel.refresh()
         assert panel.model.rowCount() == 0
 
@@ -178,10 +180,10 @@ def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
 
 
 def test_pause_resume_and_stop_change_the_state_shown_and_the_buttons_enabled(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        trader = await new_agent(runtime, panel, TRADER, "BTC Trader")
+        trader = await new_agent(world, panel, TRADER, "BTC Trader")
         assert enabled(panel) == set()  # nothing selected yet
         click_row(qtbot, panel, trader.agent_id)
         assert enabled(panel) == {"pause", "stop", "delete", "memory", "conversation"}
@@ -195,12 +197,12 @@ def test_pause_resume_and_stop_change_the_state_shown_and_the_buttons_enabled(
         for action, state, buttons in steps:
             click(qtbot, panel.button(action))
             await until(lambda s=state: cell(panel, trader.agent_id, "State") == s)
-            assert runtime.agents.get(trader.agent_id).state == state
+            assert world.agents.store.get(trader.agent_id).state == state
             assert enabled(panel) == buttons | {"delete", "memory", "conversation"}
         assert panel.message.text() == "Started BTC Trader."
 
         # stopped behind the panel's back; the click lands before the panel has caught up
-        runtime.agents.set_state(trader.agent_id, AgentState.STOPPED)
+        world.agents.store.set_state(trader.agent_id, AgentState.STOPPED)
         click(qtbot, panel.button(Action.PAUSE))
         await until(lambda: "Could not pause" in panel.message.text())
         assert "BTC Trader: an agent that is stopped cannot become paused" in panel.message.text()
@@ -212,7 +214,7 @@ def test_pause_resume_and_stop_change_the_state_shown_and_the_buttons_enabled(
 
 
 def test_delete_asks_for_confirmation_naming_the_agent_and_cancel_keeps_it(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def answer(reply: str) -> QMessageBox:
         click(qtbot, panel.button("delete"))
@@ -226,19 +228,19 @@ def test_delete_asks_for_confirmation_naming_the_agent_and_cancel_keeps_it(
         return text
 
     async def scenario() -> None:
-        trader = await new_agent(runtime, panel, TRADER, "Doomed Trader")
-        keeper = await new_agent(runtime, panel, TRADER, "Keeper")
+        trader = await new_agent(world, panel, TRADER, "Doomed Trader")
+        keeper = await new_agent(world, panel, TRADER, "Keeper")
         click_row(qtbot, panel, trader.agent_id)
 
         text = await answer("Cancel")
         assert "Delete the agent “Doomed Trader”?" in text
         assert "Kept" in panel.message.text()
-        assert runtime.manager.get_agent(trader.agent_id) is not None
+        assert world.agents.manager.get_agent(trader.agent_id) is not None
         assert panel.model.row_of(trader.agent_id) is not None
 
         await answer("Delete")
         await until(lambda: panel.model.row_of(trader.agent_id) is None)
-        assert runtime.manager.get_agent(trader.agent_id) is None
+        assert world.agents.manager.get_agent(trader.agent_id) is None
         assert panel.model.row_of(keeper.agent_id) is not None
         assert "Deleted “Doomed Trader”" in panel.message.text()
         assert enabled(panel) == set()
@@ -247,12 +249,12 @@ def test_delete_asks_for_confirmation_naming_the_agent_and_cancel_keeps_it(
 
 
 def test_a_faulted_agent_shows_why_in_red_and_can_only_be_started_or_stopped(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        trader = await new_agent(runtime, panel, TRADER, "Broken Trader")
+        trader = await new_agent(world, panel, TRADER, "Broken Trader")
         reason = "the provider refused the API key (401)"
-        runtime.agents.set_state(trader.agent_id, AgentState.FAULTED, reason)
+        world.agents.store.set_state(trader.agent_id, AgentState.FAULTED, reason)
         await until(lambda: cell(panel, trader.agent_id, "State").startswith("faulted"))
         assert cell(panel, trader.agent_id, "State") == f"faulted: {reason}"
         assert reason in cell(panel, trader.agent_id, "State", Qt.ItemDataRole.ToolTipRole)
@@ -266,22 +268,22 @@ def test_a_faulted_agent_shows_why_in_red_and_can_only_be_started_or_stopped(
     qloop.run_until_complete(scenario())
 
 
-async def set_up_watch(runtime: AgentRuntime) -> dict[AgentRole, AgentInfo]:
-    orchestrator = await runtime.ensure_orchestrator()
-    runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-    await settle(runtime)
-    return {a.role: a for a in runtime.manager.list_agents()}
+async def set_up_watch(world: World) -> dict[AgentRole, AgentInfo]:
+    orchestrator = await world.ensure_orchestrator()
+    world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+    await settle(world)
+    return {a.role: a for a in world.agents.manager.list_agents()}
 
 
 def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_action(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        agents = await set_up_watch(runtime)
+        agents = await set_up_watch(world)
         trader, analyst = agents[AgentRole.TRADER], agents[AgentRole.ANALYST]
         for _hour in range(48):
-            await advance_hours(runtime, 1)
-            if any(f.agent_id == trader.agent_id for f in runtime.base.ledger.fills()):
+            await advance_hours(world, 1)
+            if any(f.agent_id == trader.agent_id for f in world.ledger.fills()):
                 break
         await until(lambda: cell(panel, trader.agent_id, "P&L") != "—")
         pnl = panel.model.rows[panel.model.row_of(trader.agent_id)].pnl
@@ -294,7 +296,7 @@ def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_
         assert "Realized" in cell(panel, trader.agent_id, "P&L", Qt.ItemDataRole.ToolTipRole)
         assert cell(panel, analyst.agent_id, "P&L") == "—"  # an analyst never trades
 
-        info = runtime.agents.get(analyst.agent_id)
+        info = world.agents.store.get(analyst.agent_id)
         assert info.last_action
         await until(lambda: cell(panel, analyst.agent_id, "Last action") == info.last_action)
         assert cell(panel, analyst.agent_id, "At") == format_time(
@@ -309,11 +311,11 @@ def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_
 
 
 def test_the_selected_analysts_hourly_job_is_listed_and_disabling_it_reaches_the_scheduler(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        analyst = (await set_up_watch(runtime))[AgentRole.ANALYST]
-        (job,) = runtime.scheduler.jobs(analyst.agent_id)
+        analyst = (await set_up_watch(world))[AgentRole.ANALYST]
+        (job,) = world.agents.scheduler.jobs(analyst.agent_id)
         await until(lambda: panel.model.row_of(analyst.agent_id) is not None)
         click_row(qtbot, panel, analyst.agent_id)
         jobs = panel.jobs
@@ -326,14 +328,14 @@ def test_the_selected_analysts_hourly_job_is_listed_and_disabling_it_reaches_the
         box = jobs.checkbox(job.job_id)
         assert box is not None and box.isChecked()
         click(qtbot, box)
-        assert runtime.scheduler.get(job.job_id).enabled is False
+        assert world.agents.scheduler.get(job.job_id).enabled is False
         assert jobs.model.data(jobs.model.index(0, 3)) == "— (disabled)"
         assert f"Disabled job {job.name}" in panel.message.text()
 
-        await advance_hours(runtime, 2)  # a disabled job does not fire
-        assert runtime.scheduler.get(job.job_id).last_run_ms == job.last_run_ms
+        await advance_hours(world, 2)  # a disabled job does not fire
+        assert world.agents.scheduler.get(job.job_id).last_run_ms == job.last_run_ms
         click(qtbot, jobs.checkbox(job.job_id))
-        enabled_again = runtime.scheduler.get(job.job_id)
+        enabled_again = world.agents.scheduler.get(job.job_id)
         assert enabled_again.enabled and enabled_again.next_run_ms > job.next_run_ms
         again = format_time(enabled_again.next_run_ms, seconds=False)
         assert jobs.model.data(jobs.model.index(0, 3)) == again
@@ -343,10 +345,10 @@ def test_the_selected_analysts_hourly_job_is_listed_and_disabling_it_reaches_the
 
 
 def test_open_memory_and_conversation_emit_the_selected_agents_id(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        trader = await new_agent(runtime, panel, TRADER, "Chatty Trader")
+        trader = await new_agent(world, panel, TRADER, "Chatty Trader")
         click_row(qtbot, panel, trader.agent_id)
         with qtbot.waitSignal(panel.open_memory_requested, timeout=1000) as memory:
             click(qtbot, panel.button("memory"))
@@ -364,13 +366,14 @@ def test_open_memory_and_conversation_emit_the_selected_agents_id(
 def test_the_rule_engine_is_labelled_as_not_an_llm_and_an_llm_by_its_provider(
     tmp_path, qtbot, qloop
 ):
-    llm = agent_runtime(tmp_path, force_provider=("openai-compatible", "gpt-4o-mini"))
-    rules = agent_runtime(tmp_path / "rules")
+    llm = agent_world(tmp_path, force_provider=("openai-compatible", "gpt-4o-mini"))
+    rules = agent_world(tmp_path / "rules")
 
     async def scenario() -> None:
         for rt in (llm, rules):
             await rt.start()
-            await rt.manager.create_agent(TRADER, "T", {}, start=False)  # never calls a model
+            # never calls a model
+            await rt.agents.manager.create_agent(TRADER, "T", {}, start=False)
         llm_panel, rule_panel = AgentsPanel(llm), AgentsPanel(rules)
         for w in (llm_panel, rule_panel):
             qtbot.addWidget(w)
@@ -390,7 +393,7 @@ def test_the_rule_engine_is_labelled_as_not_an_llm_and_an_llm_by_its_provider(
 
 
 def test_a_burst_of_agent_events_is_coalesced_and_the_selection_survives_sorting(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     merges: list[int] = []
     merge = panel.model.merge
@@ -402,9 +405,9 @@ def test_a_burst_of_agent_events_is_coalesced_and_the_selection_survives_sorting
     panel.model.merge = counting  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        alpha = await new_agent(runtime, panel, TRADER, "Alpha")
-        zulu = await new_agent(runtime, panel, TRADER, "Zulu")
-        mike = await new_agent(runtime, panel, TRADER, "Mike")
+        alpha = await new_agent(world, panel, TRADER, "Alpha")
+        zulu = await new_agent(world, panel, TRADER, "Zulu")
+        mike = await new_agent(world, panel, TRADER, "Mike")
         click_row(qtbot, panel, zulu.agent_id)
         header = panel.view.horizontalHeader()
         name_x = header.sectionViewportPosition(0) + 10
@@ -413,7 +416,7 @@ def test_a_burst_of_agent_events_is_coalesced_and_the_selection_survives_sorting
 
         merges.clear()
         for step in range(300):
-            runtime.agents.record_action(mike.agent_id, None, f"calling tool {step}")
+            world.agents.store.record_action(mike.agent_id, None, f"calling tool {step}")
         await until(lambda: cell(panel, mike.agent_id, "Last action") == "calling tool 299")
         assert len(merges) <= 3, f"{len(merges)} refreshes for one burst"
         assert [i.agent_id for i in panel.selected_infos()] == [zulu.agent_id]
@@ -424,10 +427,10 @@ def test_a_burst_of_agent_events_is_coalesced_and_the_selection_survives_sorting
 
 
 def test_the_create_dialog_offers_existing_traders_for_an_analysts_trader(
-    runtime, panel, qtbot, qloop
+    world, panel, qtbot, qloop
 ):
     async def scenario() -> None:
-        trader = await new_agent(runtime, panel, TRADER, "Linked Trader")
+        trader = await new_agent(world, panel, TRADER, "Linked Trader")
         dialog = await open_dialog(qtbot, panel, ANALYST)
         picker = dialog.form.editors["trader_agent_id"].widget
         assert [picker.itemText(i) for i in range(picker.count())] == [
@@ -437,7 +440,7 @@ def test_the_create_dialog_offers_existing_traders_for_an_analysts_trader(
         dialog.start_box.setChecked(False)
         click(qtbot, dialog.ok_button)
         await until(lambda: panel.create_dialog is None)  # closed (and deleted)
-        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+        (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         assert analyst.config["trader_agent_id"] == trader.agent_id
         assert analyst.state is AgentState.CREATED
         await until(lambda: panel.model.row_of(analyst.agent_id) is not None)
@@ -465,3 +468,20 @@ def test_a_jobs_schedule_is_put_in_words(interval_s, cron, words):
               task_type="RUN_ANALYSIS", payload={}, enabled=True, created_ms=0, next_run_ms=0,
               cron=cron, interval_s=interval_s)
     assert describe_schedule(job) == words
+
+
+def test_the_create_dialog_names_the_engine_a_new_agent_gets_under_the_llm_settings(
+    world, panel, qtbot, qloop
+):
+    async def scenario() -> None:
+        dialog = await open_dialog(qtbot, panel, TRADER)
+        assert "not an LLM" in dialog.engine.text()
+        world.apply_settings(world.settings.model_copy(update={
+            "llm": LLMSettings(provider="openai-compatible", model="llama3.1")}))
+        dialog.select_template(TRADER)
+        assert "openai-compatible · llama3.1" in dialog.engine.text()
+        info = await world.agents.manager.create_agent(TRADER, "Llama trader", {}, start=False)
+        assert (info.provider, info.model) == ("openai-compatible", "llama3.1")
+        dialog.close()
+
+    qloop.run_until_complete(scenario())

@@ -11,10 +11,12 @@ from PySide6.QtCore import Qt
 
 from app.domain.clock import parse_time
 from app.events import EventBus, ToolCallCompleted
-from app.runtime import OfflineRuntime, build_offline_runtime
+from app.runtime.world import World
+from app.store.audit_trail import AuditTrailReader
 from app.tools.spec import AgentContext
 from app.ui.panels.audit_panel import AuditPanel
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -44,15 +46,15 @@ def bus() -> EventBus:
 
 
 @pytest.fixture
-def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
-    rt = build_offline_runtime(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
+def world(tmp_path, qloop) -> Iterator[World]:
+    rt = tool_world(Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"))
     yield rt
     rt.close()
 
 
 @pytest.fixture
-def panel(runtime, bus, qtbot, qloop) -> AuditPanel:
-    w = AuditPanel(runtime.ledger, bus)
+def panel(world, bus, qtbot, qloop) -> AuditPanel:
+    w = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(w)
     w.resize(1100, 650)
     w.show()
@@ -61,10 +63,10 @@ def panel(runtime, bus, qtbot, qloop) -> AuditPanel:
     return w
 
 
-async def run_calls(runtime, bus, calls) -> None:
+async def run_calls(world, bus, calls) -> None:
     """Run tool calls as agents do, each announced on the bus when it completes."""
     for agent, xml in calls:
-        result = await runtime.executor.execute_text(AgentContext(agent), xml)
+        result = await world.executor.execute_text(AgentContext(agent), xml)
         assert result is not None
         await bus.publish(ToolCallCompleted(agent, xml[1:].split(">")[0].rstrip("/"),
                                             result.status, result.error_code, 1.0))
@@ -77,10 +79,10 @@ def choose(combo, text: str) -> None:
 
 
 def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
-    panel, runtime, bus, qtbot, qloop
+    panel, world, bus, qtbot, qloop
 ):
     async def scenario() -> None:
-        await run_calls(runtime, bus, CALLS)
+        await run_calls(world, bus, CALLS)
         await until(lambda: panel.model.rowCount() == len(CALLS))
         assert panel.count_label.text() == "5 calls"
 
@@ -108,7 +110,7 @@ def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
     qloop.run_until_complete(scenario())
 
 
-def test_live_calls_arrive_in_batches_newest_first(panel, runtime, bus, qloop):
+def test_live_calls_arrive_in_batches_newest_first(panel, world, bus, qloop):
     reads: list[int] = []
     read = panel.reader.tool_calls
 
@@ -119,7 +121,7 @@ def test_live_calls_arrive_in_batches_newest_first(panel, runtime, bus, qloop):
     panel.reader.tool_calls = counted  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        await run_calls(runtime, bus, CALLS * 8)
+        await run_calls(world, bus, CALLS * 8)
         await until(lambda: panel.model.rowCount() == 40)
 
     qloop.run_until_complete(scenario())
@@ -128,8 +130,8 @@ def test_live_calls_arrive_in_batches_newest_first(panel, runtime, bus, qloop):
     assert ids == sorted(ids, reverse=True) and ids[0] == 40
 
 
-def test_a_hundred_thousand_calls_load_and_filter_without_stalling(runtime, bus, qtbot, qloop):
-    conn = runtime.ledger.connection
+def test_a_hundred_thousand_calls_load_and_filter_without_stalling(world, bus, qtbot, qloop):
+    conn = world.ledger.connection
     tools = ("get_klines", "get_ticker", "create_order", "recall_memory")
     statuses = ("success", "success", "error", "rejected")
     rows = [
@@ -137,13 +139,13 @@ def test_a_hundred_thousand_calls_load_and_filter_without_stalling(runtime, bus,
          None, f"<tool_result>{i}</tool_result>", 1_570_000_000_000 + i * 1000, 1.5)
         for i in range(100_000)
     ]
-    with runtime.ledger.transaction():
+    with world.ledger.transaction():
         conn.executemany(
             "INSERT INTO tool_calls (agent_id, tool_name, params_json, status, error_code, "
             "result_xml, started_ms, duration_ms) VALUES (?,?,?,?,?,?,?,?)",
             rows,
         )
-    panel = AuditPanel(runtime.ledger, bus)
+    panel = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(panel)
     panel.resize(1000, 600)
     panel.show()
@@ -168,11 +170,12 @@ def test_a_hundred_thousand_calls_load_and_filter_without_stalling(runtime, bus,
     assert loaded < 10 and filtered < 1.5 and sorted_s < 1.5
 
 
-def test_a_reopened_workspace_lists_each_recorded_call_once(runtime, bus, qtbot, qloop):
+def test_a_reopened_workspace_lists_each_recorded_call_once(world, bus, qtbot, qloop):
     """After a relaunch the window reads the ledger's history while the resumed agents' first
     calls are announced: two reads at once must not list the same calls twice."""
-    qloop.run_until_complete(run_calls(runtime, bus, CALLS))
-    panel = AuditPanel(runtime.ledger, bus)  # the relaunched window's panel: history in the DB
+    qloop.run_until_complete(run_calls(world, bus, CALLS))
+    # the relaunched window's panel: history in the DB
+    panel = AuditPanel(AuditTrailReader(world.ledger), bus)
     qtbot.addWidget(panel)
 
     async def scenario() -> None:

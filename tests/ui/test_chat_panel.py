@@ -1,4 +1,4 @@
-"""The chat panel over a real agent runtime (rule engine, SQLite, tools), driven as a person would:
+"""The chat panel over a real agent world (rule engine, SQLite, tools), driven as a person would:
 type, press Enter, click replies and toggles, switch agents, scroll, and read what changes."""
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ from app.agents.llm.port import (
     PermanentLLMError,
     StreamCallback,
 )
-from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentInfo, AgentRole, AgentState
+from app.runtime.world import World
 from app.ui.chat import ChatPanel
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble, QuestionCard
 from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.panel import MAX_CARDS
 from app.ui.theme import COLORS
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 TRADER = "TraderAgent_Default_v1"
 SIGNAL = "NEW_MARKET_ANALYSIS_SIGNAL"
-RuntimeFactory = Callable[..., AgentRuntime]
+RuntimeFactory = Callable[..., World]
 
 
 async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
@@ -48,25 +48,25 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 @pytest.fixture
 def make_runtime(tmp_path: Path, qloop: asyncio.AbstractEventLoop) -> Iterator[RuntimeFactory]:
-    """Build and start a runtime in the test's workspace (with ``settings.toml`` text if given)."""
-    built: list[AgentRuntime] = []
+    """Build and start a world in the test's workspace (with ``settings.toml`` text if given)."""
+    built: list[World] = []
 
-    def make(settings: str = "", **kwargs: object) -> AgentRuntime:
+    def make(settings: str = "", **kwargs: object) -> World:
         if settings:
             (tmp_path / "settings.toml").write_text(settings, encoding="utf-8")
-        runtime = agent_runtime(tmp_path, **kwargs)
-        built.append(runtime)
-        qloop.run_until_complete(runtime.start())
-        return runtime
+        world = agent_world(tmp_path, **kwargs)
+        built.append(world)
+        qloop.run_until_complete(world.start())
+        return world
 
     yield make
-    for runtime in built:
-        qloop.run_until_complete(runtime.aclose())
+    for world in built:
+        qloop.run_until_complete(world.aclose())
 
 
 @pytest.fixture
-def open_panel(qtbot, qloop) -> Iterator[Callable[[AgentRuntime], ChatPanel]]:
-    """Open chat panels on a runtime; destroy them at the end, on this (the GUI) thread.
+def open_panel(qtbot, qloop) -> Iterator[Callable[[World], ChatPanel]]:
+    """Open chat panels on a world; destroy them at the end, on this (the GUI) thread.
 
     A top-level panel belongs to Python and its wrapper sits in reference cycles (its slots are
     its own methods), so without this the garbage collector would destroy it, timers and all,
@@ -74,8 +74,8 @@ def open_panel(qtbot, qloop) -> Iterator[Callable[[AgentRuntime], ChatPanel]]:
     """
     opened: list[ChatPanel] = []
 
-    def open_(runtime: AgentRuntime) -> ChatPanel:
-        panel = ChatPanel(runtime)
+    def open_(world: World) -> ChatPanel:
+        panel = ChatPanel(world)
         opened.append(panel)
         panel.resize(700, 900)
         panel.show()
@@ -104,16 +104,16 @@ def click(qtbot, widget) -> None:
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
 
 
-async def said(runtime: AgentRuntime, qtbot, panel: ChatPanel, text: str) -> None:
+async def said(world: World, qtbot, panel: ChatPanel, text: str) -> None:
     say(qtbot, panel, text)
-    await settle(runtime)
+    await settle(world)
 
 
 def test_a_sent_message_shows_and_the_orchestrators_markdown_answer_follows(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
     assert "built-in rule engine (not an LLM)" in panel.header.status_text()
     assert "LLM " not in panel.header.status_text().replace("not an LLM", "")
 
@@ -122,7 +122,7 @@ def test_a_sent_message_shows_and_the_orchestrators_markdown_answer_follows(
         assert panel.composer.input.text() == ""
         mine = cards(panel, PersonBubble)
         assert [b.text.text() for b in mine] == ["help"]  # at once, before the agent starts
-        await settle(runtime)
+        await settle(world)
         await until(lambda: bool(cards(panel, AnswerBubble)))
         (answer,) = cards(panel, AnswerBubble)
         html = answer.text.text()
@@ -137,14 +137,14 @@ def test_a_sent_message_shows_and_the_orchestrators_markdown_answer_follows(
 def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_xml(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, SETUP_COMMAND)
+        await said(world, qtbot, panel, SETUP_COMMAND)
         await until(lambda: bool(cards(panel, AnswerBubble)))
         tools = cards(panel, ToolCard)
-        calls = runtime.base.ledger.connection.execute(
+        calls = world.ledger.connection.execute(
             "SELECT tool_name FROM tool_calls WHERE agent_id=? ORDER BY id", (panel.agent_id,)
         ).fetchall()
         # the list of agents came with the message (is it set up already?): a line, not a card
@@ -173,11 +173,11 @@ def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_
 
 
 def test_reasoning_is_folded_away_until_the_person_opens_it(make_runtime, open_panel, qtbot, qloop):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, SETUP_COMMAND)
+        await said(world, qtbot, panel, SETUP_COMMAND)
         await until(lambda: len(cards(panel, ToolCard)) >= 1)
         card = cards(panel, ToolCard)[0]
         assert card.reasoning.toggle.isVisible() and not card.reasoning.expanded
@@ -195,18 +195,18 @@ def test_reasoning_is_folded_away_until_the_person_opens_it(make_runtime, open_p
 def test_a_risk_guard_refusal_is_drawn_in_orange_with_its_rule_and_reason(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime("[risk.max_position_weight]\nlimit_pct = 5\n")
-    panel = open_panel(runtime)
+    world = make_runtime("[risk.max_position_weight]\nlimit_pct = 5\n")
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
-        price = await runtime.base.broker.last_price("BTC/USDT")
-        runtime.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+        trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+        price = await world.venue.broker.last_price("BTC/USDT")
+        world.agents.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
             "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
             "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
             "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
             "reason": "test signal"}, "agent:analyst-1")
-        await settle(runtime)
+        await settle(world)
         await until(lambda: panel.header.picker.findData(trader.agent_id) >= 0)
         panel.header.picker.setCurrentIndex(panel.header.picker.findData(trader.agent_id))
         await until(lambda: not panel.loading and bool(cards(panel, AnswerBubble)))
@@ -232,11 +232,11 @@ def test_a_risk_guard_refusal_is_drawn_in_orange_with_its_rule_and_reason(
 def test_a_clarification_offers_its_replies_as_buttons_and_a_click_answers_it(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, "watch BTC/USDT")
+        await said(world, qtbot, panel, "watch BTC/USDT")
         await until(lambda: bool(cards(panel, QuestionCard)))
         (question,) = cards(panel, QuestionCard)
         assert "Which candle interval" in question.text.text()
@@ -249,17 +249,17 @@ def test_a_clarification_offers_its_replies_as_buttons_and_a_click_answers_it(
         assert [b.isEnabled() for b in question.buttons] == [False] * 4
         assert question.buttons[0].isChecked() and not question.buttons[1].isChecked()
         assert question.status.text() == "You answered: 1h"
-        await settle(runtime)
+        await settle(world)
         await until(lambda: len(cards(panel, QuestionCard)) == 2)
         schedule = cards(panel, QuestionCard)[1]
         assert "How often" in schedule.text.text()
         assert schedule.buttons[0].text() == "Every 1h, as each candle closes"
 
         click(qtbot, schedule.buttons[0])
-        await settle(runtime)
+        await settle(world)
         await until(lambda: len(cards(panel, QuestionCard)) == 3)
         say(qtbot, panel, "a trend analyst only")  # typed while a clarification is open
-        await settle(runtime)
+        await settle(world)
         await until(lambda: bool(cards(panel, AnswerBubble)))
         assert cards(panel, QuestionCard)[2].status.text() == "You answered: a trend analyst only"
         assert "Set up BTC/USDT 1h Trend Analyst" in cards(panel, AnswerBubble)[0].text.text()
@@ -273,14 +273,14 @@ def test_a_clarification_offers_its_replies_as_buttons_and_a_click_answers_it(
 def test_a_reply_to_a_question_already_answered_elsewhere_is_refused_in_words(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, "watch BTC/USDT")
+        await said(world, qtbot, panel, "watch BTC/USDT")
         await until(lambda: bool(cards(panel, QuestionCard)))
         (question,) = cards(panel, QuestionCard)
-        runtime.manager.answer(question.entry.question_id, "4h")  # from the phone, say
+        world.agents.manager.answer(question.entry.question_id, "4h")  # from the phone, say
         click(qtbot, question.buttons[0])  # before the panel heard of it
         assert panel.composer.error.isVisibleTo(panel)
         assert "already answered" in panel.composer.error.text()
@@ -329,9 +329,9 @@ def test_a_streamed_answer_shows_while_it_arrives_and_the_stored_one_replaces_it
 ):
     model = GatedProvider("<thinking>Checking the trend first.</thinking>**Bitcoin** is ",
                           "trending up.")
-    runtime = make_runtime(provider_override=orchestrated_by(model),
+    world = make_runtime(provider_override=orchestrated_by(model),
                            force_provider=("replay", "scripted"))
-    panel = open_panel(runtime)
+    panel = open_panel(world)
     assert "replay of recorded answers (scripted)" in panel.header.status_text()
 
     async def scenario() -> None:
@@ -341,7 +341,7 @@ def test_a_streamed_answer_shows_while_it_arrives_and_the_stored_one_replaces_it
         assert bubble.text.text() == "Checking the trend first.\n**Bitcoin** is"
         assert not cards(panel, AnswerBubble)
         model.gate.set()
-        await settle(runtime)
+        await settle(world)
         await until(lambda: bool(cards(panel, AnswerBubble)) and not panel.transcript.typing)
         (answer,) = cards(panel, AnswerBubble)
         assert "font-weight:700" in answer.text.text() and "trending up." in answer.text.text()
@@ -359,11 +359,11 @@ def test_an_answer_cannot_show_html_or_load_images_it_names(
     model = GatedProvider('Read <b onclick="x">this</b> ![chart](/etc/passwd) ',
                           "and ![ref][r]\n\n[r]: file:///dev/zero", name="openai-compatible")
     model.gate.set()
-    runtime = make_runtime(provider_override=orchestrated_by(model))
-    panel = open_panel(runtime)
+    world = make_runtime(provider_override=orchestrated_by(model))
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, "show me")
+        await said(world, qtbot, panel, "show me")
         await until(lambda: bool(cards(panel, AnswerBubble)))
         html = cards(panel, AnswerBubble)[0].text.text()
         assert "&lt;b onclick" in html and "<b " not in html  # written out, not markup
@@ -379,14 +379,14 @@ def test_a_failing_model_faults_the_agent_and_the_chat_says_why(
 ):
     model = GatedProvider("Let me", " think.", name="openai-compatible",
                           error=PermanentLLMError("openai-compatible", "the API key was refused"))
-    runtime = make_runtime(provider_override=orchestrated_by(model))
-    panel = open_panel(runtime)
+    world = make_runtime(provider_override=orchestrated_by(model))
+    panel = open_panel(world)
 
     async def scenario() -> None:
         say(qtbot, panel, "hello")
         await until(lambda: bool(panel.transcript.typing))
         model.gate.set()
-        await settle(runtime)
+        await settle(world)
         await until(lambda: panel.header.status_text().startswith("faulted"))
         assert "the API key was refused" in panel.header.reason.text()
         assert "What to do: check the API key" in panel.header.reason.text()
@@ -403,15 +403,15 @@ def test_a_failing_model_faults_the_agent_and_the_chat_says_why(
 def test_a_question_asked_while_the_chat_was_closed_waits_with_its_replies(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
+    world = make_runtime()
 
     async def ask() -> None:
-        orchestrator = await runtime.ensure_orchestrator()
-        runtime.manager.send_user_message(orchestrator.agent_id, "watch BTC/USDT")
-        await settle(runtime)
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, "watch BTC/USDT")
+        await settle(world)
 
     qloop.run_until_complete(ask())
-    panel = open_panel(runtime)
+    panel = open_panel(world)
 
     async def scenario() -> None:
         (question,) = cards(panel, QuestionCard)
@@ -420,7 +420,7 @@ def test_a_question_asked_while_the_chat_was_closed_waits_with_its_replies(
         assert "Answer Orchestrator's question" in panel.composer.input.placeholderText()
         assert [b.text.text() for b in cards(panel, PersonBubble)] == ["watch BTC/USDT"]
         click(qtbot, question.buttons[1])
-        await settle(runtime)
+        await settle(world)
         await until(lambda: len(cards(panel, QuestionCard)) == 2)
         assert question.status.text() == "You answered: 4h"
         assert cards(panel, PersonBubble)[-1].text.text() == "4h"  # the reply, as said
@@ -431,16 +431,16 @@ def test_a_question_asked_while_the_chat_was_closed_waits_with_its_replies(
 def test_enter_sends_shift_enter_breaks_the_line_and_up_down_recall_what_was_sent(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
     box = panel.composer.input
 
     async def scenario() -> None:
         qtbot.keyClick(box, Qt.Key.Key_Return)  # nothing typed: nothing sent, no complaint
         assert not panel.transcript.cards and not panel.composer.error.isVisibleTo(panel)
         assert not panel.composer.send_button.isEnabled()
-        await said(runtime, qtbot, panel, "status")
-        await said(runtime, qtbot, panel, "help")
+        await said(world, qtbot, panel, "status")
+        await said(world, qtbot, panel, "help")
         assert [b.text.text() for b in cards(panel, PersonBubble)] == ["status", "help"]
 
         qtbot.keyClicks(box, "half")
@@ -471,18 +471,18 @@ def test_enter_sends_shift_enter_breaks_the_line_and_up_down_recall_what_was_sen
 def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_the_list(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
     picker = panel.header.picker
     opened: list[str] = []
     panel.agent_changed.connect(opened.append)
 
     async def scenario() -> None:
         orchestrator = panel.agent_id
-        await said(runtime, qtbot, panel, SETUP_COMMAND)
+        await said(world, qtbot, panel, SETUP_COMMAND)
         await until(lambda: picker.count() == 3)
         assert picker.itemData(0) == orchestrator
-        agents = {a.role: a for a in runtime.manager.list_agents()}
+        agents = {a.role: a for a in world.agents.manager.list_agents()}
         analyst, trader = agents[AgentRole.ANALYST], agents[AgentRole.TRADER]
 
         picker.setCurrentIndex(picker.findData(analyst.agent_id))
@@ -509,7 +509,7 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
 
         panel.set_agent(trader.agent_id)
         await until(lambda: not panel.loading)
-        await runtime.manager.delete_agent(trader.agent_id)
+        await world.agents.manager.delete_agent(trader.agent_id)
         await until(lambda: picker.findData(trader.agent_id) < 0)
         assert picker.count() == 2
         assert panel.agent_id == orchestrator  # its chat closed; back to the Orchestrator
@@ -521,22 +521,22 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
 def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await runtime.manager.control(panel.agent_id, "pause")
+        await world.agents.manager.control(panel.agent_id, "pause")
         await until(lambda: panel.header.status_text().startswith("paused"))
-        await said(runtime, qtbot, panel, "status")
+        await said(world, qtbot, panel, "status")
         (mine,) = cards(panel, PersonBubble)
         assert mine.queued.isVisibleTo(panel)
         await asyncio.sleep(0.3)
         assert not cards(panel, AnswerBubble)
-        await runtime.manager.control(panel.agent_id, "resume")
-        await settle(runtime)
+        await world.agents.manager.control(panel.agent_id, "resume")
+        await settle(world)
         await until(lambda: bool(cards(panel, AnswerBubble)))
         assert not mine.queued.isVisibleTo(panel)
-        assert panel.runtime.agents.get(panel.agent_id).state is AgentState.RUNNING
+        assert panel.world.agents.store.get(panel.agent_id).state is AgentState.RUNNING
 
     qloop.run_until_complete(scenario())
 
@@ -544,31 +544,31 @@ def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
 def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loads_earlier(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
     bar = panel.transcript.verticalScrollBar()
 
     async def scenario() -> None:
-        runtime.manager.send_user_message(panel.agent_id, SETUP_COMMAND)
-        await settle(runtime)
-        (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+        world.agents.manager.send_user_message(panel.agent_id, SETUP_COMMAND)
+        await settle(world)
+        (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         panel.set_agent(analyst.agent_id)
         await until(lambda: not panel.loading)
-        await advance_hours(runtime, 100)  # about 700 messages
+        await advance_hours(world, 100)  # about 700 messages
         await until(lambda: not panel.busy)
-        stored = len(runtime.conversations.recent(analyst.agent_id, 10_000))
+        stored = len(world.agents.conversations.recent(analyst.agent_id, 10_000))
         assert stored > 2 * MAX_CARDS
         assert len(panel.transcript.cards) == MAX_CARDS
         assert panel.transcript.load_earlier.isVisibleTo(panel)
         await until(lambda: bar.value() == bar.maximum())
-        newest = runtime.conversations.recent(analyst.agent_id, 1)[0]
+        newest = world.agents.conversations.recent(analyst.agent_id, 1)[0]
         assert panel.transcript.cards[-1].entry.origin.content == newest.content
 
         bar.setValue(bar.maximum() // 3)  # the person scrolls up to read
         await asyncio.sleep(0.05)
         first_seen = next(c for c in panel.transcript.cards if c.y() + c.height() > bar.value())
         offset = first_seen.y() - bar.value()
-        await advance_hours(runtime, 2)
+        await advance_hours(world, 2)
         await until(lambda: not panel.busy)
         await asyncio.sleep(0.05)
         assert bar.value() < bar.maximum()  # not dragged to the bottom
@@ -587,7 +587,7 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         keys = [c.entry.key for c in panel.transcript.cards]
         assert keys.index(oldest.key) > 0 and len(set(keys)) == len(keys)
         earlier = panel.transcript.cards[keys.index(oldest.key) - 1].entry
-        (oldest_row,) = [m for m in runtime.conversations.messages(oldest.task_id)
+        (oldest_row,) = [m for m in world.agents.conversations.messages(oldest.task_id)
                          if m.content == oldest.origin.content and m.kind == oldest.origin.kind]
         assert earlier.origin.message_id < oldest_row.id
 
@@ -597,20 +597,20 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
 def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
     make_runtime, open_panel, qtbot, qloop
 ):
-    runtime = make_runtime("[approval]\nabove_quote = 100\n")
-    panel = open_panel(runtime)
+    world = make_runtime("[approval]\nabove_quote = 100\n")
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+        trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
         panel.set_agent(trader.agent_id)
         await until(lambda: not panel.loading)
-        price = await runtime.base.broker.last_price("BTC/USDT")
-        runtime.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+        price = await world.venue.broker.last_price("BTC/USDT")
+        world.agents.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
             "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
             "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
             "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
             "reason": "test signal"}, "agent:analyst-1")
-        await settle(runtime)
+        await settle(world)
         await until(lambda: bool(cards(panel, QuestionCard)))
         (order,) = [c for c in cards(panel, ToolCard) if c.entry.tool_name == "create_order"]
         assert order.entry.status == "awaiting approval" and order.glyph.text() == "?"
@@ -622,7 +622,7 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
         assert "waiting for you" in panel.header.status_text()
 
         click(qtbot, question.buttons[0])
-        await settle(runtime)
+        await settle(world)
         await until(lambda: order.entry.status == "success")
         assert order.glyph.text() == "✓" and "order" in order.summary.full_text
         assert question.buttons[0].isChecked() and not question.buttons[1].isEnabled()
@@ -635,12 +635,12 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
 def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_panel, qtbot, qloop):
     """A signal's payload, the person's message and the agent's replies all stay inside the
     panel's width: nothing is cut off at the right with no way to scroll to it."""
-    runtime = make_runtime()
-    panel = open_panel(runtime)
+    world = make_runtime()
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, SETUP_COMMAND)
-        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+        await said(world, qtbot, panel, SETUP_COMMAND)
+        trader = next(a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER)
         panel.set_agent(trader.agent_id)
         def signals() -> list[TaskCard]:
             return [c for c in cards(panel, TaskCard) if c.entry.task_type == SIGNAL]
@@ -648,11 +648,11 @@ def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_pan
         for _hour in range(48):  # until the analyst's first signal reaches the trader
             if signals():
                 break
-            await advance_hours(runtime, 1)
+            await advance_hours(world, 1)
             await until(lambda: not panel.loading)
         assert signals(), "the trader received a signal"
         say(qtbot, panel, "what is your plan for this position, and why that size?")
-        await settle(runtime)
+        await settle(world)
         await until(lambda: bool(cards(panel, PersonBubble)))
         panel.resize(380, 900)  # the chat dock on a 1280-pixel-wide screen
         await asyncio.sleep(0.3)  # the layout settles over a few turns of the loop
@@ -679,13 +679,13 @@ def test_a_sentence_around_a_fenced_call_shows_as_the_agents_words_with_what_was
         "I'll list the agents first.\n\n```xml\n<list_agent_instances></list_agent_instances>\n```",
         "No agents but me yet.",
     ])
-    runtime = make_runtime(
+    world = make_runtime(
         provider_override=lambda info, _t: model if info.role is AgentRole.ORCHESTRATOR else None
     )
-    panel = open_panel(runtime)
+    panel = open_panel(world)
 
     async def scenario() -> None:
-        await said(runtime, qtbot, panel, "who is there?")
+        await said(world, qtbot, panel, "who is there?")
         await until(lambda: len(cards(panel, AnswerBubble)) == 2)
         words, answer = cards(panel, AnswerBubble)
         assert "list the agents first." in words.text.text()

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support r
 
 
 def agents_states(window: MainWindow) -> set[AgentState]:
-    assert window.runtime is not None
-    return {a.state for a in window.runtime.manager.list_agents()}
+    assert window.world is not None
+    return {a.state for a in window.world.agents.manager.list_agents()}
 
 
 async def dialog_of(window: MainWindow, kind: type) -> object:
@@ -37,8 +37,8 @@ def test_the_toolbar_button_asks_then_trips_and_every_view_shows_it(desk: Desk, 
     async def scenario() -> None:
         window = await desk.open()
         await desk.settle(window)
-        runtime = window.runtime
-        assert runtime is not None and agents_states(window) == {AgentState.RUNNING}
+        world = window.world
+        assert world is not None and agents_states(window) == {AgentState.RUNNING}
         controls = window.kill_controls
         assert controls.button.text() == "Kill switch" and not controls.banner.isVisible()
         assert controls.toolbar.isVisible() and window.statusBar().halted_label.isHidden()
@@ -49,7 +49,7 @@ def test_the_toolbar_button_asks_then_trips_and_every_view_shows_it(desk: Desk, 
             label.text() for label in dialog.findChildren(QLabel))
         dialog.cancel_button.click()  # second thoughts: nothing happens
         await until(lambda: controls.dialog is None)
-        assert not runtime.kill_switch.is_tripped()
+        assert not world.agents.kill_switch.is_tripped()
 
         controls.button.click()
         controls.trip_action.trigger()  # pressed twice in a hurry: still one question
@@ -57,9 +57,9 @@ def test_the_toolbar_button_asks_then_trips_and_every_view_shows_it(desk: Desk, 
         assert len([d for d in window.findChildren(TripDialog) if d.isVisible()]) == 1
         dialog.reason.setText("the trader is buying every dip")
         qtbot.mouseClick(dialog.trip_button, Qt.MouseButton.LeftButton)
-        await until(runtime.kill_switch.is_tripped)
+        await until(world.agents.kill_switch.is_tripped)
         await until(lambda: agents_states(window) == {AgentState.PAUSED})
-        trip = runtime.kill_switch.active()
+        trip = world.agents.kill_switch.active()
         assert trip.reason == "the trader is buying every dip"
         assert trip.by == "the person in the Kestrel window"
         assert controls.banner.isVisible()
@@ -83,8 +83,9 @@ def test_ctrl_shift_k_then_enter_trips_it(desk: Desk, qtbot) -> None:
                        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
         dialog = await dialog_of(window, TripDialog)
         qtbot.keyClick(dialog, Qt.Key.Key_Return)  # the default button trips
-        await until(window.runtime.kill_switch.is_tripped)
-        assert window.runtime.kill_switch.active().reason == "tripped by hand (shortcut or menu)"
+        await until(window.world.agents.kill_switch.is_tripped)
+        trip = window.world.agents.kill_switch.active()
+        assert trip.reason == "tripped by hand (shortcut or menu)"
         window.show_shortcuts()  # F1's list names it
         shown = window.findChildren(QMessageBox)[-1]
         assert "Ctrl+Shift+K  Trip the kill switch" in shown.text()
@@ -98,8 +99,8 @@ def test_the_reset_dialog_resets_only_once_reset_is_typed_and_agents_stay_paused
     async def scenario() -> None:
         window = await desk.open()
         await desk.settle(window)
-        runtime = window.runtime
-        await runtime.kill_switch.trip("a test", "the test")
+        world = window.world
+        await world.agents.kill_switch.trip("a test", "the test")
         controls = window.kill_controls
         await until(controls.banner.isVisible)
 
@@ -112,17 +113,17 @@ def test_the_reset_dialog_resets_only_once_reset_is_typed_and_agents_stay_paused
         dialog.word.setText("reset")  # not the word asked for
         assert not dialog.reset_button.isEnabled()
         dialog.accept()
-        assert runtime.kill_switch.is_tripped() and dialog.isVisible()
+        assert world.agents.kill_switch.is_tripped() and dialog.isVisible()
         dialog.word.setText("RESET")
         qtbot.mouseClick(dialog.reset_button, Qt.MouseButton.LeftButton)
-        await until(lambda: not runtime.kill_switch.is_tripped())
+        await until(lambda: not world.agents.kill_switch.is_tripped())
         await until(lambda: not controls.banner.isVisible())
         assert controls.button.text() == "Kill switch"
         assert window.panels["account"].halt.isHidden()
         window.statusBar().refresh()
         assert window.statusBar().halted_label.isHidden()
         assert agents_states(window) == {AgentState.PAUSED}, "the person resumes them"
-        assert runtime.kill_switch.history()[0].reset_by == "the person in the Kestrel window"
+        assert world.agents.kill_switch.history()[0].reset_by == "the person in the Kestrel window"
 
     desk.run(scenario)
 
@@ -131,7 +132,7 @@ def test_a_trip_made_elsewhere_shows_at_once_and_again_after_a_restart(desk: Des
     async def scenario() -> None:
         window = await desk.open()
         await desk.settle(window)
-        await window.runtime.kill_switch.trip("tripped from Telegram", "Telegram user 4242")
+        await window.world.agents.kill_switch.trip("tripped from Telegram", "Telegram user 4242")
         assert window.kill_controls.banner.isVisible()
         assert window.panels["account"].halt.isVisible()
         await desk.close(window)
@@ -154,7 +155,7 @@ def test_the_tripped_window_is_readable_and_fits_a_small_screen(
     async def scenario() -> None:
         window = await desk.open(size=size)
         await desk.settle(window)
-        await window.runtime.kill_switch.trip("the model misbehaves", "the person")
+        await window.world.agents.kill_switch.trip("the model misbehaves", "the person")
         await until(lambda: on_screen(window.docks["account"]))
         await asyncio.sleep(0.1)
         image = window.grab().toImage()

@@ -9,10 +9,10 @@ import asyncio
 import pytest
 from PySide6.QtCore import QRect, QSize
 
-from app.agents.desk import DEMO_COMMAND
 from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
+from app.runtime.desk import DEMO_COMMAND
 from app.ui.main_window import DOCKS
 from tests.ui.desk import Desk, on_screen, until
 
@@ -25,31 +25,31 @@ HOUR_MS = 3_600_000
 def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk: Desk) -> None:
     async def scenario() -> None:
         window = await desk.open(paced=True, speed=600.0)
-        runtime = window.runtime
-        assert runtime is not None
-        start = runtime.clock.now_ms()
+        world = window.world
+        assert world is not None
+        start = world.venue.clock.now_ms()
         banner = window.banner.text()
         assert "Offline replay" in banner and "rule engine (not an LLM)" in banner
         assert window.replay_bar.speed.currentText() == "600x"
-        await until(lambda: runtime.clock.now_ms() >= start + HOUR_MS)
+        await until(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
         await desk.settle(window)
-        roles = sorted(a.role.value for a in runtime.manager.list_agents())
+        roles = sorted(a.role.value for a in world.agents.manager.list_agents())
         assert roles == ["analyst", "orchestrator", "trader"]
-        orchestrator = runtime.orchestrator()
+        orchestrator = world.orchestrator()
         assert orchestrator is not None
-        first = runtime.conversations.recent(orchestrator.agent_id)[0]
+        first = world.agents.conversations.recent(orchestrator.agent_id)[0]
         assert split_task_data(first.content)[0] == DEMO_COMMAND, (
             "the demo is the person's first chat message")
-        fills = [f for f in runtime.base.ledger.fills() if f.time_ms <= start + HOUR_MS]
+        fills = [f for f in world.ledger.fills() if f.time_ms <= start + HOUR_MS]
         assert fills, "a fill within 60 simulated minutes of replay"
-        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
-        assert runtime.base.memory.list_files(trader.agent_id, "journal"), "memory entries"
+        trader = next(a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER)
+        assert world.memory.list_files(trader.agent_id, "journal"), "memory entries"
         assert not window.live.errors and not window.errors.reports
         # the window's agents time-slice their steps, and its database is checkpointed on a
         # thread, not inside the commits they make on the window's loop
-        share = runtime.manager.s.share
+        share = world.agents.manager.s.share
         assert isinstance(share, LoopShare)
-        assert runtime.checkpointer.running
+        assert world.agents.checkpointer.running
 
     desk.run(scenario)
 
@@ -57,28 +57,28 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
 def test_the_layout_and_the_workspace_survive_closing_and_reopening(desk: Desk) -> None:
     async def scenario() -> None:
         window = await desk.open()
-        runtime = window.runtime
-        assert runtime is not None
+        world = window.world
+        assert world is not None
         await desk.settle(window)
-        agents = sorted(a.agent_id for a in runtime.manager.list_agents())
+        agents = sorted(a.agent_id for a in world.agents.manager.list_agents())
         window.docks["audit"].close()
         window.docks["memory"].raise_()
         window.resize(1300, 850)
-        resumed_at = runtime.clock.now_ms()
+        resumed_at = world.venue.clock.now_ms()
         await desk.close(window)
 
         again = await desk.open()
-        assert again.runtime is not None
+        assert again.world is not None
         assert not again.docks["audit"].isVisible() and again.docks["chat"].isVisible()
         assert not again.store.value("window/geometry").isEmpty()
-        assert sorted(a.agent_id for a in again.runtime.manager.list_agents()) == agents
-        orchestrator = again.runtime.orchestrator()
+        assert sorted(a.agent_id for a in again.world.agents.manager.list_agents()) == agents
+        orchestrator = again.world.orchestrator()
         assert orchestrator is not None
         texts = [split_task_data(m.content)[0]
-                 for m in again.runtime.conversations.recent(orchestrator.agent_id)
+                 for m in again.world.agents.conversations.recent(orchestrator.agent_id)
                  if m.kind == "task"]
         assert texts == [DEMO_COMMAND], "a used workspace is resumed, not seeded again"
-        assert again.runtime.clock.now_ms() >= resumed_at
+        assert again.world.venue.clock.now_ms() >= resumed_at
         again.reset_layout()
         assert all(again.docks[spec.key].isVisible() for spec in DOCKS)
 
@@ -88,10 +88,10 @@ def test_the_layout_and_the_workspace_survive_closing_and_reopening(desk: Desk) 
 def test_notices_and_shortcuts_open_the_right_panel(desk: Desk) -> None:
     async def scenario() -> None:
         window = await desk.open()
-        runtime = window.runtime
-        assert runtime is not None
+        world = window.world
+        assert world is not None
         await desk.settle(window)
-        trader = next(a for a in runtime.manager.list_agents() if a.role is AgentRole.TRADER)
+        trader = next(a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER)
         window.docks["chat"].close()
         window.open_panel("chat", trader.agent_id)
         assert window.docks["chat"].isVisible()
@@ -109,24 +109,24 @@ def test_notices_and_shortcuts_open_the_right_panel(desk: Desk) -> None:
 def test_pause_all_and_the_replay_controls_act_on_agents_and_clock(desk: Desk) -> None:
     async def scenario() -> None:
         window = await desk.open()
-        runtime = window.runtime
-        assert runtime is not None
+        world = window.world
+        assert world is not None
         await desk.settle(window)
         await window.pause_all()
-        states = {a.role: a.state for a in runtime.manager.list_agents()}
+        states = {a.role: a.state for a in world.agents.manager.list_agents()}
         assert states[AgentRole.ANALYST] is AgentState.PAUSED
         assert states[AgentRole.TRADER] is AgentState.PAUSED
         await window.resume_all()
-        assert all(a.state is not AgentState.PAUSED for a in runtime.manager.list_agents())
+        assert all(a.state is not AgentState.PAUSED for a in world.agents.manager.list_agents())
 
         bar = window.replay_bar
         bar.speed.setCurrentIndex(bar.speed.findText("10x"))
-        assert runtime.driver.speed == 10.0
+        assert world.venue.driver.speed == 10.0
         bar.pause_button.click()
-        assert runtime.driver.paused and bar.step_button.isEnabled()
-        before = runtime.clock.now_ms()
+        assert world.venue.driver.paused and bar.step_button.isEnabled()
+        before = world.venue.clock.now_ms()
         bar.step_button.click()
-        assert runtime.clock.now_ms() == before + HOUR_MS
+        assert world.venue.clock.now_ms() == before + HOUR_MS
 
     desk.run(scenario)
 
@@ -150,8 +150,8 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
     async def scenario() -> None:
         window = await desk.open()
         await desk.settle(window)
-        assert window.runtime is not None
-        window.runtime.driver.paused = True
+        assert window.world is not None
+        window.world.venue.driver.paused = True
         window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
         await desk.settle(window)
         chart = window.panels["chart"]
@@ -179,18 +179,18 @@ def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
         await desk.close(window)
 
         again = await desk.open()
-        assert again.runtime is not None
+        assert again.world is not None
         assert again.replay_bar.speed.currentText() == "600x"
-        assert again.runtime.driver.speed == 600.0
+        assert again.world.venue.driver.speed == 600.0
         bar = again.replay_bar
         bar.speed.setCurrentIndex(bar.speed.findText("10x"))
         await until(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
         await desk.close(again)
 
         third = await desk.open()
-        assert third.runtime is not None
+        assert third.world is not None
         assert third.replay_bar.speed.currentText() == "10x"
-        assert third.runtime.driver.speed == 10.0
+        assert third.world.venue.driver.speed == 10.0
 
     desk.run(scenario)
 
@@ -240,5 +240,23 @@ def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size
             # big enough to use: a dock smaller than its panel scrolls, it never clips it away
             assert dock.width() >= 250 and dock.height() >= 150, (key, dock.size())
             assert dock.widget().viewport().width() >= 200, key
+
+    desk.run(scenario)
+
+
+def test_the_window_names_the_venue_it_runs_on_in_its_title_account_and_status_bar(
+    desk: Desk,
+) -> None:
+    """The venue says what the desk runs on; the window shows its words, not a guess of its own
+    (a paper account on live quotes, or a live one, will say so in the same three places)."""
+    async def scenario() -> None:
+        window = await desk.open()
+        world = window.world
+        assert world is not None
+        label = world.venue.label
+        assert label == "Offline replay"
+        assert label in window.windowTitle()
+        assert window.panels["account"].venue.text() == label
+        assert window.statusBar().connection_label.text() == label
 
     desk.run(scenario)

@@ -26,17 +26,22 @@ HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_ser
 TEMPLATE = "TraderAgent_Default_v1"
 
 
-class _Runtime:
+class _Team:
     def __init__(self, mcp):
         self.mcp = mcp
 
 
+class _World:
+    def __init__(self, mcp):
+        self.agents = _Team(mcp)
+
+
 class _Window(QWidget):
-    """What the dialog reads of its parent window: the running runtime."""
+    """What the dialog reads of its parent window: the running world."""
 
     def __init__(self, mcp):
         super().__init__()
-        self.runtime = _Runtime(mcp)
+        self.world = _World(mcp)
 
 
 def test_a_person_lists_approves_and_enables_an_mcp_tool(qtbot, qloop, tmp_path):

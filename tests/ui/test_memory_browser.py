@@ -11,9 +11,10 @@ from PySide6.QtCore import Qt
 
 from app.domain.clock import parse_time
 from app.events import EventBus, MemoryFileChanged
-from app.runtime import OfflineRuntime, build_offline_runtime
+from app.runtime.world import World
 from app.ui.panels.memory_browser import MemoryBrowser
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 
 # the offscreen platform plugin warns about window size hints whenever a top-level is shown
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -36,8 +37,8 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 
 @pytest.fixture
-def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
-    rt = build_offline_runtime(
+def world(tmp_path, qloop) -> Iterator[World]:
+    rt = tool_world(
         Workspace(tmp_path), at_ms=parse_time("2019-10-10T00:00:00Z"), bus=EventBus()
     )
     rt.memory.write_file("analyst-1", "notes/plan.md", PLAN)
@@ -47,9 +48,9 @@ def runtime(tmp_path, qloop) -> Iterator[OfflineRuntime]:
 
 
 @pytest.fixture
-def browser(runtime, qtbot, qloop) -> MemoryBrowser:
-    assert runtime.memory.bus is not None
-    w = MemoryBrowser(runtime.memory, runtime.memory.bus, lambda: AGENTS)
+def browser(world, qtbot, qloop) -> MemoryBrowser:
+    assert world.memory.bus is not None
+    w = MemoryBrowser(world.memory, world.memory.bus, lambda: AGENTS)
     qtbot.addWidget(w)
     w.resize(1000, 600)
     w.show()
@@ -75,7 +76,7 @@ async def open_by_click(qtbot, w: MemoryBrowser, agent_id: str, path: str) -> No
     await until(lambda: w.current is not None and w.current.path == path)
 
 
-def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, runtime, qtbot, qloop):
+def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, world, qtbot, qloop):
     async def scenario() -> None:
         w = browser
         await open_by_click(qtbot, w, "analyst-1", "notes/plan.md")
@@ -89,7 +90,7 @@ def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, runtime, q
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
         await until(lambda: not w.pane.editing)
 
-        on_disk = runtime.memory.read_file("analyst-1", "notes/plan.md").data.decode()
+        on_disk = world.memory.read_file("analyst-1", "notes/plan.md").data.decode()
         assert on_disk.endswith("Quokka breakout above 9100 confirmed.")
         assert "Saved notes/plan.md" in w.pane.banner.text
         assert "Quokka breakout" in w.pane.viewer.toPlainText()
@@ -111,10 +112,10 @@ def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, runtime, q
 
     qloop.run_until_complete(scenario())
 
-def test_a_file_an_agent_writes_appears_marked_until_viewed(browser, runtime, qtbot, qloop):
+def test_a_file_an_agent_writes_appears_marked_until_viewed(browser, world, qtbot, qloop):
     async def scenario() -> None:
         w = browser
-        await runtime.memory.alog_journal_entry("trader-1", "Bought 0.1 BTC on the RSI signal.")
+        await world.memory.alog_journal_entry("trader-1", "Bought 0.1 BTC on the RSI signal.")
         journal = "journal/2019-10-10.md"
         await until(lambda: w.tree.item_for("trader-1", journal) is not None)
         item = w.tree.item_for("trader-1", journal)
@@ -131,7 +132,7 @@ def test_a_file_an_agent_writes_appears_marked_until_viewed(browser, runtime, qt
     qloop.run_until_complete(scenario())
 
 def test_a_hostile_save_path_is_refused_with_the_reason_and_the_edit_kept(
-    browser, runtime, qtbot, qloop
+    browser, world, qtbot, qloop
 ):
     async def scenario() -> None:
         w = browser
@@ -148,17 +149,17 @@ def test_a_hostile_save_path_is_refused_with_the_reason_and_the_edit_kept(
         assert "Your text is still in the editor" in w.pane.banner.text
         assert w.pane.editing
         assert w.pane.editor.toPlainText() == "My careful analysis"
-        assert runtime.memory.read_file("trader-1", "notes/rules.md").data.startswith(b"# Rules")
-        assert runtime.memory.read_file("analyst-1", "notes/plan.md").data == PLAN
+        assert world.memory.read_file("trader-1", "notes/rules.md").data.startswith(b"# Rules")
+        assert world.memory.read_file("analyst-1", "notes/plan.md").data == PLAN
 
     qloop.run_until_complete(scenario())
 
 def test_the_open_file_reloads_on_an_agent_write_but_an_edit_is_never_overwritten(
-    browser, runtime, qtbot, qloop
+    browser, world, qtbot, qloop
 ):
     async def scenario() -> None:
         w = browser
-        memory = runtime.memory
+        memory = world.memory
         await open_by_click(qtbot, w, "analyst-1", "notes/plan.md")
         await memory.awrite_file("analyst-1", "notes/plan.md", b"# Plan v2\n")
         await until(lambda: "Plan v2" in w.pane.viewer.toPlainText())
@@ -184,7 +185,7 @@ def test_the_open_file_reloads_on_an_agent_write_but_an_edit_is_never_overwritte
 
     qloop.run_until_complete(scenario())
 
-def test_a_new_file_is_created_in_the_selected_agents_folder(browser, runtime, qtbot, qloop):
+def test_a_new_file_is_created_in_the_selected_agents_folder(browser, world, qtbot, qloop):
     async def scenario() -> None:
         w = browser
         await open_by_click(qtbot, w, "trader-1", "notes/rules.md")
@@ -196,24 +197,24 @@ def test_a_new_file_is_created_in_the_selected_agents_folder(browser, runtime, q
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
         await until(lambda: w.tree.item_for("trader-1", "notes/levels.yaml") is not None)
         assert not w.pane.editing
-        assert runtime.memory.read_file("trader-1", "notes/levels.yaml").data == b"support: 8000"
+        assert world.memory.read_file("trader-1", "notes/levels.yaml").data == b"support: 8000"
         assert w.pane.viewer.toPlainText() == "support: 8000"  # YAML shown verbatim
 
     qloop.run_until_complete(scenario())
 
 
-def test_a_browser_closed_while_agents_write_lets_go_of_the_bus(runtime, qtbot, qloop):
-    bus = runtime.memory.bus
+def test_a_browser_closed_while_agents_write_lets_go_of_the_bus(world, qtbot, qloop):
+    bus = world.memory.bus
     assert bus is not None
-    w = MemoryBrowser(runtime.memory, bus, lambda: AGENTS)
+    w = MemoryBrowser(world.memory, bus, lambda: AGENTS)
     destroyed: list[bool] = []
     w.destroyed.connect(lambda *_: destroyed.append(True))
 
     async def scenario() -> None:
-        await runtime.memory.awrite_file("trader-1", "notes/a.md", b"one\n")
+        await world.memory.awrite_file("trader-1", "notes/a.md", b"one\n")
         w.deleteLater()  # while its tree refresh and reload work are still scheduled
         await until(lambda: bool(destroyed))
-        await runtime.memory.awrite_file("trader-1", "notes/b.md", b"two\n")
+        await world.memory.awrite_file("trader-1", "notes/b.md", b"two\n")
         await asyncio.sleep(0.3)  # any refresh left over would run (and fail) here
 
     qloop.run_until_complete(scenario())

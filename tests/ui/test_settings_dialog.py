@@ -330,8 +330,8 @@ def test_send_test_email_delivers_to_a_real_smtp_server(
 
 
 def test_email_password_uses_the_runtime_s_keyring_entry_name() -> None:
-    runtime = pytest.importorskip("app.agents.runtime")
-    assert runtime.EMAIL_PASSWORD_KEY == EMAIL_PASSWORD
+    world = pytest.importorskip("app.runtime.world")
+    assert world.EMAIL_PASSWORD_KEY == EMAIL_PASSWORD
 
 
 def test_settings_writer_round_trips_awkward_values(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from keyring.backends import fail
 from PySide6.QtCore import QSettings, Qt
 
 from app.config import load_settings
+from app.config.telegram import BOT_TOKEN_KEY
 from app.secrets import SecretStore
-from app.telegram.settings import BOT_TOKEN_KEY
 from app.ui.settings import SettingsDialog
 from app.ui.settings.keys import TELEGRAM_BOT_TOKEN
 from app.ui.settings.prefs import UiPrefs

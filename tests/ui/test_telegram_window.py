@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
+from app.config.telegram import BOT_TOKEN_KEY
 from app.secrets import SecretStore, env_var_name
 from app.telegram.bot import BotState
-from app.telegram.settings import BOT_TOKEN_KEY
 from app.ui.main_window import MainWindow
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace

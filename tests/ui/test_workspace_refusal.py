@@ -33,7 +33,7 @@ def test_a_workspace_held_by_another_process_is_refused_in_a_dialog(tmp_path, qt
     assert box.windowTitle() == "Kestrel cannot open this workspace"
     assert f"is in use by process {os.getpid()}" in box.text()
     assert "A workspace has one writer" in box.text()
-    assert window.runtime is None and not window.errors.reports, "a refusal, not a crash report"
+    assert window.world is None and not window.errors.reports, "a refusal, not a crash report"
     box.close()
     window.close()
     qloop.run_until_complete(window.aclose())

@@ -13,7 +13,7 @@ table, never as a traceback.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.agents.runtime import AgentRuntime
 from app.agents.templates import AgentTemplate
 from app.domain.agents import AgentInfo, AgentRole, AgentState, InvalidTransitionError
 from app.domain.errors import KestrelError
@@ -38,6 +37,7 @@ from app.events import (
     ClockAdvanced,
     Event,
     LLMCallRecorded,
+    OrderFilled,
     TaskFinished,
     TaskQueued,
 )
@@ -63,6 +63,9 @@ from app.ui.panels.style import (
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 
+if TYPE_CHECKING:
+    from app.runtime.world import World
+
 REFRESH_MS = 250  # at most four refreshes a second, however busy the bus
 _ROLE_ORDER = {AgentRole.ANALYST: 0, AgentRole.TRADER: 1, AgentRole.ORCHESTRATOR: 2}
 _LIVE_EVENTS: tuple[type[Event], ...] = (
@@ -81,11 +84,11 @@ class AgentsPanel(QWidget):
     open_memory_requested = Signal(str)
     open_conversation_requested = Signal(str)
 
-    def __init__(self, runtime: AgentRuntime, parent: QWidget | None = None) -> None:
+    def __init__(self, world: World, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.runtime = runtime
-        self.currency = runtime.base.broker.quote_currency
-        self.feed = AgentFeed(runtime)
+        self.world = world
+        self.currency = world.venue.broker.quote_currency
+        self.feed = AgentFeed(world)
         self.create_dialog: CreateAgentDialog | None = None
         self.confirm_box: QMessageBox | None = None
         self._busy = False
@@ -95,10 +98,11 @@ class AgentsPanel(QWidget):
         self.commands = AgentCommands(self)
         self._connect_commands()
         self._build()
-        self.link = BusLink(runtime.bus)
+        self.link = BusLink(world.bus)
         for event_type in _LIVE_EVENTS:
             self.link.subscribe(event_type, self._on_event)
         self.link.subscribe(LLMCallRecorded, self._on_llm_call)
+        self.link.subscribe(OrderFilled, self._on_fill)
         self.link.attach(self)
         self.tasks.attach(self)
         feed = self.feed
@@ -179,6 +183,10 @@ class AgentsPanel(QWidget):
         self.feed.on_llm_call(event)
         self.throttle.request()
 
+    def _on_fill(self, event: OrderFilled) -> None:
+        self.feed.on_fill(event)
+        self.throttle.request()
+
     async def refresh(self) -> None:
         """Re-read every agent, its task, usage and P&L, and the selected agent's jobs."""
         self.model.merge(await self.feed.rows())
@@ -231,7 +239,7 @@ class AgentsPanel(QWidget):
     def _selection_changed(self) -> None:
         self._update_actions()
         info = self.current_info()
-        jobs = [] if info is None else self.runtime.scheduler.jobs(info.agent_id)
+        jobs = [] if info is None else self.world.agents.scheduler.jobs(info.agent_id)
         self.jobs.show_jobs(None if info is None else info.name, jobs)
 
     def _update_actions(self) -> None:
@@ -271,7 +279,7 @@ class AgentsPanel(QWidget):
         try:
             for info in targets:
                 try:
-                    after = await self.runtime.manager.control(info.agent_id, action.value)
+                    after = await self.world.agents.manager.control(info.agent_id, action.value)
                 except (KestrelError, InvalidTransitionError) as exc:
                     refused.append(f"Could not {action.value} {info.name}: {plain_error(exc)}")
                 else:
@@ -306,7 +314,7 @@ class AgentsPanel(QWidget):
         refused: list[str] = []
         for info in infos:
             try:
-                await self.runtime.manager.delete_agent(info.agent_id)
+                await self.world.agents.manager.delete_agent(info.agent_id)
             except KestrelError as exc:
                 refused.append(f"Could not delete {info.name}: {plain_error(exc)}")
         if refused:
@@ -333,10 +341,11 @@ class AgentsPanel(QWidget):
             self.create_dialog.raise_()
             self.create_dialog.activateWindow()
             return self.create_dialog
-        agents = self.runtime.manager.list_agents()
+        agents = self.world.agents.manager.list_agents()
         dialog = CreateAgentDialog(
             self._creatable(agents), agents, self._create_agent,
-            symbols=self.runtime.base.market.symbols(), parent=self,
+            self.world.agents.manager.engine_for,
+            symbols=self.world.venue.market.symbols(), parent=self,
         )
         dialog.created.connect(self._agent_created)
         dialog.finished.connect(lambda *_: self._dialog_closed(dialog))
@@ -348,7 +357,7 @@ class AgentsPanel(QWidget):
         """Analyst and trader templates first; an orchestrator only when there is none, since
         the chat talks to the one Orchestrator."""
         has_orchestrator = any(a.role is AgentRole.ORCHESTRATOR for a in agents)
-        templates = [t for t in self.runtime.manager.templates.values()
+        templates = [t for t in self.world.agents.manager.templates.values()
                      if not (has_orchestrator and t.role is AgentRole.ORCHESTRATOR)]
         templates.sort(key=lambda t: (_ROLE_ORDER.get(t.role, 9), t.display_name))
         return {t.template_id: t for t in templates}
@@ -356,7 +365,7 @@ class AgentsPanel(QWidget):
     async def _create_agent(
         self, template_id: str, name: str, config: dict[str, Any], start: bool
     ) -> AgentInfo:
-        return await self.runtime.manager.create_agent(template_id, name, config, start=start)
+        return await self.world.agents.manager.create_agent(template_id, name, config, start=start)
 
     def _agent_created(self, info: AgentInfo) -> None:
         self.show_message(f"Created {info.name} ({STATE_WORDS[info.state]}).", "info")
@@ -376,7 +385,7 @@ class AgentsPanel(QWidget):
     def set_job_enabled(self, job_id: str, enabled: bool) -> None:
         """Turn a scheduled job on or off (its Enabled box) and show when it runs next."""
         try:
-            job = self.runtime.scheduler.set_enabled(job_id, enabled)
+            job = self.world.agents.scheduler.set_enabled(job_id, enabled)
         except KestrelError as exc:
             self.show_message(f"Could not change the job: {plain_error(exc)}", "error")
         else:

@@ -1,10 +1,10 @@
-"""Each agent's P&L from its own fills: realized from the ledger, unrealized against the last price.
+"""Each agent's P&L from its own fills: realized as booked, unrealized at the last price.
 
-The ledger books one account; the agent list wants to know what each agent's orders made. Its
-``fills`` rows carry the agent, the fee and the realized P&L the book computed for each sell
-(after that sell's fee). This module adds them up per agent, incrementally (only fills after the
-last ``seq`` seen are read, off the event loop, through the panels' ``LedgerReader`` connection),
-and values each agent's net open quantity per symbol at the broker's last price.
+The broker books one account; the agent list wants to know what each agent's orders made. Each
+fill carries the agent, the fee and the realized P&L the book computed for each sell (after that
+sell's fee). This module adds them up per agent: the account's fills are read once through the
+``Broker`` port, and every later one arrives as an ``OrderFilled`` event, so nothing is read twice;
+each agent's net open quantity per symbol is valued at the broker's last price.
 
 Definitions, so the number means one thing:
 
@@ -18,49 +18,16 @@ Definitions, so the number means one thing:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from app.domain.errors import KestrelError
-from app.ui.panels.ledger_reader import LedgerReader
+from app.domain.trading import Fill, Side
+from app.exchange.port import Broker
 
 ZERO = Decimal(0)
 PriceOf = Callable[[str], Awaitable[Decimal]]
-
-_NEW_FILLS = (  # ordered by seq: ``apply`` relies on it
-    "SELECT seq, agent_id, symbol, side, quantity, price, fee, realized_pnl "
-    "FROM fills WHERE seq > ? ORDER BY seq"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FillRow:
-    """The columns of one fill that the per-agent sums need."""
-
-    seq: int
-    agent_id: str
-    symbol: str
-    side: str
-    quantity: Decimal
-    price: Decimal
-    fee: Decimal
-    realized_pnl: Decimal
-
-
-class AgentFillReader(LedgerReader):
-    """The panels' read-only ledger connection, asked for fills after a sequence number."""
-
-    async def fills_after(self, seq: int) -> list[FillRow]:
-        def read(conn: sqlite3.Connection) -> list[FillRow]:
-            return [
-                FillRow(row[0], row[1], row[2], row[3], Decimal(row[4]), Decimal(row[5]),
-                        Decimal(row[6]), Decimal(row[7]))
-                for row in conn.execute(_NEW_FILLS, (seq,))
-            ]
-
-        return await self._query(read)
 
 
 @dataclass(slots=True)
@@ -115,36 +82,52 @@ class AgentPnL:
 
 
 class PnLTracker:
-    """Per-agent sums over the ledger's fills, kept up to date a few new rows at a time."""
+    """Per-agent sums over the account's fills: read once, then kept up to date by events.
 
-    def __init__(self, reader: AgentFillReader, price_of: PriceOf) -> None:
-        self.reader = reader
+    Args:
+        broker: whose fills (``trades``) are summed, and whose last prices value what is open.
+    """
+
+    def __init__(self, broker: Broker, price_of: PriceOf) -> None:
+        self.broker = broker
         self._price_of = price_of
-        self._last_seq = 0
+        self._seen: set[str] = set()
         self._books: dict[str, _Book] = {}
+        self._history_read = False
+        self._early: list[Fill] = []  # fills announced while the history is being read
 
-    def close(self) -> None:
-        self.reader.close()
+    def on_fill(self, fill: Fill) -> None:
+        """A new fill (an ``OrderFilled`` event): added now, or after the history when that is
+        still being read (the sums need the fills in order)."""
+        if self._history_read:
+            self.apply([fill])
+        else:
+            self._early.append(fill)
 
     async def update(self) -> dict[str, AgentPnL]:
-        """Read the fills added since the last call and value every open quantity now."""
-        self.apply(await self.reader.fills_after(self._last_seq))
+        """Value every agent's open quantity now (reading the account's fills the first time)."""
+        if not self._history_read:
+            history = await self.broker.trades(None, None)  # newest first
+            self.apply(reversed(history))
+            self._history_read = True
+            early, self._early = self._early, []
+            self.apply(early)
         symbols = {s for b in self._books.values() for s, h in b.holdings.items() if h.quantity}
         prices = {symbol: await self._price(symbol) for symbol in sorted(symbols)}
         return {agent_id: _result(book, prices) for agent_id, book in self._books.items()}
 
-    def apply(self, rows: Iterable[FillRow]) -> None:
-        """Add fills to the sums; a fill already added is skipped, so two refreshes that read
-        the same new rows concurrently cannot count them twice."""
-        for row in rows:
-            if row.seq <= self._last_seq:
+    def apply(self, fills: Iterable[Fill]) -> None:
+        """Add fills, oldest first, to the sums; a fill already added is skipped (the history
+        and an event may both hold it)."""
+        for row in fills:
+            if row.fill_id in self._seen:
                 continue
-            self._last_seq = row.seq
+            self._seen.add(row.fill_id)
             book = self._books.setdefault(row.agent_id, _Book())
             book.fills += 1
             book.fees += row.fee
             holding = book.holdings.setdefault(row.symbol, _Holding())
-            if row.side == "BUY":
+            if row.side is Side.BUY:
                 holding.quantity += row.quantity
                 holding.cost += row.quantity * row.price
                 book.realized -= row.fee

@@ -22,6 +22,7 @@ from typing import Any
 
 from app.backtest.report import BacktestResult
 from app.backtest.strategy import BarContext
+from app.config import LLMSettings
 from app.domain.clock import ms_to_iso
 from app.domain.errors import DataFileError
 from app.market.csv_loader import load_csv
@@ -160,8 +161,7 @@ class AgentRequest:
     templates: Sequence[str]
     out_dir: Path
     warmup_bars: int = 60
-    force_provider: tuple[str, str] | None = None
-    llm_settings: dict[str, Any] = field(default_factory=dict)
+    llm: LLMSettings = field(default_factory=LLMSettings)  # the agents are created under these
 
 
 @dataclass
@@ -178,9 +178,9 @@ def _run_in_new_loop(coro: Any) -> Any:
 
 def run_sma(request: SmaRequest, progress: Progress) -> RunOutcome:
     """The ``sma_cross`` strategy over the chosen range (blocking: call from a thread)."""
-    from app.backtest.runner import RunOptions, run_backtest_async
-    from app.backtest.session import BrokerSettings
     from app.backtest.sma_cross import SmaCross
+    from app.config import PaperSettings
+    from app.runtime.strategy_backtest import RunOptions, run_backtest_async
 
     if request.fast >= request.slow:
         raise ValueError(f"the fast SMA ({request.fast}) must be shorter than the slow SMA "
@@ -192,7 +192,7 @@ def run_sma(request: SmaRequest, progress: Progress) -> RunOutcome:
         raise ValueError(f"the range holds {bars} bars; the slow SMA needs more than "
                          f"{request.slow} to give a single signal")
     strategy = TrackedStrategy(SmaCross(fast=request.fast, slow=request.slow), progress, bars)
-    options = RunOptions(broker=BrokerSettings(cash=request.cash), out_dir=request.out_dir,
+    options = RunOptions(paper=PaperSettings(initial_cash=request.cash), out_dir=request.out_dir,
                          allow_gaps=True)
     result = _run_in_new_loop(run_backtest_async([p for p, _ in trimmed], strategy, options))
     progress.update(bars, bars)
@@ -202,7 +202,7 @@ def run_sma(request: SmaRequest, progress: Progress) -> RunOutcome:
 
 def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
     """Agent templates bar by bar over the chosen range (blocking: call from a thread)."""
-    from app.agents.backtest import AgentBacktestOptions, run_agent_backtest
+    from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 
     data_dir = request.out_dir / "data"
     trimmed = [trim_file(f, request.start_ms, request.end_ms, data_dir, request.warmup_bars)
@@ -210,8 +210,7 @@ def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
     options = AgentBacktestOptions(
         templates=list(request.templates), cash=request.cash, warmup_bars=request.warmup_bars,
         progress=progress.set, cancelled=progress.cancel.is_set,
-        force_provider=request.force_provider, llm_settings=dict(request.llm_settings),
-        allow_gaps=True,
+        llm=request.llm, allow_gaps=True,
     )
     stopped = "cancelled after {done:,} of {total:,} bars"
     try:

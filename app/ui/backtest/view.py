@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QDateTime, Qt, QTimer, QTimeZone, Signal
 from PySide6.QtWidgets import (
@@ -58,8 +58,10 @@ from app.ui.panels.tasks import TaskSet
 from app.ui.theme import set_look
 from app.workspace import Workspace
 
+if TYPE_CHECKING:
+    from app.runtime.providers import ProviderChoice
+
 logger = logging.getLogger(__name__)
-RULE_ENGINE = "rule-engine"
 DEFAULT_BARS = 500
 POLL_MS = 100
 
@@ -123,6 +125,8 @@ class BacktestView(QWidget):
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self) -> None:
+        from app.runtime.providers import choose_provider  # loads the agents' side, off start-up
+
         data_box = QGroupBox("Data")
         self.data_list = QListWidget()
         self.data_list.setObjectName("data_list")
@@ -159,13 +163,13 @@ class BacktestView(QWidget):
             role = getattr(getattr(template, "role", None), "value", "")
             if role == "orchestrator":
                 continue  # an orchestrator talks to people; a backtest has none to talk to
-            kind = getattr(getattr(template, "provider", None), "kind", RULE_ENGINE)
-            engine = "rule engine" if kind == RULE_ENGINE else kind
+            choice = choose_provider(template, self.settings.llm)  # what the run would call
+            engine = choice.kind if choice.is_llm else "rule engine"
             item = QListWidgetItem(f"{getattr(template, 'display_name', template_id)} "
                                    f"({role}, {engine})")
             item.setToolTip(f"{template_id}: "
-                            + ("the built-in rule engine, not an LLM" if kind == RULE_ENGINE
-                               else f"{kind} model {template.provider.model}"))
+                            + (f"{choice.kind} model {choice.model}" if choice.is_llm
+                               else "the built-in rule engine, not an LLM"))
             item.setData(Qt.ItemDataRole.UserRole, template_id)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
@@ -377,20 +381,13 @@ class BacktestView(QWidget):
                 for r in range(self.agent_list.count())
                 if self.agent_list.item(r).checkState() == Qt.CheckState.Checked]
 
-    def provider_plan(self) -> tuple[str, str, tuple[str, str] | None, dict[str, Any]]:
-        """(kind, model, force_provider, llm_settings) the selected agents would run on."""
-        llm = self.settings.llm
-        if llm.provider == RULE_ENGINE:
-            return RULE_ENGINE, "rules", (RULE_ENGINE, "rules"), {}
-        if llm.provider != "template":
-            settings = {k: v for k, v in (("provider", llm.provider), ("model", llm.model),
-                        ("base_url", llm.base_url), ("api_key_name", llm.api_key_name)) if v}
-            return llm.provider, llm.model, (llm.provider, llm.model), settings
-        kinds = [(self.templates[t].provider.kind, self.templates[t].provider.model)
-                 for t in self.selected_templates()]
-        paid = [k for k in kinds if k[0] != RULE_ENGINE]
-        kind, model = paid[0] if paid else (RULE_ENGINE, "rules")
-        return kind, model, None, {}
+    def provider_plan(self) -> ProviderChoice:
+        """What the selected agents would call under the workspace's ``[llm]`` settings (the
+        runtime's one rule, ``choose_provider``)."""
+        from app.runtime.providers import plan_for_templates
+
+        chosen = [self.templates[t] for t in self.selected_templates()]
+        return plan_for_templates(chosen, self.settings.llm)
 
     def bars_in_range(self) -> int:
         files = self.selected_files()
@@ -414,14 +411,15 @@ class BacktestView(QWidget):
         if not templates:
             self.estimate.setText("Tick the agent templates to run (at least one analyst).")
             return
-        kind, model, _force, _settings = self.provider_plan()
-        if kind == RULE_ENGINE:
+        plan = self.provider_plan()
+        kind, model = plan.kind, plan.model
+        if not plan.is_llm:
             self.estimate.setText(
                 f"{bars:,} bars. Estimate: 0 LLM calls, $0 — the agents run on the rule engine "
                 "(not an LLM).")
             return
-        from app.agents.backtest import estimate
         from app.agents.costs import PriceTable
+        from app.runtime.agent_backtest import estimate
 
         analysts = sum(1 for t in templates
                        if getattr(self.templates[t].role, "value", "") == "analyst")
@@ -475,10 +473,8 @@ class BacktestView(QWidget):
             if not templates:
                 self.show_error("Tick at least one agent template (an analyst is needed).")
                 return
-            _kind, _model, force, llm = self.provider_plan()
             request: SmaRequest | AgentRequest = AgentRequest(
-                files, start, end, cash, templates, out_dir, force_provider=force,
-                llm_settings=llm)
+                files, start, end, cash, templates, out_dir, llm=self.settings.llm)
             job: Any = run_agents
         else:
             request = SmaRequest(files, start, end, cash, self.fast.value(), self.slow.value(),

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
 
 from app.domain.market import OrderBook
 from app.market.port import MarketData
-from app.market.replay import ReplayMarketData
 from app.ui.charts.axis import PriceAxisItem
 from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegate, cumulative
 from app.ui.charts.style import format_price, mono_font, qcolor
@@ -131,7 +130,6 @@ class BookWidget(QWidget):
         self.applied_count = 0  # books actually drawn (batched); tests read it
         self._tasks = TaskSet(on_error=lambda error: self.header.setText(
             f"{self.symbol}  order book unavailable: {error}"))
-        self._synthetic = isinstance(market, ReplayMarketData)
 
         self.header = QLabel(self)
         self.header.setFont(mono_font(9))
@@ -242,8 +240,8 @@ class BookWidget(QWidget):
         super().closeEvent(event)
 
     def _update_header(self) -> None:
-        note = "  synthetic (derived from candles)" if self._synthetic else ""
         book = self.book
+        note = "  synthetic (derived from candles)" if book is not None and book.synthetic else ""
         if book is None or book.symbol != self.symbol:
             self.header.setText(f"{self.symbol}  order book{note}")
             return

@@ -15,12 +15,12 @@ shown in words above the input.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from app.agents.runtime import AgentRuntime
+from app.agents.history import ConversationHistory
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Question, QuestionKind, Task
 from app.domain.errors import KestrelError
 from app.events import (
@@ -31,6 +31,7 @@ from app.events import (
     QuestionAnswered,
     QuestionAsked,
 )
+from app.store.audit_trail import ledger_reader
 from app.ui.chat.builder import ConversationBuilder, Delta
 from app.ui.chat.cards import CardHooks
 from app.ui.chat.composer import Composer
@@ -39,6 +40,9 @@ from app.ui.chat.header import AgentHeader
 from app.ui.chat.reader import ChatReader
 from app.ui.chat.transcript import TranscriptView
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+
+if TYPE_CHECKING:
+    from app.runtime.world import World
 
 MAX_CARDS = 300  # kept while the person reads at the bottom
 HARD_MAX_CARDS = 900  # kept while the person reads further up (or loaded earlier pages)
@@ -58,15 +62,15 @@ class ChatPanel(QWidget):
         agent_changed: the conversation shown is now this agent's (its id).
 
     Args:
-        runtime: the agent runtime (manager, stores, bus).
+        world: the agent runtime (manager, stores, bus).
     """
 
     agent_changed = Signal(str)
 
-    def __init__(self, runtime: AgentRuntime, parent: QWidget | None = None) -> None:
+    def __init__(self, world: World, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatPanel")
-        self.runtime = runtime
+        self.world = world
         self.agent_id: str | None = None
         self.builder: ConversationBuilder | None = None
         self._names: dict[str, str] = {}
@@ -75,7 +79,7 @@ class ChatPanel(QWidget):
         self._generation = 0  # bumped on each switch: a page read for another agent is dropped
         self._timing: list[ToolEntry] = []
         self.tasks = TaskSet(on_error=self._task_failed)
-        self.reader = ChatReader(runtime.base.ledger)
+        self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
         self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer)
         self._build()
         self._flush_timer = QTimer(self)
@@ -83,7 +87,7 @@ class ChatPanel(QWidget):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
         self.durations = Throttle(self._fill_durations, self.tasks, DURATION_MS, parent=self)
-        self.link = BusLink(runtime.bus)
+        self.link = BusLink(world.bus)
         for event_type in (ConversationMessageAdded, AnswerStreamed, QuestionAsked,
                            QuestionAnswered, AgentStateChanged):
             self.link.subscribe(event_type, self._on_event)
@@ -117,19 +121,19 @@ class ChatPanel(QWidget):
         """Show ``agent_id``'s conversation (the main window's "open conversation")."""
         if agent_id == self.agent_id and self.builder is not None:
             return
-        info = self.runtime.agents.get(agent_id)
+        info = self.world.agents.store.get(agent_id)
         if info is None:
             self.composer.show_error(f"There is no agent with id {agent_id!r}.")
             return
         self._names[agent_id] = info.name
         self.agent_id = agent_id
         self._generation += 1
-        self.builder = ConversationBuilder(agent_id, self.runtime.questions.get)
+        self.builder = ConversationBuilder(agent_id, self.world.agents.questions.get)
         self._pending = [p for p in self._pending if isinstance(p[0], AgentStateChanged)]
         self._timing.clear()
         self.transcript.clear()
         self.transcript.set_empty_text("Loading the conversation…")
-        self.header.set_agents(self.runtime.manager.list_agents(), agent_id)
+        self.header.set_agents(self.world.agents.manager.list_agents(), agent_id)
         self.header.show_agent(info)
         self._update_placeholder()
         self.composer.clear_error()
@@ -150,7 +154,7 @@ class ChatPanel(QWidget):
 
     def refresh_agents(self) -> None:
         """Re-read the agents: the picker, the status line; a deleted agent's chat closes."""
-        agents = self.runtime.manager.list_agents()
+        agents = self.world.agents.manager.list_agents()
         self._names.update({a.agent_id: a.name for a in agents})
         current = next((a for a in agents if a.agent_id == self.agent_id), None)
         if self.agent_id is not None and current is None:
@@ -166,7 +170,7 @@ class ChatPanel(QWidget):
         self.header.show_agent(current)
 
     async def _open_orchestrator(self) -> None:
-        info = await self.runtime.ensure_orchestrator()
+        info = await self.world.ensure_orchestrator()
         if self.agent_id is None:
             self.set_agent(info.agent_id)
 
@@ -186,7 +190,7 @@ class ChatPanel(QWidget):
         if generation != self._generation or builder is None:
             return
         delta = Delta(added=builder.adopt(page.builder))
-        for question in self.runtime.questions.pending(info.agent_id):
+        for question in self.world.agents.questions.pending(info.agent_id):
             if builder.question(question.question_id) is None:
                 delta.merge(builder.asked(question))
         self.transcript.set_empty_text(
@@ -234,18 +238,18 @@ class ChatPanel(QWidget):
             self.composer.show_error("No agent to talk to yet.")
             return
         try:
-            outcome = self.runtime.manager.send_user_message(self.agent_id, text)
+            outcome = self.world.agents.manager.send_user_message(self.agent_id, text)
         except (KestrelError, ValueError) as exc:  # ValueError: a refused state change
             self.composer.show_error(f"Not sent: {exc}")
             return
         self.composer.accept(text)
         if isinstance(outcome, Task):
-            self._apply(self.builder.queued(outcome.task_id, text, self.runtime.clock.now_ms()))
+            self._apply(self.builder.queued(outcome.task_id, text, self.world.venue.clock.now_ms()))
         self.transcript.scroll_to_bottom()
 
     def _answer(self, question_id: str, text: str) -> bool:
         try:
-            self.runtime.manager.answer(question_id, text)
+            self.world.agents.manager.answer(question_id, text)
         except (KestrelError, ValueError) as exc:
             self.composer.show_error(f"Could not answer: {exc}")
             return False
@@ -269,7 +273,7 @@ class ChatPanel(QWidget):
     def _on_event(self, event: Any) -> None:
         """Queue an event (cheap, on every bus delivery); the timer applies the queue."""
         if isinstance(event, AgentStateChanged) or event.agent_id == self.agent_id:
-            self._pending.append((event, self.runtime.clock.now_ms()))
+            self._pending.append((event, self.world.venue.clock.now_ms()))
             if not self._flush_timer.isActive():
                 self._flush_timer.start()
 
@@ -362,7 +366,7 @@ class ChatPanel(QWidget):
     def _agent_name(self, agent_id: str) -> str:
         name = self._names.get(agent_id)
         if name is None:
-            info = self.runtime.agents.get(agent_id)
+            info = self.world.agents.store.get(agent_id)
             name = info.name if info is not None else short_id(agent_id)
             self._names[agent_id] = name
         return name

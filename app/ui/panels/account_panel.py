@@ -1,9 +1,12 @@
 """The account panel: mode, balance and equity, positions, open orders (with Cancel), fills, curve.
 
-Everything shown is read from the broker (the live account in memory) and the ledger (fills and the
-equity curve, read off the loop through ``LedgerReader``). ``refresh()`` re-reads it all; the main
-window calls it when the replay clock advances, and the panel calls it itself, throttled, after
-tool calls (``ToolCallCompleted``), so an agent's order appears without the person doing anything.
+Everything shown comes through the ``Broker`` port and the bus, never from SQL: the account, its
+positions and open orders from ``account()``, the newest fills from ``trades()`` once and then from
+``OrderFilled`` events as they happen, the equity curve from ``equity_curve()`` a few new points at
+a time. ``refresh()`` re-reads the account; the main window calls it when the clock advances, and
+the panel calls it itself, throttled, when an order is placed, cancelled or filled, so an agent's
+order appears without the person doing anything. The same panel shows a paper account on replayed
+or live data and a live account; the venue's name says which.
 Cancel goes straight to the broker: a person may cancel any agent's order, and the outcome (or the
 broker's refusal, word for word) is shown in the strip under the tables.
 """
@@ -11,6 +14,7 @@ broker's refusal, word for word) is shown in the strip under the tables.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from decimal import Decimal
 
 import pyqtgraph as pg
@@ -30,13 +34,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.domain.clock import Clock
 from app.domain.errors import KestrelError
 from app.domain.trading import AccountState, Fill, Mode, Order
-from app.events import EventBus, ToolCallCompleted
-from app.exchange.paper import PaperBroker
-from app.store.ledger import Ledger
+from app.events import EventBus, OrderCancelled, OrderFilled, OrderPlaced
+from app.exchange.port import TradingBroker
 from app.ui.panels.account_tables import fill_columns, order_columns, position_columns
-from app.ui.panels.ledger_reader import LedgerReader
 from app.ui.panels.mode_badge import ModeBadge
 from app.ui.panels.record_model import RecordTableModel
 from app.ui.panels.style import (
@@ -90,34 +93,38 @@ class AccountPanel(QWidget):
 
     def __init__(
         self,
-        broker: PaperBroker,
-        ledger: Ledger,
+        broker: TradingBroker,
+        clock: Clock,
         mode: Mode,
         bus: EventBus | None,
+        venue: str = "",
         parent: QWidget | None = None,
     ) -> None:
+        """``venue``: what the account runs on, in words ("Offline replay"...)."""
         super().__init__(parent)
         self.broker = broker
-        self.reader = LedgerReader(ledger)
+        self.clock = clock
         self.state: AccountState | None = None
         self._decimals: dict[str, int] = {}
         self._money = money_decimals(broker.quote_currency)
         self._curve_t: list[float] = []
         self._curve_v: list[float] = []
+        self._fills: deque[Fill] = deque(maxlen=FILL_HISTORY)  # newest first
+        self._fills_read = False
         self.tasks = TaskSet(on_error=lambda exc: self.show_message(str(exc), "error"))
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=300, parent=self)
-        self._build(mode)
+        self._build(mode, venue)
         self.link = BusLink(bus)
-        self.link.subscribe(ToolCallCompleted, self._on_tool_call)
+        for event_type in (OrderPlaced, OrderCancelled):
+            self.link.subscribe(event_type, self._on_order)
+        self.link.subscribe(OrderFilled, self._on_fill)
         self.link.attach(self)
         self.tasks.attach(self)
-        reader = self.reader
-        self.destroyed.connect(lambda *_: reader.close())
         self.throttle.request()  # the first fill of the tables, on the loop
 
     # ------------------------------------------------------------------ layout
 
-    def _build(self, mode: Mode) -> None:
+    def _build(self, mode: Mode, venue: str) -> None:
         root = QVBoxLayout(self)
         root.setContentsMargins(6, 6, 6, 6)
         root.setSpacing(6)
@@ -129,6 +136,10 @@ class AccountPanel(QWidget):
         top = QHBoxLayout()
         self.badge = ModeBadge(mode)
         top.addWidget(self.badge)
+        self.venue = QLabel(venue)
+        self.venue.setObjectName("account_venue")
+        set_look(self.venue, "muted")
+        top.addWidget(self.venue)
         self.as_of = QLabel("")
         set_look(self.as_of, "muted")
         top.addStretch(1)
@@ -163,7 +174,7 @@ class AccountPanel(QWidget):
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
         self.curve = self.curve_plot.plot([], [])
-        self.baseline = pg.InfiniteLine(pos=float(self.broker.initial_cash), angle=0)
+        self.baseline = pg.InfiniteLine(pos=0.0, angle=0)  # the starting equity, once known
         self.curve_plot.addItem(self.baseline)
         self.restyle()
         # on a small screen the tables keep the room and the curve gives way first
@@ -218,7 +229,7 @@ class AccountPanel(QWidget):
         decimals = self._decimals.get(symbol)
         if decimals is None:
             try:
-                decimals = self.broker.market.price_decimals(symbol)
+                decimals = self.broker.market_rules(symbol).price_decimals
             except (KestrelError, KeyError):
                 decimals = 8  # a symbol the market no longer lists: show every digit
             self._decimals[symbol] = decimals
@@ -238,18 +249,27 @@ class AccountPanel(QWidget):
         self.halt.show()
 
     async def refresh(self) -> None:
-        """Re-read the account, the newest fills and the new equity points, and show them."""
+        """Re-read the account and the new equity points, and show them with the fills."""
         state = await self.broker.account()
-        fills = await self.reader.fills(FILL_HISTORY)
+        if not self._fills_read:  # once; after it the fills come as events
+            self._fills_read = True
+            known = {f.fill_id for f in self._fills}
+            read = await self.broker.trades(None, FILL_HISTORY)
+            self._fills.extend(f for f in read if f.fill_id not in known)
         since = int(self._curve_t[-1] * 1000) if self._curve_t else -1
-        points = await self.reader.equity_points(since)
+        points = await self.broker.equity_curve(since)
         await REDRAWS.turn()
         self._show_state(state)
         self._show_orders(list(state.open_orders))
-        self._show_fills(fills)
-        self._extend_curve(points)
+        self._show_fills(list(self._fills))
+        self._extend_curve([(p.time_ms, float(p.equity)) for p in points])
 
-    def _on_tool_call(self, _event: ToolCallCompleted) -> None:
+    def _on_order(self, _event: OrderPlaced | OrderCancelled) -> None:
+        self.throttle.request()
+
+    def _on_fill(self, event: OrderFilled) -> None:
+        if all(f.fill_id != event.fill.fill_id for f in self._fills):
+            self._fills.appendleft(event.fill)
         self.throttle.request()
 
     def _show_state(self, state: AccountState) -> None:
@@ -272,7 +292,8 @@ class AccountPanel(QWidget):
         self.cards["Max drawdown"].show_value(
             format_pct(drawdown), "down" if drawdown > 0 else "", "from peak equity"
         )
-        self.as_of.setText(f"as of {format_time(self.broker.clock.now_ms())} UTC")
+        self.as_of.setText(f"as of {format_time(self.clock.now_ms())} UTC")
+        self.baseline.setValue(float(state.equity - state.total_pnl))  # the starting equity
         self._set_rows(self.positions, self.positions_view, list(state.positions))
         self.tabs.setTabText(0, f"Positions ({len(state.positions)})")
 

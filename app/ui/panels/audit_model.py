@@ -23,7 +23,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QBrush, QColor
 
-from app.ui.panels.ledger_reader import ToolCallRow
+from app.store.audit_trail import ToolCallRow
 from app.ui.panels.style import COLORS, format_time
 
 Index = QModelIndex | QPersistentModelIndex

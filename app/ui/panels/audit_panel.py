@@ -1,8 +1,9 @@
 """The audit panel: every tool call of every agent, filterable, with its parameters and result.
 
-The rows come from the ledger's ``tool_calls`` table, read off the loop and incrementally (only ids
-above the last one seen), first in full and then, throttled, after ``ToolCallCompleted`` events,
-so a backtest's thousand calls a second arrive as a few batches. The bulky parts of a call (its
+The rows come from the audit trail's read API (``app.store.audit_trail``: the ledger's tool calls,
+read off the loop and incrementally, only ids above the last one seen), first in full and then,
+throttled, after ``ToolCallCompleted`` events, so a backtest's thousand calls a second arrive as a
+few batches. The bulky parts of a call (its
 parameters and the full result XML) are read only for the selected row.
 """
 
@@ -27,9 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.events import EventBus, ToolCallCompleted
-from app.store.ledger import Ledger
+from app.store.audit_trail import AuditTrailReader, ToolCallDetail, ToolCallRow
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
-from app.ui.panels.ledger_reader import LedgerReader, ToolCallDetail, ToolCallRow
 from app.ui.panels.style import format_time, mono_font
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
@@ -41,9 +41,11 @@ ALL = "All"
 class AuditPanel(QWidget):
     """Table of tool calls with agent/tool/status/text filters and a details view."""
 
-    def __init__(self, ledger: Ledger, bus: EventBus | None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, reader: AuditTrailReader, bus: EventBus | None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
-        self.reader = LedgerReader(ledger)
+        self.reader = reader
         self.model = ToolCallModel()
         self.proxy = ToolCallFilter(self.model)
         self._agents: set[str] = set()

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from app.agents.llm.factory import build_provider
 from app.agents.llm.port import ChatMessage, LLMError, LLMRequest
+from app.config.email import EmailSettings
 from app.domain.agents import Channel, DeliveryStatus, Notification, Urgency
-from app.orchestration.email_channel import EmailNotifier, EmailSettings
+from app.orchestration.email_channel import EmailNotifier
 
 NOT_AN_LLM = ("template", "rule-engine")
 TEST_TIMEOUT_S = 20.0

@@ -18,8 +18,9 @@ from app.redaction import REDACTOR
 from app.secrets import SecretStore, env_var_name, mask
 from app.ui.theme import set_look
 
-# Keyring entry names. EMAIL_PASSWORD must equal app.agents.runtime.EMAIL_PASSWORD_KEY (the
-# runtime reads the SMTP password under that name); the UI cannot import the agent runtime.
+# Keyring entry names. EMAIL_PASSWORD must equal app.runtime.world.EMAIL_PASSWORD_KEY (the
+# world reads the SMTP password under that name); the dialog does not import the world's
+# composition for one name.
 EMAIL_PASSWORD = "email.password"  # noqa: S105 - a keyring entry name, not a secret
 TELEGRAM_BOT_TOKEN = "telegram.bot_token"  # noqa: S105 - a keyring entry name
 TELEGRAM_CHAT_ID = "telegram.chat_id"

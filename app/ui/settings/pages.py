@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
 
 from app.ccxt.credentials import key_names
 from app.config import Settings
-from app.orchestration.email_channel import EmailSettings
+from app.config.email import EmailSettings
+from app.config.telegram import TelegramSettings
 from app.risk import rules as risk_rules
 from app.secrets import SecretStore
-from app.telegram.settings import TelegramSettings
 from app.ui.settings.connection import CheckResult
 from app.ui.settings.keys import (
     EMAIL_PASSWORD,
@@ -134,7 +134,7 @@ class SectionPage(Page):
 
 def risk_docs() -> dict[str, str]:
     """Each rule's own docstring (what it does) and its default, by RiskConfig field name."""
-    from app.risk.config import RiskConfig
+    from app.config.risk import RiskConfig
 
     defaults = attribute_docs(RiskConfig)
     out: dict[str, str] = {}

@@ -50,6 +50,7 @@ async def open_broker(
     on_step: StepHook | None = None,
     timeout_s: float = 5.0,
     clock: Any = None,
+    events: Any = None,
 ) -> tuple[CcxtBroker, CcxtMarketData]:
     """A broker on the fake Binance with its journal in ``db``; close both when done."""
     market = await open_market(server, "binance", timeout_s=timeout_s, clock=clock)
@@ -60,7 +61,7 @@ async def open_broker(
     broker = CcxtBroker(
         exchange, market, OrderJournal(db), clock=clock or server.now,
         retry=RetryPolicy(retries=2, base_s=0.0), sleep=RecordedSleep(), on_step=on_step,
-        balance_fresh_s=0.0,
+        balance_fresh_s=0.0, events=events,
     )
     return broker, market
 

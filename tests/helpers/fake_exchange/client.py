@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.ccxt.market import CcxtMarketData
-from app.ccxt.settings import ExchangeSettings
+from app.config.exchanges import ExchangeSettings
 from app.domain.clock import Clock
 from tests.helpers.fake_exchange.server import FakeExchangeServer
 

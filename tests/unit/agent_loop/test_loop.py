@@ -9,10 +9,10 @@ from decimal import Decimal
 from pathlib import Path
 
 from app.agents.llm.port import LLMUsage, TemporaryLLMError
-from app.agents.runtime import AgentRuntime
 from app.domain.agents import AgentState, TaskStatus
 from app.events import AnswerStreamed
-from tests.helpers.agents import agent_runtime, settle
+from app.runtime.world import World
+from tests.helpers.agents import agent_world, settle
 from tests.helpers.scripted_llm import ScriptedProvider
 
 TICKER = (
@@ -25,7 +25,7 @@ TRADER = "TraderAgent_Default_v1"
 def _run(
     tmp_path: Path,
     provider: ScriptedProvider,
-    body: Callable[[AgentRuntime, str], Awaitable[None]],
+    body: Callable[[World, str], Awaitable[None]],
     settings: str = "",
 ) -> None:
     folder = tmp_path / "ws"
@@ -34,32 +34,32 @@ def _run(
         (folder / "settings.toml").write_text(settings, encoding="utf-8")
 
     async def scenario() -> None:
-        runtime = agent_runtime(folder, provider_override=lambda _info, _tpl: provider)
+        world = agent_world(folder, provider_override=lambda _info, _tpl: provider)
         try:
-            await runtime.start()
-            agent = await runtime.manager.create_agent(
+            await world.start()
+            agent = await world.agents.manager.create_agent(
                 TRADER, "Scripted", {"symbols": ["BTC/USDT"]}, start=True
             )
-            await body(runtime, agent.agent_id)
+            await body(world, agent.agent_id)
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 
 
-def _kinds(runtime: AgentRuntime, task_id: str) -> list[str]:
-    return [m.kind for m in runtime.conversations.messages(task_id)]
+def _kinds(world: World, task_id: str) -> list[str]:
+    return [m.kind for m in world.agents.conversations.messages(task_id)]
 
 
 def test_malformed_answer_gets_an_error_result_and_the_agent_recovers(tmp_path: Path) -> None:
     provider = ScriptedProvider(["<get_current_ticker_info><symbol>BTC", TICKER, "Price noted."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "what is the price?")
-        await settle(runtime)
-        done = runtime.queue.get(task.task_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "what is the price?")
+        await settle(world)
+        done = world.agents.queue.get(task.task_id)
         assert done.status is TaskStatus.DONE and done.result == "Price noted."
-        results = [m.content for m in runtime.conversations.messages(task.task_id)
+        results = [m.content for m in world.agents.conversations.messages(task.task_id)
                    if m.kind == "tool_result"]
         assert "<status>error</status>" in results[0]
         assert "<status>success</status>" in results[1] and "<ticker" in results[1]
@@ -73,14 +73,14 @@ def test_malformed_answer_gets_an_error_result_and_the_agent_recovers(tmp_path: 
 def test_step_limit_ends_a_task_that_never_answers(tmp_path: Path) -> None:
     provider = ScriptedProvider([TICKER], repeat_last=True)
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "loop forever")
-        await settle(runtime)
-        done = runtime.queue.get(task.task_id)
-        limit = runtime.manager.templates[TRADER].limits.max_steps
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "loop forever")
+        await settle(world)
+        done = world.agents.queue.get(task.task_id)
+        limit = world.agents.manager.templates[TRADER].limits.max_steps
         assert done.status is TaskStatus.DONE and "step limit" in (done.result or "")
         assert len(provider.requests) == limit
-        assert _kinds(runtime, task.task_id)[-1] == "notice"
+        assert _kinds(world, task.task_id)[-1] == "notice"
 
     _run(tmp_path, provider, body)
 
@@ -88,21 +88,21 @@ def test_step_limit_ends_a_task_that_never_answers(tmp_path: Path) -> None:
 def test_spent_run_budget_stops_the_agent_cleanly(tmp_path: Path) -> None:
     provider = ScriptedProvider([TICKER], repeat_last=True, usage=LLMUsage(400_000, 10_000))
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "spend")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).status is TaskStatus.FAILED
-        agent = runtime.agents.get(agent_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "spend")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.FAILED
+        agent = world.agents.store.get(agent_id)
         assert agent.state is AgentState.STOPPED
-        spent = runtime.conversations.usage(run_id=runtime.run_id).cost
+        spent = world.agents.conversations.usage(run_id=world.agents.run_id).cost
         assert spent >= Decimal("0.05")
         assert len(provider.requests) < 10
 
     _run(tmp_path, provider, body, '[agents]\nrun_budget_usd = "0.05"\n')
 
 
-def _orders(runtime: AgentRuntime, agent_id: str) -> int:
-    return runtime.base.ledger.connection.execute(
+def _orders(world: World, agent_id: str) -> int:
+    return world.ledger.connection.execute(
         "SELECT COUNT(*) FROM orders WHERE agent_id=?", (agent_id,)
     ).fetchone()[0]
 
@@ -118,20 +118,20 @@ def _order(quantity: str) -> str:
 def test_large_order_waits_for_approval_and_is_placed_when_approved(tmp_path: Path) -> None:
     provider = ScriptedProvider([_order("0.15"), "Bought."])  # ~1,275 USDT: above 1,000
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "buy")
-        await settle(runtime)
-        assert runtime.agents.get(agent_id).state is AgentState.WAITING_FOR_USER
-        (question,) = runtime.questions.pending(agent_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "buy")
+        await settle(world)
+        assert world.agents.store.get(agent_id).state is AgentState.WAITING_FOR_USER
+        (question,) = world.agents.questions.pending(agent_id)
         assert question.kind.value == "approval" and "above your limit" in question.text
-        assert _orders(runtime, agent_id) == 0, "nothing reaches the broker before approval"
-        runtime.manager.answer(question.question_id, "Approve")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).status is TaskStatus.DONE
-        (record,) = runtime.approvals.all()
+        assert _orders(world, agent_id) == 0, "nothing reaches the broker before approval"
+        world.agents.manager.answer(question.question_id, "Approve")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.DONE
+        (record,) = world.agents.approvals.all()
         assert record.decision == "approved" and record.order_id
-        assert _orders(runtime, agent_id) == 1
-        assert runtime.agents.get(agent_id).state is AgentState.RUNNING
+        assert _orders(world, agent_id) == 1
+        assert world.agents.store.get(agent_id).state is AgentState.RUNNING
 
     _run(tmp_path, provider, body, '[approval]\nabove_quote = "1000"\n')
 
@@ -139,17 +139,17 @@ def test_large_order_waits_for_approval_and_is_placed_when_approved(tmp_path: Pa
 def test_refused_order_is_never_placed_and_the_agent_is_told(tmp_path: Path) -> None:
     provider = ScriptedProvider([_order("0.5"), "Understood, not buying."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "buy")
-        await settle(runtime)
-        (question,) = runtime.questions.pending(agent_id)
-        runtime.manager.answer(question.question_id, "Refuse")
-        await settle(runtime)
-        results = [m.content for m in runtime.conversations.messages(task.task_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "buy")
+        await settle(world)
+        (question,) = world.agents.questions.pending(agent_id)
+        world.agents.manager.answer(question.question_id, "Refuse")
+        await settle(world)
+        results = [m.content for m in world.agents.conversations.messages(task.task_id)
                    if m.kind == "tool_result"]
         assert "<status>rejected</status>" in results[-1] and "human_approval" in results[-1]
-        assert _orders(runtime, agent_id) == 0
-        assert runtime.approvals.all()[0].decision == "refused"
+        assert _orders(world, agent_id) == 0
+        assert world.agents.approvals.all()[0].decision == "refused"
 
     _run(tmp_path, provider, body, '[approval]\nabove_quote = "1000"\n')
 
@@ -157,13 +157,13 @@ def test_refused_order_is_never_placed_and_the_agent_is_told(tmp_path: Path) -> 
 def test_provider_failure_faults_the_agent_with_the_reason(tmp_path: Path) -> None:
     provider = ScriptedProvider([TemporaryLLMError("openai-compatible", "server unreachable")])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "hello")
-        await settle(runtime)
-        agent = runtime.agents.get(agent_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "hello")
+        await settle(world)
+        agent = world.agents.store.get(agent_id)
         assert agent.state is AgentState.FAULTED
         assert "server unreachable" in (agent.fault_reason or "")
-        assert runtime.queue.get(task.task_id).status is TaskStatus.FAILED
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.FAILED
 
     _run(tmp_path, provider, body)
 
@@ -172,7 +172,7 @@ def test_paused_agent_stops_between_steps_and_finishes_after_resume(tmp_path: Pa
     gate = asyncio.Event()
     provider = ScriptedProvider([TICKER, "Done after resume."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+    async def body(world: World, agent_id: str) -> None:
         original = provider.complete
 
         async def slow(request, on_delta=None):  # noqa: ANN001, ANN202
@@ -181,16 +181,16 @@ def test_paused_agent_stops_between_steps_and_finishes_after_resume(tmp_path: Pa
             return response
 
         provider.complete = slow  # type: ignore[method-assign]
-        task = runtime.manager.send_user_message(agent_id, "work")
+        task = world.agents.manager.send_user_message(agent_id, "work")
         await asyncio.sleep(0.05)
-        await runtime.manager.control(agent_id, "pause")
+        await world.agents.manager.control(agent_id, "pause")
         gate.set()
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).status is TaskStatus.TAKEN
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.TAKEN
         assert len(provider.requests) == 1
-        await runtime.manager.control(agent_id, "resume")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).result == "Done after resume."
+        await world.agents.manager.control(agent_id, "resume")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Done after resume."
 
     _run(tmp_path, provider, body)
 
@@ -198,16 +198,16 @@ def test_paused_agent_stops_between_steps_and_finishes_after_resume(tmp_path: Pa
 def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) -> None:
     provider = ScriptedProvider([TICKER, "ok"])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
+    async def body(world: World, agent_id: str) -> None:
         pieces: list[AnswerStreamed] = []
-        runtime.bus.subscribe(AnswerStreamed, pieces.append)
-        task = runtime.manager.send_user_message(agent_id, "price?")
-        await settle(runtime)
-        usage = runtime.conversations.usage(task_id=task.task_id)
+        world.bus.subscribe(AnswerStreamed, pieces.append)
+        task = world.agents.manager.send_user_message(agent_id, "price?")
+        await settle(world)
+        usage = world.agents.conversations.usage(task_id=task.task_id)
         assert usage.calls == 2 and usage.input_tokens == 2_000 and usage.output_tokens == 200
         assert usage.cost > 0
         assert "".join(p.delta for p in pieces if p.step == 1) == TICKER
-        assert _kinds(runtime, task.task_id) == [
+        assert _kinds(world, task.task_id) == [
             "task", "assistant", "tool_result", "final"]
 
     _run(tmp_path, provider, body)
@@ -219,11 +219,11 @@ def test_a_fenced_call_with_a_sentence_runs_and_the_transcript_says_what_was_nor
     answer = f"Let me check the price first.\n\n```xml\n{TICKER}\n```"
     provider = ScriptedProvider([answer, "Price noted."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "what is the price?")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).result == "Price noted."
-        messages = runtime.conversations.messages(task.task_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "what is the price?")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Price noted."
+        messages = world.agents.conversations.messages(task.task_id)
         assert [m.kind for m in messages] == [
             "task", "commentary", "normalised", "assistant", "tool_result", "final"
         ]
@@ -251,13 +251,13 @@ def test_a_journal_entry_with_raw_ampersand_and_less_than_is_written_as_meant(
         f"<log_journal_entry><content>{note}</content></log_journal_entry>", "Logged.",
     ])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "note the setup")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).result == "Logged."
-        kinds = _kinds(runtime, task.task_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "note the setup")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).result == "Logged."
+        kinds = _kinds(world, task.task_id)
         assert kinds == ["task", "normalised", "assistant", "tool_result", "final"]
-        memory = runtime.base.memory
+        memory = world.memory
         (entry,) = [f for f in memory.list_files(agent_id, "journal")]
         assert note in memory.read_file(agent_id, entry.path).data.decode("utf-8")
 
@@ -269,12 +269,12 @@ def test_an_order_quoted_again_in_the_same_task_is_not_placed_twice(tmp_path: Pa
     quoted = "Done, I placed it:\n```xml\n" + _order("0.01").split("</thinking>")[1] + "\n```"
     provider = ScriptedProvider([_order("0.01"), quoted, "Bought once."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        task = runtime.manager.send_user_message(agent_id, "buy 0.01 BTC")
-        await settle(runtime)
-        assert runtime.queue.get(task.task_id).status is TaskStatus.DONE
-        assert _orders(runtime, agent_id) == 1
-        results = [m.content for m in runtime.conversations.messages(task.task_id)
+    async def body(world: World, agent_id: str) -> None:
+        task = world.agents.manager.send_user_message(agent_id, "buy 0.01 BTC")
+        await settle(world)
+        assert world.agents.queue.get(task.task_id).status is TaskStatus.DONE
+        assert _orders(world, agent_id) == 1
+        results = [m.content for m in world.agents.conversations.messages(task.task_id)
                    if m.kind == "tool_result"]
         assert "<status>success</status>" in results[0]
         assert "INVALID_ORDER" in results[1] and "already placed exactly this order" in results[1]
@@ -287,9 +287,9 @@ def test_a_second_identical_order_with_its_own_client_id_is_placed(tmp_path: Pat
         "<reason>", "<client_order_id>second-leg</client_order_id><reason>")
     provider = ScriptedProvider([_order("0.01"), again, "Bought twice, on purpose."])
 
-    async def body(runtime: AgentRuntime, agent_id: str) -> None:
-        runtime.manager.send_user_message(agent_id, "buy 0.01 BTC, twice")
-        await settle(runtime)
-        assert _orders(runtime, agent_id) == 2
+    async def body(world: World, agent_id: str) -> None:
+        world.agents.manager.send_user_message(agent_id, "buy 0.01 BTC, twice")
+        await settle(world)
+        assert _orders(world, agent_id) == 2
 
     _run(tmp_path, provider, body)

@@ -1,4 +1,4 @@
-"""A real tool registry (the offline runtime's tools plus the orchestration tools) and the bundled
+"""A real tool registry (the offline world's tools plus the orchestration tools) and the bundled
 templates, shared by the prompt tests."""
 
 from __future__ import annotations
@@ -16,33 +16,33 @@ from app.orchestration.notify import BusNotifier, NotificationService
 from app.orchestration.questions import QuestionStore
 from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
-from app.runtime import build_offline_runtime
 from app.tools.orchestration_tools import build_orchestration_tools
 from app.tools.registry import ToolRegistry
 from app.workspace import Workspace
+from tests.helpers.agents import tool_world
 from tests.unit.orchestration.fakes import FakeDirectory
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolRegistry]:
     folder: Path = tmp_path_factory.mktemp("workspace")
-    runtime = build_offline_runtime(Workspace(folder))
+    world = tool_world(Workspace(folder))
     db, bus, ids = folder / "orchestration.db", EventBus(), SeededIds("prompt-tests")
-    queue = TaskQueue(db, runtime.clock, ids, bus)
-    scheduler = JobScheduler(db, runtime.clock, queue, ids)
-    questions = QuestionStore(db, runtime.clock, ids, bus)
+    queue = TaskQueue(db, world.venue.clock, ids, bus)
+    scheduler = JobScheduler(db, world.venue.clock, queue, ids)
+    questions = QuestionStore(db, world.venue.clock, ids, bus)
     notifications = NotificationService(
-        db, runtime.clock, ids, {Channel.UI_ALERT: BusNotifier(Channel.UI_ALERT, bus)}
+        db, world.venue.clock, ids, {Channel.UI_ALERT: BusNotifier(Channel.UI_ALERT, bus)}
     )
-    directory = FakeDirectory(runtime.clock, ids)
+    directory = FakeDirectory(world.venue.clock, ids)
     for spec in build_orchestration_tools(
-        directory, queue, scheduler, notifications, questions, runtime.clock
+        directory, queue, scheduler, notifications, questions, world.venue.clock
     ):
-        runtime.registry.register(spec)
-    yield runtime.registry
+        world.registry.register(spec)
+    yield world.registry
     for store in (queue, scheduler, questions, notifications):
         store.close()
-    runtime.close()
+    world.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from app.agents.approval import ApprovalSettings, approval_reason, is_approval, order_notional
+from app.agents.approval import approval_reason, is_approval, order_notional
+from app.config.approval import ApprovalSettings
 from app.domain.trading import Mode
 
 

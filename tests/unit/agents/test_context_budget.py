@@ -12,10 +12,10 @@ from lxml import etree
 from app.agents.context_budget import KEEP_RECENT, fit_context, summarise
 from app.agents.llm.port import ChatMessage
 from app.agents.prompt import estimate_tokens
-from app.agents.runtime import AgentRuntime
 from app.domain.errors import ErrorCode
+from app.runtime.world import World
 from app.tools.protocol.render import el, render_error, render_success
-from tests.helpers.agents import agent_runtime, settle
+from tests.helpers.agents import agent_world, settle
 from tests.helpers.scripted_llm import ScriptedProvider
 
 SYSTEM = "You are a trader. " * 50
@@ -93,27 +93,27 @@ def test_an_llm_agent_with_a_small_budget_is_sent_summaries_of_its_older_results
     provider = ScriptedProvider([ticker] * 5 + ["done"])
 
     async def scenario() -> None:
-        runtime: AgentRuntime = agent_runtime(tmp_path,
+        world: World = agent_world(tmp_path,
                                               provider_override=lambda _i, _t: provider)
         try:
-            await runtime.start()
+            await world.start()
             name = "TraderAgent_Default_v1"
-            template = runtime.manager.templates[name]
+            template = world.agents.manager.templates[name]
             limits = template.limits.model_copy(update={"context_tokens": 4_000})
-            runtime.manager.templates[name] = template.model_copy(update={"limits": limits})
-            agent = await runtime.manager.create_agent(name, "T", {"symbols": ["BTC/USDT"]})
-            task = runtime.manager.send_user_message(agent.agent_id, "price?")
-            await settle(runtime)
-            assert runtime.queue.get(task.task_id).result == "done"
+            world.agents.manager.templates[name] = template.model_copy(update={"limits": limits})
+            agent = await world.agents.manager.create_agent(name, "T", {"symbols": ["BTC/USDT"]})
+            task = world.agents.manager.send_user_message(agent.agent_id, "price?")
+            await settle(world)
+            assert world.agents.queue.get(task.task_id).result == "done"
             last = provider.requests[-1].messages
             results = [m.content for m in last if m.content.startswith("<tool_result")]
             assert len(results) == 5
             assert all("<summarised" in r for r in results[:-KEEP_RECENT])
             assert all("<ticker " in r for r in results[-KEEP_RECENT:])
-            stored = [m.content for m in runtime.conversations.messages(task.task_id)
+            stored = [m.content for m in world.agents.conversations.messages(task.task_id)
                       if m.kind == "tool_result"]
             assert all("<ticker " in r for r in stored)  # the store keeps every result whole
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())

@@ -234,7 +234,7 @@ def test_two_builds_of_the_same_agent_are_byte_identical(
         second = build(template, registry, mode="PAPER")
         assert first.encode() == second.encode()
         other_agent = build(template, registry, agent_id="another-agent")
-        # everything before the runtime context is shared by every agent of the template
+        # everything before the world context is shared by every agent of the template
         prefix = first.split("**Runtime Context:**")[0]
         assert other_agent.startswith(prefix)
 

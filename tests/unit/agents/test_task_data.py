@@ -10,12 +10,12 @@ from typing import Any
 
 from app.agents.loop import task_message
 from app.agents.rules.transcript import parse_task
-from app.agents.runtime import AgentRuntime
 from app.agents.task_data import plan, split_task_data, with_task_data
 from app.agents.templates import load_templates, validate_config
 from app.domain.agents import AgentRole, Task
 from app.domain.clock import ms_to_iso
-from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_runtime, settle
+from app.runtime.world import World
+from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 
 TEMPLATES = load_templates()
 TREND = TEMPLATES["AnalystAgent_Trend_v1"]
@@ -75,33 +75,33 @@ def test_the_block_travels_after_the_task_and_readers_take_it_off_again() -> Non
 
 def _run(tmp_path: Path, body: Any) -> None:
     async def scenario() -> None:
-        runtime = agent_runtime(tmp_path)
+        world = agent_world(tmp_path)
         try:
-            await runtime.start()
-            await body(runtime)
+            await world.start()
+            await body(world)
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())
 
 
-def _analyst(runtime: AgentRuntime) -> str:
-    (analyst,) = [a for a in runtime.manager.list_agents() if a.role is AgentRole.ANALYST]
+def _analyst(world: World) -> str:
+    (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
     return analyst.agent_id
 
 
 def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and_audited(
     tmp_path: Path,
 ) -> None:
-    async def body(runtime: AgentRuntime) -> None:
-        orchestrator = await runtime.ensure_orchestrator()
-        runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-        await settle(runtime)
-        await advance_hours(runtime, 1)
-        analyst = _analyst(runtime)
-        now = runtime.clock.now_ms()
-        (task,) = [t for t in runtime.queue.tasks(agent_id=analyst) if t.created_ms == now]
-        first = runtime.conversations.messages(task.task_id)[0]
+    async def body(world: World) -> None:
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+        await settle(world)
+        await advance_hours(world, 1)
+        analyst = _analyst(world)
+        now = world.venue.clock.now_ms()
+        (task,) = [t for t in world.agents.queue.tasks(agent_id=analyst) if t.created_ms == now]
+        first = world.agents.conversations.messages(task.task_id)[0]
         facts = parse_task(first.content)
         assert f'<task_data market_time="{ms_to_iso(now)}">' in first.content
         assert [tool for tool, _ in facts.data] == [
@@ -113,14 +113,14 @@ def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and
         candles = facts.data[2][1].first()
         assert max(int(k.get("timestamp_ms")) for k in candles) < now
         # recorded in the audit trail like any call, right before the analysis itself
-        rows = runtime.base.ledger.connection.execute(
+        rows = world.ledger.connection.execute(
             "SELECT tool_name FROM tool_calls WHERE agent_id=? AND started_ms=? ORDER BY id",
             (analyst, now),
         ).fetchall()
         names = [r[0] for r in rows]
         assert names[:7] == [tool for tool, _ in facts.data]
         # the rule engine decided from the data: log, rewrite the assessment, answer
-        kinds = [m.kind for m in runtime.conversations.messages(task.task_id)]
+        kinds = [m.kind for m in world.agents.conversations.messages(task.task_id)]
         assert kinds.count("assistant") <= 3 and kinds[-1] == "final"
         assert names[7:9] == ["append_to_agent_memory_file", "write_agent_memory_file"]
 
@@ -134,27 +134,28 @@ def test_the_same_analysis_without_task_data_makes_the_calls_itself_and_decides_
     calls: dict[str, int] = {}
     steps: dict[str, int] = {}
 
-    async def body(runtime: AgentRuntime) -> None:
-        orchestrator = await runtime.ensure_orchestrator()
-        runtime.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
-        await settle(runtime)
-        await advance_hours(runtime, 3)
-        analyst = _analyst(runtime)
-        results[runtime.base.workspace.root.name] = [
-            t.result or "" for t in runtime.queue.tasks(agent_id=analyst)]
-        calls[runtime.base.workspace.root.name] = runtime.base.ledger.connection.execute(
+    async def body(world: World) -> None:
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+        await settle(world)
+        await advance_hours(world, 3)
+        analyst = _analyst(world)
+        results[world.workspace.root.name] = [
+            t.result or "" for t in world.agents.queue.tasks(agent_id=analyst)]
+        calls[world.workspace.root.name] = world.ledger.connection.execute(
             "SELECT COUNT(*) FROM tool_calls WHERE agent_id=?", (analyst,)).fetchone()[0]
-        steps[runtime.base.workspace.root.name] = sum(
-            1 for t in runtime.queue.tasks(agent_id=analyst)
-            for m in runtime.conversations.messages(t.task_id) if m.kind in ("assistant", "final"))
+        steps[world.workspace.root.name] = sum(
+            1 for t in world.agents.queue.tasks(agent_id=analyst)
+            for m in world.agents.conversations.messages(t.task_id)
+            if m.kind in ("assistant", "final"))
 
-    def without(runtime: AgentRuntime) -> None:
-        for name, template in list(runtime.manager.templates.items()):
-            runtime.manager.templates[name] = template.model_copy(update={"task_data": None})
+    def without(world: World) -> None:
+        for name, template in list(world.agents.manager.templates.items()):
+            world.agents.manager.templates[name] = template.model_copy(update={"task_data": None})
 
-    async def plain(runtime: AgentRuntime) -> None:
-        without(runtime)
-        await body(runtime)
+    async def plain(world: World) -> None:
+        without(world)
+        await body(world)
 
     _run(tmp_path / "with", body)
     _run(tmp_path / "without", plain)

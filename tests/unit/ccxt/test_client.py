@@ -4,8 +4,8 @@ import pytest
 
 from app.ccxt import client
 from app.ccxt.client import build_exchange, deep_merge, exchange_config
-from app.ccxt.settings import ExchangeSettings
 from app.config import settings_from_mapping
+from app.config.exchanges import ExchangeSettings
 from app.domain.errors import OperationalError
 
 

@@ -1,4 +1,4 @@
-"""Start-up never pays for ccxt: the CLI and the offline runtime build without importing it.
+"""Start-up never pays for ccxt: the CLI and a replay world build without importing it.
 
 ccxt takes about a second to import; only opening a live venue may load it (``app.ccxt.client``
 imports it on first use). Checked in a fresh interpreter, where nothing has imported it yet.
@@ -10,20 +10,20 @@ import sys
 PROBE = """
 import sys, tempfile
 from pathlib import Path
-import app.cli
+import app.cli.main
 import app.config
-import app.ccxt.market, app.ccxt.errors, app.ccxt.rules, app.ccxt.settings
-from app.runtime import build_offline_runtime
+import app.ccxt.market, app.ccxt.errors, app.ccxt.rules, app.config.exchanges
+from app.runtime.world import WorldOptions, build_world
 from app.workspace import Workspace
 with tempfile.TemporaryDirectory() as tmp:
-    runtime = build_offline_runtime(Workspace(Path(tmp)))
-    runtime.close()
+    world = build_world(Workspace(Path(tmp)), options=WorldOptions(agents=False))
+    world.close()
 loaded = sorted(name for name in sys.modules if name == 'ccxt' or name.startswith('ccxt.'))
 print('ccxt modules:', loaded)
 """
 
 
-def test_importing_the_cli_and_building_the_offline_runtime_does_not_import_ccxt():
+def test_importing_the_cli_and_building_a_replay_world_does_not_import_ccxt():
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

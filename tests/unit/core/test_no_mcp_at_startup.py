@@ -7,16 +7,16 @@ import sys
 PROBE = """
 import sys, tempfile, asyncio
 from pathlib import Path
-import app.cli
-from app.agents.runtime import build_agent_runtime
+import app.cli.main
+from app.runtime.world import build_world
 from app.workspace import Workspace
 with tempfile.TemporaryDirectory() as tmp:
     ws = Workspace.at(Path(tmp)).ensure()
     if sys.argv[1] == "configured":
         ws.settings_path.write_text('[mcp.servers.time]\\ncommand = "mcp-server-time"\\n')
-    runtime = build_agent_runtime(ws)
-    print("hub:", runtime.mcp is not None)
-    asyncio.run(runtime.aclose())
+    world = build_world(ws)
+    print("hub:", world.agents.mcp is not None)
+    asyncio.run(world.aclose())
 loaded = sorted(n for n in sys.modules if n.split('.')[0] in ('mcp', 'mcp_types'))
 print('mcp modules:', loaded)
 """
@@ -29,7 +29,7 @@ def _probe(kind):
     return done.stdout.strip().splitlines()
 
 
-def test_the_agent_runtime_without_mcp_servers_does_not_import_the_sdk():
+def test_a_world_without_mcp_servers_does_not_import_the_sdk():
     assert _probe("none")[-2:] == ["hub: False", "mcp modules: []"]
 
 

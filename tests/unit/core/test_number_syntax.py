@@ -19,8 +19,9 @@ import pytest
 
 from app.agents.costs import PriceFileError, PriceTable
 from app.agents.templates import ConfigField, coerce_value
-from app.backtest.cli import add_backtest_arguments
+from app.cli.backtest import add_backtest_arguments
 from app.config import settings_from_mapping
+from app.config.risk import RiskConfig
 from app.domain.clock import parse_time
 from app.domain.errors import InvalidParameterError, OperationalError
 from app.domain.numbers import (
@@ -32,7 +33,6 @@ from app.domain.numbers import (
 )
 from app.indicators.catalogue import default_catalogue
 from app.indicators.model import bind_params
-from app.risk.config import RiskConfig
 from app.tools.protocol.parser import ParamNode
 from app.tools.spec import ParamSpec, ParamType, coerce
 

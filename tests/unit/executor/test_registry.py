@@ -34,22 +34,22 @@ def _market_specs() -> list[ToolSpec]:
 
 
 def _every_real_spec() -> list:
-    """Every tool the agent runtime registers (market, indicator, account, trade, memory and the
+    """Every tool a world with agents registers (market, indicator, account, trade, memory and the
     orchestration tools)."""
     import asyncio
     import shutil
     import tempfile
     from pathlib import Path
 
-    from app.agents.runtime import build_agent_runtime
+    from app.runtime.world import build_world
     from app.workspace import Workspace
 
     folder = Path(tempfile.mkdtemp(prefix="kestrel-registry-"))
-    runtime = build_agent_runtime(Workspace.at(folder))
+    world = build_world(Workspace.at(folder))
     try:
-        return list(runtime.base.registry)
+        return list(world.registry)
     finally:
-        asyncio.run(runtime.aclose())
+        asyncio.run(world.aclose())
         shutil.rmtree(folder, ignore_errors=True)
 
 

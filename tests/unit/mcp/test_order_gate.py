@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.agents.approval import ApprovalSettings
+from app.config.approval import ApprovalSettings
 from app.domain.errors import RiskRejection
 from app.domain.trading import Mode
 from app.mcp.order_gate import OrderGate

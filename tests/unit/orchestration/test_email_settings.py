@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from app.config.email import EmailSettings
 from app.domain.agents import Channel, Notification, Urgency
-from app.orchestration.email_channel import EmailNotifier, EmailSettings
+from app.orchestration.email_channel import EmailNotifier
 
 GOOD: dict[str, Any] = {
     "host": "smtp.example.com", "sender": "bot@example.com", "recipients": ["me@example.com"],

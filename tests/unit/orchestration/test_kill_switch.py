@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
+from app.config.risk import (
+    DailyLossLimitConfig,
+    KillSwitchConfig,
+    MaxDrawdownHaltConfig,
+    RiskConfig,
+)
 from app.domain.agents import AgentState, Channel, DeliveryStatus, Urgency
 from app.domain.errors import NetworkError
+from app.domain.kill_switch import TripCause
 from app.domain.trading import ExitKind, Order, OrderStatus, OrderType, Side
 from app.events import (
     Event,
@@ -26,9 +33,6 @@ from app.exchange.port import OrderRequest
 from app.orchestration.ids import SeededIds
 from app.orchestration.kill_switch import KillSwitch
 from app.orchestration.notify import BusNotifier, NotificationService, UnconfiguredNotifier
-from app.risk.config import RiskConfig
-from app.risk.kill_switch import KillSwitchConfig, TripCause
-from app.risk.rules import DailyLossLimitConfig, MaxDrawdownHaltConfig
 from app.store.kill_switch_log import KillSwitchLog, NotTrippedError
 from tests.unit.exchange.support import SYMBOL, Rig, make_rig
 from tests.unit.orchestration.fakes import FakeDirectory

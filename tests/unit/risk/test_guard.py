@@ -7,16 +7,18 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
-from app.domain.errors import RiskRejection
-from app.domain.trading import Side
-from app.risk import MemoryDecisionRecorder, RiskConfig, RiskGuard, build_guard
-from app.risk.config import all_in_backtest_config, build_rules
-from app.risk.rules import (
+from app.config.risk import (
     AllowedSymbolsConfig,
     MaxOpenOrdersConfig,
-    MaxPositionWeight,
     MaxPositionWeightConfig,
+    RiskConfig,
+    all_in_backtest_config,
 )
+from app.domain.errors import RiskRejection
+from app.domain.trading import Side
+from app.risk import MemoryDecisionRecorder, RiskGuard, build_guard
+from app.risk.config import build_rules
+from app.risk.rules import MaxPositionWeight
 from tests.unit.risk.factories import intent, view
 
 

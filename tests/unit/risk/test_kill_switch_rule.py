@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from app.config.risk import AllowedSymbolsConfig, RiskConfig
 from app.domain.errors import OperationalError, RiskRejection
+from app.domain.kill_switch import Trip, TripCause
 from app.domain.trading import OrderType, Side
-from app.risk.config import AllowedSymbolsConfig, RiskConfig, build_guard
+from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
-from app.risk.kill_switch import RULE_NAME, Trip, TripCause
+from app.risk.kill_switch import RULE_NAME
 from tests.unit.risk.factories import NOON_MS, intent, view
 
 TRIP = Trip(

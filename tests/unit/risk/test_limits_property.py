@@ -42,13 +42,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from app.config.risk import RiskConfig
 from app.domain.agents import agent_key
 from app.domain.errors import KestrelError, RiskRejection
 from app.domain.trading import Side
 from app.exchange.book import quote_down
 from app.exchange.paper import PaperBroker
 from app.exchange.port import OrderRequest
-from app.risk.config import RiskConfig, build_guard
+from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools

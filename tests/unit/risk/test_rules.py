@@ -8,28 +8,30 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
+from app.config.risk import (
+    AgentBudgetConfig,
+    AllowedSymbolsConfig,
+    DailyLossLimitConfig,
+    LimitPriceBandConfig,
+    MaxDrawdownHaltConfig,
+    MaxOpenOrdersConfig,
+    MaxOpenPositionsConfig,
+    MaxOrderNotionalConfig,
+    MaxPositionWeightConfig,
+    MinCashReserveConfig,
+)
 from app.domain.trading import OrderType, Side
 from app.risk.rules import (
     AgentBudget,
-    AgentBudgetConfig,
     AllowedSymbols,
-    AllowedSymbolsConfig,
     DailyLossLimit,
-    DailyLossLimitConfig,
     LimitPriceBand,
-    LimitPriceBandConfig,
     MaxDrawdownHalt,
-    MaxDrawdownHaltConfig,
     MaxOpenOrders,
-    MaxOpenOrdersConfig,
     MaxOpenPositions,
-    MaxOpenPositionsConfig,
     MaxOrderNotional,
-    MaxOrderNotionalConfig,
     MaxPositionWeight,
-    MaxPositionWeightConfig,
     MinCashReserve,
-    MinCashReserveConfig,
 )
 from tests.unit.risk.factories import NOON_MS, intent, pending_buy, pending_exit, view
 

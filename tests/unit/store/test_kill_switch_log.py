@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.risk.kill_switch import TripCause
+from app.domain.kill_switch import TripCause
 from app.store.kill_switch_log import KillSwitchLog, NotTrippedError
 from app.store.ledger import Ledger
 

@@ -12,8 +12,8 @@ import pytest
 from app.domain.trading import Mode, OrderType, Side
 from app.exchange.paper import PaperBroker
 from app.exchange.port import OrderRequest
+from app.runtime.recorders import SqliteToolCallRecorder
 from app.store.ledger import Ledger
-from app.store.recorders import SqliteToolCallRecorder
 from app.tools.executor import ToolCallRecord
 from tests.unit.exchange.support import SYMBOL, make_rig
 

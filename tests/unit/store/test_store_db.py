@@ -31,7 +31,7 @@ def test_a_second_store_on_the_same_file_sees_the_schema_and_the_rows(tmp_path):
 
 
 def test_the_command_line_and_the_window_start_without_loading_sqlite_utils_or_pandas():
-    code = ("import sys, app.cli, app.workspace, app.store.db, app.ui.app; "
+    code = ("import sys, app.cli.main, app.workspace, app.store.db, app.ui.app; "
             "print(sorted(m for m in ('sqlite_utils', 'pandas') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)

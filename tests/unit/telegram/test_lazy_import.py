@@ -8,7 +8,7 @@ import sys
 
 PROBE = """
 import sys
-import app.agents.cli, app.agents.runtime, app.config, app.telegram.start
+import app.cli.agents, app.runtime.world, app.config, app.telegram.start
 loaded = sorted(m for m in sys.modules if m == "telegram" or m.startswith("telegram."))
 print(loaded)
 """

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+from app.config.telegram import NotifyModes
 from app.domain.agents import Channel, DeliveryStatus, Notification, Urgency
 from app.telegram.alerts import seconds_until
 from app.telegram.format import Outgoing
 from app.telegram.notifier import Poster, TelegramNotifier
 from app.telegram.outbox import Outbox
-from app.telegram.settings import NotifyModes
 from tests.unit.telegram.test_outbox import FlakyChat
 
 NOTE = Notification("n1", "a1", (Channel.TELEGRAM,), "BTC broke 9000", "Alert", Urgency.HIGH, 0)

@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import Settings, load_settings
+from app.config.telegram import TelegramSettings
 from app.domain.errors import OperationalError
-from app.telegram.settings import TelegramSettings
 
 
 def test_telegram_is_off_and_nobody_may_command_by_default() -> None:

@@ -14,10 +14,11 @@ from decimal import Decimal
 import pytest
 
 from app.config import settings_from_mapping
+from app.config.risk import RiskConfig
 from app.domain.errors import OperationalError
 from app.domain.trading import OrderType, Side
 from app.exchange.port import OrderRequest
-from app.risk.config import RiskConfig, build_guard
+from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry

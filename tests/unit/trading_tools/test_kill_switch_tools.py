@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from app.risk.config import RiskConfig, build_guard
-from app.risk.kill_switch import TripCause
+from app.config.risk import RiskConfig
+from app.domain.kill_switch import TripCause
+from app.risk.config import build_guard
+from app.runtime.recorders import SqliteRiskRecorder
 from app.store.kill_switch_log import KillSwitchLog
-from app.store.recorders import SqliteRiskRecorder
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry

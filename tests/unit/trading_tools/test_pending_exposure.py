@@ -12,11 +12,11 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
+from app.config.risk import MaxOpenPositionsConfig, RiskConfig
 from app.exchange.paper import PaperBroker
 from app.exchange.port import OrderRequest
-from app.risk.config import RiskConfig, build_guard
+from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder, RiskGuard
-from app.risk.rules import MaxOpenPositionsConfig
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from app.risk.config import RiskConfig, build_guard
-from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
+from app.config.risk import RiskConfig
+from app.risk.config import build_guard
+from app.runtime.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry

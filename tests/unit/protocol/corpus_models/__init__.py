@@ -195,14 +195,14 @@ def report(pairs: Iterable[tuple[Output, Outcome]]) -> Report:
 
 
 def real_specs(folder: Path) -> list[ToolSpec]:
-    """Every ToolSpec of the app's runtime (orchestration tools included), built in ``folder``."""
-    from tests.helpers.agents import agent_runtime
+    """Every ToolSpec of the app's world (orchestration tools included), built in ``folder``."""
+    from tests.helpers.agents import agent_world
 
-    runtime = agent_runtime(folder)
+    world = agent_world(folder)
     try:
-        return list(runtime.base.registry)
+        return list(world.registry)
     finally:
-        asyncio.run(runtime.aclose())
+        asyncio.run(world.aclose())
 
 
 def run_corpus(folder: Path) -> tuple[list[tuple[Output, Outcome]], Report]:

@@ -1,0 +1,444 @@
+"""Headless agent commands: ``kestrel run``, ``kestrel chat`` and ``kestrel backtest --agents``.
+
+They build the same agent world as the window, on the offline market in paper mode (backtest
+mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
+measure templates without a display. Output is plain lines: who did what, at which market time.
+
+Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
+(``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
+model server...), named with its reason at the top of the summary and the report; 1 and 2 as
+every command (an internal error; bad input). ``kestrel chat`` shows a faulted Orchestrator, why,
+and what to do, and ``/resume`` lets faulted and paused agents run again. The rule engine's
+answers are counted as "rule-engine decisions", never as LLM calls.
+
+The kill switch: both commands say at start when it is tripped (the Risk Guard then refuses every
+new order) and print a trip or a reset as it happens. ``kestrel chat`` trips it with ``/kill``
+and resets it with ``/reset``, each after a confirmation the person types: the terminal is a
+person at their own workspace (the window cannot hold it meanwhile), so a reset is as deliberate
+here as in the window's dialog. Telegram can trip it but not reset it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+from app.agents.faults import (
+    EXIT_AGENT_FAULTED,
+    RERUN_HINT,
+    Fault,
+    fault_banner,
+    faults_of,
+    what_to_do,
+)
+from app.cli.common import log_to
+from app.domain.agents import AgentInfo, AgentState
+from app.domain.clock import ms_to_iso, parse_time
+from app.events import (
+    AgentStateChanged,
+    ClockAdvanced,
+    ConversationMessageAdded,
+    NotificationRaised,
+    QuestionAsked,
+)
+from app.runtime.desk import workspace_resume_ms
+from app.runtime.start import check_world_setup, plan_for_files, world_hint_symbol
+from app.runtime.venue import VenueSpec
+from app.runtime.venues import replay_extent
+from app.runtime.world import World, WorldOptions, build_world
+from app.telegram.start import start_telegram
+from app.workspace import Workspace
+
+DAY_MS = 86_400_000
+_DURATION_UNITS = {"m": 60_000, "h": 3_600_000, "d": DAY_MS}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``90m``, ``4h``, ``2d`` -> milliseconds."""
+    text = text.strip().lower()
+    if len(text) < 2 or text[-1] not in _DURATION_UNITS or not text[:-1].isdigit():
+        raise ValueError(f"not a duration: {text!r}; write e.g. 30m, 4h or 2d")
+    return int(text[:-1]) * _DURATION_UNITS[text[-1]]
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, metavar="DIR",
+                        help="workspace folder (database, memory); default: this checkout's")
+    parser.add_argument("--data", action="append", type=Path, default=[], metavar="FILE",
+                        help="kline CSV to replay (repeatable); default: the bundled data")
+    parser.add_argument("--start", metavar="TIME",
+                        help="where a new workspace's replay starts (ISO 8601); default: "
+                             "--days before the end of the data, once the symbols to watch "
+                             "have 60 candles; a used workspace resumes")
+    parser.add_argument("--days", type=int, default=30,
+                        help="a new workspace starts at most this many days before the data "
+                             "ends (30)")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    add_runtime_arguments(parser)
+    parser.add_argument("--speed", type=float, default=600.0,
+                        help="simulated seconds per wall second (600: an hour in 6 s)")
+    parser.add_argument("--for", dest="duration", default="24h",
+                        help="how much market time to run, e.g. 12h or 3d (24h)")
+    parser.add_argument("--setup", metavar="TEXT",
+                        help="first tell the Orchestrator this, e.g. \"watch BTC/USDT on 1h "
+                             "every 1h with a trend analyst and a trader\"")
+
+
+def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+    add_runtime_arguments(parser)
+
+
+def _build(args: argparse.Namespace) -> World:
+    workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
+    hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    quote: str | None = None
+    try:
+        start = workspace_resume_ms(workspace)
+        if start is None:
+            plan = plan_for_files(args.data, days=args.days, setup=getattr(args, "setup", None))
+            start = parse_time(args.start) if args.start else plan.start_ms
+            quote = plan.quote_currency
+    except BaseException:
+        hold.release()
+        raise
+    world = build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
+                        hold=hold)
+    log_to(workspace)
+    return world
+
+
+class TerminalNarrator:
+    """Prints what the agents do as plain lines (the headless stand-in for the window)."""
+
+    def __init__(self, world: World, out: Callable[[str], None] = print) -> None:
+        self.rt = world
+        self.out = out
+        bus = world.bus
+        bus.subscribe(ConversationMessageAdded, self._message)
+        bus.subscribe(NotificationRaised, self._notification)
+        bus.subscribe(QuestionAsked, self._question)
+        bus.subscribe(AgentStateChanged, self._state)
+        bus.subscribe(ClockAdvanced, self._clock)
+
+    def _name(self, agent_id: str) -> str:
+        info = self.rt.agents.store.get(agent_id)
+        return info.name if info is not None else agent_id[:8]
+
+    def _stamp(self) -> str:
+        return ms_to_iso(self.rt.venue.clock.now_ms())[:16].replace("T", " ")
+
+    def _message(self, event: ConversationMessageAdded) -> None:
+        if event.kind == "final":
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: {event.content.strip()}")
+        elif event.kind == "notice":
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)} (note): {event.content}")
+        elif event.kind == "tool_result" and "<status>rejected</status>" in event.content[:200]:
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)}: an order was rejected")
+
+    def _notification(self, event: NotificationRaised) -> None:
+        if event.channel == "UI_ALERT":
+            self.out(f"[{self._stamp()}] ALERT ({event.urgency}) {event.message}")
+
+    def _question(self, event: QuestionAsked) -> None:
+        self.out(f"[{self._stamp()}] {self._name(event.agent_id)} asks: {event.text}")
+        for number, reply in enumerate(event.suggested_replies, 1):
+            self.out(f"    {number}) {reply}")
+
+    def _state(self, event: AgentStateChanged) -> None:
+        if event.state in ("faulted", "stopped", "deleted") or event.reason:
+            why = f": {event.reason}" if event.reason else ""
+            if event.state == AgentState.FAULTED.value:
+                why += f". What to do: {what_to_do(event.reason or '')}"
+            self.out(f"[{self._stamp()}] {self._name(event.agent_id)} is {event.state}{why}")
+
+    def _clock(self, event: ClockAdvanced) -> None:
+        if event.fills:
+            self.out(f"[{self._stamp()}] {event.fills} fill(s)")
+
+
+def _print_kill_switch(world: World) -> None:
+    trip = world.agents.kill_switch.active()
+    if trip is not None:
+        print(f"KILL SWITCH TRIPPED: it was {trip.describe()}. The Risk Guard refuses every new "
+              "order until a person resets it (closing and cancelling still work).")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    duration = parse_duration_ms(args.duration)
+    if args.speed <= 0:
+        raise ValueError(f"--speed must be positive, got {args.speed}")
+    world = _build(args)
+    telegram = None
+    try:
+        if args.setup:
+            check_world_setup(world, args.setup)
+        TerminalNarrator(world)
+        await world.start()
+        telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
+        orchestrator = await world.ensure_orchestrator()
+        print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} at "
+              f"{args.speed:g}x; "
+              "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
+        _print_kill_switch(world)
+        if args.setup:
+            world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
+            await world.agents.manager.wait_idle()
+        end = world.venue.clock.now_ms() + duration
+        if world.venue.end_ms is not None:
+            end = min(end, world.venue.end_ms)
+        world.venue.driver.set_speed(args.speed)
+        # a tick moves at most one candle of the finest data, so no close is skipped
+        await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
+        await world.agents.manager.wait_idle()
+        faults = _print_summary(world)
+    finally:
+        if telegram is not None:
+            await telegram.aclose()
+        await world.aclose()
+    return EXIT_AGENT_FAULTED if faults else 0
+
+
+def _print_summary(world: World) -> list[Fault]:
+    """The run's summary, opening with any faulted agent; returns the faults."""
+    state = world.ledger.load()
+    fills = world.ledger.fills()
+    usage = world.agents.conversations.usage(run_id=world.agents.run_id)
+    agents = world.agents.manager.list_agents()
+    faults = faults_of(agents)
+    print()
+    for line in fault_banner(faults):
+        print(line)
+    print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}; {len(fills)} fills in total.")
+    for info in agents:
+        print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
+              f"{info.last_action}")
+    balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
+    calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
+    print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
+    return faults
+
+
+def _calls_text(by_provider: dict[str, int]) -> str:
+    """Model calls and rule-engine decisions, each under its own name."""
+    counts = dict(by_provider)
+    decisions = counts.pop("rule-engine", 0)
+    return f"{sum(counts.values())} LLM calls, {decisions} rule-engine decisions"
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    world = _build(args)
+    try:
+        TerminalNarrator(world)
+        await world.start()
+        orchestrator = await world.ensure_orchestrator()
+        engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
+            "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
+        symbol = world_hint_symbol(world)
+        hint = "" if symbol is None else (
+            f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
+        print(f"Talking to {orchestrator.name} ({engine}). Market time "
+              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, "
+              f"/resume, /kill, /reset, /quit.{hint}")
+        _print_kill_switch(world)
+        _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
+        while True:
+            line = await asyncio.to_thread(_read_line)
+            if line is None or line.strip() in ("/quit", "/exit"):
+                break
+            if not line.strip():
+                continue
+            await _chat_line(world, orchestrator.agent_id, line.strip())
+    finally:
+        await world.aclose()
+    return 0
+
+
+async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
+    if line.startswith("/advance"):
+        parts = line.split()
+        try:
+            step = parse_duration_ms(parts[1] if len(parts) > 1 else "1h")
+        except ValueError as exc:
+            print(exc)
+            return
+        end = world.venue.clock.now_ms() + step
+        while world.venue.clock.now_ms() < end:
+            world.venue.driver.advance_to(min(end, world.venue.clock.now_ms() + 3_600_000))
+            await world.agents.manager.wait_idle()
+        print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}.")
+        return
+    if line == "/agents":
+        _print_summary(world)
+        return
+    if line == "/resume":
+        await _resume_agents(world)
+        return
+    if line == "/kill" or line.startswith("/kill "):
+        await _kill(world, line.removeprefix("/kill").strip())
+        return
+    if line == "/reset":
+        await _reset(world)
+        return
+    pending = [q for q in world.agents.questions.pending(orchestrator_id) if q.answer is None]
+    if pending and line.isdigit():
+        replies = pending[0].suggested_replies
+        if 1 <= int(line) <= len(replies):
+            line = replies[int(line) - 1]
+    world.agents.manager.send_user_message(orchestrator_id, line)
+    await world.agents.manager.wait_idle()
+    _print_fault(world.agents.manager.get_agent(orchestrator_id), waiting=True)
+
+
+def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
+    """Say so when the agent the chat talks to is faulted or paused (the kill switch pauses
+    every agent): it answers nothing until resumed."""
+    if info is not None and info.state is AgentState.PAUSED and waiting:
+        print(f"{info.name} is paused: your message waits in its inbox until you /resume it.")
+        return
+    if info is None or info.state is not AgentState.FAULTED:
+        return
+    reason = info.fault_reason or ""
+    print(f"{info.name} is FAULTED and cannot answer: {reason or 'no reason recorded'}.")
+    print(f"What to do: {what_to_do(reason, 'type /resume to let it try again')}")
+    if waiting:
+        print("Your message waits in its inbox and is answered once it runs again.")
+
+
+async def _resume_agents(world: World) -> None:
+    """``/resume``: every faulted or paused agent runs again (a failed task stays failed)."""
+    stopped = [a for a in world.agents.manager.list_agents()
+               if a.state in (AgentState.FAULTED, AgentState.PAUSED)]
+    if not stopped:
+        print("No agent is faulted or paused.")
+        return
+    for info in stopped:
+        await world.agents.manager.control(info.agent_id, "resume")
+        print(f"Resumed {info.name}.")
+    await world.agents.manager.wait_idle()
+
+
+async def _kill(world: World, reason: str) -> None:
+    """``/kill [reason]``: trip the kill switch once the person confirms."""
+    switch = world.agents.kill_switch
+    trip = switch.active()
+    if trip is not None:
+        print(f"The kill switch is already tripped: it was {trip.describe()}.")
+        return
+    does = (await switch.preview()).describe()
+    print(f"Tripping the kill switch {does[0].lower()}{does[1:]}")
+    answer = await asyncio.to_thread(_read_line, "Type yes to trip it now: ")
+    if (answer or "").strip().lower() != "yes":
+        print("Not tripped.")
+        return
+    done = await switch.trip(reason or "tripped from kestrel chat", "the person in kestrel chat")
+    print(f"Kill switch tripped. {done or ''}".strip())
+
+
+async def _reset(world: World) -> None:
+    """``/reset``: reset the kill switch once the person types the word."""
+    switch = world.agents.kill_switch
+    trip = switch.active()
+    if trip is None:
+        print("The kill switch is not tripped.")
+        return
+    print(f"The kill switch was {trip.describe()}. Resetting lets new orders pass the Risk Guard "
+          "again; paused agents stay paused until you /resume them.")
+    answer = await asyncio.to_thread(_read_line, "Type reset to reset it: ")
+    if (answer or "").strip().lower() != "reset":
+        print("Not reset: the kill switch stays tripped.")
+        return
+    print(await switch.reset("the person in kestrel chat"))
+
+
+def _read_line(prompt: str = "you> ") -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_chat(args))
+
+
+def agents_backtest_command(args: argparse.Namespace) -> int:
+    """``kestrel backtest --agents T…``: run the templates; print metrics beside the baselines.
+
+    A run that calls a language model first prints its estimated calls and cost and needs
+    ``--yes``; it is then repeated on the rule engine, so the model's contribution is measured.
+    A run in which an agent faulted opens its summary with the fault, is not compared, and
+    returns ``EXIT_AGENT_FAULTED``.
+    """
+    from app.agents.costs import PriceTable
+    from app.agents.templates import load_templates
+    from app.backtest.report import summary_table
+    from app.cli.backtest import print_gaps
+    from app.config import LLMSettings
+    from app.runtime.agent_backtest import (
+        RULE_ENGINE_BASELINE,
+        AgentBacktestOptions,
+        estimate,
+        print_progress,
+        run_agent_backtest,
+    )
+    from app.runtime.providers import plan_for_templates
+
+    templates = load_templates()
+    unknown = [t for t in args.agents if t not in templates]
+    if unknown:
+        raise ValueError(f"unknown agent template(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(sorted(templates))}")
+    llm = LLMSettings(provider=args.provider, model=args.model, base_url=args.base_url,
+                      api_key_name=args.api_key_name) if args.provider else LLMSettings()
+    plan = plan_for_templates([templates[t] for t in args.agents], llm)
+    uses_llm = plan.is_llm
+    if uses_llm:
+        extent = replay_extent(args.data)
+        bars = args.bars or max(0, extent.bars[extent.symbols[0]] - args.warmup)
+        analysts = sum(1 for t in args.agents if templates[t].role.value == "analyst")
+        est = estimate(bars, analysts, plan.model, PriceTable.load(None), plan.kind)
+        print(f"Estimate before starting: {est.describe()}")
+        if not args.yes:
+            print("Nothing was run. Add --yes to start this run.", file=sys.stderr)
+            return 1
+    options = AgentBacktestOptions(
+        templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
+        bars=args.bars, progress=None if args.no_progress else print_progress, llm=llm,
+        allow_gaps=args.allow_gaps,
+    )
+    outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
+    print(summary_table(outcome.result))
+    print_gaps(outcome.result)
+    print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
+    print(f"LLM calls {outcome.llm_calls} ({outcome.tokens_in} in / {outcome.tokens_out} out "
+          f"tokens, ${outcome.cost}); rule-engine decisions {outcome.rule_decisions}; "
+          f"tool calls {outcome.tool_calls}.")
+    if outcome.faults:
+        for line in fault_banner(outcome.faults, RERUN_HINT):
+            print(line, file=sys.stderr)
+        print(f"report: {args.out / 'summary.json'} (workspace: {args.out / 'workspace'})")
+        return EXIT_AGENT_FAULTED
+    if uses_llm:
+        options.llm = RULE_ENGINE_BASELINE
+        baseline = asyncio.run(run_agent_backtest(args.data, options, args.out / "rule_engine"))
+        mine, rules = outcome.result.metrics, baseline.result.metrics
+        print("\nSame templates on the built-in rule engine (not an LLM):")
+        print(f"  total return  agents {mine.total_return_pct:.2f}%  rule engine "
+              f"{rules.total_return_pct:.2f}%")
+        print(f"  max drawdown  agents {mine.max_drawdown_pct:.2f}%  rule engine "
+              f"{rules.max_drawdown_pct:.2f}%")
+    else:
+        print("These agents ran on the built-in rule engine (not an LLM): this run is the "
+              "rule-engine baseline itself.")
+    print(f"report: {args.out / 'summary.json'} (workspace: {args.out / 'workspace'})")
+    return 0

@@ -1,0 +1,37 @@
+"""What every command shares: its exit codes and the workspace it opens.
+
+Exit codes: 0 done; 1 a tool answered with an error or a rejection, or an internal error (what
+Python itself exits with after an uncaught exception); 2 bad input; 3 a run finished with an
+agent faulted (``app.agents.faults.EXIT_AGENT_FAULTED``); 75 another process writes the
+workspace (sysexits' EX_TEMPFAIL: try again later).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from app.domain.errors import OperationalError
+from app.workspace import Workspace, setup_logging
+
+EXIT_OK = 0
+EXIT_TOOL_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL_ERROR = 1  # what Python itself exits with after an uncaught exception
+EXIT_WORKSPACE_BUSY = 75  # sysexits' EX_TEMPFAIL: another process writes the workspace
+
+
+def workspace_of(args: argparse.Namespace) -> Workspace:
+    """The ``--workspace`` folder (created when missing), else this checkout's or the user's."""
+    if getattr(args, "workspace", None):
+        return Workspace.at(args.workspace).ensure()
+    return Workspace.default()
+
+
+def log_to(workspace: Workspace) -> None:
+    """Log to the workspace's ``logs/kestrel.log`` as its ``[logging]`` settings say (a settings
+    file that cannot be read is reported by the command as it builds its world)."""
+    try:
+        settings = workspace.settings().logging
+    except OperationalError:
+        return
+    setup_logging(workspace, settings)

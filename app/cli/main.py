@@ -1,0 +1,233 @@
+"""The ``kestrel`` command: its parser, dispatch to each command module, and exit codes.
+
+With no command (or only the window's options) it opens the window; otherwise it runs one headless
+command. Each command's module is imported only when it runs (or when the full parser is built),
+so the window's first second and ``kestrel --help`` load no more than they need.
+
+A workspace has one writer. A command that would write a workspace another process holds (the
+window, ``kestrel run``/``chat``, another ``kestrel tool``) prints one line naming that process
+and exits with ``EXIT_WORKSPACE_BUSY`` (75, the usual "temporary failure, try again later").
+Everything a command prints, tracebacks included, passes the secret redactor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from app import __version__
+from app.cli.common import EXIT_INTERNAL_ERROR, EXIT_OK, EXIT_USAGE, EXIT_WORKSPACE_BUSY
+from app.domain.errors import KestrelError
+from app.redaction import redacted_output
+from app.store.lock import WorkspaceBusyError
+from app.workspace import setup_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kestrel",
+        description=(
+            "Kestrel: LLM agents that analyse crypto markets and trade through one fixed, audited "
+            "toolset. Runs fully offline on bundled market data."
+        ),
+        epilog=f"A workspace has one writer: a command that would write a workspace another "
+               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process.",
+    )
+    parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("gui", help="open the window (the default with no command; see kestrel gui -h)")
+
+    from app.cli.tool import add_market_options, add_tool_arguments
+
+    tool = sub.add_parser(
+        "tool",
+        help="run one XML tool call and print its <tool_result>",
+        description="Run one tool call against the offline market and print the result envelope.",
+    )
+    add_tool_arguments(tool)
+    tools = sub.add_parser("tools", help="print the generated Available Tools prompt section")
+    add_market_options(tools)
+    sub.add_parser("indicators", help="list the technical indicator catalogue")
+
+    from app.cli.restore import add_restore_arguments
+
+    restore = sub.add_parser(
+        "restore-backup",
+        help="list the workspace database's backups, or put one back in place of a damaged one",
+        description="Without --list, restore the newest backup (or --backup FILE) of the "
+                    "workspace's kestrel.db. The database it replaces is renamed aside "
+                    "(kestrel.db.damaged-<time>), never deleted. Nothing may hold the workspace.",
+    )
+    add_restore_arguments(restore)
+
+    from app.cli.backtest import add_backtest_arguments
+    from app.cli.demo import add_demo_arguments
+
+    backtest = sub.add_parser(
+        "backtest",
+        help="replay a strategy over kline files through the full tool path and write a report",
+    )
+    add_backtest_arguments(backtest)
+    demo = sub.add_parser(
+        "demo",
+        help="watch a strategy trade the bundled market data offline, narrated in the terminal",
+    )
+    add_demo_arguments(demo)
+
+    from app.cli.agents import add_chat_arguments, add_run_arguments
+
+    run = sub.add_parser(
+        "run", help="run the workspace's agents on the offline market (paper), printing events"
+    )
+    add_run_arguments(run)
+    chat = sub.add_parser("chat", help="talk to the Orchestrator in the terminal")
+    add_chat_arguments(chat)
+
+    from app.cli.mcp_serve import add_mcp_serve_arguments
+
+    mcp_serve = sub.add_parser(
+        "mcp-serve",
+        help="serve the workspace's market, indicator, account, trade and memory tools over MCP "
+             "(stdio) to an external agent",
+        description="Serve Kestrel's tools to an MCP client over stdin/stdout. Calls go through "
+                    "the same executor, Risk Guard and audit trail as Kestrel's own agents; an "
+                    "order the approval policy would hold for a person is refused.",
+    )
+    add_mcp_serve_arguments(mcp_serve)
+    return parser
+
+
+def cmd_tool(args: argparse.Namespace) -> int:
+    from app.cli.tool import cmd_tool as run
+
+    return run(args)
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from app.cli.tool import cmd_tools as run
+
+    return run(args)
+
+
+def cmd_indicators(args: argparse.Namespace) -> int:
+    from app.cli.tool import cmd_indicators as run
+
+    return run(args)
+
+
+def cmd_restore_backup(args: argparse.Namespace) -> int:
+    from app.cli.restore import cmd_restore_backup as run
+
+    return run(args)
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from app.cli.backtest import backtest_command
+
+    return backtest_command(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.cli.demo import demo_command
+
+    return demo_command(args)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from app.cli.agents import run_command
+
+    return run_command(args)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from app.cli.agents import chat_command
+
+    return chat_command(args)
+
+
+def cmd_mcp_serve(args: argparse.Namespace) -> int:
+    from app.cli.mcp_serve import mcp_serve_command
+
+    return mcp_serve_command(args)
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "chat": cmd_chat,
+    "tool": cmd_tool,
+    "tools": cmd_tools,
+    "indicators": cmd_indicators,
+    "restore-backup": cmd_restore_backup,
+    "backtest": cmd_backtest,
+    "demo": cmd_demo,
+    "mcp-serve": cmd_mcp_serve,
+}
+
+
+GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout"})
+
+
+def build_gui_parser() -> argparse.ArgumentParser:
+    """The window's options, parsed without the other commands' heavy imports (cold start)."""
+    parser = argparse.ArgumentParser(
+        prog="kestrel gui",
+        description="Open the Kestrel window. A workspace that never ran opens the offline demo: "
+                    "bundled market data replayed, a paper exchange and agents on the built-in "
+                    "rule engine.",
+    )
+    parser.add_argument("--workspace", type=Path, metavar="DIR",
+                        help="workspace folder (database, memory); default: this checkout's")
+    parser.add_argument("--data", action="append", type=Path, default=[], metavar="FILE",
+                        help="kline CSV to replay (repeatable); default: the bundled data")
+    parser.add_argument("--speed", type=float, choices=[1.0, 10.0, 60.0, 600.0],
+                        help="replay speed: simulated seconds per second")
+    parser.add_argument("--reset-layout", action="store_true",
+                        help="forget the saved window layout")
+    return parser
+
+
+def gui_command(argv: Sequence[str]) -> int:
+    args = build_gui_parser().parse_args(list(argv))
+    setup_logging(None)
+    from app.ui.app import run_gui
+
+    return run_gui(args.workspace, data_files=args.data, speed=args.speed,
+                   reset_layout=args.reset_layout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; everything it prints (tracebacks too) passes the secret redactor."""
+    with redacted_output():
+        try:
+            return _main(argv)
+        except Exception:  # a bug: its traceback is printed here, where stderr still redacts
+            traceback.print_exc()
+            return EXIT_INTERNAL_ERROR
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] == "gui":
+        return gui_command(arguments[1:])
+    if arguments[0].split("=", 1)[0] in GUI_OPTIONS:  # ``kestrel --workspace DIR`` opens it
+        return gui_command(arguments)
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    setup_logging(None)
+    try:
+        return COMMANDS[args.command](args)
+    except WorkspaceBusyError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_WORKSPACE_BUSY
+    except KestrelError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,133 @@
+"""The paper account's state in memory: balances, orders, settle cursors, counters, statistics.
+
+One object both halves of the paper broker work on: order entry (``app.exchange.paper``) adds
+and cancels orders, settlement (``app.exchange.settlement``) fills them, and the valuation
+functions (``app.exchange.valuation``) read it. Everything here is rebuilt from the ledger at
+start-up (``restore``), because the ledger, not this object, is the record.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from app.domain.agents import agent_key
+from app.domain.errors import InvalidOrderError, NotFoundError
+from app.domain.trading import Order, OrderStatus, Side
+from app.exchange.account_stats import AccountStats
+from app.exchange.book import ZERO, AccountBook
+from app.store.ledger import LedgerSnapshot, OrderRecord
+
+
+def split_symbol(symbol: str, default_quote: str) -> tuple[str, str]:
+    """``BTC/USDT`` -> (BTC, USDT); ``XRP/USDT:USDT`` -> (XRP, USDT); ``GOOG`` -> (GOOG, quote)."""
+    if "/" not in symbol:
+        return symbol, default_quote
+    base, _, rest = symbol.partition("/")
+    return base, rest.split(":")[0]
+
+
+class PaperAccount:
+    """Balances and positions (``book``), every order (``records``; ``open`` the live ones, found
+    by client id through ``by_client``), per-symbol settle cursors and the running statistics.
+
+    Agent ids are case-insensitive (``agent_key``): an order belongs to its agent whatever the
+    case its id is spelt in.
+    """
+
+    def __init__(self, quote_currency: str, initial_cash: Decimal) -> None:
+        self.quote_currency = quote_currency
+        self.initial_cash = initial_cash
+        self.book = AccountBook(quote_currency)
+        self.records: dict[str, OrderRecord] = {}
+        self.open: dict[str, OrderRecord] = {}
+        self.by_client: dict[tuple[str, str], str] = {}
+        self.cursor_ms: dict[str, int] = {}  # per symbol, the open time of its last settled bar
+        self.order_seq = 0
+        self.fill_seq = 0
+        self.stats = AccountStats.fresh(initial_cash)
+
+    def fund(self) -> None:
+        """A new account: the initial cash, nothing else."""
+        self.book.balances[self.quote_currency] = self.initial_cash
+
+    def restore(self, snap: LedgerSnapshot) -> None:
+        """Rebuild the account exactly as the ledger last committed it."""
+        meta = snap.meta
+        self.initial_cash = Decimal(meta["initial_cash"])
+        self.book.balances = dict(snap.balances)
+        for symbol, pos in snap.positions.items():
+            book = self.book.position(symbol)
+            book.size, book.avg_price, book.realized_pnl = pos.size, pos.avg_price, pos.realized_pnl
+        self.book.holdings = dict(snap.holdings)
+        for record in snap.orders:
+            self.index(record)
+        self.order_seq = len(snap.orders)
+        self.fill_seq = snap.fill_count
+        self.stats = AccountStats.restore(meta, self.initial_cash)
+        for key, value in meta.items():
+            if key.startswith("cursor:"):
+                self.cursor_ms[key[len("cursor:"):]] = int(value)
+
+    # -- orders --------------------------------------------------------------------------------
+
+    def index(self, record: OrderRecord) -> None:
+        """Know ``record`` by id and client id; an open one holds its reservation."""
+        order = record.order
+        self.records[order.order_id] = record
+        self.by_client[(agent_key(order.agent_id), order.client_order_id)] = order.order_id
+        if order.status.is_open:
+            self.open[order.order_id] = record
+            if record.reserved:
+                self.book.reserve(self.reserve_asset(order), record.reserved)
+
+    def reserve_asset(self, order: Order) -> str:
+        """What an open order holds back: quote for a buy, the base asset for a sell."""
+        if order.side is Side.BUY:
+            return self.quote_currency
+        return self.base_of(order.symbol)
+
+    def base_of(self, symbol: str) -> str:
+        return split_symbol(symbol, self.quote_currency)[0]
+
+    def find(self, agent_id: str, client_order_id: str) -> Order | None:
+        order_id = self.by_client.get((agent_key(agent_id), client_order_id))
+        return None if order_id is None else self.records[order_id].order
+
+    def lookup(self, symbol: str, order_id: str | None, client_order_id: str | None,
+               agent_id: str) -> OrderRecord:
+        """The order named by id (or by the agent's client id) in ``symbol``.
+
+        Raises:
+            InvalidOrderError: neither id was given.
+            NotFoundError: no such order in ``symbol``.
+        """
+        record = None
+        if order_id:
+            record = self.records.get(order_id)
+        elif client_order_id:
+            found = self.by_client.get((agent_key(agent_id), client_order_id))
+            record = None if found is None else self.records[found]
+        else:
+            raise InvalidOrderError(
+                "Give <order_id> or <client_order_id> to say which order.",
+                details={"field": "order_id"},
+            )
+        wanted = order_id or client_order_id
+        if record is None or record.order.symbol.upper() != symbol.upper():
+            raise NotFoundError(
+                f"No order {wanted!r} for {symbol} exists in this account.",
+                details={"order_id": wanted, "symbol": symbol},
+            )
+        return record
+
+    def close_order(self, record: OrderRecord, status: OrderStatus, why: str, now_ms: int) -> None:
+        """Take an order off the book in memory (the caller commits it) and free its reservation."""
+        order = record.order
+        order.status = status
+        order.updated_ms = now_ms
+        if why:
+            order.reason = f"{order.reason}; {why}" if order.reason else why
+        if record.reserved:
+            self.book.release(self.reserve_asset(order), record.reserved)
+            record.reserved = ZERO
+        self.open.pop(order.order_id, None)

@@ -1,0 +1,304 @@
+"""Backtest agents: run agent templates bar by bar over replayed history and report the result.
+
+The agents, tools, queue and scheduler are the ones the app runs; only the clock is the replay
+cursor, advanced a bar at a time and only once every running agent's inbox is idle. It steps over
+the same timeline as a strategy backtest (every candle close the data has), so a candle missing
+from the data is stepped over and the report counts it. Each Analyst gets a job that fires when
+each bar closes; the Traders receive its signals and their fills. The report puts the agents
+beside buy-and-hold, and, when the agents use a language model, beside the same templates run on
+the rule engine, so what the model adds is measured, not assumed. A run that stops early on an
+error, or is cancelled, still reports the bars it ran. An agent that faulted (a refused key, an
+unreachable server) is named at the top of the report, because its silence would otherwise read
+as a market with nothing to trade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
+from app.agents.faults import RERUN_HINT, Fault, faults_of
+from app.backtest.report import BacktestResult, write_report
+from app.config import LLMSettings
+from app.config.approval import ApprovalSettings
+from app.domain.agents import AgentInfo, AgentRole
+from app.domain.clock import ms_to_iso
+from app.domain.errors import OperationalError
+from app.domain.market import interval_ms
+from app.domain.trading import Mode
+from app.market.csv_loader import load_csv
+from app.market.replay import ReplayMarketData
+from app.orchestration.ids import SeededIds
+from app.runtime.providers import ProviderOverride
+from app.runtime.replay import ReplayOutput, ReplayProgress, Timeline, build_timeline, run_replay
+from app.runtime.strategy_backtest import (
+    BacktestStopped,
+    collect_result,
+    history,
+    stop_reason,
+    write_error_details,
+)
+from app.runtime.venue import VenueSpec
+from app.runtime.world import World, WorldOptions, build_world
+from app.workspace import Workspace
+
+RUN_ANALYSIS = "RUN_ANALYSIS"
+# per bar, an analyst makes about this many model calls, and a trader this many per signal
+CALLS_PER_ANALYSIS = 8
+TOKENS_IN_PER_CALL = 6_000
+TOKENS_OUT_PER_CALL = 250
+
+
+@dataclass
+class AgentBacktestOptions:
+    templates: Sequence[str]
+    cash: Decimal = Decimal(10_000)
+    warmup_bars: int = 60
+    bars: int | None = None  # how many bars to run after the warm-up; None: to the end
+    seed: str = "kestrel-backtest"
+    provider_override: ProviderOverride | None = None
+    # the ``[llm]`` settings the run's agents are created under (``choose_provider``): the
+    # default runs each template on its own provider; ``RULE_ENGINE_BASELINE`` runs every agent
+    # on the rule engine; e.g. provider="openai-compatible", model="llama3.1", base_url=... one
+    # language model for all
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    progress: Callable[[int, int], None] | None = None
+    cancelled: Callable[[], bool] | None = None
+    # data with missing candles is refused unless allowed, as for a strategy backtest
+    allow_gaps: bool = False
+
+
+@dataclass
+class AgentBacktestResult:
+    result: BacktestResult
+    agents: list[AgentInfo]
+    llm_calls: int  # language-model calls only; the rule engine's are ``rule_decisions``
+    tokens_in: int
+    tokens_out: int
+    cost: Decimal
+    tool_calls: int
+    files: dict[str, Path] = field(default_factory=dict)
+    rule_decisions: int = 0
+    faults: list[Fault] = field(default_factory=list)
+
+
+RULE_ENGINE_BASELINE = LLMSettings(provider="rule-engine", model="rules")
+
+
+def estimate(
+    bars: int, analysts: int, model: str, prices: PriceTable, provider: str
+) -> CostEstimate:
+    """Before a run with a language model: calls x bars x tokens, priced."""
+    return estimate_backtest(
+        bars=bars, calls_per_bar=CALLS_PER_ANALYSIS * max(analysts, 1),
+        input_tokens_per_call=TOKENS_IN_PER_CALL, output_tokens_per_call=TOKENS_OUT_PER_CALL,
+        model=model, prices=prices, provider=provider,
+    )
+
+
+def _fresh_workspace(folder: Path, cash: Decimal, llm: LLMSettings) -> Workspace:
+    if folder.exists():
+        shutil.rmtree(folder)
+    workspace = Workspace.at(folder).ensure()
+    lines = [f'[paper]\ninitial_cash = "{cash}"\n\n[logging]\nto_file = false\n']
+    changed = llm.model_dump(exclude_defaults=True)
+    if changed:
+        lines.append("\n[llm]\n")
+        lines.extend(f"{key} = {json.dumps(value)}\n" for key, value in sorted(changed.items()))
+    workspace.settings_path.write_text("".join(lines), encoding="utf-8")
+    return workspace
+
+
+async def run_agent_backtest(
+    data_files: Sequence[Path], options: AgentBacktestOptions, out_dir: Path
+) -> AgentBacktestResult:
+    """Run the templates over the data; write the report and the run's workspace to ``out_dir``.
+
+    A cancelled run returns the result of the bars it ran and writes no report: the caller
+    decides what a run the person stopped shows.
+
+    Raises:
+        OperationalError: no analyst among the templates, or too little data for the warm-up.
+        DataFileError: a data file is unusable, or has gaps and ``options.allow_gaps`` is off.
+        BacktestStopped: an error stopped the run part-way; the report of the bars it ran and
+            the error's details are in ``out_dir``.
+    """
+    workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm)
+    world = build_world(workspace, VenueSpec.replay(data_files, 0), WorldOptions(
+        mode=Mode.BACKTEST, ids=SeededIds(options.seed),
+        provider_override=options.provider_override, approval=ApprovalSettings(live_orders=False),
+        run_id=options.seed,
+    ))
+    try:
+        if not options.allow_gaps:
+            _refuse_gaps(history(world))
+        return await _run(world, options, out_dir)
+    finally:
+        await world.aclose()
+
+
+def _refuse_gaps(market: ReplayMarketData) -> None:
+    """Raise the loader's own error (file, row, size of the gap) for a file with gaps."""
+    for symbol in market.symbols():
+        for interval in market.native_intervals(symbol):
+            loaded = market.loaded(symbol, interval)
+            if loaded.gaps:
+                load_csv(loaded.path, allow_gaps=False)
+
+
+async def _run(
+    world: World, options: AgentBacktestOptions, out_dir: Path
+) -> AgentBacktestResult:
+    full = build_timeline(history(world))
+    first = options.warmup_bars
+    last = len(full) - 1
+    if options.bars is not None:
+        last = min(last, first + options.bars)
+    if first >= last:
+        raise OperationalError(
+            f"the data has {len(full)} bars; a warm-up of {options.warmup_bars} bars "
+            "leaves nothing to trade"
+        )
+    timeline = full.slice(first, last + 1)
+    team = world.agents
+    assert team is not None
+    # step 0 is where the agents start: its equity point is the starting capital
+    world.venue.driver.advance_to(int(timeline.time_ms[0]))
+    await world.start()
+    agents = await _create_agents(world, options.templates, full)
+    steps = len(timeline)
+
+    async def act(_k: int, _now: int) -> None:
+        await team.manager.wait_idle()
+
+    reached = ReplayProgress()
+
+    def ran_so_far() -> tuple[Timeline, np.ndarray]:
+        done = 1 + reached.steps
+        exposed = np.array([False, *reached.exposed[:reached.steps]], dtype=bool)
+        return timeline.slice(0, done), exposed
+
+    error: Exception | None = None
+    try:
+        await run_replay(timeline.slice(1, steps), world.venue, act,
+                         cancelled=options.cancelled, progress=options.progress, reached=reached)
+    except asyncio.CancelledError:  # interrupted (Ctrl-C): keep what ran, stop anyway
+        ran, exposed = ran_so_far()
+        partial = _outcome(world, agents, ran, exposed, options, "interrupted", steps)
+        write_report(partial.result, out_dir)
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported below with the bars that ran
+        error = exc
+    ran, exposed = ran_so_far()
+    reason = "cancelled" if error is None else stop_reason(error)
+    outcome = _outcome(world, agents, ran, exposed, options, reason, steps)
+    if error is not None:
+        write_report(outcome.result, out_dir)
+        raise BacktestStopped(
+            reason, done=len(ran) - 1, total=steps - 1, last_ms=int(ran.time_ms[-1]),
+            report_dir=write_error_details(out_dir, error),
+        ) from error
+    if len(ran) == steps:
+        outcome.files = write_report(outcome.result, out_dir)
+    return outcome
+
+
+def _outcome(
+    world: World, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
+    options: AgentBacktestOptions, stop: str, planned: int,
+) -> AgentBacktestResult:
+    """The result of the steps that ran, from what the run left in its ledger and stores.
+
+    ``stop`` says why a run that did not reach its last step ended.
+    """
+    team = world.agents
+    assert team is not None
+    world.ledger.flush()
+    usage = team.conversations.usage(run_id=team.run_id)
+    by_provider = team.conversations.calls_by_provider(run_id=team.run_id)
+    rule_decisions = by_provider.pop("rule-engine", 0)
+    model_calls = sum(by_provider.values())
+    faults = faults_of(team.manager.list_agents())
+    tool_calls = int(
+        world.ledger.connection.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0]
+    )
+    settings: dict[str, Any] = {
+        "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
+        "cash": str(options.cash), "fee_rate": float(world.settings.paper.fee_rate),
+        "start": ms_to_iso(int(ran.time_ms[0])), "end": ms_to_iso(int(ran.time_ms[-1])),
+    }
+    stats: dict[str, Any] = {
+        "llm_calls": model_calls, "rule_engine_decisions": rule_decisions,
+        "tokens_in": usage.input_tokens,
+        "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
+    }
+    if len(ran) < planned:
+        stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
+        stats["stopped_early"] = stop
+    result = collect_result(
+        world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
+    )
+    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
+    return AgentBacktestResult(
+        result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
+        tool_calls, {}, rule_decisions, faults,
+    )
+
+
+async def _create_agents(
+    world: World, templates: Sequence[str], timeline: Timeline
+) -> list[AgentInfo]:
+    """Traders first (analysts need their id), then analysts, each with a job per bar."""
+    assert world.agents is not None
+    manager, scheduler = world.agents.manager, world.agents.scheduler
+    known = manager.templates
+    unknown = [t for t in templates if t not in known]
+    if unknown:
+        raise OperationalError(
+            f"unknown agent template(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    symbols = list(timeline.intervals)
+    interval = timeline.intervals[symbols[0]]
+    roles = {t: known[t].role for t in templates}
+    if AgentRole.ANALYST not in roles.values():
+        raise OperationalError("a backtest needs at least one analyst template to produce signals")
+    created: list[AgentInfo] = []
+    trader_id = ""
+    for template in [t for t in templates if roles[t] is AgentRole.TRADER]:
+        info = await manager.create_agent(
+            template, f"{template} (backtest)", {"symbols": symbols}, start=True,
+            created_by="backtest",
+        )
+        trader_id = trader_id or info.agent_id
+        created.append(info)
+    step_s = interval_ms(interval) // 1000  # one bar, whatever gap the data starts with
+    for template in [t for t in templates if roles[t] is AgentRole.ANALYST]:
+        config: dict[str, Any] = {"symbols": symbols, "interval": interval}
+        if trader_id:
+            config["trader_agent_id"] = trader_id
+        info = await manager.create_agent(
+            template, f"{template} (backtest)", config, start=True, created_by="backtest"
+        )
+        created.append(info)
+        for symbol in symbols:
+            scheduler.add_job(
+                f"{info.agent_id}:{symbol}:analysis", "PERIODIC_AGENT_TRIGGER", info.agent_id,
+                RUN_ANALYSIS, {"symbol": symbol, "interval": interval}, interval_s=step_s,
+                created_by="backtest",
+            )
+    return created
+
+
+def print_progress(done: int, total: int) -> None:
+    if total and (done == total or done % max(1, total // 50) == 0):
+        print(f"\r{done}/{total} bars", end="\n" if done == total else "", file=sys.stderr)
