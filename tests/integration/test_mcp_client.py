@@ -163,20 +163,20 @@ def test_an_agent_is_told_clearly_when_a_server_answers_more_than_kestrel_reads(
     ])
 
     async def scenario() -> None:
-        runtime = agent_runtime(tmp_path, provider_override=lambda _i, _t: script)
+        world = agent_world(tmp_path, provider_override=lambda _i, _t: script)
         try:
-            await runtime.start()
-            await _approve(runtime, "hostile", {"flood", "echo"}, TRADER)
-            trader = await runtime.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
-            runtime.manager.send_user_message(trader.agent_id, "flood, then echo")
-            await settle(runtime, 60)
+            await world.start()
+            await _approve(world, "hostile", {"flood", "echo"}, TRADER)
+            trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
+            world.agents.manager.send_user_message(trader.agent_id, "flood, then echo")
+            await settle(world, 60)
             flood, echo = _results(script)
             assert "<error_code>INTERNAL_ERROR</error_code>" in flood
             assert ("The MCP server 'hostile' sent a message of more than 8388608 bytes as its "
                     "answer to the call of flood; it was dropped.") in flood
             assert "<status>success</status>" in echo and "still here" in echo
-            assert runtime.manager.get_agent(trader.agent_id).state is AgentState.RUNNING
+            assert world.agents.manager.get_agent(trader.agent_id).state is AgentState.RUNNING
         finally:
-            await runtime.aclose()
+            await world.aclose()
 
     asyncio.run(scenario())

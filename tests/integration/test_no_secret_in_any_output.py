@@ -50,16 +50,15 @@ from typing import Any
 import keyring.core
 import pytest
 
-import app.workspace
 from app.ccxt.broker import CcxtBroker, build_broker_exchange
 from app.ccxt.credentials import key_names, load_keys
 from app.ccxt.errors import RetryPolicy
 from app.redaction import MARKER, REDACTOR
 from app.risk.guard import RiskGuard
+from app.runtime.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.secrets import SecretStore
 from app.store.ledger import Ledger
 from app.store.order_journal import OrderJournal
-from app.store.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
@@ -355,8 +354,7 @@ def exchange_orders(server: FakeExchangeServer, workspace: Workspace,
     workspace's files read while its database was open (WAL and SHM included)."""
     root = logging.getLogger()
     before = list(root.handlers)
-    saved = app.workspace._configured
-    app.workspace._configured = False
+    level = root.level
     setup_logging(workspace)  # the app's own handlers and filter, writing logs/kestrel.log
     try:
         async def both() -> tuple[dict[str, str], dict[str, bytes]]:
@@ -372,7 +370,10 @@ def exchange_orders(server: FakeExchangeServer, workspace: Workspace,
         for handler in [h for h in root.handlers if h not in before]:
             root.removeHandler(handler)
             handler.close()
-        app.workspace._configured = saved
+        for handler in before:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
     return results, files
 
 
@@ -490,9 +491,9 @@ def test_a_command_that_crashes_prints_its_traceback_without_any_secret(
     this_process_keyring: None,
 ) -> None:
     """``kestrel`` prints the traceback of a bug (its exit code 1) through the redactor."""
-    from app import cli
+    from app.cli import main as cli
 
-    monkeypatch.setattr(app.workspace, "_configured", True)  # this process's logging stays
+    monkeypatch.setattr(cli, "setup_logging", lambda *_a, **_k: None)  # this process's stays
     monkeypatch.setitem(cli.COMMANDS, "indicators", lambda _args: _read_and_fail("indicators"))
     assert cli.main(["indicators"]) == cli.EXIT_INTERNAL_ERROR
     out, err = capsys.readouterr()
