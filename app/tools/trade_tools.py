@@ -14,7 +14,12 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from app.domain.agents import PERSON_ID
-from app.domain.errors import InvalidOrderError, InvalidParameterError, MissingParameterError
+from app.domain.errors import (
+    InvalidOrderError,
+    InvalidParameterError,
+    KestrelError,
+    MissingParameterError,
+)
 from app.domain.trading import ExitKind, Order, OrderType, Side
 from app.exchange.port import CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
@@ -102,11 +107,22 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         order_id, client_id = args["order_id"] or None, args["client_order_id"] or None
         owner = ctx.agent_id
         if owner == PERSON_ID:  # the person may cancel any agent's order, as its owner would
-            owner = next((o.agent_id for o in await broker.open_orders(None, symbol)
-                          if (order_id and o.order_id == order_id)
-                          or (client_id and o.client_order_id == client_id)), owner)
+            owner = await _owner(symbol, order_id, client_id) or owner
         order = await broker.cancel_order(owner, symbol, order_id, client_id)
         return el("order_cancelled", None, order_id=order.order_id, status=order.status.value)
+
+    async def _owner(symbol: str, order_id: str | None, client_id: str | None) -> str | None:
+        """Whose order this is; None when the broker does not know it (it then says so)."""
+        for order in await broker.open_orders(None, symbol):
+            if (order_id and order.order_id == order_id) or (
+                    client_id and order.client_order_id == client_id):
+                return order.agent_id
+        if not order_id:
+            return None
+        try:  # no longer open: its owner hears why it cannot be cancelled (filled, cancelled)
+            return (await broker.get_order(PERSON_ID, symbol, order_id)).agent_id
+        except KestrelError:
+            return None
 
     def _held(symbol: str) -> Decimal:
         size = broker.position_size(symbol)
