@@ -186,6 +186,7 @@ class AccountPanel(QWidget):
         self.closed = ClosedTradesView(self.broker, self._bus, self.price_decimals,
                                        self._agent_name)
         self.tabs.addTab(self.closed, "Closed trades")
+        self.closed.counted.connect(lambda n: self.tabs.setTabText(3, f"Closed trades ({n})"))
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
@@ -224,6 +225,7 @@ class AccountPanel(QWidget):
             item.getAxis(axis).setPen(COLORS["border"])
         self.curve.setPen(pg.mkPen(COLORS["accent"], width=1.6))
         self.baseline.setPen(pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine))
+        self.closed.restyle()
 
     def _table(self, model: RecordTableModel) -> QTableView:
         view = QTableView()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from html import escape
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -81,7 +81,13 @@ def trade_columns(price_decimals: Callable[[str], int], money: int,
 
 
 class ClosedTradesView(QWidget):
-    """The closed trades table under a line of totals per agent."""
+    """The closed trades table under a line of totals per agent.
+
+    Signals:
+        counted: how many closed trades there are now (for the tab's title).
+    """
+
+    counted = Signal(int)
 
     def __init__(
         self,
@@ -150,6 +156,11 @@ class ClosedTradesView(QWidget):
         self.model.set_rows(trades)
         if 0 <= column < self.model.columnCount():
             self.model.sort(column, order)
+        self.summary.setText(self.summary_html())
+        self.counted.emit(len(trades))
+
+    def restyle(self) -> None:
+        """The totals carry the theme's P&L colours in their text: write them again."""
         self.summary.setText(self.summary_html())
 
     def summary_html(self) -> str:

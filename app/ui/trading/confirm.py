@@ -100,9 +100,9 @@ def flatten_text(plan: FlattenPlan, ccy: str, mode: Mode, name: Callable[[str], 
                      f"P&amp;L about {format_fixed(total, money_decimals(ccy), sign=True)} "
                      f"{escape(ccy)} before fees:")
         parts.append(_listed([_position_line(p, ccy) for p in plan.positions]))
-    when = ("They fill at the next bar's open." if mode is not Mode.LIVE
-            else "This sells on the LIVE exchange.")
-    parts.append(f"{when} Agents keep running and may trade again: trip the kill switch to "
+    when = ("" if not plan.positions else "The sells fill at the next bar's open. "
+            if mode is not Mode.LIVE else "This sells on the LIVE exchange. ")
+    parts.append(f"{when}Agents keep running and may trade again: trip the kill switch to "
                  "stop them too.")
     return "".join(parts)
 

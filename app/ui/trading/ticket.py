@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QLineEdit,
     QPushButton,
     QVBoxLayout,
@@ -85,6 +86,8 @@ class OrderTicket(QDialog):
     def _build(self, symbols: Sequence[str]) -> None:
         root = QVBoxLayout(self)
         root.setSpacing(6)
+        # the dialog grows with the review and the result instead of squeezing the form
+        root.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.symbol = QComboBox()
@@ -95,7 +98,7 @@ class OrderTicket(QDialog):
         row = QHBoxLayout()
         row.addWidget(self.symbol, 1)
         row.addWidget(self.last)
-        form.addRow("&Symbol", row)
+        form.addRow(_buddy("&Symbol", self.symbol), row)
 
         self.buy = QPushButton("&Buy")
         self.buy.setObjectName("ticketBuy")
@@ -128,7 +131,7 @@ class OrderTicket(QDialog):
         amount = QHBoxLayout()
         amount.addWidget(self.fields["amount"], 1)
         amount.addWidget(self.unit)
-        form.addRow("&Amount", amount)
+        form.addRow(_buddy("&Amount", self.fields["amount"]), amount)
         form.addRow("&Limit price", self.fields["price"])
         form.addRow("Stop &price", self.fields["stop_price"])
         form.addRow("Take pr&ofit", self.fields["take_profit"])
@@ -162,7 +165,7 @@ class OrderTicket(QDialog):
         buttons.addWidget(self.close_button)
         buttons.addWidget(self.go)
         root.addLayout(buttons)
-        self.setMinimumWidth(380)
+        self.review_box.setMinimumWidth(380)  # the form sets the dialog's size: room to read
 
         self.kind.currentIndexChanged.connect(self._kind_changed)
         self.sides.buttonClicked.connect(lambda _b: self._changed())
@@ -280,6 +283,7 @@ class OrderTicket(QDialog):
             lines.append("The Risk Guard would accept it now.")
         self.review_box.setText("\n".join(lines))
         self.review_box.show()
+        self.adjustSize()
         if not preview.passes:
             return
         self.reviewed = ticket
@@ -312,6 +316,14 @@ class OrderTicket(QDialog):
         set_banner(self.result, "ok" if outcome.ok else "error")
         self.result.setText(text if outcome.ok else f"Not placed. {text}")
         self.result.show()
+        self.adjustSize()
 
     def _pending_exits(self, outcome: Outcome) -> bool:
         return outcome.order_id is not None and outcome.order_id in self.controls.pending_exits
+
+
+def _buddy(text: str, widget: QWidget) -> QLabel:
+    """A row's label whose Alt+letter focuses ``widget`` (a row holding a layout gets none)."""
+    label = QLabel(text)
+    label.setBuddy(widget)
+    return label
