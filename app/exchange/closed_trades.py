@@ -10,9 +10,11 @@ is taken from the seller's own holding first, then from the others' in the order
 the rule the paper book follows (``app.exchange.book``), so an agent's trip closed by the
 person's "Close" or "Flatten all" still counts as that agent's, closed by the person.
 
-P&L is net of every fee: proceeds - cost - the buys' fees - the share of the sells' fees. A fee
-paid in the base currency is valued at its fill's price. A trip still open is not listed; a sell
-of holdings the fills do not show (history cut short) is left out rather than guessed at.
+P&L is net of every fee: proceeds - cost - the fees paid in the quote currency (the buys' and the
+share of the sells'). A fee paid in the base currency (an exchange that charges a buy's fee in
+what it buys) is already in the P&L: it leaves less to sell, so it is not subtracted again; it is
+shown among the fees valued at its fill's price. A trip still open is not listed; a sell of
+holdings the fills do not show (history cut short) is left out rather than guessed at.
 """
 
 from __future__ import annotations
@@ -65,13 +67,23 @@ class _Trip:
     cost: Decimal = ZERO
     sold: Decimal = ZERO
     proceeds: Decimal = ZERO
-    fees: Decimal = ZERO
+    fees: Decimal = ZERO  # every fee, valued in the quote currency (what the person is shown)
+    quote_fees: Decimal = ZERO  # the fees paid in the quote currency (what the P&L subtracts)
     closers: list[str] = field(default_factory=list)
 
 
-def _fee_in_quote(fill: Fill) -> Decimal:
-    base = fill.symbol.split("/", 1)[0]
-    return fill.fee * fill.price if fill.fee_currency == base else fill.fee
+def _base_fee(fill: Fill) -> Decimal:
+    """The fee when it was paid in the base currency (it changes what is held), else zero."""
+    return fill.fee if fill.fee_currency == fill.symbol.split("/", 1)[0] else ZERO
+
+
+def _add_fee(trip: _Trip, fill: Fill, share: Decimal) -> None:
+    base_fee = _base_fee(fill)
+    if base_fee:
+        trip.fees += base_fee * fill.price * share
+    else:
+        trip.fees += fill.fee * share
+        trip.quote_fees += fill.fee * share
 
 
 def closed_trades(fills: Iterable[Fill]) -> list[ClosedTrade]:
@@ -84,15 +96,16 @@ def closed_trades(fills: Iterable[Fill]) -> list[ClosedTrade]:
             trip = trips.get(fill.agent_id)
             if trip is None:
                 trip = trips[fill.agent_id] = _Trip(fill.time_ms)
-            trip.open += fill.quantity
+            trip.open += fill.quantity - _base_fee(fill)
             trip.bought += fill.quantity
             trip.cost += fill.quantity * fill.price
-            trip.fees += _fee_in_quote(fill)
+            _add_fee(trip, fill, Decimal(1))
             continue
         if fill.quantity <= 0:
             continue
         owners = [fill.agent_id] + sorted(a for a in trips if a != fill.agent_id)
-        left, fee = fill.quantity, _fee_in_quote(fill)
+        gone = fill.quantity + _base_fee(fill)  # what leaves the holdings
+        left = gone
         for owner in owners:
             trip = trips.get(owner)
             if trip is None or left <= 0:
@@ -100,9 +113,10 @@ def closed_trades(fills: Iterable[Fill]) -> list[ClosedTrade]:
             take = min(left, trip.open)
             left -= take
             trip.open -= take
-            trip.sold += take
-            trip.proceeds += take * fill.price
-            trip.fees += fee * take / fill.quantity
+            share = take / gone
+            trip.sold += fill.quantity * share
+            trip.proceeds += fill.quantity * share * fill.price
+            _add_fee(trip, fill, share)
             if fill.agent_id not in trip.closers:
                 trip.closers.append(fill.agent_id)
             if trip.open == 0:
@@ -117,7 +131,7 @@ def _finish(symbol: str, owner: str, trip: _Trip, exit_ms: int) -> ClosedTrade:
         symbol=symbol, opened_by=owner, closed_by=tuple(trip.closers), entry_ms=trip.entry_ms,
         exit_ms=exit_ms, quantity=trip.bought, entry_price=trip.cost / trip.bought,
         exit_price=trip.proceeds / trip.sold, fees=trip.fees,
-        pnl=trip.proceeds - trip.cost - trip.fees,
+        pnl=trip.proceeds - trip.cost - trip.quote_fees,
     )
 
 

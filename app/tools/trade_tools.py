@@ -124,8 +124,10 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         except KestrelError:
             return None
 
-    def _held(symbol: str) -> Decimal:
-        size = broker.position_size(symbol)
+    async def _held(symbol: str) -> Decimal:
+        """The position as the broker reads it now (a live broker's cached balances may not
+        have seen the fill that opened it yet)."""
+        size = sum((p.size for p in await broker.positions(symbol)), Decimal(0))
         if size <= 0:
             raise InvalidOrderError(
                 f"There is no open {symbol} position to protect or close.",
@@ -141,7 +143,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "Give <take_profit_price>, <stop_loss_price> or both.",
                 details={"parameter": "take_profit_price"},
             )
-        size = _held(symbol)
+        size = await _held(symbol)
         last = await broker.last_price(symbol)
         if take_profit is not None and take_profit <= last:
             raise InvalidOrderError(
@@ -181,7 +183,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = broker.canonical_symbol(args["symbol"])
-        _held(symbol)
+        await _held(symbol)
         # a plain sell holds back what it will sell, which a close could then not sell; the
         # person's close frees what every agent holds back, an agent's only its own
         mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
@@ -189,7 +191,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             if old.side is Side.SELL and not old.reduce_only:
                 await broker.cancel_order(old.agent_id, symbol, old.order_id)
         req = OrderRequest(
-            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, broker.position_size(symbol),
+            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",
         )
         return _created(await _place(req))

@@ -80,12 +80,14 @@ def test_a_loss_counts_as_a_trade_but_not_a_win_and_symbols_pair_apart() -> None
     assert (totals.trades, totals.wins, totals.pnl) == (2, 1, D("0"))
 
 
-def test_a_fee_in_the_base_currency_is_valued_at_its_fill_price() -> None:
+def test_a_buy_fee_in_the_base_currency_leaves_less_to_sell_and_is_counted_once() -> None:
+    """Binance charges a buy's fee in what it buys: 1 BTC bought leaves 0.99 to sell."""
     (trade,) = closed_trades([
         fill("a", Side.BUY, "1", "100", "0.01", 1, fee_currency="BTC"),
-        fill("a", Side.SELL, "1", "100", "0", 2),
+        fill("a", Side.SELL, "0.99", "100", "0", 2),
     ])
-    assert trade.fees == D("1.00") and trade.pnl == D("-1.00")
+    assert trade.fees == D("1.00")  # shown, valued at the fill price
+    assert trade.pnl == D("99") - D("100")  # paid once: in the smaller sale, not again
 
 
 def test_a_sell_the_fills_cannot_explain_is_left_out_not_guessed() -> None:
