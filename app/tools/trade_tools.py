@@ -4,6 +4,10 @@ Every tool that creates an order builds an ``OrderIntent`` and passes the Risk G
 broker sees anything; the broker is only reached through ``_place``, which calls the guard first.
 A repeated ``client_order_id`` returns the order already placed without a second guard decision,
 because nothing new would reach the broker.
+
+The person at the desk calls these tools too (``app.runtime.controls``, actor ``PERSON_ID``), with
+two differences a person needs and an agent must not have: the person may cancel any agent's
+order, and the person's close frees what every agent's plain sells hold back.
 """
 
 from __future__ import annotations
