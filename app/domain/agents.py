@@ -94,6 +94,9 @@ class TaskStatus(StrEnum):
 
 
 USER_SOURCE = "user"
+# The person at the desk, as an actor of tool calls (their order ticket, Close, Cancel, Flatten
+# all) and as the owner of their orders and fills. Agents' ids are uuids, so it never names one.
+PERSON_ID = "person"
 
 
 @dataclass(slots=True)

@@ -137,6 +137,22 @@ class RiskGuard:
                 raise RiskRejection(rule.name, violation.reason, violation.details)
         self._record(intent, view, accepted=True)
 
+    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, Violation] | None:
+        """The rule that would refuse ``intent`` now, and why; None when it would pass.
+
+        Nothing is recorded: a person's order ticket asks before the order is placed, and the
+        placing itself is judged (and recorded) by ``check`` as every order is.
+        """
+        if self._in_flight:
+            view = view.with_pending(i.as_pending() for i in self._in_flight.values())
+        if intent.reduces_position:
+            return None
+        for rule in self.rules:
+            violation = rule.evaluate(intent, view)
+            if violation is not None:
+                return rule.name, violation
+        return None
+
     def _record(
         self,
         intent: OrderIntent,

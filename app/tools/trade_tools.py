@@ -4,6 +4,10 @@ Every tool that creates an order builds an ``OrderIntent`` and passes the Risk G
 broker sees anything; the broker is only reached through ``_place``, which calls the guard first.
 A repeated ``client_order_id`` returns the order already placed without a second guard decision,
 because nothing new would reach the broker.
+
+The person at the desk calls these tools too (``app.runtime.controls``, actor ``PERSON_ID``), with
+two differences a person needs and an agent must not have: the person may cancel any agent's
+order, and the person's close frees what every agent's plain sells hold back.
 """
 
 from __future__ import annotations
@@ -13,9 +17,15 @@ from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, Protocol
 
-from app.domain.errors import InvalidOrderError, InvalidParameterError, MissingParameterError
+from app.domain.agents import PERSON_ID
+from app.domain.errors import (
+    InvalidOrderError,
+    InvalidParameterError,
+    KestrelError,
+    MissingParameterError,
+)
 from app.domain.trading import ExitKind, Order, OrderType, Side
-from app.exchange.port import OrderRequest, TradingBroker
+from app.exchange.port import CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
 from app.tools.protocol.render import Element, el
@@ -31,6 +41,18 @@ class Guard(Protocol):
         ...
 
 
+def order_intent(req: OrderRequest, checked: CheckedOrder, held: Decimal) -> OrderIntent:
+    """What the Risk Guard judges for ``req`` once the broker's precheck has resolved it;
+    ``held``: the account's position in the symbol (a sell within it only reduces)."""
+    reduces = req.reduce_only or (req.side is Side.SELL and checked.quantity <= held)
+    return OrderIntent(
+        agent_id=req.agent_id, symbol=checked.symbol, side=req.side, order_type=req.order_type,
+        quantity=checked.quantity, reference_price=checked.reference_price, price=req.price,
+        stop_price=req.stop_price, reduces_position=reduces, exit_kind=req.exit_kind,
+        reserve=checked.reserve,
+    )
+
+
 def _decimal(name: str, description: str) -> ParamSpec:
     return ParamSpec(name, ParamType.DECIMAL, description)
 
@@ -41,16 +63,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
     async def _place(req: OrderRequest) -> Order:
         """The only path to ``broker.create_order``: validate, ask the guard, then place."""
         checked = await broker.precheck(req)
-        symbol, quantity = checked.symbol, checked.quantity
-        reduces = req.reduce_only or (
-            req.side is Side.SELL and quantity <= broker.position_size(symbol)
-        )
-        intent = OrderIntent(
-            agent_id=req.agent_id, symbol=symbol, side=req.side, order_type=req.order_type,
-            quantity=quantity, reference_price=checked.reference_price, price=req.price,
-            stop_price=req.stop_price, reduces_position=reduces, exit_kind=req.exit_kind,
-            reserve=checked.reserve,
-        )
+        intent = order_intent(req, checked, broker.position_size(checked.symbol))
         with guard.admit(intent, broker.risk_view()):
             return await broker.create_order(req)
 
@@ -94,14 +107,31 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "<cancel_order> needs <order_id> (or <client_order_id>) to say which order.",
                 details={"parameter": "order_id"},
             )
-        order = await broker.cancel_order(
-            ctx.agent_id, broker.canonical_symbol(args["symbol"]),
-            args["order_id"] or None, args["client_order_id"] or None,
-        )
+        symbol = broker.canonical_symbol(args["symbol"])
+        order_id, client_id = args["order_id"] or None, args["client_order_id"] or None
+        owner = ctx.agent_id
+        if owner == PERSON_ID:  # the person may cancel any agent's order, as its owner would
+            owner = await _owner(symbol, order_id, client_id) or owner
+        order = await broker.cancel_order(owner, symbol, order_id, client_id)
         return el("order_cancelled", None, order_id=order.order_id, status=order.status.value)
 
-    def _held(symbol: str) -> Decimal:
-        size = broker.position_size(symbol)
+    async def _owner(symbol: str, order_id: str | None, client_id: str | None) -> str | None:
+        """Whose order this is; None when the broker does not know it (it then says so)."""
+        for order in await broker.open_orders(None, symbol):
+            if (order_id and order.order_id == order_id) or (
+                    client_id and order.client_order_id == client_id):
+                return order.agent_id
+        if not order_id:
+            return None
+        try:  # no longer open: its owner hears why it cannot be cancelled (filled, cancelled)
+            return (await broker.get_order(PERSON_ID, symbol, order_id)).agent_id
+        except KestrelError:
+            return None
+
+    async def _held(symbol: str) -> Decimal:
+        """The position as the broker reads it now (a live broker's cached balances may not
+        have seen the fill that opened it yet)."""
+        size = sum((p.size for p in await broker.positions(symbol)), Decimal(0))
         if size <= 0:
             raise InvalidOrderError(
                 f"There is no open {symbol} position to protect or close.",
@@ -117,7 +147,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "Give <take_profit_price>, <stop_loss_price> or both.",
                 details={"parameter": "take_profit_price"},
             )
-        size = _held(symbol)
+        size = await _held(symbol)
         last = await broker.last_price(symbol)
         if take_profit is not None and take_profit <= last:
             raise InvalidOrderError(
@@ -157,12 +187,15 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = broker.canonical_symbol(args["symbol"])
-        _held(symbol)
-        for old in await broker.open_orders(ctx.agent_id, symbol):
+        await _held(symbol)
+        # a plain sell holds back what it will sell, which a close could then not sell; the
+        # person's close frees what every agent holds back, an agent's only its own
+        mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
+        for old in await broker.open_orders(mine, symbol):
             if old.side is Side.SELL and not old.reduce_only:
-                await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
+                await broker.cancel_order(old.agent_id, symbol, old.order_id)
         req = OrderRequest(
-            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, broker.position_size(symbol),
+            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",
         )
         return _created(await _place(req))

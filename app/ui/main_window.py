@@ -138,6 +138,8 @@ class MainWindow(QMainWindow):
         self.tray: Any = None
         self.replay_bar: Any = None
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
+        self.person: Any = None  # app.runtime.controls.PersonControls, once open
+        self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
         self._pacer: asyncio.Task[None] | None = None
         self._speed_lock = asyncio.Lock()
         self._closing = False
@@ -230,6 +232,7 @@ class MainWindow(QMainWindow):
 
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""
+        from app.runtime.controls import PersonControls
         from app.runtime.desk import DEMO_SYMBOL
         from app.store.audit_trail import AuditTrailReader
         from app.ui.agents import AgentsPanel
@@ -243,6 +246,7 @@ class MainWindow(QMainWindow):
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
         from app.ui.replay_bar import Banner, ReplayBar, banner_text
+        from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
         world = desk.world
@@ -254,8 +258,10 @@ class MainWindow(QMainWindow):
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
+        # the person's orders, cancels and closes: tool calls as "person", through the guard
+        self.person = PersonControls(world.executor, venue.broker, world.guard, world.bus)
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
-                               venue.label)
+                               venue.label, controls=self.person, agent_name=self._agent_name)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
         audit = AuditPanel(AuditTrailReader(world.ledger), world.bus)
         chat = ChatPanel(world)
@@ -311,6 +317,13 @@ class MainWindow(QMainWindow):
         self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
+        self.trading = DeskTradingControls(
+            self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
+            account.show_message, self._agent_name,
+        )
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
+        self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])
+        self.trading_menu.addSeparator()
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
@@ -537,6 +550,8 @@ class MainWindow(QMainWindow):
             "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
             "Ctrl+Shift+R  Resume all agents",
             "Ctrl+Shift+K  Trip the kill switch (asks first; reset from the banner)",
+            "F9  New order (your own, reviewed against the Risk Guard)",
+            "Ctrl+Shift+F  Flatten all: cancel every order, close every position (asks first)",
             "Ctrl+,  Settings", "Ctrl+Q  Quit",
         ]
         box = QMessageBox(self)
@@ -600,6 +615,8 @@ class MainWindow(QMainWindow):
             self.tray.detach()
         if self.kill_controls is not None:
             self.kill_controls.detach()
+        if self.person is not None:
+            self.person.detach()
         status = self.statusBar()
         if isinstance(status, StatusBar):
             status.stop()

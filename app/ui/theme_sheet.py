@@ -139,6 +139,12 @@ QLabel#statusHalted {{ background: {t.down}; color: #ffffff; font-weight: bold;
 QLabel#killDialogTitle {{ font-weight: bold; font-size: 12pt; }}
 QPushButton#killConfirm, QPushButton#killResetConfirm:enabled {{ background: {t.down};
     color: #ffffff; border: 1px solid {t.down}; font-weight: bold; }}
+QPushButton#tradeConfirm {{ background: {t.down}; color: #ffffff; border: 1px solid {t.down};
+    font-weight: bold; }}
+QPushButton#ticketBuy, QPushButton#ticketSell {{ min-height: 22px; font-weight: bold; }}
+QPushButton#ticketBuy:checked {{ background: {t.up}; color: #ffffff; border-color: {t.up}; }}
+QPushButton#ticketSell:checked {{ background: {t.down}; color: #ffffff; border-color: {t.down}; }}
+QPushButton#ticketGo {{ font-weight: bold; min-width: 90px; }}
 """
 
 

@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor
 from app.domain.clock import parse_time
 from app.domain.trading import Mode, OrderStatus
 from app.events import EventBus
+from app.runtime.controls import PersonControls
 from app.runtime.world import World
 from app.tools.spec import AgentContext
 from app.ui.panels.account_panel import AccountPanel
@@ -53,7 +54,9 @@ def world(tmp_path, qloop, bus) -> Iterator[World]:
 
 
 def make_panel(qtbot, qloop, world, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
-    panel = AccountPanel(world.venue.broker, world.venue.clock, mode, bus, world.venue.label)
+    controls = PersonControls(world.executor, world.venue.broker, world.guard, bus)
+    panel = AccountPanel(world.venue.broker, world.venue.clock, mode, bus, world.venue.label,
+                         controls=controls)
     qtbot.addWidget(panel)
     panel.resize(1100, 700)
     panel.show()

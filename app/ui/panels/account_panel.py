@@ -1,4 +1,5 @@
-"""The account panel: mode, balance and equity, positions, open orders (with Cancel), fills, curve.
+"""The account panel: mode, balance and equity, positions (with Close), open orders (with Cancel),
+fills, closed trades, and the equity curve.
 
 Everything shown comes through the ``Broker`` port and the bus, never from SQL: the account, its
 positions and open orders from ``account()``, the newest fills from ``trades()`` once and then from
@@ -7,20 +8,25 @@ a time. ``refresh()`` re-reads the account; the main window calls it when the cl
 the panel calls it itself, throttled, when an order is placed, cancelled or filled, so an agent's
 order appears without the person doing anything. The same panel shows a paper account on replayed
 or live data and a live account; the venue's name says which.
-Cancel goes straight to the broker: a person may cancel any agent's order, and the outcome (or the
-broker's refusal, word for word) is shown in the strip under the tables.
+Cancel and Close are the person's tool calls (``app.runtime.controls``): through the executor and
+the Risk Guard, recorded with the person as actor, never a side door to the broker. A person may
+cancel any agent's order; Close asks first (the quantity and the P&L it would realize). The
+outcome, or the refusal word for word, is shown in the strip under the tables. Without controls
+(a read-only view) the rows have no buttons.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from decimal import Decimal
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -36,10 +42,12 @@ from PySide6.QtWidgets import (
 
 from app.domain.clock import Clock
 from app.domain.errors import KestrelError
-from app.domain.trading import AccountState, Fill, Mode, Order
+from app.domain.trading import AccountState, Fill, Mode, Order, Position
 from app.events import EventBus, OrderCancelled, OrderFilled, OrderPlaced
 from app.exchange.port import TradingBroker
+from app.runtime.controls import PersonControls
 from app.ui.panels.account_tables import fill_columns, order_columns, position_columns
+from app.ui.panels.closed_trades import ClosedTradesView, actor_name
 from app.ui.panels.mode_badge import ModeBadge
 from app.ui.panels.record_model import RecordTableModel
 from app.ui.panels.style import (
@@ -99,11 +107,20 @@ class AccountPanel(QWidget):
         bus: EventBus | None,
         venue: str = "",
         parent: QWidget | None = None,
+        *,
+        controls: PersonControls | None = None,
+        agent_name: Callable[[str], str | None] | None = None,
     ) -> None:
-        """``venue``: what the account runs on, in words ("Offline replay"...)."""
+        """``venue``: what the account runs on, in words ("Offline replay"...); ``controls``: the
+        person's Cancel and Close (None: the rows have no buttons); ``agent_name``: an agent's
+        name from its id."""
         super().__init__(parent)
         self.broker = broker
         self.clock = clock
+        self.mode = mode
+        self.controls = controls
+        self.name = actor_name(agent_name)
+        self.dialog: QDialog | None = None  # the Close confirmation open now
         self.state: AccountState | None = None
         self._decimals: dict[str, int] = {}
         self._money = money_decimals(broker.quote_currency)
@@ -113,6 +130,7 @@ class AccountPanel(QWidget):
         self._fills_read = False
         self.tasks = TaskSet(on_error=lambda exc: self.show_message(str(exc), "error"))
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=300, parent=self)
+        self._bus, self._agent_name = bus, agent_name
         self._build(mode, venue)
         self.link = BusLink(bus)
         for event_type in (OrderPlaced, OrderCancelled):
@@ -165,6 +183,10 @@ class AccountPanel(QWidget):
         self.tabs.addTab(self.positions_view, "Positions")
         self.tabs.addTab(self.orders_view, "Open orders")
         self.tabs.addTab(self.fills_view, "Fills")
+        self.closed = ClosedTradesView(self.broker, self._bus, self.price_decimals,
+                                       self._agent_name)
+        self.tabs.addTab(self.closed, "Closed trades")
+        self.closed.counted.connect(lambda n: self.tabs.setTabText(3, f"Closed trades ({n})"))
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
@@ -203,6 +225,7 @@ class AccountPanel(QWidget):
             item.getAxis(axis).setPen(COLORS["border"])
         self.curve.setPen(pg.mkPen(COLORS["accent"], width=1.6))
         self.baseline.setPen(pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine))
+        self.closed.restyle()
 
     def _table(self, model: RecordTableModel) -> QTableView:
         view = QTableView()
@@ -236,6 +259,7 @@ class AccountPanel(QWidget):
         return decimals
 
     def set_mode(self, mode: Mode) -> None:
+        self.mode = mode
         self.badge.set_mode(mode)
 
     def set_halt(self, why: str | None) -> None:
@@ -263,6 +287,7 @@ class AccountPanel(QWidget):
         self._show_orders(list(state.open_orders))
         self._show_fills(list(self._fills))
         self._extend_curve([(p.time_ms, float(p.equity)) for p in points])
+        await self.closed.refresh()
 
     def _on_order(self, _event: OrderPlaced | OrderCancelled) -> None:
         self.throttle.request()
@@ -296,6 +321,7 @@ class AccountPanel(QWidget):
         self.baseline.setValue(float(state.equity - state.total_pnl))  # the starting equity
         self._set_rows(self.positions, self.positions_view, list(state.positions))
         self.tabs.setTabText(0, f"Positions ({len(state.positions)})")
+        self._position_buttons()
 
     def _set_rows(self, model: RecordTableModel, view: QTableView, rows: list) -> None:
         header = view.horizontalHeader()
@@ -304,9 +330,27 @@ class AccountPanel(QWidget):
         if 0 <= column < model.columnCount() and view.isSortingEnabled():
             model.sort(column, order)
 
+    def _position_buttons(self) -> None:
+        if self.controls is None:
+            return
+        column = self.positions.columnCount() - 1
+        for row, position in enumerate(self.positions.rows):
+            button = QPushButton("Close")
+            button.setObjectName(f"close-{position.symbol}")
+            button.setToolTip(f"Sell the whole {position.symbol} position at market (asks first)")
+            button.setStyleSheet("padding: 1px 8px;")
+            set_look(button, "down")
+            button.clicked.connect(
+                lambda _checked=False, p=position, b=button: self._close_clicked(p, b)
+            )
+            self.positions_view.setIndexWidget(self.positions.index(row, column), button)
+
     def _show_orders(self, orders: list[Order]) -> None:
         orders.sort(key=lambda o: o.created_ms, reverse=True)
         self._set_rows(self.orders, self.orders_view, orders)
+        self.tabs.setTabText(1, f"Open orders ({len(orders)})")
+        if self.controls is None:
+            return
         button_column = self.orders.columnCount() - 1
         for row, order in enumerate(self.orders.rows):
             button = QPushButton("Cancel")
@@ -318,7 +362,6 @@ class AccountPanel(QWidget):
                 lambda _checked=False, o=order, b=button: self._cancel_clicked(o, b)
             )
             self.orders_view.setIndexWidget(self.orders.index(row, button_column), button)
-        self.tabs.setTabText(1, f"Open orders ({len(orders)})")
 
     def _show_fills(self, fills: list[Fill]) -> None:
         self._set_rows(self.fills, self.fills_view, fills)
@@ -335,7 +378,7 @@ class AccountPanel(QWidget):
         self._curve_v.extend(v for _, v in points)
         self.curve.setData(self._curve_t, self._curve_v)
 
-    # ------------------------------------------------------------------ cancel
+    # ------------------------------------------------------------------ cancel and close
 
     def order_button(self, order_id: str) -> QPushButton | None:
         """The Cancel button of an open order's row (for the main window's shortcuts and tests)."""
@@ -352,31 +395,72 @@ class AccountPanel(QWidget):
         self.tasks.spawn(self.cancel(order))
 
     async def cancel(self, order: Order) -> bool:
-        """Cancel ``order`` in the broker; show what happened; refresh. True when cancelled."""
-        try:
-            done = await self.broker.cancel_order(
-                order.agent_id, order.symbol, order_id=order.order_id
-            )
-        except KestrelError as exc:
-            self.show_message(f"Could not cancel {order.order_id}: {_why(exc)}", "error")
+        """Cancel ``order`` as the person; show what happened; refresh. True when cancelled."""
+        assert self.controls is not None, "a view without controls has no Cancel"
+        outcome = await self.controls.cancel(order)
+        if not outcome.ok:
+            self.show_message(f"Could not cancel {order.order_id}: {outcome.text}", "error")
             await self.refresh()
             return False
-        decimals = self.price_decimals(done.symbol)
-        price = "" if done.price is None else f" @ {format_fixed(done.price, decimals)}"
+        decimals = self.price_decimals(order.symbol)
+        price = "" if order.price is None else f" @ {format_fixed(order.price, decimals)}"
         self.show_message(
-            f"Cancelled {done.order_id}: {done.side.value} {format_quantity(done.remaining)} "
-            f"{done.symbol} {done.order_type.value}{price} (agent {done.agent_id}).",
+            f"Cancelled {order.order_id}: {order.side.value} {format_quantity(order.remaining)} "
+            f"{order.symbol} {order.order_type.value}{price} ({self.name(order.agent_id)}).",
             "info",
         )
         await self.refresh()
         return True
+
+    def position_button(self, symbol: str) -> QPushButton | None:
+        """The Close button of a position's row (for tests and the window)."""
+        column = self.positions.columnCount() - 1
+        for row, position in enumerate(self.positions.rows):
+            if position.symbol == symbol:
+                widget = self.positions_view.indexWidget(self.positions.index(row, column))
+                return widget if isinstance(widget, QPushButton) else None
+        return None
+
+    def _close_clicked(self, position: Position, button: QPushButton) -> None:
+        """Ask first: the quantity sold and the P&L it would realize."""
+        from app.ui.trading.confirm import ConfirmDialog, close_text
+
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return
+        dialog = ConfirmDialog(
+            "closeDialog", f"Close {position.symbol}", f"Close the {position.symbol} position?",
+            close_text(position, self.broker.quote_currency, self.mode), "Close position", self,
+        )
+
+        def confirmed() -> None:
+            button.setEnabled(False)
+            button.setText("Closing…")
+            self.tasks.spawn(self.close_position(position.symbol))
+
+        dialog.accepted.connect(confirmed)
+        dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
+        self.dialog = dialog
+        dialog.open()
+
+    def _dialog_closed(self, dialog: QDialog) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        dialog.deleteLater()
+
+    async def close_position(self, symbol: str) -> bool:
+        """Close ``symbol``'s position as the person; show what happened; refresh."""
+        assert self.controls is not None, "a view without controls has no Close"
+        outcome = await self.controls.close(symbol)
+        if outcome.ok:
+            self.show_message(f"Closing {symbol}: {outcome.text}", "info")
+        else:
+            self.show_message(f"Could not close {symbol}: {outcome.text}", "error")
+        await self.refresh()
+        return outcome.ok
 
     def show_message(self, text: str, kind: str = "info") -> None:
         set_banner(self.message, kind)
         self.message.setText(text)
         self.message.show()
 
-
-
-def _why(exc: KestrelError) -> str:
-    return str(getattr(exc, "message", None) or exc)

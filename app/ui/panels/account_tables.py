@@ -48,6 +48,7 @@ def position_columns(price_decimals: Decimals, money: int) -> list[Column[Positi
                color=lambda p: pnl_color(p.unrealized_pnl), key=_pnl_pct),
         Column("Weight", lambda p: format_pct(p.weight_pct), numeric=True,
                key=lambda p: p.weight_pct),
+        Column("", lambda p: ""),  # the Close button's cell
     ]
 
 
