@@ -77,6 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_demo_arguments(demo)
 
+    from app.cli.eval import add_eval_arguments
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="measure a configured model as Kestrel's Analyst and Trader on fixed market "
+             "windows (recorded; --replay repeats a run offline)",
+        description="Run the model as the Trend Analyst and the Trader over fixed windows of the "
+                    "bundled data and beside the rule engine: valid answers and refusals by "
+                    "error code, calls and tokens per decision, cost, latency, agreement with "
+                    "the rule engine, return against buy-and-hold. Every exchange with the "
+                    "model is recorded; --replay RUN gives the same report offline.",
+    )
+    add_eval_arguments(evaluate)
+
     from app.cli.agents import add_chat_arguments, add_run_arguments
 
     run = sub.add_parser(
@@ -148,6 +162,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat_command(args)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from app.cli.eval import eval_command
+
+    return eval_command(args)
+
+
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     from app.cli.mcp_serve import mcp_serve_command
 
@@ -163,6 +183,7 @@ COMMANDS = {
     "restore-backup": cmd_restore_backup,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "eval": cmd_eval,
     "mcp-serve": cmd_mcp_serve,
 }
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
+from app.agents.cutoffs import cutoff_for, memory_warning
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.backtest.report import BacktestResult, write_report
 from app.config import LLMSettings
@@ -39,7 +40,7 @@ from app.domain.trading import Mode
 from app.market.csv_loader import load_csv
 from app.market.replay import ReplayMarketData
 from app.orchestration.ids import SeededIds
-from app.runtime.providers import ProviderOverride
+from app.runtime.providers import RULE_ENGINE, ProviderOverride
 from app.runtime.replay import ReplayOutput, ReplayProgress, Timeline, build_timeline, run_replay
 from app.runtime.strategy_backtest import (
     BacktestStopped,
@@ -76,6 +77,9 @@ class AgentBacktestOptions:
     cancelled: Callable[[], bool] | None = None
     # data with missing candles is refused unless allowed, as for a strategy backtest
     allow_gaps: bool = False
+    # the agents see the market blind: a neutral symbol, relative times, rescaled prices
+    # (``app.runtime.blind``); orders are mapped back and the report is in real terms
+    blind: bool = False
 
 
 @dataclass
@@ -248,11 +252,26 @@ def _outcome(
     result = collect_result(
         world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
-    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
+    warnings = memory_warnings(agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff,
+                               blind=options.blind)
+    if warnings:
+        stats["before_training_cutoff"] = True
+    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults),
+                     warnings=warnings)
     return AgentBacktestResult(
         result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
         tool_calls, {}, rule_decisions, faults,
     )
+
+
+def memory_warnings(
+    agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False
+) -> tuple[str, ...]:
+    """One flag per language model of the run whose training data reaches past ``start_ms``."""
+    models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
+    flags = (memory_warning(cutoff_for(m, override=override), start_ms, blind=blind)
+             for m in models)
+    return tuple(flag for flag in flags if flag is not None)
 
 
 async def _create_agents(
