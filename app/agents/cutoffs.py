@@ -86,16 +86,12 @@ def cutoff_for(
     return None
 
 
-def memory_warning(
-    cutoff: TrainingCutoff | None, start_ms: int, *, blind: bool = False
-) -> str | None:
+def memory_warning(cutoff: TrainingCutoff | None, start_ms: int) -> str | None:
     """The flag for a run that starts at ``start_ms``, or None when it starts after the cutoff
-    (or nothing is known of the model). A blind run still says so, and that it was blind."""
+    (or nothing is known of the model)."""
     if cutoff is None or start_ms >= cutoff.end_ms:
         return None
     text = (f"This period starts {ms_to_iso(start_ms)[:10]}, before {cutoff.model}'s training "
             f"cutoff ({cutoff.cutoff.isoformat()}, per {cutoff.source}): the model may remember "
-            "what this market did next.")
-    if blind:
-        return text + " The run was blind (symbol, times and prices hidden from the model)."
-    return text + " Run it blind (--blind) or over a later period to measure judgement."
+            "what this market did next. Run it over a later period to measure judgement.")
+    return text

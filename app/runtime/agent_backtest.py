@@ -77,9 +77,6 @@ class AgentBacktestOptions:
     cancelled: Callable[[], bool] | None = None
     # data with missing candles is refused unless allowed, as for a strategy backtest
     allow_gaps: bool = False
-    # the agents see the market blind: a neutral symbol, relative times, rescaled prices
-    # (``app.runtime.blind``); orders are mapped back and the report is in real terms
-    blind: bool = False
 
 
 @dataclass
@@ -252,8 +249,7 @@ def _outcome(
     result = collect_result(
         world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
-    warnings = memory_warnings(agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff,
-                               blind=options.blind)
+    warnings = memory_warnings(agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff)
     if warnings:
         stats["before_training_cutoff"] = True
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults),
@@ -265,12 +261,11 @@ def _outcome(
 
 
 def memory_warnings(
-    agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False
+    agents: Sequence[AgentInfo], start_ms: int, override: str = ""
 ) -> tuple[str, ...]:
     """One flag per language model of the run whose training data reaches past ``start_ms``."""
     models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
-    flags = (memory_warning(cutoff_for(m, override=override), start_ms, blind=blind)
-             for m in models)
+    flags = (memory_warning(cutoff_for(m, override=override), start_ms) for m in models)
     return tuple(flag for flag in flags if flag is not None)
 
 
