@@ -86,12 +86,18 @@ def cutoff_for(
     return None
 
 
-def memory_warning(cutoff: TrainingCutoff | None, start_ms: int) -> str | None:
+def memory_warning(
+    cutoff: TrainingCutoff | None, start_ms: int, *, blind: bool = False
+) -> str | None:
     """The flag for a run that starts at ``start_ms``, or None when it starts after the cutoff
-    (or nothing is known of the model)."""
+    (or nothing is known of the model). A blind run is still flagged, saying it was blind: the
+    disguise hides names, dates and price levels, not the shape of the market."""
     if cutoff is None or start_ms >= cutoff.end_ms:
         return None
     text = (f"This period starts {ms_to_iso(start_ms)[:10]}, before {cutoff.model}'s training "
             f"cutoff ({cutoff.cutoff.isoformat()}, per {cutoff.source}): the model may remember "
-            "what this market did next. Run it over a later period to measure judgement.")
-    return text
+            "what this market did next.")
+    if blind:
+        return text + (" The run was blind: the model saw neither the symbol, nor the dates, "
+                       "nor the price level.")
+    return text + " Run it blind (--blind) or over a later period to measure judgement."

@@ -50,6 +50,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bars per window (default: each window's own, 48)")
     parser.add_argument("--windows", type=int,
                         help="evaluate only the first N standard windows (3)")
+    parser.add_argument("--blind", action="store_true",
+                        help="the model sees a disguised market: a neutral symbol (ASSET1/QUOTE), "
+                             "shifted dates and rescaled prices; its orders execute for real")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -87,7 +90,7 @@ def _options(args: argparse.Namespace) -> Any:
             raise ValueError(f"--bars must be at least 1, got {args.bars}")
         windows = [replace(w, bars=args.bars) for w in windows]
     return EvalOptions(subject=_subject(args), out_dir=args.out or Path("eval-run"),
-                       windows=windows, cash=Decimal(10_000))
+                       windows=windows, cash=Decimal(10_000), blind=args.blind)
 
 
 def eval_command(args: argparse.Namespace) -> int:

@@ -253,7 +253,8 @@ class EvalReport:
 
     def title(self) -> str:
         subject = self.data["subject"]
-        return (f"Eval of {subject['provider']}:{subject['model'] or 'rules'} as Analyst "
+        blind = " (blind)" if self.data["blind"] else ""
+        return (f"Eval of {subject['provider']}:{subject['model'] or 'rules'}{blind} as Analyst "
                 f"and Trader over {len(self.data['windows'])} window(s)")
 
     def refusals_line(self) -> str:
@@ -285,7 +286,9 @@ def _show(value: Any, digits: int = 2) -> str:
     return f"{float(value):,.{digits}f}"
 
 
-def build_report(subject: LLMSettings, runs: list[WindowRun]) -> EvalReport:
+def build_report(
+    subject: LLMSettings, runs: list[WindowRun], *, blind: bool = False
+) -> EvalReport:
     prices = PriceTable.load(None)
     windows: list[dict[str, Any]] = []
     all_answers, all_calls = Answers(), Calls()
@@ -324,12 +327,12 @@ def build_report(subject: LLMSettings, runs: list[WindowRun]) -> EvalReport:
     if subject.provider != "rule-engine" and runs:
         cutoff = cutoff_for(subject.model, override=subject.training_cutoff)
         first = min(parse_time(r.start) for r in runs)
-        flag = memory_warning(cutoff, first)
+        flag = memory_warning(cutoff, first, blind=blind)
         if flag is not None:
             warnings.append(flag)
     subject_data = subject.model_dump(include={"provider", "model", "base_url"})
     return EvalReport({
-        "subject": subject_data, "warnings": warnings,
+        "subject": subject_data, "blind": blind, "warnings": warnings,
         "before_training_cutoff": bool(warnings), "windows": windows, "total": total,
     })
 

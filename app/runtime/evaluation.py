@@ -92,6 +92,7 @@ class EvalOptions:
     replay_from: Path | None = None
     progress: Callable[[int, int, str], None] | None = None
     secrets: SecretStore | None = None
+    blind: bool = False
 
 
 class EvalStopped(OperationalError):
@@ -111,6 +112,7 @@ class _Plan:
     windows: list[dict[str, Any]]
     templates: list[str]
     cash: str
+    blind: bool = False
     version: int = RUN_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -144,14 +146,15 @@ def load_plan(run_dir: Path) -> EvalOptions:
     except (ValueError, TypeError) as exc:
         raise OperationalError(f"{path} is not a recorded eval run: {exc}") from exc
     return EvalOptions(subject=subject, out_dir=run_dir / "replay", windows=windows,
-                       templates=plan.templates, cash=Decimal(plan.cash), replay_from=run_dir)
+                       templates=plan.templates, cash=Decimal(plan.cash), replay_from=run_dir,
+                       blind=plan.blind)
 
 
 def _write_plan(options: EvalOptions) -> None:
     subject = options.subject.model_dump(
         include={"provider", "model", "base_url", "api_key_name", "training_cutoff"})
     plan = _Plan(subject, [asdict(w) for w in options.windows], list(options.templates),
-                 str(options.cash))
+                 str(options.cash), options.blind)
     (options.out_dir / RUN_FILE).write_text(json.dumps(asdict(plan), indent=2) + "\n",
                                             encoding="utf-8")
 
@@ -219,7 +222,7 @@ async def run_eval(options: EvalOptions) -> EvalReport:
                                       f"{label}: model", subject=True)
         done += window.bars
         if model_run.faults:
-            report = build_report(options.subject, runs)
+            report = build_report(options.subject, runs, blind=options.blind)
             report.write(out)
             fault = model_run.faults[0]
             raise EvalStopped(
@@ -235,7 +238,7 @@ async def run_eval(options: EvalOptions) -> EvalReport:
             recording if options.replay_from is None
             else options.replay_from / RECORDINGS / recording.name,
         ))
-    report = build_report(options.subject, runs)
+    report = build_report(options.subject, runs, blind=options.blind)
     report.write(out)
     return report
 
@@ -265,6 +268,7 @@ async def _run_window(
         templates=list(options.templates), cash=options.cash, warmup_bars=start,
         bars=window.bars, seed=f"kestrel-eval-{number + 1}",
         provider_override=override if subject else None, llm=llm, progress=progress,
+        blind=options.blind and subject,
     )
     try:
         return await run_agent_backtest([window.path()], run_options,
