@@ -48,8 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one tool call against the offline market and print the result envelope.",
     )
     add_tool_arguments(tool)
-    tools = sub.add_parser("tools", help="print the generated Available Tools prompt section")
+    tools = sub.add_parser(
+        "tools", help="print the generated Available Tools prompt section (every tool, or what "
+                      "an agent of --template receives)")
     add_market_options(tools)
+    tools.add_argument("--template", metavar="NAME",
+                       help="the section agents of this template (or this agent, by id or "
+                            "name) receive")
+
+    from app.cli.agent_view import add_prompt_arguments
+
+    prompt = sub.add_parser(
+        "prompt", help="print the whole system prompt an agent of a template (or an agent of "
+                       "the workspace) receives")
+    add_prompt_arguments(prompt)
     sub.add_parser("indicators", help="list the technical indicator catalogue")
 
     from app.cli.restore import add_restore_arguments
@@ -126,6 +138,12 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from app.cli.agent_view import cmd_prompt as run
+
+    return run(args)
+
+
 def cmd_indicators(args: argparse.Namespace) -> int:
     from app.cli.tool import cmd_indicators as run
 
@@ -179,6 +197,7 @@ COMMANDS = {
     "chat": cmd_chat,
     "tool": cmd_tool,
     "tools": cmd_tools,
+    "prompt": cmd_prompt,
     "indicators": cmd_indicators,
     "restore-backup": cmd_restore_backup,
     "backtest": cmd_backtest,
