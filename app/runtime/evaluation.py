@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 
 from app.agents.faults import what_to_do
 from app.agents.llm.factory import build_provider
-from app.agents.llm.port import LLMProvider, PermanentLLMError
+from app.agents.llm.port import LLMProvider
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
@@ -114,7 +114,6 @@ class _Plan:
     cash: str
     blind: bool = False
     version: int = RUN_VERSION
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def check_subject(subject: LLMSettings) -> None:
@@ -277,8 +276,3 @@ async def _run_window(
         if provider is not None:
             await provider.aclose()
 
-
-__all__ = [
-    "STANDARD_WINDOWS", "EvalOptions", "EvalStopped", "EvalWindow", "PermanentLLMError",
-    "check_subject", "load_plan", "run_eval",
-]

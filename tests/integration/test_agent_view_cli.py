@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from app.cli.main import main
+from tests.helpers.cli import run_main
 
 CREATE = ("<create_new_agent_instance><agent_type_template>{template}</agent_type_template>"
           "<agent_name_label>{name}</agent_name_label><initial_config_json>{{}}"
@@ -17,7 +17,7 @@ CREATE = ("<create_new_agent_instance><agent_type_template>{template}</agent_typ
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    code = run_main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 

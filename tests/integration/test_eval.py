@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.main import main
 from app.config import LLMSettings
 from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, run_eval
+from tests.helpers.cli import run_main
 from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer
 from tests.helpers.prompt_rule_model import PromptRuleModel
 
@@ -48,7 +48,7 @@ def _recorded_run_replays(
     model: PromptRuleModel,
 ) -> dict:
     run, again = tmp_path / "run", tmp_path / "again"
-    code = main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(run),
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(run),
                  *provider_args, *SMALL])
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -62,7 +62,7 @@ def _recorded_run_replays(
     assert total["tokens_in"] > 0 and total["calls_per_decision"] > 1
     # the scripted model decides as the rule engine does: its decisions match bar by bar
     assert total["agreement_pct"] == 100.0
-    code = main(["eval", "--replay", str(run), "--out", str(again), "--no-progress"])
+    code = run_main(["eval", "--replay", str(run), "--out", str(again), "--no-progress"])
     assert code == 0, capsys.readouterr().err
     assert (again / "eval.json").read_bytes() == (run / "eval.json").read_bytes()
     assert (again / "eval.md").read_bytes() == (run / "eval.md").read_bytes()
@@ -99,7 +99,7 @@ def test_a_recorded_anthropic_run_replays_to_the_identical_report(
 def test_without_a_configured_model_eval_says_what_to_set(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
                  *SMALL])
     err = capsys.readouterr().err
     assert code == 2
@@ -111,7 +111,7 @@ def test_an_unreachable_server_ends_eval_with_the_reason_not_a_traceback(
 ) -> None:
     with FakeOpenAIServer() as server:
         url = server.base_url  # the port is free again once the server is closed
-    code = main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
                  "--provider", "openai-compatible", "--base-url", url, "--model", "m",
                  "--timeout", "5", *SMALL])
     err = capsys.readouterr().err
@@ -123,7 +123,7 @@ def test_an_unreachable_server_ends_eval_with_the_reason_not_a_traceback(
 def test_replaying_a_folder_without_a_recorded_run_is_refused_in_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["eval", "--replay", str(tmp_path / "nothing"), "--no-progress"])
+    code = run_main(["eval", "--replay", str(tmp_path / "nothing"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "holds no recorded eval run" in err
 
@@ -132,7 +132,7 @@ def test_a_missing_api_key_is_named_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KESTREL_NO_SUCH_KEY", raising=False)
-    code = main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
                  "--provider", "anthropic", "--model", "claude-3-5-sonnet-latest",
                  "--api-key-name", "no_such_key", *SMALL])
     err = capsys.readouterr().err
