@@ -100,6 +100,10 @@ class LoopServices:
     last_price: Callable[[str], Awaitable[Decimal | None]]
     traded_symbols: Callable[[], set[str]]
     run_budget_usd: Decimal | None = None
+    # the account's currency as the agents see it (the system prompt names it)
+    quote_currency: str = "USDT"
+    # blind mode: the real market's names in the static prompt (its examples) are disguised
+    disguise: Callable[[str], str] | None = None
     # how many agents may take a step at the same moment (see ``AgentLoop.run_task``)
     turnstile: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
     # how the steps share the event loop with a window, if there is one

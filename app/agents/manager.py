@@ -336,8 +336,10 @@ class AgentManager:
             permissions |= self._extra_permissions(info)
         prompt = build_system_prompt(
             tpl, config, agent_id=info.agent_id, agent_name=info.name, mode=self.s.mode,
-            registry=self._registry, permissions=permissions,
+            registry=self._registry, permissions=permissions, quote_currency=self.s.quote_currency,
         )
+        if self.s.disguise is not None:
+            prompt = self.s.disguise(prompt)
         return AgentProfile(
             info=info, system_prompt=prompt, permissions=permissions,
             provider=self._provider_for(info, tpl), max_steps=tpl.limits.max_steps,

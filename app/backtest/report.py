@@ -36,6 +36,8 @@ class BacktestResult:
         settings: what was run (data files, strategy and parameters, cash, fees), for the record.
         faults: one line per agent that faulted during the run (reason and what to do); a
             report with any opens with them.
+        warnings: what makes the result doubtful though nothing failed (a language model run
+            over a period before its training cutoff); shown after the faults.
     """
 
     time_ms: np.ndarray
@@ -48,6 +50,7 @@ class BacktestResult:
     settings: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     faults: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def _clean(value: Any) -> Any:
@@ -64,9 +67,11 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     """The JSON summary: strategy metrics and the buy-and-hold baseline side by side (after the
     faults, when agents faulted)."""
     faults = {"faults": list(result.faults)} if result.faults else {}
+    warnings = {"warnings": list(result.warnings)} if result.warnings else {}
     return _clean(
         {
             **faults,
+            **warnings,
             "settings": result.settings,
             "strategy": result.metrics.as_dict(),
             "buy_and_hold": result.baseline.as_dict(),
@@ -106,6 +111,7 @@ def summary_table(result: BacktestResult) -> str:
         lines += [f"WARNING: {len(result.faults)} agent(s) FAULTED during this run; the results "
                   "below do not show what the agents would have done.",
                   *(f"  {line}" for line in result.faults), ""]
+    lines += [*(f"WARNING: {line}" for line in result.warnings), *([""] if result.warnings else [])]
     lines.append(f"{'':<{width}}  {'strategy':>16}  {'buy & hold':>16}")
     lines += [f"{name:<{width}}  {a:>16}  {b:>16}" for name, a, b in rows]
     return "\n".join(lines)

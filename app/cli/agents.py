@@ -414,7 +414,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
         bars=args.bars, progress=None if args.no_progress else print_progress, llm=llm,
-        allow_gaps=args.allow_gaps,
+        allow_gaps=args.allow_gaps, blind=args.blind,
     )
     outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
     print(summary_table(outcome.result))

@@ -83,6 +83,9 @@ def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
     agents.add_argument("--base-url", default="", help="server for --provider openai-compatible")
     agents.add_argument("--api-key-name", default="",
                         help="keyring entry (or KESTREL_<NAME> variable) holding the API key")
+    agents.add_argument("--blind", action="store_true",
+                        help="the agents see a disguised market (neutral symbol, shifted dates, "
+                             "rescaled prices); orders execute and the report is in real terms")
     agents.add_argument("--yes", action="store_true",
                         help="start a run that calls a language model without asking")
 

@@ -48,8 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one tool call against the offline market and print the result envelope.",
     )
     add_tool_arguments(tool)
-    tools = sub.add_parser("tools", help="print the generated Available Tools prompt section")
+    tools = sub.add_parser(
+        "tools", help="print the generated Available Tools prompt section (every tool, or what "
+                      "an agent of --template receives)")
     add_market_options(tools)
+    tools.add_argument("--template", metavar="NAME",
+                       help="the section agents of this template (or this agent, by id or "
+                            "name) receive")
+
+    from app.cli.agent_view import add_prompt_arguments
+
+    prompt = sub.add_parser(
+        "prompt", help="print the whole system prompt an agent of a template (or an agent of "
+                       "the workspace) receives")
+    add_prompt_arguments(prompt)
     sub.add_parser("indicators", help="list the technical indicator catalogue")
 
     from app.cli.restore import add_restore_arguments
@@ -76,6 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch a strategy trade the bundled market data offline, narrated in the terminal",
     )
     add_demo_arguments(demo)
+
+    from app.cli.eval import add_eval_arguments
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="measure a configured model as Kestrel's Analyst and Trader on fixed market "
+             "windows (recorded; --replay repeats a run offline)",
+        description="Run the model as the Trend Analyst and the Trader over fixed windows of the "
+                    "bundled data and beside the rule engine: valid answers and refusals by "
+                    "error code, calls and tokens per decision, cost, latency, agreement with "
+                    "the rule engine, return against buy-and-hold. Every exchange with the "
+                    "model is recorded; --replay RUN gives the same report offline.",
+    )
+    add_eval_arguments(evaluate)
 
     from app.cli.agents import add_chat_arguments, add_run_arguments
 
@@ -108,6 +134,12 @@ def cmd_tool(args: argparse.Namespace) -> int:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     from app.cli.tool import cmd_tools as run
+
+    return run(args)
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from app.cli.agent_view import cmd_prompt as run
 
     return run(args)
 
@@ -148,6 +180,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat_command(args)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from app.cli.eval import eval_command
+
+    return eval_command(args)
+
+
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     from app.cli.mcp_serve import mcp_serve_command
 
@@ -159,10 +197,12 @@ COMMANDS = {
     "chat": cmd_chat,
     "tool": cmd_tool,
     "tools": cmd_tools,
+    "prompt": cmd_prompt,
     "indicators": cmd_indicators,
     "restore-backup": cmd_restore_backup,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "eval": cmd_eval,
     "mcp-serve": cmd_mcp_serve,
 }
 

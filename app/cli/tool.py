@@ -2,7 +2,9 @@
 
 ``kestrel tool '<get_order_book>…</get_order_book>'`` prints the ``<tool_result>`` exactly as an
 agent would receive it, so a person or a script can test the toolset without the GUI. The call
-runs in the workspace's world (``build_world`` without agents) on the offline replay.
+runs in the workspace's world (``build_world`` without agents) on the offline replay; an
+orchestration or MCP tool, or a call ``--agent ID`` makes as an agent of the workspace (with that
+agent's permissions), runs in the world with its agents (not started).
 
 A workspace has one writer. When another process holds it, ``kestrel tool`` still answers a
 market, indicator or account tool, read-only: from the account as the holder last committed it,
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.cli.common import EXIT_OK, EXIT_TOOL_FAILED, EXIT_USAGE, log_to, workspace_of
@@ -25,6 +28,7 @@ from app.tools.spec import ALL_PERMISSIONS, AgentContext, Permission
 
 # tools that only read: they may run on a workspace another process writes. Memory tools are not
 # among them: reading memory catches the agent's recall index up with the files (a write).
+OPERATOR = "operator"
 READ_ONLY_PERMISSIONS = frozenset({Permission.MARKET, Permission.INDICATOR, Permission.ACCOUNT})
 
 
@@ -52,7 +56,10 @@ def add_market_options(parser: argparse.ArgumentParser) -> None:
 
 def add_tool_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("call", help="the XML tool call, or - to read it from standard input")
-    parser.add_argument("--agent", default="operator", help="agent id to run the call as")
+    parser.add_argument("--agent", default=OPERATOR,
+                        help="run the call as this agent of the workspace (id or name: its "
+                             "permissions, role and symbols); default: the operator, with "
+                             "every tool, orchestration tools included")
     add_market_options(parser)
 
 
@@ -85,9 +92,47 @@ def cmd_tool(args: argparse.Namespace) -> int:
         finally:
             world.close()
     try:
-        return _run_tool(world, args, raw)
+        if args.agent == OPERATOR and _known(world, raw):
+            return _run_tool(world, args, raw)
     finally:
         world.close()
+    return _run_as_agent(args, raw)
+
+
+def _known(world: World, raw: bytes) -> bool:
+    """The call names a tool of the world without agents (else: an orchestration or MCP tool,
+    or a name only the agents' world can refuse in the agents' words)."""
+    parsed = world.executor.parse(raw)
+    name = parsed.call.name if parsed.call is not None else parsed.tool_name
+    return not name or world.registry.get(name) is not None
+
+
+def _run_as_agent(args: argparse.Namespace, raw: bytes) -> int:
+    """Run the call in the world with agents: as the agent ``--agent`` names (its permissions,
+    role and symbols), or with every tool, orchestration tools included, under the operator's
+    name or an id that names no agent (said on standard error)."""
+    from app.cli.agent_view import agents_world, find_agent
+
+    with agents_world(args) as world:
+        if args.agent == OPERATOR:
+            return _run_tool(world, args, raw)
+        assert world.agents is not None
+        info = find_agent(world, args.agent)
+        if info is None:  # an id of the person's choosing: the operator's tools under it
+            agents = world.agents.manager.list_agents()
+            known = ", ".join(f"{a.agent_id} ({a.name})" for a in agents)
+            print(f"kestrel: no agent {args.agent!r} in this workspace (its agents: "
+                  f"{known or 'none'}); the call runs as {args.agent!r} with every tool",
+                  file=sys.stderr)
+            return _run_tool(world, args, raw)
+        profile = world.agents.manager.profile_for(replace(info, provider="rule-engine"))
+        symbols = info.config.get("symbols") or ()
+        ctx = AgentContext(
+            agent_id=info.agent_id, permissions=profile.permissions, role=info.role.value,
+            watched_symbols=tuple(str(s) for s in symbols),
+            interval=str(info.config.get("interval", "1h")),
+        )
+        return _execute(world, ctx, raw)
 
 
 def _run_read_only(
@@ -118,6 +163,10 @@ def _run_tool(world: World, args: argparse.Namespace, raw: bytes) -> int:
         role="operator",
         watched_symbols=world.venue.market.symbols(),
     )
+    return _execute(world, ctx, raw)
+
+
+def _execute(world: World, ctx: AgentContext, raw: bytes) -> int:
     parsed = world.executor.parse(raw)
     if parsed.is_text:
         print(
@@ -132,14 +181,19 @@ def _run_tool(world: World, args: argparse.Namespace, raw: bytes) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    """Every tool (orchestration and approved MCP tools included), or the section an agent of
+    ``--template`` (or the agent ``--template`` names) receives in its prompt."""
+    from app.cli.agent_view import agents_world, tools_section
+
     try:
-        world = _world(args)
-    except WorkspaceBusyError:
-        world = _world(args, read_only=True)  # the section only describes the tools
-    try:
-        print(world.registry.available_tools_section(ALL_PERMISSIONS))
-    finally:
-        world.close()
+        with agents_world(args) as world:
+            if args.template:
+                print(tools_section(world, args.template))
+            else:
+                print(world.registry.available_tools_section(ALL_PERMISSIONS))
+    except ValueError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -90,6 +90,11 @@ class LLMSettings(_Section):
     timeout_s: float = Field(default=120.0, gt=0, le=900)
     max_retries: int = Field(default=3, ge=0, le=10)
     stream: bool = Field(default=True, description="Show answers as they arrive.")
+    training_cutoff: str = Field(
+        default="", pattern=r"^(\d{4}-\d{2}-\d{2})?$",
+        description="The model's training cutoff (YYYY-MM-DD); empty: the bundled table's. A "
+        "backtest before it is flagged: the model may remember that market.",
+    )
 
 
 class AgentSettings(_Section):

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
+from app.agents.cutoffs import cutoff_for, memory_warning
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.backtest.report import BacktestResult, write_report
 from app.config import LLMSettings
@@ -39,7 +40,7 @@ from app.domain.trading import Mode
 from app.market.csv_loader import load_csv
 from app.market.replay import ReplayMarketData
 from app.orchestration.ids import SeededIds
-from app.runtime.providers import ProviderOverride
+from app.runtime.providers import RULE_ENGINE, ProviderOverride
 from app.runtime.replay import ReplayOutput, ReplayProgress, Timeline, build_timeline, run_replay
 from app.runtime.strategy_backtest import (
     BacktestStopped,
@@ -76,6 +77,9 @@ class AgentBacktestOptions:
     cancelled: Callable[[], bool] | None = None
     # data with missing candles is refused unless allowed, as for a strategy backtest
     allow_gaps: bool = False
+    # the agents see the market blind: a neutral symbol, shifted times, rescaled prices
+    # (``app.runtime.blind``); their orders are mapped back and the report is in real terms
+    blind: bool = False
 
 
 @dataclass
@@ -134,7 +138,8 @@ async def run_agent_backtest(
             the error's details are in ``out_dir``.
     """
     workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm)
-    world = build_world(workspace, VenueSpec.replay(data_files, 0), WorldOptions(
+    spec = VenueSpec.replay(data_files, 0, blind=options.blind)
+    world = build_world(workspace, spec, WorldOptions(
         mode=Mode.BACKTEST, ids=SeededIds(options.seed),
         provider_override=options.provider_override, approval=ApprovalSettings(live_orders=False),
         run_id=options.seed,
@@ -236,6 +241,7 @@ def _outcome(
         "agents": [f"{a.name} ({a.template}, {a.provider}:{a.model})" for a in agents],
         "cash": str(options.cash), "fee_rate": float(world.settings.paper.fee_rate),
         "start": ms_to_iso(int(ran.time_ms[0])), "end": ms_to_iso(int(ran.time_ms[-1])),
+        "blind": options.blind,
     }
     stats: dict[str, Any] = {
         "llm_calls": model_calls, "rule_engine_decisions": rule_decisions,
@@ -248,11 +254,26 @@ def _outcome(
     result = collect_result(
         world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
-    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults))
+    warnings = memory_warnings(agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff,
+                               blind=options.blind)
+    if warnings:
+        stats["before_training_cutoff"] = True
+    result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults),
+                     warnings=warnings)
     return AgentBacktestResult(
         result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
         tool_calls, {}, rule_decisions, faults,
     )
+
+
+def memory_warnings(
+    agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False
+) -> tuple[str, ...]:
+    """One flag per language model of the run whose training data reaches past ``start_ms``."""
+    models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
+    flags = (memory_warning(cutoff_for(m, override=override), start_ms, blind=blind)
+             for m in models)
+    return tuple(flag for flag in flags if flag is not None)
 
 
 async def _create_agents(
@@ -267,8 +288,9 @@ async def _create_agents(
         raise OperationalError(
             f"unknown agent template(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
-    symbols = list(timeline.intervals)
-    interval = timeline.intervals[symbols[0]]
+    interval = timeline.intervals[next(iter(timeline.intervals))]
+    blind = world.venue.blind  # blind agents are configured with the names they see
+    symbols = [blind.symbol(s) if blind else s for s in timeline.intervals]
     roles = {t: known[t].role for t in templates}
     if AgentRole.ANALYST not in roles.values():
         raise OperationalError("a backtest needs at least one analyst template to produce signals")

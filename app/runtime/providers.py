@@ -17,13 +17,21 @@ from decimal import Decimal
 from app.agents.costs import PriceTable
 from app.agents.llm.factory import build_provider
 from app.agents.llm.port import LLMProvider, LLMUsage
+from app.agents.rules import analyst as analyst_rules
+from app.agents.rules import orchestrator as orchestrator_rules
+from app.agents.rules import trader as trader_rules
 from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
 from app.config import LLMSettings
-from app.domain.agents import AgentInfo
+from app.domain.agents import AgentInfo, AgentRole
 from app.secrets import SecretStore
 
 RULE_ENGINE = "rule-engine"
+ROLE_POLICIES = {
+    AgentRole.ANALYST: analyst_rules.TREND,
+    AgentRole.TRADER: trader_rules.MODEL,
+    AgentRole.ORCHESTRATOR: orchestrator_rules.MODEL,
+}
 ProviderOverride = Callable[[AgentInfo, AgentTemplate], LLMProvider | None]
 
 
@@ -40,10 +48,24 @@ class ProviderChoice:
         return self.kind != RULE_ENGINE
 
 
+def rule_policy(template: AgentTemplate) -> str:
+    """The rule engine's policy for ``template``: its own when it runs on the rule engine, else
+    the policy of its role (a template written for a language model still has a rule baseline)."""
+    if template.provider.kind == RULE_ENGINE:
+        return template.provider.model
+    return ROLE_POLICIES[template.role]
+
+
 def choose_provider(template: AgentTemplate, llm: LLMSettings) -> ProviderChoice:
-    """The provider and model a new agent of ``template`` gets under the ``llm`` settings."""
+    """The provider and model a new agent of ``template`` gets under the ``llm`` settings.
+
+    On the rule engine the model is always a rule policy: the ``[llm]`` model names a language
+    model and means nothing to the engine, whose policies are per template.
+    """
     if llm.provider in ("template", ""):
         return ProviderChoice(template.provider.kind, template.provider.model)
+    if llm.provider == RULE_ENGINE:
+        return ProviderChoice(RULE_ENGINE, rule_policy(template))
     return ProviderChoice(llm.provider, llm.model or template.provider.model)
 
 

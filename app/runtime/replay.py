@@ -238,7 +238,7 @@ async def run_replay(
         reached: kept up to date step by step, so a caller can report what ran when a step
             raises (the exception itself propagates unchanged).
     """
-    driver, broker = venue.driver, venue.broker
+    driver, broker = venue.driver, venue.real_broker  # real symbols: the timeline's
     symbols = tuple(timeline.intervals)
     total = len(timeline)
     done = reached if reached is not None else ReplayProgress()

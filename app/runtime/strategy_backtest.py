@@ -255,7 +255,7 @@ def collect_result(
     """Turn the ledger's record of a finished run into metrics, trades and the baseline."""
     market = history(world)
     curve = {t: float(e) for t, e, _cash in world.ledger.equity_curve()}
-    account = world.venue.broker
+    account = world.venue.real_broker  # the ledger's terms
     cash = float(world.settings.paper.initial_cash)  # a backtest's ledger starts fresh
     equity = np.array([curve.get(int(t), np.nan) for t in timeline.time_ms])
     if np.isnan(equity).any():

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from app.config import Settings
     from app.market.csv_loader import LoadedFile
     from app.market.replay import ReplayMarketData
+    from app.runtime.blind import BlindMap
 
 VenueKind = Literal["replay", "live-paper", "live"]
 
@@ -72,6 +73,8 @@ class VenueSpec:
             data's first symbol); an existing account keeps the one it was opened in.
         exchange: live kinds: the ccxt id of the exchange.
         symbols: live kinds: the symbols to follow.
+        blind: replay: the agents see a disguised market (neutral symbol, shifted times,
+            rescaled prices; ``app.runtime.blind``), their orders mapped back to real terms.
     """
 
     kind: VenueKind = "replay"
@@ -81,13 +84,14 @@ class VenueSpec:
     quote_currency: str | None = None
     exchange: str = ""
     symbols: tuple[str, ...] = ()
+    blind: bool = False
 
     @classmethod
     def replay(
         cls, data_files: Sequence[Path] = (), at_ms: int | None = None,
-        quote_currency: str | None = None,
+        quote_currency: str | None = None, *, blind: bool = False,
     ) -> VenueSpec:
-        return cls("replay", tuple(data_files), (), at_ms, quote_currency)
+        return cls("replay", tuple(data_files), (), at_ms, quote_currency, blind=blind)
 
 
 @dataclass
@@ -105,6 +109,10 @@ class Venue:
         reconfigure: applies saved settings the venue's adapters can take while running (old,
             new) and returns, in words, what waits for the next start; None: nothing can.
         closers: what ``aclose`` awaits (a live market's connections); a replay has none.
+        account: a blind venue's real broker, whose ledger and answers are in real terms (what
+            lays out a backtest's result reads it); None: ``broker`` is real.
+        blind: a blind venue's disguise (``app.runtime.blind``); None: the agents see the market
+            as it is.
     """
 
     kind: VenueKind
@@ -118,10 +126,17 @@ class Venue:
     history: ReplayMarketData | None = None
     reconfigure: Callable[[Settings, Settings], list[str]] | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    account: TradingBroker | None = None
+    blind: BlindMap | None = None
 
     @property
     def offline(self) -> bool:
         return self.kind == "replay"
+
+    @property
+    def real_broker(self) -> TradingBroker:
+        """The broker in real terms (the blind one's own, else ``broker``)."""
+        return self.account if self.account is not None else self.broker
 
     async def aclose(self) -> None:
         """Close the market's and the broker's connections (nothing to close for a replay)."""

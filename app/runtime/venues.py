@@ -11,13 +11,14 @@ here; nothing above the venue changes:
 - ``live`` (after it): ``WallClock`` + ``CcxtMarketData`` + ``CcxtBroker`` (keys from the
   keyring, the order journal in the workspace, reconciliation at start).
 
-Until an entry exists, opening that kind is refused with a sentence saying so.
+Until an entry exists, opening that kind is refused with a sentence saying so. ``spec.blind``
+wraps a replay's ports in ``app.runtime.blind``'s disguise (the agents cannot recognise the market).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.config import PaperSettings, Settings
@@ -28,6 +29,7 @@ from app.events import EventBus, EventSink
 from app.exchange.paper import Costs, PaperBroker
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
+from app.runtime.blind import blind_venue
 from app.runtime.replay import ReplayDriver
 from app.runtime.venue import Venue, VenueSpec
 from app.store.ledger import Ledger
@@ -124,6 +126,12 @@ def open_venue(spec: VenueSpec, context: VenueContext) -> Venue:
             f"the {spec.kind} venue is not available in this version; available: "
             f"{', '.join(sorted(OPENERS))}"
         )
+    if spec.blind:
+        if spec.kind != "replay":
+            raise OperationalError("blind mode hides a replay's history; a live market cannot "
+                                   "be disguised")
+        return blind_venue(lambda events: opener(spec, replace(context, events=events)),
+                           context.events)
     return opener(spec, context)
 
 

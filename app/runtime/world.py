@@ -26,7 +26,7 @@ import contextlib
 import gc
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -450,7 +450,9 @@ def _team(
         pricer=Pricer(PriceTable.load(workspace.root / "prices.yaml")), bus=bus,
         mode=options.mode, run_id=options.run_id or uuid.uuid4().hex,
         approval=options.approval or settings.approval, last_price=last_price,
-        traded_symbols=ledger.traded_symbols, run_budget_usd=settings.agents.run_budget_usd,
+        traded_symbols=traded_symbols(venue, ledger), run_budget_usd=settings.agents.run_budget_usd,
+        quote_currency=broker.quote_currency,
+        disguise=venue.blind.text if venue.blind is not None else None,
         share=options.loop_share or NoShare(),
     )
     providers = ProviderCache(settings.llm, secrets, RuleEngineProvider(),
@@ -501,6 +503,14 @@ def _team(
         ids, agents, conversations, approvals, queue, scheduler, questions, notifications,
         manager, services, fills, providers, kill_switch, services.run_id, checkpointer, mcp_hub,
     )
+
+
+def traded_symbols(venue: Venue, ledger: Ledger) -> Callable[[], set[str]]:
+    """The symbols the account ever traded, as the agents name them (blind names when blind)."""
+    blind = venue.blind
+    if blind is None:
+        return ledger.traded_symbols
+    return lambda: {blind.symbol(s) for s in ledger.traded_symbols()}
 
 
 def notifiers_for(

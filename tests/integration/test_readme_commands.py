@@ -136,6 +136,10 @@ COMMANDS: dict[str, Entry] = {
         ok("Kestrel offline demo", "report and equity chart in"),
         extra=f"--speed 0 {DEFAULT_WS}"),
     ".venv/bin/kestrel tools": Entry(ok("get_historical_klines", "create_order"), extra=DEFAULT_WS),
+    ".venv/bin/kestrel tools --template TraderAgent_Default_v1": Entry(
+        ok("create_order", "get_account_balance"), extra=DEFAULT_WS),
+    ".venv/bin/kestrel prompt AnalystAgent_Trend_v1": Entry(
+        ok("Your agent id: `AGENT_ID`", "dispatch_task_to_agent"), extra=DEFAULT_WS),
     ".venv/bin/kestrel indicators": Entry(ok("RSI", "MACD", "BBANDS")),
     ".venv/bin/kestrel tool '<get_historical_klines><symbol>BTC/USD</symbol><interval>4h"
     "</interval><limit>3</limit></get_historical_klines>'":
@@ -155,6 +159,11 @@ COMMANDS: dict[str, Entry] = {
     "<content>buy dips</content></write_note>'": Entry(envelope("success", "notes/plan.md")),
     ".venv/bin/kestrel tool --workspace /tmp/ws --agent analyst-1 '<recall_memory><query>dips"
     "</query></recall_memory>'": Entry(envelope("success", "buy dips")),
+    ".venv/bin/kestrel eval --provider rule-engine --out /tmp/ws-eval-rules": Entry(
+        ok("Eval of rule-engine:rules", "100.00", "Refused answers: none"),
+        extra=f"--windows 1 --bars 4 --no-progress {DEFAULT_WS}"),
+    ".venv/bin/kestrel eval --replay /tmp/ws-eval-rules": Entry(
+        ok("Eval of rule-engine:rules", "no model called"), extra="--no-progress"),
     ".venv/bin/kestrel backtest --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
     ".csv --strategy sma_cross --fast 10 --slow 30 --cash 10000 --out backtest-out":
         Entry(strategy_backtest, extra="--no-progress"),

@@ -183,3 +183,35 @@ def test_the_agent_list_names_the_engine_the_llm_settings_choose(
     item = view.agent_list.item(0)
     assert "openai-compatible" in item.text() and "rule engine" not in item.text()
     assert "gpt-4o-mini" in item.toolTip()
+
+
+@pytest.mark.skipif(not AGENTS_READY, reason="the agent backtest is not in this tree yet")
+@pytest.mark.parametrize("blind", [False, True])
+def test_an_llm_run_before_the_models_training_cutoff_is_flagged_in_the_report(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path, blind: bool
+) -> None:
+    from tests.helpers.fake_llm_servers import FakeOpenAIServer
+    from tests.helpers.prompt_rule_model import PromptRuleModel
+
+    with FakeOpenAIServer(default=PromptRuleModel()) as server:
+        settings = settings_from_mapping({"llm": {
+            "provider": "openai-compatible", "model": "gpt-4o-mini",
+            "base_url": server.base_url, "max_retries": 0}})
+        view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H], settings)
+        click(qtbot, view.use_agents)
+        for row in range(view.agent_list.count()):
+            item = view.agent_list.item(row)
+            if item.data(Qt.ItemDataRole.UserRole) in ("AnalystAgent_Trend_v1",
+                                                        "TraderAgent_Default_v1"):
+                item.setCheckState(Qt.CheckState.Checked)
+        info = view.selected_files()[0]
+        view.set_range(info.last_ms - 66 * HOUR_MS, info.last_ms)
+        assert view.blind.isEnabled()
+        view.blind.setChecked(blind)
+        click(qtbot, view.start_button)
+        run_to_end(view, qloop, 90)
+    assert view.status.text().startswith("Done"), view.status.text()
+    note = view.report.note.text()
+    assert "training cutoff" in note and "gpt-4o-mini" in note and "2023-10-31" in note
+    assert ("The run was blind" in note) is blind
+    assert ("(blind)" in view.report.title.text()) is blind

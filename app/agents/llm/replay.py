@@ -11,8 +11,8 @@ File format (JSON Lines, append-only, so a crash loses at most the line being wr
 * ``{"type": "text", "sha": ..., "text": ...}`` — each distinct system prompt or message, once;
 * ``{"type": "exchange", "agent_id", "index", "task_id", "request_hash", "model", "system": sha,
   "messages": [[role, sha], ...], "is_llm", "response": {text, usage, model, provider,
-  finish_reason}}`` — one per call, referring to the texts by hash, so a long conversation is not
-  stored again at every step.
+  finish_reason, latency_ms}}`` — one per call, referring to the texts by hash, so a long
+  conversation is not stored again at every step.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class RecordingProvider:
                 "is_llm": self.is_llm,
                 "response": {"text": response.text, "usage": _usage_dict(response.usage),
                              "model": response.model, "provider": response.provider,
-                             "finish_reason": response.finish_reason},
+                             "finish_reason": response.finish_reason,
+                             "latency_ms": round(response.latency_ms, 3)},
             }
             lines.append(_canonical(exchange))
             with self.path.open("a", encoding="utf-8") as handle:
@@ -164,11 +165,12 @@ class Recording:
 class ReplayProvider:
     """Answers the n-th call of each agent with the n-th recorded answer of that agent.
 
-    Usage in the answer is the recorded usage, so a report can show what the original run used;
-    the run itself spends nothing new, and the caller must price provider "replay" at 0 (the
-    lead's pricer does). ``response.provider`` is "replay"; ``recorded_provider`` and ``is_llm``
-    tell what answered originally. A changed request raises ``ReplayMismatchError`` naming the
-    agent, the call and the first differing message with an excerpt of both versions.
+    Usage and latency in the answer are the recorded ones, so a report can show what the
+    original run used and how long it waited; the run itself spends nothing new, and the
+    caller must price provider "replay" at 0 (the lead's pricer does). ``response.provider``
+    is "replay"; ``recorded_provider`` and ``is_llm`` tell what answered originally. A changed
+    request raises ``ReplayMismatchError`` naming the agent, the call and the first differing
+    message with an excerpt of both versions.
     """
 
     name = NAME
@@ -206,7 +208,8 @@ class ReplayProvider:
             on_delta(answer["text"])
         return LLMResponse(
             text=answer["text"], usage=LLMUsage(**answer["usage"]), model=answer["model"],
-            provider=NAME, latency_ms=0.0, finish_reason=answer.get("finish_reason", "stop"),
+            provider=NAME, latency_ms=float(answer.get("latency_ms", 0.0)),
+            finish_reason=answer.get("finish_reason", "stop"),
         )
 
     async def aclose(self) -> None:

@@ -162,6 +162,7 @@ class AgentRequest:
     out_dir: Path
     warmup_bars: int = 60
     llm: LLMSettings = field(default_factory=LLMSettings)  # the agents are created under these
+    blind: bool = False  # the agents see a disguised market (app.runtime.blind)
 
 
 @dataclass
@@ -210,7 +211,7 @@ def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
     options = AgentBacktestOptions(
         templates=list(request.templates), cash=request.cash, warmup_bars=request.warmup_bars,
         progress=progress.set, cancelled=progress.cancel.is_set,
-        llm=request.llm, allow_gaps=True,
+        llm=request.llm, allow_gaps=True, blind=request.blind,
     )
     stopped = "cancelled after {done:,} of {total:,} bars"
     try:
@@ -226,4 +227,5 @@ def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
         raise BacktestCancelled(stopped.format(done=progress.done, total=progress.total))
     note = (f"{outcome.llm_calls:,} LLM calls, {outcome.tool_calls:,} tool calls, "
             f"cost ${outcome.cost}")
-    return RunOutcome(outcome.result, ", ".join(request.templates), note)
+    title = ", ".join(request.templates) + (" (blind)" if request.blind else "")
+    return RunOutcome(outcome.result, title, note)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QDateTime, Qt, QTimer, QTimeZone, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDateTimeEdit,
     QFileDialog,
     QFormLayout,
@@ -187,6 +188,13 @@ class BacktestView(QWidget):
         what.addLayout(params)
         what.addWidget(self.use_agents)
         what.addWidget(self.agent_list)
+        self.blind = QCheckBox("Blind: hide the symbol, dates and price level from the agents")
+        self.blind.setObjectName("blind")
+        self.blind.setToolTip("A language model may remember this market. Blind, the agents see "
+                              "ASSET1/QUOTE, dates in 1971 and prices x 0.032; their orders "
+                              "fill for real and the report is in real terms.")
+        self.blind.setEnabled(False)
+        what.addWidget(self.blind)
 
         range_box = QGroupBox("Range and money")
         form = QFormLayout(range_box)
@@ -372,6 +380,7 @@ class BacktestView(QWidget):
     def _mode_changed(self, *_args: object) -> None:
         agents = self.use_agents.isChecked()
         self.agent_list.setEnabled(agents)
+        self.blind.setEnabled(agents)
         self.fast.setEnabled(not agents)
         self.slow.setEnabled(not agents)
         self.update_estimate()
@@ -474,7 +483,8 @@ class BacktestView(QWidget):
                 self.show_error("Tick at least one agent template (an analyst is needed).")
                 return
             request: SmaRequest | AgentRequest = AgentRequest(
-                files, start, end, cash, templates, out_dir, llm=self.settings.llm)
+                files, start, end, cash, templates, out_dir, llm=self.settings.llm,
+                blind=self.blind.isChecked())
             job: Any = run_agents
         else:
             request = SmaRequest(files, start, end, cash, self.fast.value(), self.slow.value(),

@@ -1,0 +1,379 @@
+"""What ``kestrel eval`` measured, read from each window's ledger and recording, and its report.
+
+Per window and over all windows: how many of the model's answers the toolset took (a call that
+ran, or a final answer) and what the refused ones were refused for (the error code of the result
+the model got back); model calls and tokens per decision (a decision is a task the agent
+finished: an analysis of a bar, an answer to a signal or a fill); cost and latency per call
+(from the recording, so a replay reports the original run's); how often its decisions matched
+the rule engine's on the same bars (the analyst's signal, the trader's orders); and its return
+beside the rule engine's and buy-and-hold. Nothing here depends on wall time or the output
+folder, so a replay writes byte-identical JSON and Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.agents.costs import PriceTable
+from app.agents.cutoffs import cutoff_for, memory_warning
+from app.agents.llm.port import LLMUsage
+from app.agents.llm.replay import Recording
+from app.config import LLMSettings
+from app.domain.clock import parse_time
+from app.runtime.agent_backtest import AgentBacktestResult
+
+REPORT_JSON = "eval.json"
+REPORT_MD = "eval.md"
+REPORT_PNG = "eval.png"
+SIGNAL_TASK = "NEW_MARKET_ANALYSIS_SIGNAL"
+_ERROR_CODE = re.compile(r"<error_code>([^<]+)</error_code>")
+_STATUS = re.compile(r"<status>([a-z]+)</status>")
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """One window's two runs: the model's and the rule engine's, with their output folders."""
+
+    name: str
+    start: str
+    model: AgentBacktestResult
+    model_dir: Path
+    baseline: AgentBacktestResult
+    baseline_dir: Path
+    recording: Path
+
+
+@dataclass
+class Answers:
+    """The model's answers in one run and what became of them."""
+
+    responses: int = 0
+    accepted: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    rejected_by_risk: int = 0
+    decisions: int = 0
+
+    def add(self, other: Answers) -> None:
+        self.responses += other.responses
+        self.accepted += other.accepted
+        self.refused.update(other.refused)
+        self.rejected_by_risk += other.rejected_by_risk
+        self.decisions += other.decisions
+
+
+def _db(run_dir: Path) -> sqlite3.Connection:
+    path = run_dir / "workspace" / "kestrel.db"
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def read_answers(run_dir: Path) -> Answers:
+    """Each answer of the run's agents and the result it got: a stored call is followed by its
+    result; a final answer ends its task (and is accepted)."""
+    answers = Answers()
+    with _db(run_dir) as db:
+        rows = db.execute(
+            "SELECT task_id, kind, content FROM messages WHERE kind IN "
+            "('assistant', 'final', 'tool_result') ORDER BY task_id, id").fetchall()
+        answers.decisions = int(db.execute(
+            "SELECT COUNT(*) FROM tasks WHERE status = 'DONE'").fetchone()[0])
+    waiting = False
+    for _task, kind, content in rows:
+        if kind == "final":
+            answers.responses += 1
+            answers.accepted += 1
+            waiting = False
+        elif kind == "assistant":
+            answers.responses += 1
+            waiting = True
+        elif waiting:  # the result of the call just made
+            waiting = False
+            status = _STATUS.search(content[:400])
+            if status is not None and status.group(1) == "error":
+                code = _ERROR_CODE.search(content)
+                answers.refused[code.group(1) if code else "UNKNOWN"] += 1
+            else:
+                answers.accepted += 1
+                if status is not None and status.group(1) == "rejected":
+                    answers.rejected_by_risk += 1
+    return answers
+
+
+def read_decisions(run_dir: Path, time_ms: np.ndarray) -> list[tuple[str, str]]:
+    """Per bar of the run: the analyst's signal (BUY, SELL or HOLD) and the trader's orders
+    (sides placed in that bar, or NONE)."""
+    signals = ["HOLD"] * time_ms.size
+    orders: list[list[str]] = [[] for _ in range(time_ms.size)]
+    with _db(run_dir) as db:
+        for created, payload in db.execute(
+            "SELECT created_ms, payload_json FROM tasks WHERE task_type = ? ORDER BY seq",
+            (SIGNAL_TASK,),
+        ):
+            bar = _bar(time_ms, created)
+            try:
+                side = str(json.loads(payload).get("side", "?")).upper()
+            except (ValueError, AttributeError):
+                side = "?"
+            if bar >= 0:
+                signals[bar] = side
+        for created, side, kind in db.execute(
+            "SELECT created_ms, side, order_type FROM orders ORDER BY seq"
+        ):
+            bar = _bar(time_ms, created)
+            if bar >= 0:
+                orders[bar].append(f"{side.upper()} {kind.upper()}")
+    return [(s, ", ".join(sorted(o)) or "NONE") for s, o in zip(signals, orders, strict=True)]
+
+
+def _bar(time_ms: np.ndarray, at_ms: int) -> int:
+    return int(np.searchsorted(time_ms, at_ms, side="right")) - 1
+
+
+@dataclass
+class Calls:
+    """The model's calls as the recording holds them."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: Decimal = Decimal(0)
+    unpriced: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, other: Calls) -> None:
+        self.calls += other.calls
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.cost += other.cost
+        self.unpriced += other.unpriced
+        self.latencies += other.latencies
+
+
+def read_calls(recording: Path, subject: LLMSettings, prices: PriceTable) -> Calls:
+    calls = Calls()
+    if not recording.is_file():
+        return calls
+    for (_agent, _index), exchange in sorted(Recording.load(recording).exchanges.items()):
+        answer = exchange["response"]
+        usage = LLMUsage(**answer["usage"])
+        calls.calls += 1
+        calls.tokens_in += usage.input_tokens
+        calls.tokens_out += usage.output_tokens
+        calls.latencies.append(float(answer.get("latency_ms", 0.0)))
+        cost = prices.price(str(answer.get("model") or subject.model), usage,
+                            provider=subject.provider, base_url=subject.base_url or None)
+        if cost is None:
+            calls.unpriced += 1
+        else:
+            calls.cost += cost
+    return calls
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100 * part / whole, 2) if whole else None
+
+
+def _figures(answers: Answers, calls: Calls, agree: tuple[int, int, int, int]) -> dict[str, Any]:
+    bars, analyst, trader, both = agree
+    latencies = calls.latencies
+    return {
+        "responses": answers.responses,
+        "valid_call_rate_pct": _pct(answers.accepted, answers.responses),
+        "refused": answers.responses - answers.accepted,
+        "refusals_by_code": dict(sorted(answers.refused.items())),
+        "rejected_by_risk_guard": answers.rejected_by_risk,
+        "decisions": answers.decisions,
+        "model_calls": calls.calls,
+        "calls_per_decision": _ratio(calls.calls or answers.responses, answers.decisions),
+        "tokens_in": calls.tokens_in,
+        "tokens_out": calls.tokens_out,
+        "tokens_per_decision": _ratio(calls.tokens_in + calls.tokens_out, answers.decisions),
+        "cost_usd": None if calls.unpriced and not calls.cost else str(calls.cost),
+        "unpriced_calls": calls.unpriced,
+        "latency_ms_mean": round(float(np.mean(latencies)), 1) if latencies else None,
+        "latency_ms_p95": round(float(np.percentile(latencies, 95)), 1) if latencies else None,
+        "bars": bars,
+        "analyst_agreement_pct": _pct(analyst, bars),
+        "trader_agreement_pct": _pct(trader, bars),
+        "agreement_pct": _pct(both, bars),
+    }
+
+
+@dataclass
+class EvalReport:
+    """The report: per window and in total; ``write`` puts it in files, ``table`` on a screen."""
+
+    data: dict[str, Any]
+
+    def write(self, out: Path) -> dict[str, Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        files = {"json": out / REPORT_JSON, "markdown": out / REPORT_MD, "chart": out / REPORT_PNG}
+        files["json"].write_text(json.dumps(self.data, indent=2) + "\n", encoding="utf-8")
+        files["markdown"].write_text(self.markdown(), encoding="utf-8")
+        if self.data["windows"]:
+            write_chart(self.data, files["chart"])
+        return files
+
+    def rows(self) -> list[tuple[str, ...]]:
+        head = ("window", "bars", "valid %", "calls/dec", "tokens/dec", "ms/call", "cost $",
+                "agree %", "return %", "rules %", "hold %")
+        rows = [head]
+        for item in [*self.data["windows"], self.data["total"]]:
+            f = item["figures"]
+            rows.append((
+                item["name"], str(f["bars"]), _show(f["valid_call_rate_pct"]),
+                _show(f["calls_per_decision"]), _show(f["tokens_per_decision"], 0),
+                _show(f["latency_ms_mean"], 0), _show(f["cost_usd"], 4),
+                _show(f["agreement_pct"]), _show(item.get("return_pct")),
+                _show(item.get("rule_engine_return_pct")), _show(item.get("buy_and_hold_pct")),
+            ))
+        return rows
+
+    def table(self) -> str:
+        rows = self.rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = [self.title(), *self.data["warnings"], ""]
+        for row in rows:
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        lines += ["", self.refusals_line()]
+        return "\n".join(lines)
+
+    def title(self) -> str:
+        subject = self.data["subject"]
+        blind = " (blind)" if self.data["blind"] else ""
+        return (f"Eval of {subject['provider']}:{subject['model'] or 'rules'}{blind} as Analyst "
+                f"and Trader over {len(self.data['windows'])} window(s)")
+
+    def refusals_line(self) -> str:
+        refused = self.data["total"]["figures"]["refusals_by_code"]
+        if not refused:
+            return "Refused answers: none."
+        return "Refused answers by error code: " + ", ".join(
+            f"{code} {count}" for code, count in refused.items())
+
+    def markdown(self) -> str:
+        rows = self.rows()
+        lines = [f"# {self.title()}", ""]
+        lines += [f"> WARNING: {w}" for w in self.data["warnings"]]
+        lines += ["", "| " + " | ".join(rows[0]) + " |",
+                  "|" + "|".join("---" for _ in rows[0]) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        lines += ["", self.refusals_line(), "",
+                  "valid %: answers the toolset took (a call that ran, or a final answer). "
+                  "calls/dec, tokens/dec: model calls and tokens per finished task. agree %: bars "
+                  "on which the analyst's signal and the trader's orders matched the rule "
+                  "engine's. return %: the model's agents; rules %: the rule engine on the same "
+                  "bars; hold %: buy-and-hold.", ""]
+        return "\n".join(lines)
+
+
+def _show(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    return f"{float(value):,.{digits}f}"
+
+
+def build_report(
+    subject: LLMSettings, runs: list[WindowRun], *, blind: bool = False
+) -> EvalReport:
+    prices = PriceTable.load(None)
+    windows: list[dict[str, Any]] = []
+    all_answers, all_calls = Answers(), Calls()
+    agree_total = [0, 0, 0, 0]
+    for run in runs:
+        answers = read_answers(run.model_dir)
+        calls = read_calls(run.recording, subject, prices)
+        time_ms = run.model.result.time_ms[1:]  # the bars decided on (step 0 is the start)
+        mine = read_decisions(run.model_dir, time_ms)
+        rules = read_decisions(run.baseline_dir, run.baseline.result.time_ms[1:])
+        agree = (len(mine), sum(a[0] == b[0] for a, b in zip(mine, rules, strict=True)),
+                 sum(a[1] == b[1] for a, b in zip(mine, rules, strict=True)),
+                 sum(a == b for a, b in zip(mine, rules, strict=True)))
+        all_answers.add(answers)
+        all_calls.add(calls)
+        agree_total = [t + a for t, a in zip(agree_total, agree, strict=True)]
+        windows.append({
+            "name": run.name, "start": run.start,
+            "figures": _figures(answers, calls, agree),
+            "return_pct": round(run.model.result.metrics.total_return_pct, 4),
+            "rule_engine_return_pct": round(run.baseline.result.metrics.total_return_pct, 4),
+            "buy_and_hold_pct": round(run.model.result.baseline.total_return_pct, 4),
+            "trades": run.model.result.metrics.trades,
+            "disagreements": [
+                {"bar": i, "model": list(a), "rule_engine": list(b)}
+                for i, (a, b) in enumerate(zip(mine, rules, strict=True)) if a != b
+            ][:20],
+        })
+    total: dict[str, Any] = {
+        "name": "all", "figures": _figures(all_answers, all_calls, tuple(agree_total)),
+        "return_pct": _mean(w["return_pct"] for w in windows),
+        "rule_engine_return_pct": _mean(w["rule_engine_return_pct"] for w in windows),
+        "buy_and_hold_pct": _mean(w["buy_and_hold_pct"] for w in windows),
+    }
+    warnings: list[str] = []
+    if subject.provider != "rule-engine" and runs:
+        cutoff = cutoff_for(subject.model, override=subject.training_cutoff)
+        first = min(parse_time(r.start) for r in runs)
+        flag = memory_warning(cutoff, first, blind=blind)
+        if flag is not None:
+            warnings.append(flag)
+    subject_data = subject.model_dump(include={"provider", "model", "base_url"})
+    return EvalReport({
+        "subject": subject_data, "blind": blind, "warnings": warnings,
+        "before_training_cutoff": bool(warnings), "windows": windows, "total": total,
+    })
+
+
+def _mean(values: Any) -> float | None:
+    items = list(values)
+    return round(sum(items) / len(items), 4) if items else None
+
+
+def write_chart(data: dict[str, Any], path: Path) -> None:
+    """Per window: return of the model, the rule engine and buy-and-hold, and agreement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    windows = data["windows"]
+    names = [w["name"] for w in windows]
+    x = np.arange(len(names))
+    figure, (returns, agreement) = plt.subplots(1, 2, figsize=(10, 4))
+    try:
+        width = 0.27
+        for offset, key, label in ((-width, "return_pct", "model"),
+                                   (0.0, "rule_engine_return_pct", "rule engine"),
+                                   (width, "buy_and_hold_pct", "buy & hold")):
+            returns.bar(x + offset, [w[key] for w in windows], width, label=label)
+        returns.set_xticks(x, names)
+        returns.set_ylabel("return %")
+        returns.axhline(0, color="grey", linewidth=0.6)
+        returns.legend()
+        returns.set_title("Return per window")
+        valid = [w["figures"]["valid_call_rate_pct"] or 0 for w in windows]
+        agree = [w["figures"]["agreement_pct"] or 0 for w in windows]
+        agreement.bar(x - 0.2, valid, 0.4, label="valid answers %")
+        agreement.bar(x + 0.2, agree, 0.4, label="agrees with rule engine %")
+        agreement.set_xticks(x, names)
+        agreement.set_ylim(0, 105)
+        agreement.legend(loc="lower right")
+        agreement.set_title("Protocol and decisions")
+        figure.suptitle(EvalReport(data).title(), fontsize=10)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100, metadata={"Software": None})
+    finally:
+        plt.close(figure)

@@ -1,0 +1,278 @@
+"""``kestrel eval``: how well a configured model works as Kestrel's Analyst and Trader.
+
+The model runs the Trend Analyst and the Trader over a fixed set of market windows from the
+bundled data, each window an agent backtest (the app's own agents, tools and paper broker); the
+same window is run again on the rule engine, so the model's decisions are compared bar by bar
+with the engine's, and its P&L with the engine's and with buy-and-hold. Every request and
+response of the model is recorded (one JSON Lines recording per window), so a run replays exactly
+offline: ``run_eval`` with ``replay_from`` answers from the recordings and writes the identical
+report. What is measured is read from the run's own ledger and the recording (``eval_report``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.agents.faults import what_to_do
+from app.agents.llm.factory import build_provider
+from app.agents.llm.port import LLMProvider
+from app.agents.llm.replay import RecordingProvider, ReplayProvider
+from app.agents.rules.engine import RuleEngineProvider
+from app.agents.templates import AgentTemplate
+from app.config import LLMSettings
+from app.domain.agents import AgentInfo
+from app.domain.errors import OperationalError
+from app.market.csv_loader import load_csv
+from app.resources import resource_path
+from app.runtime.agent_backtest import (
+    RULE_ENGINE_BASELINE,
+    AgentBacktestOptions,
+    AgentBacktestResult,
+    run_agent_backtest,
+)
+from app.runtime.eval_report import EvalReport, WindowRun, build_report
+from app.runtime.providers import RULE_ENGINE
+from app.secrets import SecretStore
+
+RUN_FILE = "run.json"
+RECORDINGS = "recordings"
+TEMPLATES = ("AnalystAgent_Trend_v1", "TraderAgent_Default_v1")
+RUN_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EvalWindow:
+    """A stretch of market the agents decide on: ``bars`` candles from ``start`` (ISO, UTC) of
+    ``file`` (a bundled data file's name, or a path). The candles before it are the warm-up."""
+
+    name: str
+    file: str
+    start: str
+    bars: int
+
+    def path(self) -> Path:
+        bundled = resource_path("sample_data", self.file)
+        return bundled if bundled.is_file() else Path(self.file)
+
+
+BTC_USDT_1H = "BTC-USDT_1h_20190930-20191024_unknown.csv"
+# a fall, a rise and a range of the bundled BTC/USDT hourly data, two days each
+STANDARD_WINDOWS = (
+    EvalWindow("falling", BTC_USDT_1H, "2019-10-04T19:00:00Z", 48),
+    EvalWindow("rising", BTC_USDT_1H, "2019-10-06T19:00:00Z", 48),
+    EvalWindow("range", BTC_USDT_1H, "2019-10-12T19:00:00Z", 48),
+)
+
+
+@dataclass
+class EvalOptions:
+    """What to evaluate and where.
+
+    Attributes:
+        subject: the model under evaluation (provider kind, model, server, key entry, timeout,
+            retries); ``provider="rule-engine"`` evaluates the rule engine itself.
+        replay_from: a recorded run's folder: answer from its recordings instead of the model.
+        progress: ``(done, total, label)`` as bars are run, for a progress bar.
+        secrets: where the API key is read (tests give their own).
+    """
+
+    subject: LLMSettings
+    out_dir: Path
+    windows: Sequence[EvalWindow] = STANDARD_WINDOWS
+    templates: Sequence[str] = TEMPLATES
+    cash: Decimal = Decimal(10_000)
+    replay_from: Path | None = None
+    progress: Callable[[int, int, str], None] | None = None
+    secrets: SecretStore | None = None
+    blind: bool = False
+
+
+class EvalStopped(OperationalError):
+    """The model could not be evaluated (an agent faulted: unreachable server, refused key...);
+    the windows that ran are in ``report``."""
+
+    def __init__(self, message: str, report: EvalReport | None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class _Plan:
+    """What a run was asked, as ``run.json`` keeps it for the replay."""
+
+    subject: dict[str, Any]
+    windows: list[dict[str, Any]]
+    templates: list[str]
+    cash: str
+    blind: bool = False
+    version: int = RUN_VERSION
+
+
+def check_subject(subject: LLMSettings) -> None:
+    """Refuse, in words, a subject that names no model to evaluate."""
+    if subject.provider in ("", "template"):
+        raise OperationalError(
+            "no model to evaluate: give --provider (openai-compatible, anthropic or rule-engine) "
+            "and --model, or set [llm] provider and model in the workspace's settings.toml")
+    if subject.provider != RULE_ENGINE and not subject.model:
+        raise OperationalError(f"no model named for the {subject.provider} provider: give "
+                               "--model or set [llm] model in settings.toml")
+
+
+def load_plan(run_dir: Path) -> EvalOptions:
+    """The options of the recorded run in ``run_dir``, to replay it.
+
+    Raises:
+        OperationalError: the folder holds no readable recorded run.
+    """
+    path = run_dir / RUN_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        plan = _Plan(**raw)
+        subject = LLMSettings(**plan.subject)
+        windows = [EvalWindow(**w) for w in plan.windows]
+    except OSError as exc:
+        raise OperationalError(f"{run_dir} holds no recorded eval run ({RUN_FILE}: "
+                               f"{exc.strerror or exc})") from exc
+    except (ValueError, TypeError) as exc:
+        raise OperationalError(f"{path} is not a recorded eval run: {exc}") from exc
+    return EvalOptions(subject=subject, out_dir=run_dir / "replay", windows=windows,
+                       templates=plan.templates, cash=Decimal(plan.cash), replay_from=run_dir,
+                       blind=plan.blind)
+
+
+def _write_plan(options: EvalOptions) -> None:
+    subject = options.subject.model_dump(
+        include={"provider", "model", "base_url", "api_key_name", "training_cutoff"})
+    plan = _Plan(subject, [asdict(w) for w in options.windows], list(options.templates),
+                 str(options.cash), options.blind)
+    (options.out_dir / RUN_FILE).write_text(json.dumps(asdict(plan), indent=2) + "\n",
+                                            encoding="utf-8")
+
+
+def _start_index(window: EvalWindow) -> int:
+    """The candle of the file where the window starts (the ones before are its warm-up)."""
+    from app.domain.clock import parse_time
+
+    loaded = load_csv(window.path(), allow_gaps=False)
+    times = loaded.series.timestamp_ms
+    index = int(np.searchsorted(times, parse_time(window.start)))
+    if index >= times.size or index + window.bars >= times.size:
+        raise OperationalError(
+            f"window {window.name!r}: {window.file} has no {window.bars} candles from "
+            f"{window.start}")
+    if index < 60:
+        raise OperationalError(
+            f"window {window.name!r} starts {index} candles into {window.file}; the agents "
+            "need 60 before it to warm up")
+    return index
+
+
+def _subject_provider(options: EvalOptions, recording: Path) -> LLMProvider:
+    """The model under evaluation, every answer recorded; or the recording, when replaying."""
+    if options.replay_from is not None:
+        return ReplayProvider(options.replay_from / RECORDINGS / recording.name)
+    subject = options.subject
+    if subject.provider == RULE_ENGINE:
+        inner: LLMProvider = RuleEngineProvider()
+    else:
+        secrets = options.secrets or SecretStore()
+        key = secrets.get(subject.api_key_name) if subject.api_key_name else None
+        inner = build_provider(
+            subject.provider, model=subject.model, base_url=subject.base_url or None,
+            api_key=key, timeout_s=subject.timeout_s, max_retries=subject.max_retries,
+            stream=False,
+        )
+    recording.unlink(missing_ok=True)
+    return RecordingProvider(inner, recording)
+
+
+async def run_eval(options: EvalOptions) -> EvalReport:
+    """Run every window on the model and on the rule engine; write the report into ``out_dir``.
+
+    Raises:
+        OperationalError: no model named, a window the data cannot hold, a replay folder
+            without a recorded run.
+        EvalStopped: an agent faulted on the model (the report of the windows before is kept).
+        PermanentLLMError: the provider cannot be built (unknown kind, missing key).
+    """
+    check_subject(options.subject)
+    starts = [_start_index(w) for w in options.windows]
+    out = options.out_dir
+    if out.exists():
+        shutil.rmtree(out)
+    (out / RECORDINGS).mkdir(parents=True)
+    _write_plan(options)
+    total = 2 * sum(w.bars for w in options.windows)
+    done = 0
+    runs: list[WindowRun] = []
+    for number, (window, start) in enumerate(zip(options.windows, starts, strict=True)):
+        recording = out / RECORDINGS / f"window-{number + 1}.jsonl"
+        label = f"window {number + 1}/{len(options.windows)} {window.name}"
+        model_run = await _run_window(options, window, start, number, recording, done, total,
+                                      f"{label}: model", subject=True)
+        done += window.bars
+        if model_run.faults:
+            report = build_report(options.subject, runs, blind=options.blind)
+            report.write(out)
+            fault = model_run.faults[0]
+            raise EvalStopped(
+                f"{fault.name} faulted in window {window.name!r}: {fault.reason}. What to do: "
+                f"{what_to_do(fault.reason)}", report)
+        baseline = await _run_window(options, window, start, number, recording, done, total,
+                                     f"{label}: rule engine", subject=False)
+        done += window.bars
+        folder = _folder(options, window, number)
+        runs.append(WindowRun(
+            window.name, window.start, model_run, folder / "model", baseline,
+            folder / "rule_engine",
+            recording if options.replay_from is None
+            else options.replay_from / RECORDINGS / recording.name,
+        ))
+    report = build_report(options.subject, runs, blind=options.blind)
+    report.write(out)
+    return report
+
+
+def _folder(options: EvalOptions, window: EvalWindow, number: int) -> Path:
+    return options.out_dir / "windows" / f"{number + 1}-{window.name}"
+
+
+async def _run_window(
+    options: EvalOptions, window: EvalWindow, start: int, number: int, recording: Path,
+    done: int, total: int, label: str, *, subject: bool,
+) -> AgentBacktestResult:
+    provider = _subject_provider(options, recording) if subject else None
+
+    def override(_info: AgentInfo, _template: AgentTemplate) -> LLMProvider | None:
+        return provider
+
+    def progress(bars: int, _of: int) -> None:
+        if options.progress is not None:
+            options.progress(done + bars, total, label)
+
+    llm = RULE_ENGINE_BASELINE
+    if subject and options.subject.provider != RULE_ENGINE:
+        llm = options.subject.model_copy(update={"stream": False})
+    folder = _folder(options, window, number)
+    run_options = AgentBacktestOptions(
+        templates=list(options.templates), cash=options.cash, warmup_bars=start,
+        bars=window.bars, seed=f"kestrel-eval-{number + 1}",
+        provider_override=override if subject else None, llm=llm, progress=progress,
+        blind=options.blind and subject,
+    )
+    try:
+        return await run_agent_backtest([window.path()], run_options,
+                                        folder / ("model" if subject else "rule_engine"))
+    finally:
+        if provider is not None:
+            await provider.aclose()
+
