@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from app.market.csv_loader import LoadedFile
     from app.market.replay import ReplayMarketData
 
+Sleep = Callable[[float], Awaitable[None]]
+
 VenueKind = Literal["replay", "live-paper", "live"]
 
 
@@ -70,7 +72,14 @@ class VenueSpec:
         quote_currency: the currency a new paper account is kept in (default: the quote of the
             data's first symbol); an existing account keeps the one it was opened in.
         exchange: live kinds: the ccxt id of the exchange.
-        symbols: live kinds: the symbols to follow.
+        symbols: live kinds: the symbols to follow (BASE/QUOTE); empty: every spot market.
+        market: live kinds: the exchange's market data, already connected on the event loop
+            the world will run on (``app.runtime.venues.connect_venue``; opening it is network
+            I/O, building the world is not).
+        time_source: live kinds: where the wall clock's time comes from (tests: a fake
+            exchange's time); None: the system clock.
+        tick_s: live kinds: seconds between two reads of the market by the driver.
+        sleep: live kinds: how the driver waits between reads (tests: moving a fake clock).
     """
 
     kind: VenueKind = "replay"
@@ -80,6 +89,10 @@ class VenueSpec:
     quote_currency: str | None = None
     exchange: str = ""
     symbols: tuple[str, ...] = ()
+    market: MarketData | None = None
+    time_source: Clock | None = None
+    tick_s: float = 1.0
+    sleep: Sleep | None = None
 
     @classmethod
     def replay(
@@ -87,6 +100,18 @@ class VenueSpec:
         quote_currency: str | None = None,
     ) -> VenueSpec:
         return cls("replay", tuple(data_files), (), at_ms, quote_currency)
+
+    @classmethod
+    def live_paper(
+        cls, exchange: str, symbols: Sequence[str] = (), quote_currency: str | None = None,
+    ) -> VenueSpec:
+        """Paper trading on the live quotes of ``exchange`` (a ccxt id), no keys."""
+        return cls("live-paper", quote_currency=quote_currency, exchange=exchange,
+                   symbols=tuple(symbols))
+
+    @property
+    def live(self) -> bool:
+        return self.kind != "replay"
 
 
 @dataclass

@@ -6,33 +6,44 @@ here; nothing above the venue changes:
 
 - ``replay`` (here): ``ReplayClock`` + ``ReplayMarketData`` over CSV history + ``PaperBroker``
   filling on the replayed bars + ``ReplayDriver``.
-- ``live-paper`` (next): ``WallClock`` + ``CcxtMarketData`` (public endpoints, no keys) +
-  ``PaperBroker`` filling on live quotes + a driver that settles on the market's own updates.
-- ``live`` (after it): ``WallClock`` + ``CcxtMarketData`` + ``CcxtBroker`` (keys from the
-  keyring, the order journal in the workspace, reconciliation at start).
+- ``live-paper`` (here): ``LiveClock`` (wall time) + ``CcxtMarketData`` (public endpoints, no
+  keys) + ``PaperBroker`` filling on the exchange's live touch (``QuoteFeed``) + ``LiveDriver``
+  (reads the quotes, settles, fires due jobs every second and when an order is placed).
+- ``live`` (next): ``LiveClock`` + ``CcxtMarketData`` + ``CcxtBroker`` (keys from the keyring,
+  the order journal in the workspace, reconciliation at start).
 
-Until an entry exists, opening that kind is refused with a sentence saying so.
+A live market is connected first, on the event loop the world will run on
+(``connect_venue``: network I/O, which the synchronous world building never does); a failure
+there is one clear sentence, and the offline replay stays available. Until an entry exists,
+opening a kind is refused with a sentence saying so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.config import PaperSettings
+from app.config import ExchangesSettings, PaperSettings
 from app.domain.clock import ReplayClock, ms_to_iso
-from app.domain.errors import OperationalError
+from app.domain.errors import OperationalError, ToolError
 from app.domain.trading import Mode
 from app.events import EventBus, EventSink
 from app.exchange.paper import PaperBroker
+from app.exchange.quotes import QuoteFeed
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
+from app.runtime.live_clock import LiveClock
+from app.runtime.live_driver import LiveDriver
 from app.runtime.replay import ReplayDriver
 from app.runtime.venue import Venue, VenueSpec
 from app.store.ledger import Ledger
 
 REPLAY_LABEL = "Offline replay"
+
+
+def live_paper_label(exchange: str) -> str:
+    return f"Paper on live quotes ({exchange})"
 
 
 @dataclass(frozen=True)
@@ -96,9 +107,77 @@ def open_replay(spec: VenueSpec, context: VenueContext) -> Venue:
                  bar_ms=finest, history=market)
 
 
+def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
+    """The exchange's live market, the paper broker filling on its touch; no keys.
+
+    Raises:
+        OperationalError: the market was not connected first (``connect_venue``), or the
+            workspace's paper account trades on another market or in another currency.
+    """
+    from app.ccxt.market import CcxtMarketData  # ccxt's side is loaded only for a live venue
+
+    market = spec.market
+    if not isinstance(market, CcxtMarketData):
+        raise OperationalError(
+            "the live market must be connected before the world is built "
+            "(app.runtime.venues.connect_venue)"
+        )
+    clock = LiveClock(spec.time_source)
+    feed = QuoteFeed(market)
+    paper = context.paper
+    opened_in = context.ledger.meta_value("quote_currency")  # an account keeps its currency
+    broker = PaperBroker(
+        market, clock, context.ledger, initial_cash=paper.initial_cash,
+        quote_currency=opened_in or spec.quote_currency, mode=context.mode,
+        fee_maker=paper.fee_rate, fee_taker=paper.fee_rate, slippage_bps=paper.slippage_bps,
+        rules={s: market.rules(s) for s in market.symbols()}, events=context.events,
+        quotes=feed, venue=f"live-paper:{market.exchange_id}",
+    )
+    driver = LiveDriver(clock, broker.settle, refresh=feed.refresh, bus=context.bus,
+                        tick_s=spec.tick_s, sleep=spec.sleep)
+    return Venue("live-paper", live_paper_label(market.exchange_id), clock, market, broker,
+                 driver, closers=[market.close])
+
+
 OPENERS: dict[str, Callable[[VenueSpec, VenueContext], Venue]] = {
     "replay": open_replay,
+    "live-paper": open_live_paper,
 }
+
+
+async def connect_venue(spec: VenueSpec, exchanges: ExchangesSettings) -> VenueSpec:
+    """``spec`` with its live market connected (markets loaded, clock measured); a replay, or
+    a spec already connected, as it is. Run it on the loop the world will run on; close what it
+    opened with ``await spec.market.close()`` if the world is not built after all.
+
+    Args:
+        exchanges: the per-exchange ccxt options (URLs, proxy, ``options``) and timeouts.
+
+    Raises:
+        OperationalError: no exchange given, ccxt missing or the id unknown, the exchange
+            unreachable (saying so, and that the offline replay needs no network), or none of
+            the symbols listed there.
+    """
+    if not spec.live or spec.market is not None:
+        return spec
+    if not spec.exchange:
+        raise OperationalError(
+            f"the {spec.kind} venue needs an exchange: give its ccxt id, e.g. --exchange binance"
+        )
+    from app.ccxt.market import CcxtMarketData
+
+    try:
+        market = await CcxtMarketData.open(
+            spec.exchange, exchanges.get(spec.exchange), clock=spec.time_source,
+            symbols=spec.symbols or None,
+        )
+    except ToolError as exc:
+        raise OperationalError(
+            f"Cannot open {live_paper_label(spec.exchange).lower()}: {exc.message} "
+            "Check the network connection (or the exchange's proxy and URLs in Settings > "
+            "Exchanges). The offline replay needs no network: --venue replay."
+        ) from exc
+    return replace(spec, market=market)
 
 
 def open_venue(spec: VenueSpec, context: VenueContext) -> Venue:
