@@ -32,7 +32,8 @@ async def connect_for(
         return spec
     settings = (options.settings if options is not None else None) or (
         workspace.settings() if workspace is not None else Settings())
-    return await connect_venue(spec, settings.exchanges)
+    return await connect_venue(spec, settings.exchanges,
+                               options.secrets if options is not None else None)
 
 
 async def open_world(
@@ -65,4 +66,6 @@ async def open_world(
     except BaseException:
         if spec.market is not None and hasattr(spec.market, "close"):
             await spec.market.close()
+        if spec.account is not None:
+            await spec.account.close()
         raise

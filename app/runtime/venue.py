@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.clock import Clock
 from app.exchange.port import TradingBroker
@@ -80,6 +80,11 @@ class VenueSpec:
             exchange's time); None: the system clock.
         tick_s: live kinds: seconds between two reads of the market by the driver.
         sleep: live kinds: how the driver waits between reads (tests: moving a fake clock).
+        account: live: the exchange connection with the account's keys, connected like
+            ``market`` (``app.runtime.live_venue.connect_live``).
+        confirmed: live: the exchange the person confirmed trading on with real money (the
+            window's dialog, ``kestrel run --confirm-live``); a live venue is refused unless it
+            names ``exchange``.
     """
 
     kind: VenueKind = "replay"
@@ -93,6 +98,8 @@ class VenueSpec:
     time_source: Clock | None = None
     tick_s: float = 1.0
     sleep: Sleep | None = None
+    account: Any = None
+    confirmed: str = ""
 
     @classmethod
     def replay(
@@ -108,6 +115,15 @@ class VenueSpec:
         """Paper trading on the live quotes of ``exchange`` (a ccxt id), no keys."""
         return cls("live-paper", quote_currency=quote_currency, exchange=exchange,
                    symbols=tuple(symbols))
+
+    @classmethod
+    def live_account(
+        cls, exchange: str, symbols: Sequence[str] = (), quote_currency: str | None = None,
+        *, confirmed: str = "",
+    ) -> VenueSpec:
+        """Real orders on the account whose keys are in the keyring for ``exchange``."""
+        return cls("live", quote_currency=quote_currency, exchange=exchange,
+                   symbols=tuple(symbols), confirmed=confirmed)
 
     @property
     def live(self) -> bool:
@@ -127,6 +143,9 @@ class Venue:
         history: a replay's files, for what lays out a backtest (its timeline, buy-and-hold);
             None when live.
         closers: what ``aclose`` awaits (a live market's connections); a replay has none.
+        before_agents: awaited by ``World.start`` before any agent runs, with the person's
+            decision about orders the venue finds and does not know (a live account's
+            reconciliation); None: nothing to do first.
     """
 
     kind: VenueKind
@@ -139,6 +158,12 @@ class Venue:
     bar_ms: int | None = None
     history: ReplayMarketData | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    before_agents: Callable[[Any], Awaitable[object]] | None = None
+
+    @property
+    def is_live_account(self) -> bool:
+        """Real money: every view says LIVE."""
+        return self.kind == "live"
 
     @property
     def offline(self) -> bool:

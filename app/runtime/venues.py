@@ -9,8 +9,9 @@ here; nothing above the venue changes:
 - ``live-paper`` (here): ``LiveClock`` (wall time) + ``CcxtMarketData`` (public endpoints, no
   keys) + ``PaperBroker`` filling on the exchange's live touch (``QuoteFeed``) + ``LiveDriver``
   (reads the quotes, settles, fires due jobs every second and when an order is placed).
-- ``live`` (next): ``LiveClock`` + ``CcxtMarketData`` + ``CcxtBroker`` (keys from the keyring,
-  the order journal in the workspace, reconciliation at start).
+- ``live`` (``app.runtime.live_venue``): ``LiveClock`` + ``CcxtMarketData`` + ``CcxtBroker``
+  (keys from the keyring, the order journal in the workspace, reconciliation before any agent
+  runs) + ``LiveDriver``; opened only with the person's confirmation naming the exchange.
 
 A live market is connected first, on the event loop the world will run on
 (``connect_venue``: network I/O, which the synchronous world building never does); a failure
@@ -37,6 +38,7 @@ from app.runtime.live_clock import LiveClock
 from app.runtime.live_driver import LiveDriver
 from app.runtime.replay import ReplayDriver
 from app.runtime.venue import Venue, VenueSpec
+from app.secrets import SecretStore
 from app.store.ledger import Ledger
 
 REPLAY_LABEL = "Offline replay"
@@ -139,25 +141,40 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
                  driver, closers=[market.close])
 
 
+def open_live(spec: VenueSpec, context: VenueContext) -> Venue:
+    """Real orders on the exchange account (``app.runtime.live_venue``; loaded only here)."""
+    from app.runtime.live_venue import open_live as opener
+
+    return opener(spec, context)
+
+
 OPENERS: dict[str, Callable[[VenueSpec, VenueContext], Venue]] = {
     "replay": open_replay,
     "live-paper": open_live_paper,
+    "live": open_live,
 }
 
 
-async def connect_venue(spec: VenueSpec, exchanges: ExchangesSettings) -> VenueSpec:
+async def connect_venue(
+    spec: VenueSpec, exchanges: ExchangesSettings, secrets: SecretStore | None = None
+) -> VenueSpec:
     """``spec`` with its live market connected (markets loaded, clock measured); a replay, or
     a spec already connected, as it is. Run it on the loop the world will run on; close what it
     opened with ``await spec.market.close()`` if the world is not built after all.
 
     Args:
         exchanges: the per-exchange ccxt options (URLs, proxy, ``options``) and timeouts.
+        secrets: the keyring a live account's keys are read from (default: the OS keyring).
 
     Raises:
         OperationalError: no exchange given, ccxt missing or the id unknown, the exchange
             unreachable (saying so, and that the offline replay needs no network), or none of
             the symbols listed there.
     """
+    if spec.kind == "live" and spec.account is None:
+        from app.runtime.live_venue import connect_live
+
+        return await connect_live(spec, exchanges, secrets)
     if not spec.live or spec.market is not None:
         return spec
     if not spec.exchange:
