@@ -35,8 +35,16 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
+from app.cli.live import (
+    add_live_arguments,
+    apply_grants,
+    live_banner,
+    live_spec,
+    unknown_decision,
+)
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
+from app.domain.trading import AccountState
 from app.events import (
     AgentStateChanged,
     ClockAdvanced,
@@ -45,6 +53,7 @@ from app.events import (
     QuestionAsked,
 )
 from app.runtime.desk import workspace_resume_ms
+from app.runtime.open_world import open_world
 from app.runtime.start import check_world_setup, plan_for_files, world_hint_symbol
 from app.runtime.venue import VenueSpec
 from app.runtime.venues import replay_extent
@@ -53,11 +62,11 @@ from app.telegram.start import start_telegram
 from app.workspace import Workspace
 
 DAY_MS = 86_400_000
-_DURATION_UNITS = {"m": 60_000, "h": 3_600_000, "d": DAY_MS}
+_DURATION_UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
 
 
 def parse_duration_ms(text: str) -> int:
-    """``90m``, ``4h``, ``2d`` -> milliseconds."""
+    """``30s`` (a live run), ``90m``, ``4h``, ``2d`` -> milliseconds."""
     text = text.strip().lower()
     if len(text) < 2 or text[-1] not in _DURATION_UNITS or not text[:-1].isdigit():
         raise ValueError(f"not a duration: {text!r}; write e.g. 30m, 4h or 2d")
@@ -80,6 +89,7 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
+    add_live_arguments(parser)
     parser.add_argument("--speed", type=float, default=600.0,
                         help="simulated seconds per wall second (600: an hour in 6 s)")
     parser.add_argument("--for", dest="duration", default="24h",
@@ -166,21 +176,34 @@ def _print_kill_switch(world: World) -> None:
               "order until a person resets it (closing and cancelling still work).")
 
 
+async def _open(args: argparse.Namespace) -> World:
+    """The replay world (``_build``), or with ``--live`` the exchange account's."""
+    if not getattr(args, "live", None):
+        return _build(args)
+    workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
+    return await open_world(workspace, live_spec(args), WorldOptions())
+
+
 async def _run(args: argparse.Namespace) -> int:
     duration = parse_duration_ms(args.duration)
     if args.speed <= 0:
         raise ValueError(f"--speed must be positive, got {args.speed}")
-    world = _build(args)
+    world = await _open(args)
+    live = world.venue.is_live_account
     telegram = None
     try:
-        if args.setup:
+        if args.setup and not live:
             check_world_setup(world, args.setup)
         TerminalNarrator(world)
-        await world.start()
+        await world.start(unknown_decision(args) if live else None)
+        for line in apply_grants(world, args.allow_live):
+            print(line)
         telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
+        if live:
+            print(live_banner(world))
         print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} at "
-              f"{args.speed:g}x; "
+              f"{1 if live else args.speed:g}x; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
         _print_kill_switch(world)
         if args.setup:
@@ -189,11 +212,12 @@ async def _run(args: argparse.Namespace) -> int:
         end = world.venue.clock.now_ms() + duration
         if world.venue.end_ms is not None:
             end = min(end, world.venue.end_ms)
-        world.venue.driver.set_speed(args.speed)
+        if not live:
+            world.venue.driver.set_speed(args.speed)
         # a tick moves at most one candle of the finest data, so no close is skipped
         await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
         await world.agents.manager.wait_idle()
-        faults = _print_summary(world)
+        faults = _print_summary(world, await world.venue.broker.account() if live else None)
     finally:
         if telegram is not None:
             await telegram.aclose()
@@ -201,8 +225,13 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(world: World) -> list[Fault]:
-    """The run's summary, opening with any faulted agent; returns the faults."""
+def _print_summary(world: World, live: AccountState | None = None) -> list[Fault]:
+    """The run's summary, opening with any faulted agent; returns the faults.
+
+    Args:
+        live: a live account as its exchange reports it (the workspace's paper ledger is not
+            the account then).
+    """
     state = world.ledger.load()
     fills = world.ledger.fills()
     usage = world.agents.conversations.usage(run_id=world.agents.run_id)
@@ -216,6 +245,8 @@ def _print_summary(world: World) -> list[Fault]:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
     balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
+    if live is not None:
+        balances = "LIVE " + ", ".join(f"{b.currency} {b.total}" for b in live.assets)
     calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
     print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
     return faults

@@ -155,6 +155,9 @@ class LiveStartup:
         self._mono = monotonic
         self.summary: StartupSummary | None = None
 
+    async def __call__(self, decide: DecideUnknown | None) -> StartupSummary:
+        return await self.run(decide)
+
     async def run(self, decide: DecideUnknown | None) -> StartupSummary:
         """Reconcile, put unknown orders to the person, publish what does not add up.
 

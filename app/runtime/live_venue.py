@@ -183,4 +183,4 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
             journal.close()
 
     return Venue("live", live_label(venue_id), clock, market, broker, driver,
-                 closers=[close], before_agents=startup.run)
+                 closers=[close], before_agents=startup)

@@ -193,7 +193,7 @@ def test_an_unknown_exchange_order_left_alone_is_never_listed_or_touched_again(
             assert journal.by_exchange_id("binance", str(order_id)) is None
             assert journal.ignored("binance") == {str(order_id)}
             assert await world.venue.broker.open_orders() == []
-            report = await world.venue.before_agents.__self__.reconciler.sweep()
+            report = await world.venue.before_agents.reconciler.sweep()
             assert report.unknown_orders == []
             (kept,) = server.binance_account.orders
             assert kept.status == "NEW"  # still open on the exchange, as the person left it
@@ -360,7 +360,7 @@ def test_a_traders_live_order_waits_for_approval_then_reaches_the_exchange_throu
             started = time.perf_counter()
             await world.start(decided(None))
             reconciled_ms = (time.perf_counter() - started) * 1000
-            assert world.venue.before_agents.__self__.summary is not None
+            assert world.venue.before_agents.summary is not None
             agent = await trader(world)
             grant(world, agent)
             price = await world.venue.broker.last_price("BTC/USDT")
