@@ -167,7 +167,7 @@ COMMANDS = {
 }
 
 
-GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout"})
+GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout", "--live"})
 
 
 def build_gui_parser() -> argparse.ArgumentParser:
@@ -186,6 +186,13 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="replay speed: simulated seconds per second")
     parser.add_argument("--reset-layout", action="store_true",
                         help="forget the saved window layout")
+    parser.add_argument("--live", metavar="EXCHANGE",
+                        help="trade on the REAL account of this exchange (keys from the OS "
+                             "keyring); the window asks you to confirm by typing its name")
+    parser.add_argument("--symbols", default="", metavar="LIST",
+                        help="live: the symbols to follow, comma-separated (default: all)")
+    parser.add_argument("--quote", default="USDT",
+                        help="live: the account's currency (USDT)")
     return parser
 
 
@@ -194,8 +201,14 @@ def gui_command(argv: Sequence[str]) -> int:
     setup_logging(None)
     from app.ui.app import run_gui
 
+    venue = None
+    if args.live:
+        from app.runtime.venue import VenueSpec
+
+        symbols = tuple(s.strip().upper() for s in args.symbols.split(",") if s.strip())
+        venue = VenueSpec.live_account(args.live.strip().lower(), symbols, args.quote.upper())
     return run_gui(args.workspace, data_files=args.data, speed=args.speed,
-                   reset_layout=args.reset_layout)
+                   reset_layout=args.reset_layout, venue=venue)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

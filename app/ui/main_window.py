@@ -19,7 +19,7 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ from app.workspace import Workspace
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
+    from app.runtime.venue import VenueSpec
     from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class MainWindow(QMainWindow):
         self.tray: Any = None
         self.replay_bar: Any = None
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
+        self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self._pacer: asyncio.Task[None] | None = None
         self._speed_lock = asyncio.Lock()
         self._closing = False
@@ -174,8 +176,10 @@ class MainWindow(QMainWindow):
         data_files: Sequence[Path] = (),
         speed: float | None = None,
         paced: bool = True,
+        venue: VenueSpec | None = None,
     ) -> Desk:
-        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay.
+        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or with
+        ``venue`` a live market (a live account only once the person confirmed it).
 
         Raises:
             KestrelError: the workspace or its data cannot be used (shown in the window too).
@@ -190,9 +194,13 @@ class MainWindow(QMainWindow):
         # while a chart, book or account repaint is due
         share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
         try:
-            desk = await asyncio.to_thread(
-                open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
-            )
+            if venue is not None and venue.live:
+                desk = await self._open_live(workspace, venue, bus, share)
+                speed = None  # a live market runs in real time
+            else:
+                desk = await asyncio.to_thread(
+                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
+                )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise
@@ -204,7 +212,8 @@ class MainWindow(QMainWindow):
         self._install(desk)
         if speed is not None:
             self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
-        await desk.world.start()
+        self._refresh_title()
+        await desk.world.start(self._decide_unknown_orders)
         from app.telegram.start import start_telegram
 
         assert desk.world.agents is not None
@@ -226,6 +235,37 @@ class MainWindow(QMainWindow):
             self.start_replay()
         self._refresh_title()
         return desk
+
+    async def _open_live(
+        self, workspace: Workspace, venue: VenueSpec, bus: EventBus, share: Any
+    ) -> Desk:
+        """A live market's world; a live account's only after the person's confirmation."""
+        from app.runtime.desk import Desk
+        from app.runtime.open_world import open_world
+        from app.runtime.world import WorldOptions
+        from app.ui.live_dialogs import LiveConfirmDialog
+
+        if venue.kind == "live" and venue.confirmed.lower() != venue.exchange.lower():
+            self.loading.setText(f"Waiting for your confirmation to trade LIVE on "
+                                 f"{venue.exchange}…")
+            confirmed = await LiveConfirmDialog(venue.exchange, self).ask()
+            if not confirmed:
+                raise OperationalError(f"Live trading on {venue.exchange} was not confirmed; "
+                                       "nothing was opened and no order was sent.")
+            venue = replace(venue, confirmed=confirmed)
+        self.loading.setText(f"Connecting to {venue.exchange} …")
+        world = await open_world(workspace, venue, WorldOptions(loop_share=share,
+                                                                secrets=self.secrets),
+                                 bus=bus, off_loop=True)
+        return Desk(world, fresh=False)
+
+    async def _decide_unknown_orders(self, orders: Sequence[Any]) -> Any:
+        """Reconciliation found exchange orders the journal does not know: ask the person."""
+        from app.ui.live_dialogs import UnknownOrdersDialog
+
+        assert self.world is not None
+        self.unknown_dialog = UnknownOrdersDialog(self.world.venue.label, orders, self)
+        return await self.unknown_dialog.ask()
 
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""
@@ -309,6 +349,7 @@ class MainWindow(QMainWindow):
         self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
         self.replay_bar.speed_chosen.connect(self.keep_speed)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+        self.replay_bar.setVisible(venue.offline)  # a live market runs in real time
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
@@ -317,6 +358,7 @@ class MainWindow(QMainWindow):
             agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
             trip_kill_switch=lambda: kill.request_trip("tray"),
             halted=team.kill_switch.is_tripped(),
+            live=venue.label if venue.is_live_account else "",
         )
         self.tray.open_panel.connect(self.open_panel)
         self.tray.notice_raised.connect(self._show_notice)
@@ -384,8 +426,10 @@ class MainWindow(QMainWindow):
         """Let simulated time flow at the driver's speed until the data ends."""
         if self.desk is None or (self._pacer is not None and not self._pacer.done()):
             return
+        venue = self.desk.world.venue
         self._pacer = self.tasks.spawn(
-            self.desk.world.venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS)
+            venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS) if venue.offline
+            else venue.driver.run_paced()  # a live market at its own pace
         )
 
     def keep_speed(self, speed: float) -> None:
@@ -476,7 +520,9 @@ class MainWindow(QMainWindow):
             return
         venue = self.world.venue
         root = self.world.workspace.root.name if self.world.workspace else ""
-        self.setWindowTitle(f"Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
+        live = "● LIVE · REAL MONEY — " if venue.is_live_account else ""
+        self.setWindowTitle(
+            f"{live}Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
 
     # -- menus ---------------------------------------------------------------------------------
 

@@ -156,15 +156,18 @@ class AccountPanel(QWidget):
 
         money = self._money
         self.positions = RecordTableModel(position_columns(self.price_decimals, money), mono_font())
-        self.orders = RecordTableModel(order_columns(self.price_decimals), mono_font())
+        live = mode is Mode.LIVE
+        self.orders = RecordTableModel(order_columns(self.price_decimals, live=live),
+                                       mono_font())
         self.fills = RecordTableModel(fill_columns(self.price_decimals, money), mono_font())
         self.positions_view = self._table(self.positions)
         self.orders_view = self._table(self.orders)
         self.fills_view = self._table(self.fills)
         self.tabs = QTabWidget()
-        self.tabs.addTab(self.positions_view, "Positions")
-        self.tabs.addTab(self.orders_view, "Open orders")
-        self.tabs.addTab(self.fills_view, "Fills")
+        self._live = "LIVE " if live else ""
+        self.tabs.addTab(self.positions_view, f"{self._live}Positions")
+        self.tabs.addTab(self.orders_view, f"{self._live}Open orders")
+        self.tabs.addTab(self.fills_view, f"{self._live}Fills")
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
@@ -295,7 +298,7 @@ class AccountPanel(QWidget):
         self.as_of.setText(f"as of {format_time(self.clock.now_ms())} UTC")
         self.baseline.setValue(float(state.equity - state.total_pnl))  # the starting equity
         self._set_rows(self.positions, self.positions_view, list(state.positions))
-        self.tabs.setTabText(0, f"Positions ({len(state.positions)})")
+        self.tabs.setTabText(0, f"{self._live}Positions ({len(state.positions)})")
 
     def _set_rows(self, model: RecordTableModel, view: QTableView, rows: list) -> None:
         header = view.horizontalHeader()
@@ -318,11 +321,12 @@ class AccountPanel(QWidget):
                 lambda _checked=False, o=order, b=button: self._cancel_clicked(o, b)
             )
             self.orders_view.setIndexWidget(self.orders.index(row, button_column), button)
-        self.tabs.setTabText(1, f"Open orders ({len(orders)})")
+        self.tabs.setTabText(1, f"{self._live}Open orders ({len(orders)})")
 
     def _show_fills(self, fills: list[Fill]) -> None:
         self._set_rows(self.fills, self.fills_view, fills)
-        self.tabs.setTabText(2, f"Fills ({len(fills)}{'+' if len(fills) >= FILL_HISTORY else ''})")
+        more = "+" if len(fills) >= FILL_HISTORY else ""
+        self.tabs.setTabText(2, f"{self._live}Fills ({len(fills)}{more})")
 
     def _extend_curve(self, points: list[tuple[int, float]]) -> None:
         if not points:
