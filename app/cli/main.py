@@ -193,6 +193,9 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="live: the symbols to follow, comma-separated (default: all)")
     parser.add_argument("--quote", default="USDT",
                         help="live: the account's currency (USDT)")
+    parser.add_argument("--confirm-live", metavar="EXCHANGE", default="",
+                        help="live: confirm real-money trading by naming the exchange again "
+                             "(instead of typing it in the window's dialog)")
     return parser
 
 
@@ -206,7 +209,8 @@ def gui_command(argv: Sequence[str]) -> int:
         from app.runtime.venue import VenueSpec
 
         symbols = tuple(s.strip().upper() for s in args.symbols.split(",") if s.strip())
-        venue = VenueSpec.live_account(args.live.strip().lower(), symbols, args.quote.upper())
+        venue = VenueSpec.live_account(args.live.strip().lower(), symbols, args.quote.upper(),
+                                       confirmed=args.confirm_live.strip().lower())
     return run_gui(args.workspace, data_files=args.data, speed=args.speed,
                    reset_layout=args.reset_layout, venue=venue)
 

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.ccxt.reconcile import ExchangeOrder
 from app.runtime.live_startup import UnknownOrderChoice, describe_order
 from app.runtime.live_venue import confirmation_text
+from app.ui.theme import palette
 
 
 class LiveConfirmDialog(QDialog):
@@ -39,10 +40,12 @@ class LiveConfirmDialog(QDialog):
         self.setObjectName("live_confirm")
         self.exchange = exchange
         self.setWindowTitle(f"Trade LIVE on {exchange} with real money?")
+        self.setMinimumWidth(520)
         box = QVBoxLayout(self)
         warning = QLabel(f"<b>LIVE · REAL MONEY</b><br>{confirmation_text(exchange)}")
         warning.setObjectName("live_warning")
         warning.setWordWrap(True)
+        warning.setStyleSheet(f"color: {palette().down};")
         box.addWidget(warning)
         box.addWidget(QLabel(f"Type <b>{exchange}</b> to confirm:"))
         self.typed = QLineEdit()
@@ -83,6 +86,7 @@ class UnknownOrdersDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("unknown_orders")
         self.setWindowTitle(f"Orders on {exchange} that Kestrel does not know")
+        self.setMinimumWidth(560)
         self.choice: UnknownOrderChoice | None = None
         box = QVBoxLayout(self)
         count = len(orders)

@@ -264,7 +264,8 @@ class MainWindow(QMainWindow):
         from app.ui.live_dialogs import UnknownOrdersDialog
 
         assert self.world is not None
-        self.unknown_dialog = UnknownOrdersDialog(self.world.venue.label, orders, self)
+        exchange = str(getattr(self.world.venue.broker, "venue", self.world.venue.label))
+        self.unknown_dialog = UnknownOrdersDialog(exchange, orders, self)
         return await self.unknown_dialog.ask()
 
     def _install(self, desk: Desk) -> None:
