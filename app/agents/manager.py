@@ -105,7 +105,7 @@ class AgentManager:
             )
         values = to_json_safe(validate_config(tpl, config))
         now = self.s.clock.now_ms()
-        provider, model = self._provider_choice(tpl)
+        provider, model = self.engine_for(tpl)
         info = AgentInfo(
             agent_id=agent_id, name=label, template=tpl.template_id, role=tpl.role,
             state=AgentState.CREATED, config=values, provider=provider, model=model,
@@ -311,6 +311,12 @@ class AgentManager:
             loop = AgentLoop(self.s, self.profile_for(info))
             self._loops[info.agent_id] = loop
         return loop
+
+    def engine_for(self, template: AgentTemplate) -> tuple[str, str]:
+        """The provider kind and model a new agent of ``template`` gets now (the runtime's rule,
+        ``app.runtime.providers.choose_provider``, under the current ``[llm]`` settings; without
+        one, the template's own)."""
+        return self._provider_choice(template)
 
     def refresh_profiles(self) -> None:
         """Rebuild every agent's prompt and permissions at its next task (the tools it may use

@@ -35,6 +35,7 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
+from app.cli.common import log_to
 from app.cli.live import (
     add_live_arguments,
     apply_grants,
@@ -116,8 +117,10 @@ def _build(args: argparse.Namespace) -> World:
     except BaseException:
         hold.release()
         raise
-    return build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
-                       hold=hold)
+    world = build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
+                        hold=hold)
+    log_to(workspace)
+    return world
 
 
 class TerminalNarrator:
@@ -181,7 +184,9 @@ async def _open(args: argparse.Namespace) -> World:
     if not getattr(args, "live", None):
         return _build(args)
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
-    return await open_world(workspace, live_spec(args), WorldOptions())
+    world = await open_world(workspace, live_spec(args), WorldOptions())
+    log_to(workspace)
+    return world
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -95,6 +95,7 @@ from app.tools.trade_tools import build_trade_tools
 from app.workspace import Workspace
 
 if TYPE_CHECKING:
+    from app.runtime.live_settings import SettingsOutcome
     from app.runtime.live_startup import DecideUnknown
 
 ORCHESTRATOR_TEMPLATE = "SystemOrchestrator_v1"
@@ -244,6 +245,13 @@ class World:
         return await self.agents.manager.create_agent(
             ORCHESTRATOR_TEMPLATE, "Orchestrator", {}, start=True, created_by="system"
         )
+
+    def apply_settings(self, new: Settings) -> SettingsOutcome:
+        """Apply settings saved while running; what waits for a restart is named (see
+        ``app.runtime.live_settings``)."""
+        from app.runtime.live_settings import apply_settings
+
+        return apply_settings(self, new)
 
     def close(self, *, final_backup: bool = False) -> None:
         """Close the stores and let the next writer in (``final_backup``: see ``WriterHold``).

@@ -364,6 +364,7 @@ class AgentsPanel(QWidget):
         dialog = CreateAgentDialog(
             self._creatable(agents), agents, self._create_agent,
             symbols=self.world.venue.market.symbols(), parent=self,
+            engine_for=self.world.agents.manager.engine_for,
         )
         dialog.created.connect(self._agent_created)
         dialog.finished.connect(lambda *_: self._dialog_closed(dialog))
