@@ -167,7 +167,8 @@ COMMANDS = {
 }
 
 
-GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout"})
+GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout", "--venue",
+                         "--exchange"})
 
 
 def build_gui_parser() -> argparse.ArgumentParser:
@@ -186,6 +187,12 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="replay speed: simulated seconds per second")
     parser.add_argument("--reset-layout", action="store_true",
                         help="forget the saved window layout")
+    parser.add_argument("--venue", choices=("replay", "live-paper"),
+                        help="replay: the offline replay (the default); live-paper: paper "
+                             "trading on an exchange's live quotes (network, no keys); default: "
+                             "the workspace's [venue] setting")
+    parser.add_argument("--exchange", metavar="ID",
+                        help="live-paper: the ccxt id of the exchange, e.g. binance")
     return parser
 
 
@@ -195,7 +202,7 @@ def gui_command(argv: Sequence[str]) -> int:
     from app.ui.app import run_gui
 
     return run_gui(args.workspace, data_files=args.data, speed=args.speed,
-                   reset_layout=args.reset_layout)
+                   reset_layout=args.reset_layout, venue_kind=args.venue, exchange=args.exchange)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -123,7 +123,7 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
             "(app.runtime.venues.connect_venue)"
         )
     clock = LiveClock(spec.time_source)
-    feed = QuoteFeed(market)
+    feed = QuoteFeed(market, clock)
     paper = context.paper
     opened_in = context.ledger.meta_value("quote_currency")  # an account keeps its currency
     broker = PaperBroker(

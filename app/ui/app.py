@@ -89,6 +89,8 @@ async def open_or_explain(
     *,
     data_files: Sequence[Path] = (),
     speed: float | None = None,
+    venue_kind: str | None = None,
+    exchange: str | None = None,
 ) -> QMessageBox | None:
     """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
 
@@ -98,7 +100,8 @@ async def open_or_explain(
     from app.domain.errors import OperationalError
 
     try:
-        await window.open_workspace(workspace, data_files=data_files, speed=speed)
+        await window.open_workspace(workspace, data_files=data_files, speed=speed,
+                                    venue_kind=venue_kind, exchange=exchange)
         logger.info("desk open: %s", window.describe())
     except OperationalError as exc:
         logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
@@ -129,6 +132,8 @@ def run_gui(
     data_files: list[Path] | None = None,
     speed: float | None = None,
     reset_layout: bool = False,
+    venue_kind: str | None = None,
+    exchange: str | None = None,
 ) -> int:
     """Open the window on ``workspace`` (default: this checkout's or the platform's)."""
     if not has_display():
@@ -151,7 +156,8 @@ def run_gui(
         closed = asyncio.Event()
         window.closed.connect(closed.set)
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
-        await open_or_explain(window, chosen, data_files=data_files or (), speed=speed)
+        await open_or_explain(window, chosen, data_files=data_files or (), speed=speed,
+                              venue_kind=venue_kind, exchange=exchange)
         await closed.wait()
         await window.aclose()
         return EXIT_OK
