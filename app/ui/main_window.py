@@ -48,7 +48,7 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
-from app.workspace import Workspace
+from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
@@ -214,6 +214,7 @@ class MainWindow(QMainWindow):
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise
         self.desk, self.world = desk, desk.world
+        setup_logging(workspace, desk.world.settings.logging)  # logs/kestrel.log, rotated
         if not desk.world.venue.offline:
             speed = None  # a live market runs in real time
         if speed is None and desk.fresh:
@@ -567,7 +568,8 @@ class MainWindow(QMainWindow):
         from app.ui.settings import SettingsDialog
 
         workspace = self.world.workspace if self.world else Workspace.default()
-        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
+        apply = self.world.apply_settings if self.world is not None else None
+        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self, apply=apply)
         dialog.theme_changed.connect(self.apply_theme)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
