@@ -181,7 +181,7 @@ async def connect_venue(spec: VenueSpec, exchanges: ExchangesSettings) -> VenueS
     try:
         market = await CcxtMarketData.open(
             spec.exchange, exchanges.get(spec.exchange), clock=spec.time_source,
-            symbols=spec.symbols or None,
+            symbols=spec.symbols or None, **spec.market_options,
         )
     except ToolError as exc:
         raise OperationalError(
