@@ -1,7 +1,8 @@
-"""``kestrel run --live EXCHANGE``: the workspace's agents on a real exchange account.
+"""``kestrel run --venue live --exchange ID``: the workspace's agents on a real exchange account.
 
-Live is opt-in twice here as in the window. The workspace: ``--live binance`` opens the live
-venue only with ``--confirm-live binance`` (the exchange named again), or, at a terminal, the
+Live is opt-in twice here as in the window. The workspace: ``--venue live --exchange binance``
+opens the live venue only with ``--confirm-live binance`` (the exchange named again), or, at a
+terminal, the
 person typing the exchange's name after reading what is at stake. Each agent: ``--allow-live
 NAME`` marks the agent called NAME "may trade live" on that exchange (kept; repeatable); any other
 agent's orders are refused there. Before any agent starts, reconciliation settles the journal with
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app.ccxt.reconcile import ExchangeOrder
+from app.config import VenueSettings
 from app.domain.errors import OperationalError
 from app.runtime.live_startup import DecideUnknown, UnknownOrderChoice, describe_order
 from app.runtime.live_venue import confirmation_text
@@ -30,12 +32,6 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
         "live trading (real money)",
         "Trade on a real exchange account; keys come from the OS keyring (Settings > "
         "Exchanges).")
-    live.add_argument("--live", metavar="EXCHANGE",
-                      help="run on the real account of this exchange (a ccxt id, e.g. binance) "
-                           "instead of the offline replay")
-    live.add_argument("--symbols", default="", metavar="LIST",
-                      help="live: the symbols to follow, comma-separated (default: all spot "
-                           "markets)")
     live.add_argument("--quote", default="USDT",
                       help="live: the account's currency; only pairs quoted in it trade (USDT)")
     live.add_argument("--confirm-live", metavar="EXCHANGE", default="",
@@ -62,28 +58,38 @@ def terminal_ask(prompt: str) -> str | None:
         return None
 
 
-def live_spec(args: argparse.Namespace, ask: Ask = terminal_ask) -> VenueSpec:
-    """The live venue ``args`` ask for, confirmed by the flag or at the terminal."""
-    exchange = str(args.live).strip().lower()
-    confirmed = str(args.confirm_live or "").strip().lower()
+def live_spec(
+    args: argparse.Namespace, settings: VenueSettings, ask: Ask = terminal_ask
+) -> VenueSpec:
+    """The live venue ``args`` ask for (``--exchange``, ``--symbol`` over the workspace's
+    ``[venue]`` setting), confirmed by the flag or at the terminal.
+
+    Raises:
+        OperationalError: no exchange named.
+    """
+    exchange = str(args.exchange or settings.exchange or "").strip().lower()
+    if not exchange:
+        raise OperationalError("--venue live needs the exchange: add --exchange, e.g. binance")
+    confirmed = str(getattr(args, "confirm_live", "") or "").strip().lower()
     if confirmed != exchange:
         answer = ask(f"{confirmation_text(exchange)}\nType {exchange} to trade live, anything "
                      "else to stop: ")
         confirmed = (answer or "").strip().lower()
-    symbols = tuple(s.strip().upper() for s in str(args.symbols).split(",") if s.strip())
-    return VenueSpec.live_account(exchange, symbols, args.quote.upper(), confirmed=confirmed)
+    symbols = tuple(s.upper() for s in args.symbols) or tuple(settings.symbols)
+    quote = str(getattr(args, "quote", "USDT")).upper()
+    return VenueSpec.live_account(exchange, symbols, quote, confirmed=confirmed)
 
 
 def unknown_decision(args: argparse.Namespace, ask: Ask = terminal_ask) -> DecideUnknown:
     """The person's decision about unknown exchange orders: the flag, else the terminal."""
 
     async def decide(orders: Sequence[ExchangeOrder]) -> UnknownOrderChoice | None:
-        if args.adopt_unknown:
+        if getattr(args, "adopt_unknown", False):
             return UnknownOrderChoice.ADOPT
-        if args.ignore_unknown:
+        if getattr(args, "ignore_unknown", False):
             return UnknownOrderChoice.IGNORE
         listed = "\n".join(f"  - {describe_order(o)}" for o in orders)
-        answer = ask(f"Open orders on {args.live} that Kestrel does not know:\n{listed}\n"
+        answer = ask(f"Open orders on {args.exchange} that Kestrel does not know:\n{listed}\n"
                      "adopt (follow them as yours) or ignore (leave them alone)? ")
         word = (answer or "").strip().lower()
         return {"adopt": UnknownOrderChoice.ADOPT, "ignore": UnknownOrderChoice.IGNORE}.get(word)
@@ -102,7 +108,7 @@ def apply_grants(world: World, names: Sequence[str], by: str = "the person (--al
     if not names:
         return []
     if grants is None or world.agents is None:
-        raise OperationalError("--allow-live applies to the live venue only (--live EXCHANGE)")
+        raise OperationalError("--allow-live applies to the live venue only (--venue live)")
     agents = world.agents.manager.list_agents()
     done = []
     for name in names:

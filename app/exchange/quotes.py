@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from app.domain.clock import Clock
 from app.market.port import MarketData
 
 BOOK_DEPTH = 5  # the touch is all a paper fill needs; 5 is the smallest depth most venues serve
@@ -29,9 +30,9 @@ class Quote:
         bid, ask: the best bid and ask of the exchange's book; None when that side is empty.
         last: the last traded price (the ticker's), which positions are valued at and stops
             trigger on.
-        time_ms: when the book was read (the exchange's stamp, or the adapter's estimate of the
-            exchange's time when the venue sends none); an order fills only against a quote read
-            after it was placed.
+        time_ms: when the book was read, on the local clock (the book's stamp, which is the
+            exchange's time, moved by the measured difference between the exchange's clock and
+            the local one); an order fills only against a quote read after it was placed.
     """
 
     symbol: str
@@ -60,13 +61,15 @@ class QuoteFeed:
     """Reads the touch and last price of the symbols in play into a ``QuoteBoard``.
 
     Args:
+        clock: the venue's (local) clock, which orders are stamped with.
         wanted: the symbols to read at each refresh (the broker's open orders and positions);
             set with ``follow`` once the broker exists.
     """
 
-    def __init__(self, market: MarketData, board: QuoteBoard | None = None,
+    def __init__(self, market: MarketData, clock: Clock, board: QuoteBoard | None = None,
                  depth: int = BOOK_DEPTH) -> None:
         self.market = market
+        self.clock = clock
         self.board = board or QuoteBoard()
         self.depth = depth
         self._wanted: Callable[[], Iterable[str]] = tuple
@@ -98,8 +101,9 @@ class QuoteFeed:
         book, ticker = await asyncio.gather(
             self.market.order_book(symbol, self.depth), self.market.ticker(symbol)
         )
+        exchange_ahead_ms = self.market.now_ms() - self.clock.now_ms()
         quote = Quote(symbol, book.best_bid, book.best_ask, ticker.last_price,
-                      max(book.timestamp_ms, 0))
+                      book.timestamp_ms - exchange_ahead_ms)
         self.board.put(quote)
         return quote
 

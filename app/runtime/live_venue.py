@@ -85,7 +85,8 @@ async def connect_live(
     if market is None:
         try:
             market = await CcxtMarketData.open(
-                spec.exchange, settings, clock=spec.time_source, symbols=spec.symbols or None)
+                spec.exchange, settings, clock=spec.time_source, symbols=spec.symbols or None,
+                **spec.market_options)
         except ToolError as exc:
             raise OperationalError(
                 f"Cannot open the LIVE {spec.exchange} market: {exc.message} Check the network "

@@ -9,7 +9,7 @@ venue to open; ``app.runtime.venues.open_venue`` is the one place that knows the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -81,6 +81,8 @@ class VenueSpec:
             exchange's time); None: the system clock.
         tick_s: live kinds: seconds between two reads of the market by the driver.
         sleep: live kinds: how the driver waits between reads (tests: moving a fake clock).
+        market_options: live kinds: options of the market adapter (tests: its ``monotonic``
+            on the fake time, so its caches age with it).
         account: live: the exchange connection with the account's keys, connected like
             ``market`` (``app.runtime.live_venue.connect_live``).
         confirmed: live: the exchange the person confirmed trading on with real money (the
@@ -99,6 +101,7 @@ class VenueSpec:
     time_source: Clock | None = None
     tick_s: float = 1.0
     sleep: Sleep | None = None
+    market_options: Mapping[str, Any] = field(default_factory=dict)
     account: Any = None
     confirmed: str = ""
 

@@ -136,7 +136,7 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
             "(app.runtime.venues.connect_venue)"
         )
     clock = LiveClock(spec.time_source)
-    feed = QuoteFeed(market)
+    feed = QuoteFeed(market, clock)
     paper = context.paper
     opened_in = context.ledger.meta_value("quote_currency")  # an account keeps its currency
     broker = PaperBroker(
@@ -149,7 +149,8 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
     driver = LiveDriver(clock, broker.settle, refresh=feed.refresh, bus=context.bus,
                         tick_s=spec.tick_s, sleep=spec.sleep)
     return Venue("live-paper", live_paper_label(market.exchange_id), clock, market, broker,
-                 driver, closers=[market.close])
+                 driver, closers=[market.close],
+                 reconfigure=lambda old, new: paper_costs(broker, old, new))
 
 
 def open_live(spec: VenueSpec, context: VenueContext) -> Venue:
@@ -197,7 +198,7 @@ async def connect_venue(
     try:
         market = await CcxtMarketData.open(
             spec.exchange, exchanges.get(spec.exchange), clock=spec.time_source,
-            symbols=spec.symbols or None,
+            symbols=spec.symbols or None, **spec.market_options,
         )
     except ToolError as exc:
         raise OperationalError(

@@ -177,27 +177,39 @@ class MainWindow(QMainWindow):
         speed: float | None = None,
         paced: bool = True,
         venue: VenueSpec | None = None,
+        venue_kind: str | None = None,
+        exchange: str | None = None,
     ) -> Desk:
-        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or with
-        ``venue`` a live market (a live account only once the person confirmed it).
+        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or on a
+        live venue (``venue``; else ``venue_kind`` and ``exchange`` over the workspace's
+        ``[venue]`` setting) let time flow; a live account only once the person confirmed it.
 
         Raises:
-            KestrelError: the workspace or its data cannot be used (shown in the window too).
+            KestrelError: the workspace or its data cannot be used, or a live market cannot be
+                reached (shown in the window too).
         """
         from app.agents.loop_share import LoopShare
-        from app.runtime.desk import open_desk, seed_demo
+        from app.runtime.desk import live_spec, open_desk, open_live_desk, seed_demo
         from app.ui.panels.tasks import REDRAWS
 
-        self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
         bus = EventBus()
         # the agents run on this window's loop: they time-slice their steps, and step aside
         # while a chart, book or account repaint is due
         share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
         try:
-            if venue is not None and venue.live:
-                desk = await self._open_live(workspace, venue, bus, share)
-                speed = None  # a live market runs in real time
+            if venue is not None:
+                live = venue if venue.live else None
             else:
+                live = live_spec(workspace, venue_kind, exchange)
+            if live is not None and live.kind == "live":
+                desk = await self._open_live(workspace, live, bus, share)
+            elif live is not None:
+                self.loading.setText(f"Opening {workspace.root} …\nConnecting to "
+                                     f"{live.exchange} for live quotes.")
+                desk = await open_live_desk(workspace, live, bus=bus, loop_share=share)
+            else:
+                self.loading.setText(f"Opening {workspace.root} …\n"
+                                     "Loading market data and agents.")
                 desk = await asyncio.to_thread(
                     open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
                 )
@@ -206,6 +218,8 @@ class MainWindow(QMainWindow):
             raise
         self.desk, self.world = desk, desk.world
         setup_logging(workspace, desk.world.settings.logging)  # logs/kestrel.log, rotated
+        if not desk.world.venue.offline:
+            speed = None  # a live market runs in real time
         if speed is None and desk.fresh:
             speed = DEMO_SPEED  # a new user sees a trade's whole cycle within the first minute
         if speed is not None:
@@ -254,7 +268,9 @@ class MainWindow(QMainWindow):
                 raise OperationalError(f"Live trading on {venue.exchange} was not confirmed; "
                                        "nothing was opened and no order was sent.")
             venue = replace(venue, confirmed=confirmed)
-        self.loading.setText(f"Connecting to {venue.exchange} …")
+        if not venue.symbols:  # not every market of the exchange: the workspace's own
+            venue = replace(venue, symbols=tuple(workspace.settings().venue.symbols))
+        self.loading.setText(f"Connecting to your {venue.exchange} account …")
         world = await open_world(workspace, venue, WorldOptions(loop_share=share,
                                                                 secrets=self.secrets),
                                  bus=bus, off_loop=True)
@@ -308,7 +324,8 @@ class MainWindow(QMainWindow):
 
         rule_engine = desk.fresh or any(
             a.provider == "rule-engine" for a in team.manager.list_agents())
-        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine))
+        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine,
+                                         label=venue.label))
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
@@ -348,10 +365,10 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(self.reset_layout_action)
         self._restore_layout()
 
-        self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
-        self.replay_bar.speed_chosen.connect(self.keep_speed)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
-        self.replay_bar.setVisible(venue.offline)  # a live market runs in real time
+        if venue.offline:  # a live market's time cannot be paused, stepped or sped up
+            self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
+            self.replay_bar.speed_chosen.connect(self.keep_speed)
+            self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
@@ -425,14 +442,15 @@ class MainWindow(QMainWindow):
     # -- the replay ----------------------------------------------------------------------------
 
     def start_replay(self) -> None:
-        """Let simulated time flow at the driver's speed until the data ends."""
+        """Let simulated time flow at the driver's speed until the data ends (a live market:
+        follow it, reading quotes, settling and firing jobs, until the window closes)."""
         if self.desk is None or (self._pacer is not None and not self._pacer.done()):
             return
         venue = self.desk.world.venue
-        self._pacer = self.tasks.spawn(
-            venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS) if venue.offline
-            else venue.driver.run_paced()  # a live market at its own pace
-        )
+        if not venue.offline:
+            self._pacer = self.tasks.spawn(venue.driver.run_paced())
+            return
+        self._pacer = self.tasks.spawn(venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS))
 
     def keep_speed(self, speed: float) -> None:
         """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which

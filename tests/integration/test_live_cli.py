@@ -1,4 +1,4 @@
-"""``kestrel run --live binance`` as a person runs it: a real subprocess against the fake Binance.
+"""``kestrel run --venue live --exchange binance`` as a person runs it: a real subprocess against the fake Binance.
 
 The workspace's settings point ccxt at the fake; the keys come from the environment variables the
 keyring falls back to (the subprocess has no keyring here). An open order on the exchange that the
@@ -41,8 +41,8 @@ def run(folder: Path, *args: str, stdin: str = "") -> subprocess.CompletedProces
            env_var_name(names["secret"]): DUMMY_KEYS.secret, "PYTHON_KEYRING_BACKEND":
            "keyring.backends.fail.Keyring"}
     return subprocess.run(
-        [sys.executable, "-m", "app", "run", "--workspace", str(folder), "--live", "binance",
-         "--symbols", "BTC/USDT", "--for", "1s", *args],
+        [sys.executable, "-m", "app", "run", "--workspace", str(folder), "--venue", "live",
+         "--exchange", "binance", "--symbol", "BTC/USDT", "--for", "1s", *args],
         cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=120,
     )
 
