@@ -154,8 +154,9 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
             order journal in.
     """
     check_confirmed(spec)
-    market, account = spec.market, spec.account
-    if not isinstance(market, CcxtMarketData) or account is None:
+    market: CcxtMarketData | None = spec.market  # type: ignore[assignment] - connect_live's
+    account = spec.account
+    if market is None or account is None:
         raise OperationalError("the live account must be connected before the world is built "
                                "(app.runtime.live_venue.connect_live)")
     if context.workspace is None:

@@ -129,8 +129,8 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
     """
     from app.ccxt.market import CcxtMarketData  # ccxt's side is loaded only for a live venue
 
-    market = spec.market
-    if not isinstance(market, CcxtMarketData):
+    market: CcxtMarketData | None = spec.market  # type: ignore[assignment] - connect_venue's
+    if market is None:
         raise OperationalError(
             "the live market must be connected before the world is built "
             "(app.runtime.venues.connect_venue)"
