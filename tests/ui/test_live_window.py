@@ -115,6 +115,13 @@ async def open_confirmed(qtbot: Any, desk: LiveDesk, window: MainWindow) -> None
     await task
 
 
+def is_red(label: QLabel) -> bool:
+    """The tag as drawn: its middle on the theme's red, not on the card's background."""
+    image = label.grab().toImage()
+    colour = image.pixelColor(2, image.height() // 2)
+    return colour.red() > 150 and colour.green() < 110 and colour.blue() < 110
+
+
 def place_on_exchange(server: FakeExchangeServer) -> int:
     price = Decimal(str(server.state.last("BTC/USDT"))) * Decimal("0.9")
     answer = server.binance_account.create({
@@ -241,6 +248,9 @@ def test_a_trader_allowed_in_the_agents_panel_gets_its_live_order_approved_in_th
             card = next(c for c in chat.transcript.cards
                         if isinstance(c, QuestionCard) and c.entry.pending)
             assert card.title.text() == "Approval needed · LIVE order · T"
+            held = [c for c in chat.transcript.cards if isinstance(c, ToolCard)
+                    and c.entry.tool_name == "create_order"]
+            assert held and held[-1].live_tag is not None  # the held order says LIVE too
             if round_ == 0:
                 assert server.count("binance", "order.create") == 0  # held for the person
             approve = next(b for b in card.buttons if b.text() == "Approve")
@@ -250,10 +260,18 @@ def test_a_trader_allowed_in_the_agents_panel_gets_its_live_order_approved_in_th
         assert server.binance_account.total("BTC") > 0
         await until(lambda: any(isinstance(c, ToolCard) and c.entry.tool_name == "create_order"
                                 and c.live_tag is not None for c in chat.transcript.cards))
+        # read back from the stored conversation (as when it is opened later): still tagged
+        orchestrator = await world.ensure_orchestrator()
+        window.open_conversation(orchestrator.agent_id)
+        window.open_conversation(info.agent_id)
+        await until(lambda: not chat.loading and any(
+            isinstance(c, ToolCard) and c.entry.tool_name == "create_order"
+            for c in chat.transcript.cards))
         order_cards = [c for c in chat.transcript.cards if isinstance(c, ToolCard)
                        and c.entry.tool_name in ("create_order", "set_position_tp_sl_orders")]
         assert order_cards and all(c.live_tag is not None and c.live_tag.text() == "LIVE"
                                    for c in order_cards)
+        assert all(is_red(c.live_tag) for c in order_cards)  # drawn, not only present
         other = [c for c in chat.transcript.cards if isinstance(c, ToolCard)
                  and c.entry.tool_name not in ("create_order", "cancel_order",
                                                "set_position_tp_sl_orders", "close_position")]

@@ -125,10 +125,8 @@ class ToolCard(Card):
         self.meta = QLabel()
         self.meta.setObjectName("meta")
         head.addWidget(self.glyph)
-        self.live_tag: QLabel | None = None
-        if hooks.live and entry.tool_name in ORDER_TOOLS:
-            self.live_tag = live_tag()
-            head.addWidget(self.live_tag)
+        self.head = head
+        self.live_tag: QLabel | None = None  # made once the call is known to be an order's
         head.addWidget(self.name)
         head.addWidget(self.params, 1)
         head.addWidget(self.meta)
@@ -155,6 +153,9 @@ class ToolCard(Card):
 
     def refresh(self) -> None:
         e = self.entry
+        if self.hooks.live and self.live_tag is None and e.tool_name in ORDER_TOOLS:
+            self.live_tag = live_tag()
+            self.head.insertWidget(1, self.live_tag)
         retone(self.frame, e.status)
         retone(self.glyph, e.status)
         self.glyph.setText(TOOL_GLYPHS.get(e.status, "•"))
