@@ -1,4 +1,4 @@
-"""``kestrel run --venue live --exchange binance`` as a person runs it: a real subprocess against the fake Binance.
+"""``kestrel run --venue live --exchange binance`` as a person runs it, against the fake Binance.
 
 The workspace's settings point ccxt at the fake; the keys come from the environment variables the
 keyring falls back to (the subprocess has no keyring here). An open order on the exchange that the
