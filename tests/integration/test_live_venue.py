@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,11 @@ from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
 from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
-from app.runtime.world import World
+from app.runtime.open_world import open_world
+from app.runtime.world import World, WorldOptions
 from app.tools.protocol.render import ToolResult
 from app.tools.spec import AgentContext
+from app.workspace import Workspace
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
@@ -118,10 +121,6 @@ async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
 def test_a_live_venue_the_person_did_not_confirm_for_this_exchange_is_refused(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    from app.runtime.open_world import open_world
-    from app.runtime.world import WorldOptions
-    from app.workspace import Workspace
-
     async def scenario() -> None:
         for confirmed in ("", "okx"):
             with pytest.raises(OperationalError, match="REAL money") as caught:
@@ -256,6 +255,40 @@ def test_a_balance_the_journal_cannot_explain_trips_the_kill_switch_before_agent
             result = await call(world, agent, market_buy())
             assert result.status == "rejected" and "kill switch" in result.xml
             assert server.count("binance", "order.create") == 0
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
+class AheadClock:
+    """This machine's clock, ``ahead_ms`` ahead of the exchange's (a skew NTP has not fixed)."""
+
+    def __init__(self, server: FakeExchangeServer, ahead_ms: int) -> None:
+        self.server, self.ahead_ms = server, ahead_ms
+
+    def now_ms(self) -> int:
+        return self.server.now.now_ms() + self.ahead_ms
+
+
+def test_fills_stamped_by_an_exchange_whose_clock_is_behind_ours_are_no_mismatch(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        spec = replace(live_spec(server), time_source=AheadClock(server, 5_000))
+        world = await open_world(
+            Workspace.at(tmp_path).ensure(), spec,
+            WorldOptions(settings=live_settings(server), secrets=keyring_with_keys()))
+        try:
+            await world.start(decided(None))  # the balance baseline, on our clock
+            agent = await trader(world)
+            grant(world, agent)
+            result = await call(world, agent, market_buy())
+            assert result.status == "success", result.xml
+            report = await world.venue.before_agents.reconciler.check_balances()
+            assert report.mismatches == []
+            await world.bus.drain()
+            assert world.agents.kill_switch.active() is None
         finally:
             await world.aclose()
 
