@@ -156,7 +156,13 @@ class CcxtBroker:
         self._prices: dict[str, Decimal] = {}
         self.announce = Announcer(journal, self.venue, quote_currency, self._base, events)
         self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read,
-                              on_fills=self.announce.filled)
+                              on_fills=self._filled)
+
+    def _filled(self, entry: JournalEntry, new: list[JournalFill]) -> None:
+        """New fills change the balances: the next reading asks the exchange again."""
+        if new:
+            self._balances_mono = None
+        self.announce.filled(entry, new)
 
     async def close(self) -> None:
         """Close the exchange's session (on the loop that opened it); the market is the

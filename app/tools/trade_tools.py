@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from app.domain.errors import InvalidOrderError, InvalidParameterError, MissingParameterError
-from app.domain.trading import ExitKind, Order, OrderType, Side
+from app.domain.trading import ExitKind, Mode, Order, OrderType, Side
 from app.exchange.port import OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
@@ -100,8 +100,12 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         )
         return el("order_cancelled", None, order_id=order.order_id, status=order.status.value)
 
-    def _held(symbol: str) -> Decimal:
-        size = broker.position_size(symbol)
+    async def _held(symbol: str) -> Decimal:
+        """The position's size as far as it can be sold: read fresh (a live account's balance
+        changes with each fill), down to the market's amount step (an exchange that takes the
+        fee in the coin leaves a remainder off the step, which no order can sell)."""
+        await broker.positions(symbol)
+        size = broker.market_rules(symbol).floor_amount(broker.position_size(symbol))
         if size <= 0:
             raise InvalidOrderError(
                 f"There is no open {symbol} position to protect or close.",
@@ -117,7 +121,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "Give <take_profit_price>, <stop_loss_price> or both.",
                 details={"parameter": "take_profit_price"},
             )
-        size = _held(symbol)
+        size = await _held(symbol)
         last = await broker.last_price(symbol)
         if take_profit is not None and take_profit <= last:
             raise InvalidOrderError(
@@ -157,12 +161,16 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = broker.canonical_symbol(args["symbol"])
-        _held(symbol)
+        size = await _held(symbol)
         for old in await broker.open_orders(ctx.agent_id, symbol):
-            if old.side is Side.SELL and not old.reduce_only:
+            # the take-profit and stop-loss exits go too: they protect the position being
+            # closed, and an exchange holds the coins they would sell (the close needs them)
+            if old.side is Side.SELL:
                 await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
+        if broker.mode is Mode.LIVE:
+            size = await _held(symbol)  # the coins the cancelled exits held are free again
         req = OrderRequest(
-            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, broker.position_size(symbol),
+            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, size,
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",
         )
         return _created(await _place(req))

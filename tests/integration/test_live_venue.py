@@ -295,6 +295,41 @@ def test_fills_stamped_by_an_exchange_whose_clock_is_behind_ours_are_no_mismatch
     asyncio.run(scenario())
 
 
+def test_a_position_bought_with_the_fee_taken_in_the_coin_can_be_protected_and_closed(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"  # a caller with no agent loop of its own (no fill tasks race it)
+            grant(world, agent)
+            bought = await call(world, agent, market_buy("0.01000"))
+            assert bought.status == "success", bought.xml
+            held = server.binance_account.total("BTC")
+            assert held == Decimal("0.00999")  # 0.1% of it went to the fee
+            price = await world.venue.broker.last_price("BTC/USDT")
+            # (a stop-loss exit is not tried here: Binance spot lists no stop-market type)
+            protect = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<take_profit_price>{(price * Decimal('1.05')).quantize(Decimal('0.01'))}"
+                "</take_profit_price></set_position_tp_sl_orders>"))
+            assert protect.status == "success", protect.xml
+            exits = await world.venue.broker.open_orders(agent)
+            assert {o.quantity for o in exits} == {Decimal("0.00999")}
+            closed = await call(world, agent, (
+                "<close_position><symbol>BTC/USDT</symbol><reason>test</reason>"
+                "</close_position>"))
+            assert closed.status == "success", closed.xml
+            assert server.binance_account.total("BTC") == 0
+            assert await world.venue.broker.open_orders(agent) == []
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
 # -- opt-in per agent ------------------------------------------------------------------------------
 
 
