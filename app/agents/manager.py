@@ -42,9 +42,12 @@ class AgentManager:
         provider_for: ProviderFor,
         new_id: Callable[[], str],
         scheduler: Any = None,
-        provider_choice: Callable[[AgentTemplate], tuple[str, str]] | None = None,
+        *,
+        provider_choice: Callable[[AgentTemplate], tuple[str, str]],
         extra_permissions: Callable[[AgentInfo], frozenset[str]] | None = None,
     ) -> None:
+        """``provider_choice``: the provider kind and model a new agent of a template gets (the
+        runtime's one rule, ``app.runtime.providers.choose_provider``, under the live settings)."""
         self.s = services
         self.templates = dict(templates)
         self._registry = registry
@@ -52,9 +55,7 @@ class AgentManager:
         self._provider_for = provider_for
         self._new_id = new_id
         self._scheduler = scheduler
-        self._provider_choice = provider_choice or (
-            lambda tpl: (tpl.provider.kind, tpl.provider.model)
-        )
+        self._provider_choice = provider_choice
         # permissions granted beyond the template's groups (the MCP tools a person enabled)
         self._extra_permissions = extra_permissions
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -314,8 +315,7 @@ class AgentManager:
 
     def engine_for(self, template: AgentTemplate) -> tuple[str, str]:
         """The provider kind and model a new agent of ``template`` gets now (the runtime's rule,
-        ``app.runtime.providers.choose_provider``, under the current ``[llm]`` settings; without
-        one, the template's own)."""
+        ``app.runtime.providers.choose_provider``, under the current ``[llm]`` settings)."""
         return self._provider_choice(template)
 
     def refresh_profiles(self) -> None:

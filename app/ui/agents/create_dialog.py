@@ -51,19 +51,19 @@ class CreateAgentDialog(QDialog):
         templates: Mapping[str, AgentTemplate],
         agents: Sequence[AgentInfo],
         create: CreateAgent,
+        engine_for: Callable[[AgentTemplate], tuple[str, str]],
         symbols: Sequence[str] = (),
         parent: QWidget | None = None,
-        engine_for: Callable[[AgentTemplate], tuple[str, str]] | None = None,
     ) -> None:
         """``engine_for``: the provider and model a new agent of a template gets (the manager's
-        ``engine_for``, which follows the ``[llm]`` settings); None: the template's own."""
+        ``engine_for``, which follows the ``[llm]`` settings)."""
         super().__init__(parent)
         self.setWindowTitle("Create agent")
         self.templates = dict(templates)
         self._agents = list(agents)
         self._symbols = list(symbols)
         self._create = create
-        self._engine_for = engine_for or (lambda t: (t.provider.kind, t.provider.model))
+        self._engine_for = engine_for
         self._suggested_name = ""
         self.tasks = TaskSet(on_error=lambda exc: self.show_message(
             f"Not created: something unexpected went wrong ({type(exc).__name__}: {exc})."))

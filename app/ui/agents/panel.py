@@ -363,8 +363,8 @@ class AgentsPanel(QWidget):
         agents = self.world.agents.manager.list_agents()
         dialog = CreateAgentDialog(
             self._creatable(agents), agents, self._create_agent,
+            self.world.agents.manager.engine_for,
             symbols=self.world.venue.market.symbols(), parent=self,
-            engine_for=self.world.agents.manager.engine_for,
         )
         dialog.created.connect(self._agent_created)
         dialog.finished.connect(lambda *_: self._dialog_closed(dialog))
