@@ -32,7 +32,8 @@ from app.workspace import setup_logging
 
 SECTION_NAMES = {
     "risk": "risk limits", "paper": "paper account", "llm": "LLM provider",
-    "approval": "approval", "agents": "agents", "tools": "tool timeout", "email": "e-mail",
+    "approval": "approval", "agents": "replay speed and run budget", "tools": "tool timeout",
+    "email": "e-mail",
     "logging": "logging", "market": "market data", "telegram": "Telegram",
     "mcp": "MCP servers", "exchanges": "exchanges", "venue": "market venue",
 }

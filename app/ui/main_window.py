@@ -417,7 +417,11 @@ class MainWindow(QMainWindow):
         """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
         a relaunch starts the replay at."""
         if self.world is not None:
-            self.tasks.spawn(self._store_speed(self.world.workspace.settings_path, speed))
+            # the world's settings are what is in force: a later save compares with them
+            world = self.world
+            world.settings = world.settings.model_copy(update={
+                "agents": world.settings.agents.model_copy(update={"replay_speed": speed})})
+            self.tasks.spawn(self._store_speed(world.workspace.settings_path, speed))
 
     async def _store_speed(self, path: Path, speed: float) -> None:
         async with self._speed_lock:  # two quick choices are written in the order made
@@ -571,10 +575,16 @@ class MainWindow(QMainWindow):
         apply = self.world.apply_settings if self.world is not None else None
         dialog = SettingsDialog(workspace, self.secrets, self.prefs, self, apply=apply)
         dialog.theme_changed.connect(self.apply_theme)
+        dialog.saved.connect(self._settings_saved)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
                 lambda value: setattr(self.tray, "close_to_tray", value))
         dialog.open()
+
+    def _settings_saved(self, _settings: object) -> None:
+        """The toolbar shows the replay speed the saved settings gave the driver."""
+        if self.replay_bar is not None and self.world is not None:
+            self.replay_bar.show_speed(self.world.venue.driver.speed)
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which

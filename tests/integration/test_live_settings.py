@@ -69,7 +69,8 @@ def test_saved_settings_reach_the_running_world_and_name_what_waits(tmp_path: Pa
             assert team.services.run_budget_usd == Decimal(3)
             assert world.venue.driver.speed == 10.0
             assert world.executor._default_timeout_s == 7.0  # noqa: SLF001
-            assert set(outcome.applied) >= {"LLM provider", "approval", "agents", "tool timeout"}
+            assert set(outcome.applied) >= {
+                "LLM provider", "approval", "replay speed and run budget", "tool timeout"}
             assert outcome.needs_restart == ("Telegram",)
             assert world.settings is new
         finally:

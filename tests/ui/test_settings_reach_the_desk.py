@@ -78,3 +78,31 @@ def test_the_dialog_says_which_changes_wait_for_the_next_start(desk: Desk) -> No
         dialog.close()
 
     desk.run(scenario)
+
+
+def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        assert window.world is not None and window.replay_bar is not None
+        driver, bar = window.world.venue.driver, window.replay_bar
+        bar.speed.setCurrentIndex(bar.speed.findData(10.0))  # the person picks 10x first
+        assert driver.speed == 10.0
+        workspace = window.world.workspace
+        await until(lambda: workspace.settings().agents.replay_speed == 10.0)  # kept in the file
+        window.open_settings()
+        dialog = _dialog()
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "30")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: risk limits." in dialog.banner.text(), "the speed did not change"
+        assert driver.speed == 10.0
+        _type(desk.qtbot, dialog.agents_page.forms["agents"], "replay_speed", "600")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: replay speed and run budget." in dialog.banner.text()
+        assert driver.speed == 600.0 and bar.speed.currentData() == 600.0
+        _type(desk.qtbot, dialog.agents_page.forms["agents"], "replay_speed", "120")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert driver.speed == 120.0, dialog.banner.text()
+        assert bar.speed.currentText() == "120x"
+        dialog.close()
+
+    desk.run(scenario)

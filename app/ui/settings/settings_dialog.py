@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from PySide6.QtCore import Signal
@@ -52,6 +52,9 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_settings
 from app.workspace import Workspace
 
+if TYPE_CHECKING:
+    from app.runtime.live_settings import SettingsOutcome
+
 logger = logging.getLogger(__name__)
 
 
@@ -74,7 +77,7 @@ class SettingsDialog(QDialog):
         secrets: SecretStore,
         prefs: UiPrefs | None = None,
         parent: QWidget | None = None,
-        apply: Callable[[Settings], Any] | None = None,
+        apply: Callable[[Settings], SettingsOutcome] | None = None,
     ) -> None:
         """``apply``: the running world's ``apply_settings`` (None: nothing runs, say nothing)."""
         super().__init__(parent)
@@ -181,12 +184,12 @@ class SettingsDialog(QDialog):
         prefs = self._apply_prefs()
         outcome = self._apply(new) if self._apply is not None and written else None
         self.saved.emit(new)
+        running = f" {outcome.describe()}" if outcome is not None and outcome.describe() else ""
         if failed:
             self._say(f"Settings saved, but not stored: {', '.join(failed)} (see the message "
-                      "under each).", "warning")
+                      f"under each).{running}", "warning")
             return False
         done = ([f"settings to {self.workspace.settings_path}"] if written else []) + prefs
-        running = f" {outcome.describe()}" if outcome is not None and outcome.describe() else ""
         self._say(f"Saved {' and '.join(done)}.{running}" if done else "Nothing to save: no "
                   "value differs from what was stored.", "ok")
         logger.info("settings saved; sections changed: %s", ", ".join(sorted(written)) or "none")
