@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.clock import Clock
+from app.exchange.market_rules import MarketRules
 from app.exchange.port import TradingBroker
 from app.market.port import MarketData
 
@@ -26,6 +27,18 @@ if TYPE_CHECKING:
 Sleep = Callable[[float], Awaitable[None]]
 
 VenueKind = Literal["replay", "live-paper", "live"]
+
+
+class LiveMarketData(MarketData, Protocol):
+    """What a live venue needs of its market beyond the port: the exchange it is, the exchange's
+    trading rules (for the paper broker and the Risk Guard), and a connection to close."""
+
+    @property
+    def exchange_id(self) -> str: ...
+
+    def rules(self, symbol: str) -> MarketRules: ...
+
+    async def close(self) -> None: ...
 
 
 class Driver(Protocol):
@@ -92,7 +105,7 @@ class VenueSpec:
     quote_currency: str | None = None
     exchange: str = ""
     symbols: tuple[str, ...] = ()
-    market: MarketData | None = None
+    market: LiveMarketData | None = None
     time_source: Clock | None = None
     tick_s: float = 1.0
     sleep: Sleep | None = None
