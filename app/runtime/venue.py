@@ -49,6 +49,7 @@ class Driver(Protocol):
 
     speed: float
     paused: bool
+    last_error: str | None  # why the market's last read failed (a live market); None: it worked
 
     def on_advance(self, service: Callable[[int], object]) -> None:
         """Run ``service(now_ms)`` after every settle (the scheduler's ``fire_due``)."""
