@@ -64,7 +64,7 @@ async def open_world(
             return await asyncio.to_thread(build, workspace, spec, options, bus=bus, hold=hold)
         return build(workspace, spec, options, bus=bus, hold=hold)
     except BaseException:
-        if spec.market is not None and hasattr(spec.market, "close"):
+        if spec.market is not None:
             await spec.market.close()
         if spec.account is not None:
             await spec.account.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.clock import Clock
+from app.exchange.market_rules import MarketRules
 from app.exchange.port import TradingBroker
 from app.market.port import MarketData
 
@@ -28,6 +29,18 @@ Sleep = Callable[[float], Awaitable[None]]
 VenueKind = Literal["replay", "live-paper", "live"]
 
 
+class LiveMarketData(MarketData, Protocol):
+    """What a live venue needs of its market beyond the port: the exchange it is, the exchange's
+    trading rules (for the paper broker and the Risk Guard), and a connection to close."""
+
+    @property
+    def exchange_id(self) -> str: ...
+
+    def rules(self, symbol: str) -> MarketRules: ...
+
+    async def close(self) -> None: ...
+
+
 class Driver(Protocol):
     """What moves a venue's clock and lets what depends on time react, in a fixed order: the
     clock moves, the broker settles what the market allows (fills are announced as they are
@@ -36,6 +49,7 @@ class Driver(Protocol):
 
     speed: float
     paused: bool
+    last_error: str | None  # why the market's last read failed (a live market); None: it worked
 
     def on_advance(self, service: Callable[[int], object]) -> None:
         """Run ``service(now_ms)`` after every settle (the scheduler's ``fire_due``)."""
@@ -97,7 +111,7 @@ class VenueSpec:
     quote_currency: str | None = None
     exchange: str = ""
     symbols: tuple[str, ...] = ()
-    market: MarketData | None = None
+    market: LiveMarketData | None = None
     time_source: Clock | None = None
     tick_s: float = 1.0
     sleep: Sleep | None = None

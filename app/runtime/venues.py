@@ -127,9 +127,7 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
         OperationalError: the market was not connected first (``connect_venue``), or the
             workspace's paper account trades on another market or in another currency.
     """
-    from app.ccxt.market import CcxtMarketData  # ccxt's side is loaded only for a live venue
-
-    market: CcxtMarketData | None = spec.market  # type: ignore[assignment] - connect_venue's
+    market = spec.market
     if market is None:
         raise OperationalError(
             "the live market must be connected before the world is built "

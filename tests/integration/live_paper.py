@@ -58,7 +58,8 @@ async def live_world(
     folder: Path, server: FakeExchangeServer, spec: VenueSpec | None = None, **options: Any
 ) -> World:
     """The world of the workspace in ``folder`` on ``spec`` (default: binance's live quotes)."""
-    settings = Settings.model_validate({"exchanges": fake_exchange_settings(server)})
+    exchanges = {**fake_exchange_settings(server), **fake_exchange_settings(server, "okx")}
+    settings = Settings.model_validate({"exchanges": exchanges})
     options.setdefault("settings", settings)
     return await open_world(Workspace.at(folder).ensure(), spec or live_spec(server),
                             WorldOptions(**options))

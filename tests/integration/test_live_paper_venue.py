@@ -125,6 +125,26 @@ async def test_an_order_never_fills_on_a_quote_read_before_it_was_placed(tmp_pat
 
 
 @live
+async def test_a_market_sell_on_okx_fills_at_its_live_bid_less_slippage(tmp_path, server):
+    world = await live_world(tmp_path, server, live_spec(server, "okx"), agents=False)
+    try:
+        broker = world.venue.broker
+        assert world.venue.label == "Paper on live quotes (okx)"
+        await broker.create_order(buy(OrderType.MARKET, "0.01"))
+        await tick(world, server)
+        await broker.create_order(OrderRequest("trader-1", SYMBOL, Side.SELL, OrderType.MARKET,
+                                               Decimal("0.01")))
+        await tick(world, server)
+        sold = (await broker.trades())[0]
+        book = await world.venue.market.order_book(SYMBOL, 1)
+        assert sold.side is Side.SELL and book.best_bid is not None
+        rules = broker.market_rules(SYMBOL)
+        assert sold.price == rules.round_price(book.best_bid * Decimal("0.9998"), up=False)
+    finally:
+        await world.aclose()
+
+
+@live
 async def test_the_order_book_shown_is_the_exchanges_own(tmp_path, server):
     world = await live_world(tmp_path, server, agents=False)
     try:

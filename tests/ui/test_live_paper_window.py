@@ -9,9 +9,11 @@ from decimal import Decimal
 import pytest
 from PySide6.QtWidgets import QLabel, QPushButton
 
+from app.domain.trading import OrderType, Side
+from app.exchange.port import OrderRequest
 from app.secrets import SecretStore
 from app.ui.settings.settings_dialog import SettingsDialog
-from tests.helpers.fake_exchange import FakeExchangeServer
+from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.__main__ import point_workspace
 from tests.helpers.fake_exchange.tape import wall_ms
 from tests.ui.desk import until
@@ -55,6 +57,31 @@ def test_a_workspace_set_to_live_paper_opens_on_binances_live_quotes_and_real_bo
         driver = world.venue.driver
         rounds = driver.rounds
         await until(lambda: driver.rounds > rounds, within=10)
+
+    desk.run(scenario)
+
+
+def test_the_status_bar_says_when_live_reads_fail_and_when_they_work_again(
+    desk, wall_exchange
+):
+    point_workspace(desk.workspace.root, wall_exchange)
+
+    async def scenario() -> None:
+        window = await desk.open(paced=True)
+        world = window.world
+        assert world is not None
+        await world.venue.broker.create_order(OrderRequest(
+            "person", "BTC/USDT", Side.BUY, OrderType.LIMIT, Decimal("0.01"),
+            price=Decimal("1000")))  # far below: it rests, and its quotes are read every tick
+        label = window.statusBar().findChild(QLabel, "status_connection")
+        wall_exchange.fail("binance", "*", Fault.status(503), times=None)
+        try:
+            await until(lambda: "market reads failing" in label.text(), within=20)
+            assert label.text() == f"{LABEL}: market reads failing, retrying"
+            assert "binance" in label.toolTip()
+        finally:
+            wall_exchange.clear_faults()
+        await until(lambda: label.text() == LABEL, within=20)
 
     desk.run(scenario)
 
