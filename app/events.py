@@ -259,6 +259,29 @@ class ReconciliationMismatch(Event):
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class AccountRefreshed(Event):
+    """A live broker read the account's balances from its exchange: the kill switch judges the
+    loss halts on the account as it now is (a replay's account changes only when its clock
+    moves, which ``ClockAdvanced`` says)."""
+
+    venue: str
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownOrdersAwaitDecision(Event):
+    """Reconciliation found orders on the exchange that the journal does not know; the person
+    decides whether each is adopted (followed, owned by the person) or left alone.
+
+    Attributes:
+        orders: one line per order, in words (symbol, side, amount, price, exchange id).
+    """
+
+    venue: str
+    orders: tuple[str, ...]
+
+
 E = TypeVar("E", bound=Event)
 Handler = Callable[[Any], Awaitable[None] | None]
 # how a producer below the runtime publishes (the runtime hands in ``bus.publish_nowait``)

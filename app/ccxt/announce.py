@@ -15,7 +15,15 @@ from collections.abc import Callable
 from app.ccxt.orders import to_fills, to_order
 from app.domain.errors import ToolError
 from app.domain.trading import Order
-from app.events import EventSink, OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
+from app.events import (
+    AccountRefreshed,
+    EventSink,
+    OrderCancelled,
+    OrderFilled,
+    OrderOutcomeUnknown,
+    OrderPlaced,
+    OrderRejected,
+)
 from app.exchange.port import OrderRequest
 from app.store.order_journal import JournalEntry, JournalFill, OrderJournal
 
@@ -52,6 +60,17 @@ class Announcer:
                 order_type=req.order_type.value, quantity=req.quantity, source="broker",
                 rule=exc.code.value, reason=exc.message, time_ms=now_ms,
             ))
+
+    def unknown(self, entry: JournalEntry, why: str, consecutive: int) -> None:
+        """An order was sent and whether it was placed is not known (the kill switch counts
+        ``consecutive``)."""
+        if self.emit is not None:
+            self.emit(OrderOutcomeUnknown(self.venue, entry.agent_id, entry.symbol,
+                                          entry.agent_order_id, why, consecutive))
+
+    def account_read(self, now_ms: int) -> None:
+        if self.emit is not None:
+            self.emit(AccountRefreshed(self.venue, now_ms))
 
     def filled(self, entry: JournalEntry, new: list[JournalFill]) -> None:
         """``new``: fills of ``entry``'s order the journal had not seen before."""

@@ -41,6 +41,7 @@ from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
 from app.ccxt.credentials import ApiKeys
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read, translate
+from app.ccxt.live_grants import LiveGrants
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
@@ -109,7 +110,11 @@ class CcxtBroker:
         on_step: awaited at "journaled" and "sending" (crash tests stop the process there).
         balance_fresh_s: how long fetched balances serve ``precheck`` and ``risk_view``.
         events: where orders placed, cancelled, filled and refused are announced (the runtime
-            hands in its bus's ``publish_nowait``); None announces nothing.
+            hands in its bus's ``publish_nowait``), with orders whose outcome is unknown and
+            each reading of the balances; None announces nothing.
+        grants: which agents the person allows to trade live here; an order of any other agent
+            is refused before anything is journaled or sent. None: every agent (tests of the
+            broker alone).
     """
 
     mode = Mode.LIVE
@@ -129,8 +134,10 @@ class CcxtBroker:
         taker_fee: Decimal = Decimal("0.001"),
         monotonic: Callable[[], float] = time.monotonic,
         events: EventSink | None = None,
+        grants: LiveGrants | None = None,
     ) -> None:
         self.exchange = exchange
+        self.grants = grants
         self.market = market
         self.journal = journal
         self.venue = str(exchange.id)
@@ -149,7 +156,13 @@ class CcxtBroker:
         self._prices: dict[str, Decimal] = {}
         self.announce = Announcer(journal, self.venue, quote_currency, self._base, events)
         self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read,
-                              on_fills=self.announce.filled)
+                              on_fills=self._filled)
+
+    def _filled(self, entry: JournalEntry, new: list[JournalFill]) -> None:
+        """New fills change the balances: the next reading asks the exchange again."""
+        if new:
+            self._balances_mono = None
+        self.announce.filled(entry, new)
 
     async def close(self) -> None:
         """Close the exchange's session (on the loop that opened it); the market is the
@@ -194,7 +207,10 @@ class CcxtBroker:
 
     async def precheck(self, req: OrderRequest) -> CheckedOrder:
         """Every check before the Risk Guard: fields, rules, and funds on fresh balances; what
-        the order would place and the quote it would hold back (a buy's cost with its fee)."""
+        the order would place and the quote it would hold back (a buy's cost with its fee).
+        An agent the person has not allowed to trade live is refused first."""
+        if self.grants is not None:
+            self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = await self.last_price(symbol)
@@ -241,11 +257,14 @@ class CcxtBroker:
     async def create_order(self, req: OrderRequest) -> Order:
         try:
             return await self._create(req)
-        except (InvalidOrderError, InsufficientFundsError, NotFoundError) as exc:
+        except (InvalidOrderError, InsufficientFundsError, NotFoundError,
+                AccessDeniedError) as exc:
             self.announce.rejected(req, exc, self.clock.now_ms())
             raise
 
     async def _create(self, req: OrderRequest) -> Order:
+        if self.grants is not None:
+            self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
         ref = self._prices.get(symbol) or await self.last_price(symbol)
@@ -320,12 +339,14 @@ class CcxtBroker:
             why = f"{type(exc).__name__} while placing it"
             self._mark_unknown(entry, why)
             self.unknown_run += 1
+            self.announce.unknown(entry, why, self.unknown_run)
             raise unknown_outcome(
                 exc, self.venue, entry.client_order_id, entry.agent_order_id, why) from exc
         check = check_answer(answer, entry.client_order_id)
         if not check.ok:
             self._mark_unknown(entry, check.why)
             self.unknown_run += 1
+            self.announce.unknown(entry, check.why, self.unknown_run)
             raise unknown_outcome(
                 None, self.venue, entry.client_order_id, entry.agent_order_id, check.why)
         self.unknown_run = 0
@@ -381,6 +402,7 @@ class CcxtBroker:
         raw = await self._read(self.exchange.fetch_balance, "reading the account's balances")
         self._balances = views.balances_from(raw)
         self._balances_mono = self._mono()
+        self.announce.account_read(self.clock.now_ms())
         return self._balances
 
     async def _read[T](self, call: Callable[[], Awaitable[T]], what: str) -> T:

@@ -294,7 +294,9 @@ class Reconciler:
 
     def _set_baseline(self, actual: Mapping[str, Decimal]) -> None:
         values = {f"baseline:{a}": str(v) for a, v in actual.items()}
-        values["baseline_ms"] = str(self._now())
+        # on the exchange's clock, as the fill times it is compared with
+        exchange_now = getattr(self.broker.market, "now_ms", self._now)
+        values["baseline_ms"] = str(exchange_now())
         values["baseline_fill_mark"] = str(self.journal.fill_mark(self.venue))
         values["baseline_assets"] = ",".join(sorted(actual))
         self.journal.set_meta(self.venue, values)
@@ -304,11 +306,15 @@ class Reconciler:
         out = {a: Decimal(self.journal.meta(self.venue, f"baseline:{a}") or "0")
                for a in assets if a}
         mark = int(self.journal.meta(self.venue, "baseline_fill_mark") or "0")
+        adopted = {e.client_order_id for e in self.journal.entries(self.venue) if e.adopted}
         for fill in self.journal.fills_after(self.venue, mark):
-            # a fill stored later but made before the baseline (an adopted order's) is in it
-            if fill.time_ms >= baseline_ms:
-                for asset, delta in fill_deltas(fill).items():
-                    out[asset] = out.get(asset, ZERO) + delta
+            # a fill stored later but made before the baseline (an adopted order's) is in it;
+            # Kestrel's own fills stored after the mark came after it, whatever the exchange's
+            # clock stamped on them (it may run behind this machine's)
+            if fill.client_order_id in adopted and fill.time_ms < baseline_ms:
+                continue
+            for asset, delta in fill_deltas(fill).items():
+                out[asset] = out.get(asset, ZERO) + delta
         return {a: v for a, v in out.items() if v != 0}
 
     def accept_balances(self) -> None:

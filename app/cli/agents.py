@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections.abc import Callable
 from decimal import Decimal
@@ -36,8 +37,17 @@ from app.agents.faults import (
     what_to_do,
 )
 from app.cli.common import log_to
+from app.cli.live import (
+    add_live_arguments,
+    apply_grants,
+    live_banner,
+    live_spec,
+    unknown_decision,
+)
+from app.config import VenueSettings
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
+from app.domain.trading import AccountState
 from app.events import (
     AgentStateChanged,
     ClockAdvanced,
@@ -46,6 +56,7 @@ from app.events import (
     QuestionAsked,
 )
 from app.runtime.desk import workspace_resume_ms
+from app.runtime.open_world import open_world
 from app.runtime.start import check_world_setup, plan_for_files, world_hint_symbol
 from app.runtime.venue import VenueSpec
 from app.runtime.venues import replay_extent
@@ -54,11 +65,12 @@ from app.telegram.start import start_telegram
 from app.workspace import Workspace
 
 DAY_MS = 86_400_000
-_DURATION_UNITS = {"m": 60_000, "h": 3_600_000, "d": DAY_MS}
+_DURATION_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
+REPLAY_SPEED = 600.0
 
 
 def parse_duration_ms(text: str) -> int:
-    """``90m``, ``4h``, ``2d`` -> milliseconds."""
+    """``30s``, ``90m``, ``4h``, ``2d`` -> milliseconds."""
     text = text.strip().lower()
     if len(text) < 2 or text[-1] not in _DURATION_UNITS or not text[:-1].isdigit():
         raise ValueError(f"not a duration: {text!r}; write e.g. 30m, 4h or 2d")
@@ -77,14 +89,30 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=30,
                         help="a new workspace starts at most this many days before the data "
                              "ends (30)")
+    parser.add_argument("--venue", choices=("replay", "live-paper", "live"),
+                        help="replay: the offline replay of kline files; live-paper: paper "
+                             "trading on an exchange's live quotes (network, no keys); live: "
+                             "REAL orders on your exchange account (keys from the OS keyring; "
+                             "confirm with --confirm-live); default: the workspace's [venue] "
+                             "setting (replay)")
+    parser.add_argument("--exchange", metavar="ID",
+                        help="live kinds: the ccxt id of the exchange, e.g. binance; default: "
+                             "the workspace's [venue] setting")
+    parser.add_argument("--symbol", dest="symbols", action="append", default=[],
+                        metavar="SYMBOL",
+                        help="live kinds: a market to follow (repeatable), e.g. BTC/USDT; "
+                             "default: the workspace's [venue] setting")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
-    parser.add_argument("--speed", type=float, default=600.0,
-                        help="simulated seconds per wall second (600: an hour in 6 s)")
+    add_live_arguments(parser)
+    parser.add_argument("--speed", type=float,
+                        help="replay: simulated seconds per wall second (600: an hour in 6 s); "
+                             "a live market runs in real time")
     parser.add_argument("--for", dest="duration", default="24h",
-                        help="how much market time to run, e.g. 12h or 3d (24h)")
+                        help="how much market time to run, e.g. 12h or 3d (24h); on a live "
+                             "market that is wall time (e.g. 30s, 15m)")
     parser.add_argument("--setup", metavar="TEXT",
                         help="first tell the Orchestrator this, e.g. \"watch BTC/USDT on 1h "
                              "every 1h with a trend analyst and a trader\"")
@@ -94,9 +122,35 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def _build(args: argparse.Namespace) -> World:
+def venue_spec(args: argparse.Namespace, settings: VenueSettings) -> VenueSpec | None:
+    """The live venue the command line (over the workspace's ``[venue]`` setting) asks for;
+    None for the replay.
+
+    Raises:
+        ValueError: live options given for the replay.
+    """
+    kind = args.venue or settings.kind
+    if kind == "live":  # real money: only when asked for on the command line, confirmed
+        return live_spec(args, settings)
+    if kind == "replay":
+        if args.exchange or args.symbols:
+            raise ValueError("--exchange and --symbol choose a live market: add "
+                             "--venue live-paper")
+        return None
+    return VenueSpec.live_paper(args.exchange or settings.exchange,
+                                tuple(args.symbols) or settings.symbols)
+
+
+async def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
+    try:
+        live = venue_spec(args, workspace.settings().venue)
+    except BaseException:
+        hold.release()
+        raise
+    if live is not None:
+        return await open_world(workspace, live, WorldOptions(), hold=hold)
     quote: str | None = None
     try:
         start = workspace_resume_ms(workspace)
@@ -171,19 +225,29 @@ def _print_kill_switch(world: World) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     duration = parse_duration_ms(args.duration)
-    if args.speed <= 0:
+    if args.speed is not None and args.speed <= 0:
         raise ValueError(f"--speed must be positive, got {args.speed}")
-    world = _build(args)
+    world = await _build(args)
+    live = not world.venue.offline
+    account = world.venue.is_live_account
+    if live and args.speed not in (None, 1):
+        await world.aclose()
+        raise ValueError(f"{world.venue.label} runs in real time: --speed is for the replay")
+    speed = 1.0 if live else args.speed or REPLAY_SPEED
     telegram = None
     try:
         if args.setup:
             check_world_setup(world, args.setup)
         TerminalNarrator(world)
-        await world.start()
+        await world.start(unknown_decision(args) if account else None)
+        for line in apply_grants(world, getattr(args, "allow_live", [])):
+            print(line)
         telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
-        print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} at "
-              f"{args.speed:g}x; "
+        if account:
+            print(live_banner(world))
+        pace = "in real time" if live else f"at {speed:g}x"
+        print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} {pace}; "
               "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
         _print_kill_switch(world)
         if args.setup:
@@ -192,11 +256,11 @@ async def _run(args: argparse.Namespace) -> int:
         end = world.venue.clock.now_ms() + duration
         if world.venue.end_ms is not None:
             end = min(end, world.venue.end_ms)
-        world.venue.driver.set_speed(args.speed)
+        world.venue.driver.set_speed(speed)
         # a tick moves at most one candle of the finest data, so no close is skipped
         await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
         await world.agents.manager.wait_idle()
-        faults = _print_summary(world)
+        faults = _print_summary(world, await world.venue.broker.account() if account else None)
     finally:
         if telegram is not None:
             await telegram.aclose()
@@ -204,8 +268,13 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(world: World) -> list[Fault]:
-    """The run's summary, opening with any faulted agent; returns the faults."""
+def _print_summary(world: World, live: AccountState | None = None) -> list[Fault]:
+    """The run's summary, opening with any faulted agent; returns the faults.
+
+    Args:
+        live: a live account as its exchange reports it (the workspace's paper ledger is not
+            the account then).
+    """
     state = world.ledger.load()
     fills = world.ledger.fills()
     usage = world.agents.conversations.usage(run_id=world.agents.run_id)
@@ -219,6 +288,8 @@ def _print_summary(world: World) -> list[Fault]:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
     balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
+    if live is not None:
+        balances = "LIVE " + ", ".join(f"{b.currency} {b.total}" for b in live.assets)
     calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
     print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
     return faults
@@ -232,18 +303,22 @@ def _calls_text(by_provider: dict[str, int]) -> str:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    world = _build(args)
+    world = await _build(args)
+    flowing: asyncio.Task[None] | None = None
     try:
         TerminalNarrator(world)
         await world.start()
+        if not world.venue.offline:  # a live market's time flows by itself: fills, due jobs
+            flowing = asyncio.ensure_future(world.venue.driver.run_paced())
         orchestrator = await world.ensure_orchestrator()
         engine = "the built-in rule engine, not an LLM" if orchestrator.provider == (
             "rule-engine") else f"{orchestrator.provider}:{orchestrator.model}"
         symbol = world_hint_symbol(world)
         hint = "" if symbol is None else (
             f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
-        print(f"Talking to {orchestrator.name} ({engine}). Market time "
-              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: /advance 4h, /agents, "
+        advance = "/advance 4h, " if world.venue.offline else ""
+        print(f"Talking to {orchestrator.name} ({engine}) on {world.venue.label}. Market time "
+              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: {advance}/agents, "
               f"/resume, /kill, /reset, /quit.{hint}")
         _print_kill_switch(world)
         _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
@@ -255,12 +330,19 @@ async def _chat(args: argparse.Namespace) -> int:
                 continue
             await _chat_line(world, orchestrator.agent_id, line.strip())
     finally:
+        if flowing is not None:
+            flowing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flowing
         await world.aclose()
     return 0
 
 
 async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
     if line.startswith("/advance"):
+        if not world.venue.offline:
+            print(f"{world.venue.label} runs in real time: it cannot be advanced.")
+            return
         parts = line.split()
         try:
             step = parse_duration_ms(parts[1] if len(parts) > 1 else "1h")

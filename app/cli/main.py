@@ -207,7 +207,8 @@ COMMANDS = {
 }
 
 
-GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout"})
+GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout", "--venue",
+                         "--exchange", "--confirm-live"})
 
 
 def build_gui_parser() -> argparse.ArgumentParser:
@@ -226,6 +227,19 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="replay speed: simulated seconds per second")
     parser.add_argument("--reset-layout", action="store_true",
                         help="forget the saved window layout")
+    parser.add_argument("--venue", choices=("replay", "live-paper", "live"),
+                        help="replay: the offline replay (the default); live-paper: paper "
+                             "trading on an exchange's live quotes (network, no keys); live: "
+                             "REAL orders on your exchange account (keys from the OS keyring; "
+                             "the window asks you to type the exchange's name); default: the "
+                             "workspace's [venue] setting")
+    parser.add_argument("--exchange", metavar="ID",
+                        help="live kinds: the ccxt id of the exchange, e.g. binance")
+    parser.add_argument("--quote", default="USDT",
+                        help="live: the account's currency; only pairs quoted in it trade (USDT)")
+    parser.add_argument("--confirm-live", metavar="EXCHANGE", default="",
+                        help="live: confirm real-money trading by naming the exchange again "
+                             "(instead of typing it in the window's dialog)")
     return parser
 
 
@@ -234,8 +248,19 @@ def gui_command(argv: Sequence[str]) -> int:
     setup_logging(None)
     from app.ui.app import run_gui
 
+    venue = None
+    if args.venue == "live":
+        from app.runtime.venue import VenueSpec
+
+        if not args.exchange:
+            print("kestrel: --venue live needs the exchange: add --exchange, e.g. binance",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        venue = VenueSpec.live_account(args.exchange.strip().lower(), (), args.quote.upper(),
+                                       confirmed=args.confirm_live.strip().lower())
     return run_gui(args.workspace, data_files=args.data, speed=args.speed,
-                   reset_layout=args.reset_layout)
+                   reset_layout=args.reset_layout, venue_kind=args.venue, exchange=args.exchange,
+                   venue=venue)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

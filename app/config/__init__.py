@@ -109,6 +109,23 @@ class AgentSettings(_Section):
 ExchangeId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
 
 
+class VenueSettings(_Section):
+    """Which market the workspace's window and ``kestrel run``/``chat`` open by default."""
+
+    kind: Literal["replay", "live-paper"] = Field(
+        default="replay",
+        description="'replay': the offline replay of kline files (no network); 'live-paper': "
+        "paper trading on an exchange's live quotes (public data, no keys).",
+    )
+    exchange: ExchangeId = Field(
+        default="binance", description="live-paper: the ccxt id of the exchange, e.g. binance."
+    )
+    symbols: tuple[str, ...] = Field(
+        default=("BTC/USDT", "ETH/USDT"),
+        description="live-paper: the markets to follow (BASE/QUOTE); empty: every spot market.",
+    )
+
+
 class ExchangesSettings(RootModel[dict[ExchangeId, ExchangeSettings]]):
     """``[exchanges.<ccxt id>]`` tables: how to connect to each exchange (ccxt options, timeout).
 
@@ -134,6 +151,7 @@ class Settings(_Section):
     llm: LLMSettings = LLMSettings()
     agents: AgentSettings = AgentSettings()
     approval: ApprovalSettings = ApprovalSettings()
+    venue: VenueSettings = VenueSettings()
     email: EmailSettings | None = None
     exchanges: ExchangesSettings = Field(
         default_factory=ExchangesSettings,

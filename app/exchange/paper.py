@@ -46,12 +46,25 @@ from app.exchange.book import ZERO, quote_up
 from app.exchange.market_rules import MarketRules, default_rules, fmt
 from app.exchange.paper_account import PaperAccount, split_symbol
 from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.quote_settlement import QuoteSettlement
+from app.exchange.quotes import QuoteFeed, QuoteWindow
 from app.exchange.settlement import Costs, Settlement
 from app.exchange.validation import check_request, check_rules
 from app.market.port import MarketData
 from app.store.ledger import Ledger, OrderRecord
 
-__all__ = ["Costs", "PaperBroker"]
+__all__ = ["Costs", "PaperBroker", "venue_name"]
+
+
+def venue_name(venue: str) -> str:
+    """How an account's venue reads in a sentence: "the offline replay", "live quotes of
+    binance"."""
+    kind, _, exchange = venue.partition(":")
+    if kind == "replay":
+        return "the offline replay"
+    if kind == "live-paper":
+        return f"live quotes of {exchange}"
+    return f"{kind} ({exchange})" if exchange else kind
 
 
 class PaperBroker:
@@ -63,6 +76,12 @@ class PaperBroker:
     Args:
         events: where orders placed, cancelled, filled and refused are announced (the runtime
             hands in its bus's ``publish_nowait``); None announces nothing.
+        quotes: fill against these live quotes (the touch of the exchange's book, refreshed by
+            the live driver) instead of candles, and take the ticker's last price as the
+            reference (``quote_settlement``); None: candles (a replay).
+        venue: what the account trades on ("replay", "live-paper:binance"); kept in the ledger,
+            so an account is never continued on another market (its prices and times would
+            not follow on).
     """
 
     def __init__(
@@ -79,6 +98,8 @@ class PaperBroker:
         slippage_bps: Decimal = Decimal("2"),
         rules: Mapping[str, MarketRules] | None = None,
         events: EventSink | None = None,
+        quotes: QuoteFeed | None = None,
+        venue: str = "replay",
     ) -> None:
         symbols = market.symbols()
         if quote_currency is None:
@@ -91,13 +112,22 @@ class PaperBroker:
         self.mode = mode
         self.quote_currency = quote_currency
         self._events = events
+        self.venue = venue
         self._rules = dict(rules or {})
-        self._window = BarWindow(market)
         self._account = PaperAccount(quote_currency, initial_cash)
-        self._settlement = Settlement(
-            self._account, self._window, ledger, clock, self.market_rules,
-            Costs(fee_maker, fee_taker, slippage_bps), mode, events,
-        )
+        self._feed = quotes
+        costs = Costs(fee_maker, fee_taker, slippage_bps)
+        self._window: BarWindow | QuoteWindow
+        self._settlement: Settlement
+        if quotes is None:
+            self._window = BarWindow(market)
+            self._settlement = Settlement(self._account, self._window, ledger, clock,
+                                          self.market_rules, costs, mode, events)
+        else:
+            self._window = QuoteWindow(market, quotes.board)
+            self._settlement = QuoteSettlement(self._account, self._window, ledger, clock,
+                                               self.market_rules, costs, mode, events)
+            quotes.follow(self.symbols_in_play)
         self._restore_or_initialize()
 
     # -- start-up ------------------------------------------------------------------------------
@@ -110,10 +140,17 @@ class PaperBroker:
             self.ledger.initialize(
                 {self.quote_currency: account.initial_cash},
                 {"quote_currency": self.quote_currency, "mode": self.mode.value,
-                 "initial_cash": str(account.initial_cash)},
+                 "initial_cash": str(account.initial_cash), "venue": self.venue},
             )
             return
         meta = snap.meta
+        traded_on = meta.get("venue", "replay")  # accounts from before venues were replays
+        if traded_on != self.venue:
+            raise OperationalError(
+                f"this workspace's paper account trades on {venue_name(traded_on)}; it cannot "
+                f"continue on {venue_name(self.venue)} (its prices and times would not follow "
+                "on). Open another workspace for that market (kestrel --workspace DIR)."
+            )
         if meta["quote_currency"] != self.quote_currency or meta["mode"] != self.mode.value:
             raise OperationalError(
                 f"the ledger belongs to a {meta['mode']} account in {meta['quote_currency']}, "
@@ -181,8 +218,11 @@ class PaperBroker:
         return rules
 
     async def last_price(self, symbol: str) -> Decimal:
-        """The last traded price (the newest visible close, as ``market.ticker`` reports it)."""
+        """The last traded price (the newest visible close, as ``market.ticker`` reports it; on
+        live quotes the exchange's ticker)."""
         symbol = self.canonical_symbol(symbol)
+        if self._feed is not None:
+            return await self._feed.last_price(symbol)
         mark = self._window.mark(symbol)
         if mark is None:
             raise InsufficientDataError(
@@ -377,6 +417,13 @@ class PaperBroker:
 
     def position_size(self, symbol: str) -> Decimal:
         return self._account.book.position(symbol).size
+
+    def symbols_in_play(self) -> set[str]:
+        """Symbols with an open order or a held position: the ones a live settle needs quotes
+        of."""
+        account = self._account
+        held = {s for s, p in account.book.positions.items() if p.size > 0}
+        return held | {r.order.symbol for r in account.open.values()}
 
     def free(self, asset: str) -> Decimal:
         return self._account.book.free(asset)

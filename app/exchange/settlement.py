@@ -130,12 +130,14 @@ class Settlement:
                 self.ledger.save_order(record)
                 continue
             assert bar is not None
-            fill = self._execute(record, match, bar)
+            fill = self._execute(record, match, bar.open_ms)
             if fill is not None:
                 fills.append(fill)
         return fills
 
-    def _execute(self, record: OrderRecord, match: Match, bar: Bar) -> Fill | None:
+    def _execute(self, record: OrderRecord, match: Match, time_ms: int) -> Fill | None:
+        """Fill ``record`` as ``match`` says, at ``time_ms`` (a candle's open, or a quote's
+        time); commit and announce it."""
         account, book = self.account, self.account.book
         order = record.order
         rules = self.rules(order.symbol)
@@ -195,12 +197,12 @@ class Settlement:
         order.filled_quantity += qty
         order.fee += fee
         order.fee_currency = quote
-        order.updated_ms = bar.open_ms
+        order.updated_ms = time_ms
         account.fill_seq += 1
         fill = Fill(
             fill_id=f"F{account.fill_seq:09d}", order_id=order.order_id, agent_id=order.agent_id,
             symbol=order.symbol, side=order.side, quantity=qty, price=price, fee=fee,
-            fee_currency=quote, time_ms=bar.open_ms, realized_pnl=realized,
+            fee_currency=quote, time_ms=time_ms, realized_pnl=realized,
             is_maker=not match.taker,
         )
         siblings = self._cancel_siblings(order.symbol, order.exit_kind, order.side)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from app.domain.risk_view import PendingOrder, PositionView, RiskView
 from app.domain.trading import AccountState, AssetBalance, Mode, Position, Side
-from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_down
 from app.exchange.paper_account import PaperAccount
 from app.market.series import KlineSeries
@@ -21,9 +20,17 @@ from app.market.series import KlineSeries
 _CENT = Decimal("0.01")
 
 
+class PriceWindow(Protocol):
+    """Where marks come from: the bar window (last visible close) or the live quote window."""
+
+    def mark(
+        self, symbol: str, bars: tuple[KlineSeries, int] | None = None
+    ) -> Decimal | None: ...
+
+
 def marks(
     account: PaperAccount,
-    window: BarWindow,
+    window: PriceWindow,
     bars: Mapping[str, tuple[KlineSeries, int]] | None = None,
 ) -> dict[str, Decimal]:
     """The mark of every open position; ``bars`` reuses a settle's reads of this moment."""

@@ -46,6 +46,7 @@ from app.domain.kill_switch import Trip, TripCause
 from app.domain.risk_view import RiskView
 from app.domain.trading import Order
 from app.events import (
+    AccountRefreshed,
     ClockAdvanced,
     EventBus,
     KillSwitchReset,
@@ -298,14 +299,18 @@ class KillSwitch:
 
     def watch(self, bus: EventBus, account_view: Callable[[], RiskView] | None = None) -> None:
         """Trip on the bus's reports of live brokers and, given ``account_view``, on the loss
-        halts after every clock advance (a replay's settle)."""
+        halts after every clock advance (a replay's settle) and every account reading of a live
+        broker (``AccountRefreshed``)."""
         bus.subscribe(OrderOutcomeUnknown, self.on_unknown_outcome)
         bus.subscribe(ReconciliationMismatch, self.on_mismatch)
         if account_view is not None:
             self._account_view = account_view
             bus.subscribe(ClockAdvanced, self._on_clock)
+            bus.subscribe(AccountRefreshed, self._on_clock)
 
-    def _on_clock(self, _event: ClockAdvanced) -> Awaitable[str | None] | None:
+    def _on_clock(
+        self, _event: ClockAdvanced | AccountRefreshed
+    ) -> Awaitable[str | None] | None:
         # judged at once, on every tick of a paced replay; a task is started only to trip
         if self._account_view is None:
             return None

@@ -172,6 +172,44 @@ def open_desk(
     return Desk(world, fresh)
 
 
+def live_spec(
+    workspace: Workspace, kind: str | None = None, exchange: str | None = None,
+    symbols: Sequence[str] = (),
+) -> VenueSpec | None:
+    """The live venue chosen (``kind``, ``exchange``, ``symbols``; what is not given comes from
+    the workspace's ``[venue]`` setting); None for the replay.
+
+    Raises:
+        OperationalError: the workspace's settings cannot be read.
+    """
+    venue = workspace.settings().venue
+    if (kind or venue.kind) == "replay":
+        return None
+    return VenueSpec.live_paper(exchange or venue.exchange, tuple(symbols) or venue.symbols)
+
+
+async def open_live_desk(
+    workspace: Workspace,
+    spec: VenueSpec,
+    *,
+    bus: EventBus | None = None,
+    mode: Mode = Mode.PAPER,
+    loop_share: LoopShare | None = None,
+) -> Desk:
+    """Build the world of ``workspace`` on a live venue: the market is connected on this loop,
+    the world built off it. There is no demo to seed: the person chooses what to watch.
+
+    Raises:
+        OperationalError: the market cannot be reached (one sentence, naming the exchange), or
+            the workspace's paper account trades on another market.
+    """
+    from app.runtime.open_world import open_world
+
+    world = await open_world(workspace, spec, WorldOptions(mode=mode, loop_share=loop_share),
+                             bus=bus, off_loop=True)
+    return Desk(world, fresh=False)
+
+
 async def seed_demo(world: World) -> None:
     """Say the demo's first sentence to the Orchestrator, as the person would in the chat."""
     orchestrator = await world.ensure_orchestrator()

@@ -35,9 +35,9 @@ SECTION_NAMES = {
     "approval": "approval", "agents": "replay speed and run budget", "tools": "tool timeout",
     "email": "e-mail",
     "logging": "logging", "market": "market data", "telegram": "Telegram",
-    "mcp": "MCP servers", "exchanges": "exchanges",
+    "mcp": "MCP servers", "exchanges": "exchanges", "venue": "market venue",
 }
-RESTART_SECTIONS = ("market", "telegram", "mcp", "exchanges")
+RESTART_SECTIONS = ("market", "telegram", "mcp", "exchanges", "venue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def _apply(world: World, name: str, new: Settings) -> None:
         if world.workspace is not None:
             setup_logging(world.workspace, new.logging)
         return
-    if name == "agents":
+    if name == "agents" and world.venue.offline:  # a live market runs in real time
         world.venue.driver.set_speed(new.agents.replay_speed)
     if team is None:
         return

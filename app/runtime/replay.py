@@ -66,6 +66,7 @@ class ReplayDriver:
         self.bus = bus
         self.speed = 60.0
         self.paused = False
+        self.last_error: str | None = None  # a replay reads no market: nothing can fail
         self._services: list[Callable[[int], object]] = []
 
     def on_advance(self, service: Callable[[int], object]) -> None:

@@ -201,12 +201,33 @@ def plan_for_files(
 
 
 def check_world_setup(world: World, setup: str) -> None:
-    """``check_setup`` for a world's replay, account currency and market time."""
-    check_setup(history(world), account_quote=world.venue.broker.quote_currency,
-                now_ms=world.venue.clock.now_ms(), setup=setup)
+    """``check_setup`` for a world's replay, account currency and market time; on a live
+    market, whether it lists the symbols and the account can trade them."""
+    quote = world.venue.broker.quote_currency
+    if world.venue.history is None:
+        available = world.venue.market.symbols()
+        for symbol in named_symbols(setup):
+            if symbol not in available:
+                raise OperationalError(
+                    f"the setup asks to watch {symbol}, but {world.venue.label} follows only "
+                    f"{', '.join(available)}; add it with --symbol {symbol}"
+                )
+            if split_symbol(symbol, "")[1] != quote:
+                raise OperationalError(
+                    f"this workspace's paper account holds {quote}, so {symbol} cannot be "
+                    f"traded in it; watch a {quote} pair here, or use a new --workspace for it"
+                )
+        return
+    check_setup(history(world), account_quote=quote, now_ms=world.venue.clock.now_ms(),
+                setup=setup)
 
 
 def world_hint_symbol(world: World) -> str | None:
-    """``tradeable_symbol`` for a world's replay, account currency and market time."""
-    return tradeable_symbol(history(world), account_quote=world.venue.broker.quote_currency,
+    """``tradeable_symbol`` for a world's replay, account currency and market time; on a live
+    market its first symbol the account can trade."""
+    quote = world.venue.broker.quote_currency
+    if world.venue.history is None:
+        return next((s for s in world.venue.market.symbols()
+                     if split_symbol(s, "")[1] == quote), None)
+    return tradeable_symbol(history(world), account_quote=quote,
                             now_ms=world.venue.clock.now_ms())

@@ -9,12 +9,13 @@ venue to open; ``app.runtime.venues.open_venue`` is the one place that knows the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.clock import Clock
+from app.exchange.market_rules import MarketRules
 from app.exchange.port import TradingBroker
 from app.market.port import MarketData
 
@@ -24,7 +25,21 @@ if TYPE_CHECKING:
     from app.market.replay import ReplayMarketData
     from app.runtime.blind import BlindMap
 
+Sleep = Callable[[float], Awaitable[None]]
+
 VenueKind = Literal["replay", "live-paper", "live"]
+
+
+class LiveMarketData(MarketData, Protocol):
+    """What a live venue needs of its market beyond the port: the exchange it is, the exchange's
+    trading rules (for the paper broker and the Risk Guard), and a connection to close."""
+
+    @property
+    def exchange_id(self) -> str: ...
+
+    def rules(self, symbol: str) -> MarketRules: ...
+
+    async def close(self) -> None: ...
 
 
 class Driver(Protocol):
@@ -35,6 +50,7 @@ class Driver(Protocol):
 
     speed: float
     paused: bool
+    last_error: str | None  # why the market's last read failed (a live market); None: it worked
 
     def on_advance(self, service: Callable[[int], object]) -> None:
         """Run ``service(now_ms)`` after every settle (the scheduler's ``fire_due``)."""
@@ -75,6 +91,21 @@ class VenueSpec:
         symbols: live kinds: the symbols to follow.
         blind: replay: the agents see a disguised market (neutral symbol, shifted times,
             rescaled prices; ``app.runtime.blind``), their orders mapped back to real terms.
+        symbols: live kinds: the symbols to follow (BASE/QUOTE); empty: every spot market.
+        market: live kinds: the exchange's market data, already connected on the event loop
+            the world will run on (``app.runtime.venues.connect_venue``; opening it is network
+            I/O, building the world is not).
+        time_source: live kinds: where the wall clock's time comes from (tests: a fake
+            exchange's time); None: the system clock.
+        tick_s: live kinds: seconds between two reads of the market by the driver.
+        sleep: live kinds: how the driver waits between reads (tests: moving a fake clock).
+        market_options: live kinds: options of the market adapter (tests: its ``monotonic``
+            on the fake time, so its caches age with it).
+        account: live: the exchange connection with the account's keys, connected like
+            ``market`` (``app.runtime.live_venue.connect_live``).
+        confirmed: live: the exchange the person confirmed trading on with real money (the
+            window's dialog, ``kestrel run --confirm-live``); a live venue is refused unless it
+            names ``exchange``.
     """
 
     kind: VenueKind = "replay"
@@ -85,6 +116,13 @@ class VenueSpec:
     exchange: str = ""
     symbols: tuple[str, ...] = ()
     blind: bool = False
+    market: LiveMarketData | None = None
+    time_source: Clock | None = None
+    tick_s: float = 1.0
+    sleep: Sleep | None = None
+    market_options: Mapping[str, Any] = field(default_factory=dict)
+    account: Any = None
+    confirmed: str = ""
 
     @classmethod
     def replay(
@@ -92,6 +130,27 @@ class VenueSpec:
         quote_currency: str | None = None, *, blind: bool = False,
     ) -> VenueSpec:
         return cls("replay", tuple(data_files), (), at_ms, quote_currency, blind=blind)
+
+    @classmethod
+    def live_paper(
+        cls, exchange: str, symbols: Sequence[str] = (), quote_currency: str | None = None,
+    ) -> VenueSpec:
+        """Paper trading on the live quotes of ``exchange`` (a ccxt id), no keys."""
+        return cls("live-paper", quote_currency=quote_currency, exchange=exchange,
+                   symbols=tuple(symbols))
+
+    @classmethod
+    def live_account(
+        cls, exchange: str, symbols: Sequence[str] = (), quote_currency: str | None = None,
+        *, confirmed: str = "",
+    ) -> VenueSpec:
+        """Real orders on the account whose keys are in the keyring for ``exchange``."""
+        return cls("live", quote_currency=quote_currency, exchange=exchange,
+                   symbols=tuple(symbols), confirmed=confirmed)
+
+    @property
+    def live(self) -> bool:
+        return self.kind != "replay"
 
 
 @dataclass
@@ -113,6 +172,9 @@ class Venue:
             lays out a backtest's result reads it); None: ``broker`` is real.
         blind: a blind venue's disguise (``app.runtime.blind``); None: the agents see the market
             as it is.
+        before_agents: awaited by ``World.start`` before any agent runs, with the person's
+            decision about orders the venue finds and does not know (a live account's
+            reconciliation); None: nothing to do first.
     """
 
     kind: VenueKind
@@ -128,6 +190,12 @@ class Venue:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     account: TradingBroker | None = None
     blind: BlindMap | None = None
+    before_agents: Callable[[Any], Awaitable[object]] | None = None
+
+    @property
+    def is_live_account(self) -> bool:
+        """Real money: every view says LIVE."""
+        return self.kind == "live"
 
     @property
     def offline(self) -> bool:

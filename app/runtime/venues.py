@@ -6,13 +6,18 @@ here; nothing above the venue changes:
 
 - ``replay`` (here): ``ReplayClock`` + ``ReplayMarketData`` over CSV history + ``PaperBroker``
   filling on the replayed bars + ``ReplayDriver``.
-- ``live-paper`` (next): ``WallClock`` + ``CcxtMarketData`` (public endpoints, no keys) +
-  ``PaperBroker`` filling on live quotes + a driver that settles on the market's own updates.
-- ``live`` (after it): ``WallClock`` + ``CcxtMarketData`` + ``CcxtBroker`` (keys from the
-  keyring, the order journal in the workspace, reconciliation at start).
+- ``live-paper`` (here): ``LiveClock`` (wall time) + ``CcxtMarketData`` (public endpoints, no
+  keys) + ``PaperBroker`` filling on the exchange's live touch (``QuoteFeed``) + ``LiveDriver``
+  (reads the quotes, settles, fires due jobs every second and when an order is placed).
+- ``live`` (``app.runtime.live_venue``): ``LiveClock`` + ``CcxtMarketData`` + ``CcxtBroker``
+  (keys from the keyring, the order journal in the workspace, reconciliation before any agent
+  runs) + ``LiveDriver``; opened only with the person's confirmation naming the exchange.
 
-Until an entry exists, opening that kind is refused with a sentence saying so. ``spec.blind``
-wraps a replay's ports in ``app.runtime.blind``'s disguise (the agents cannot recognise the market).
+``spec.blind`` wraps a replay's ports in ``app.runtime.blind``'s disguise (the agents cannot
+recognise the market). A live market is connected first, on the event loop the world will run on
+(``connect_venue``: network I/O, which the synchronous world building never does); a failure
+there is one clear sentence, and the offline replay stays available. Until an entry exists,
+opening a kind is refused with a sentence saying so.
 """
 
 from __future__ import annotations
@@ -21,20 +26,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.config import PaperSettings, Settings
+from app.config import ExchangesSettings, PaperSettings, Settings
 from app.domain.clock import ReplayClock, ms_to_iso
-from app.domain.errors import OperationalError
+from app.domain.errors import OperationalError, ToolError
 from app.domain.trading import Mode
 from app.events import EventBus, EventSink
 from app.exchange.paper import Costs, PaperBroker
+from app.exchange.quotes import QuoteFeed
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
 from app.runtime.blind import blind_venue
+from app.runtime.live_clock import LiveClock
+from app.runtime.live_driver import LiveDriver
 from app.runtime.replay import ReplayDriver
 from app.runtime.venue import Venue, VenueSpec
+from app.secrets import SecretStore
 from app.store.ledger import Ledger
 
 REPLAY_LABEL = "Offline replay"
+
+
+def live_paper_label(exchange: str) -> str:
+    return f"Paper on live quotes ({exchange})"
 
 
 @dataclass(frozen=True)
@@ -109,9 +122,91 @@ def paper_costs(broker: PaperBroker, old: Settings, new: Settings) -> list[str]:
     return []
 
 
+def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
+    """The exchange's live market, the paper broker filling on its touch; no keys.
+
+    Raises:
+        OperationalError: the market was not connected first (``connect_venue``), or the
+            workspace's paper account trades on another market or in another currency.
+    """
+    market = spec.market
+    if market is None:
+        raise OperationalError(
+            "the live market must be connected before the world is built "
+            "(app.runtime.venues.connect_venue)"
+        )
+    clock = LiveClock(spec.time_source)
+    feed = QuoteFeed(market, clock)
+    paper = context.paper
+    opened_in = context.ledger.meta_value("quote_currency")  # an account keeps its currency
+    broker = PaperBroker(
+        market, clock, context.ledger, initial_cash=paper.initial_cash,
+        quote_currency=opened_in or spec.quote_currency, mode=context.mode,
+        fee_maker=paper.fee_rate, fee_taker=paper.fee_rate, slippage_bps=paper.slippage_bps,
+        rules={s: market.rules(s) for s in market.symbols()}, events=context.events,
+        quotes=feed, venue=f"live-paper:{market.exchange_id}",
+    )
+    driver = LiveDriver(clock, broker.settle, refresh=feed.refresh, bus=context.bus,
+                        tick_s=spec.tick_s, sleep=spec.sleep)
+    return Venue("live-paper", live_paper_label(market.exchange_id), clock, market, broker,
+                 driver, closers=[market.close],
+                 reconfigure=lambda old, new: paper_costs(broker, old, new))
+
+
+def open_live(spec: VenueSpec, context: VenueContext) -> Venue:
+    """Real orders on the exchange account (``app.runtime.live_venue``; loaded only here)."""
+    from app.runtime.live_venue import open_live as opener
+
+    return opener(spec, context)
+
+
 OPENERS: dict[str, Callable[[VenueSpec, VenueContext], Venue]] = {
     "replay": open_replay,
+    "live-paper": open_live_paper,
+    "live": open_live,
 }
+
+
+async def connect_venue(
+    spec: VenueSpec, exchanges: ExchangesSettings, secrets: SecretStore | None = None
+) -> VenueSpec:
+    """``spec`` with its live market connected (markets loaded, clock measured); a replay, or
+    a spec already connected, as it is. Run it on the loop the world will run on; close what it
+    opened with ``await spec.market.close()`` if the world is not built after all.
+
+    Args:
+        exchanges: the per-exchange ccxt options (URLs, proxy, ``options``) and timeouts.
+        secrets: the keyring a live account's keys are read from (default: the OS keyring).
+
+    Raises:
+        OperationalError: no exchange given, ccxt missing or the id unknown, the exchange
+            unreachable (saying so, and that the offline replay needs no network), or none of
+            the symbols listed there.
+    """
+    if spec.kind == "live" and spec.account is None:
+        from app.runtime.live_venue import connect_live
+
+        return await connect_live(spec, exchanges, secrets)
+    if not spec.live or spec.market is not None:
+        return spec
+    if not spec.exchange:
+        raise OperationalError(
+            f"the {spec.kind} venue needs an exchange: give its ccxt id, e.g. --exchange binance"
+        )
+    from app.ccxt.market import CcxtMarketData
+
+    try:
+        market = await CcxtMarketData.open(
+            spec.exchange, exchanges.get(spec.exchange), clock=spec.time_source,
+            symbols=spec.symbols or None, **spec.market_options,
+        )
+    except ToolError as exc:
+        raise OperationalError(
+            f"Cannot open {live_paper_label(spec.exchange).lower()}: {exc.message} "
+            "Check the network connection (or the exchange's proxy and URLs in Settings > "
+            "Exchanges). The offline replay needs no network: --venue replay."
+        ) from exc
+    return replace(spec, market=market)
 
 
 def open_venue(spec: VenueSpec, context: VenueContext) -> Venue:

@@ -27,7 +27,7 @@ import gc
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,6 +96,7 @@ from app.workspace import Workspace
 
 if TYPE_CHECKING:
     from app.runtime.live_settings import SettingsOutcome
+    from app.runtime.live_startup import DecideUnknown
 
 ORCHESTRATOR_TEMPLATE = "SystemOrchestrator_v1"
 EMAIL_PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry name, not a secret
@@ -206,11 +207,19 @@ class World:
     def read_only(self) -> bool:
         return self.ledger.read_only
 
-    async def start(self) -> None:
-        """Start the agents (a world without agents has nothing to start)."""
+    async def start(self, decide_unknown: DecideUnknown | None = None) -> None:
+        """Start the agents (a world without agents has nothing to start), after what the venue
+        must do first: a live account reconciles with its exchange, and orders there that the
+        journal does not know are put to the person (``decide_unknown``).
+
+        Raises:
+            UnknownOrdersUndecided: such orders exist and no decision was given; no agent runs.
+        """
         team = self.agents
         if team is None:
             return
+        if self.venue.before_agents is not None:
+            await self.venue.before_agents(decide_unknown)
         # a trip the last run committed but did not finish pauses its agents before they start
         await team.kill_switch.complete_unfinished()
         await team.manager.start()
@@ -336,6 +345,8 @@ def _assemble(
 ) -> World:
     """Build every part, registering each one's undoing with ``cleanup`` as it is made."""
     settings = options.settings or (workspace.settings() if workspace else Settings())
+    if spec.kind == "live":  # real money: LIVE everywhere (durable commits, approval policy)
+        options = replace(options, mode=Mode.LIVE)
     checkpointer: WalCheckpointer | None = None
     if workspace is not None and options.agents:
         # started before any store connects, so none of their commits (made on the event loop)

@@ -129,9 +129,12 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             return None
 
     async def _held(symbol: str) -> Decimal:
-        """The position as the broker reads it now (a live broker's cached balances may not
-        have seen the fill that opened it yet)."""
-        size = sum((p.size for p in await broker.positions(symbol)), Decimal(0))
+        """The position's size as far as it can be sold: read fresh through the port (a live
+        account's balances change with each fill, and its cache may not have seen the one that
+        opened it), down to the market's amount step (an exchange that takes the fee in the coin
+        leaves a remainder off the step, which no order can sell)."""
+        held = sum((p.size for p in await broker.positions(symbol)), Decimal(0))
+        size = broker.market_rules(symbol).floor_amount(held)
         if size <= 0:
             raise InvalidOrderError(
                 f"There is no open {symbol} position to protect or close.",
@@ -188,11 +191,13 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = broker.canonical_symbol(args["symbol"])
         await _held(symbol)
-        # a plain sell holds back what it will sell, which a close could then not sell; the
-        # person's close frees what every agent holds back, an agent's only its own
+        # every sell goes first: a plain sell holds back what it will sell, and the take-profit
+        # and stop-loss exits protect the position being closed while an exchange holds the coins
+        # they would sell. The person's close frees what every agent holds back, an agent's only
+        # its own.
         mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
         for old in await broker.open_orders(mine, symbol):
-            if old.side is Side.SELL and not old.reduce_only:
+            if old.side is Side.SELL:
                 await broker.cancel_order(old.agent_id, symbol, old.order_id)
         req = OrderRequest(
             ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication, QMessageBox
@@ -89,6 +89,9 @@ async def open_or_explain(
     *,
     data_files: Sequence[Path] = (),
     speed: float | None = None,
+    venue_kind: str | None = None,
+    exchange: str | None = None,
+    venue: Any = None,
 ) -> QMessageBox | None:
     """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
 
@@ -98,7 +101,8 @@ async def open_or_explain(
     from app.domain.errors import OperationalError
 
     try:
-        await window.open_workspace(workspace, data_files=data_files, speed=speed)
+        await window.open_workspace(workspace, data_files=data_files, speed=speed,
+                                    venue_kind=venue_kind, exchange=exchange, venue=venue)
         logger.info("desk open: %s", window.describe())
     except OperationalError as exc:
         logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
@@ -129,8 +133,12 @@ def run_gui(
     data_files: list[Path] | None = None,
     speed: float | None = None,
     reset_layout: bool = False,
+    venue_kind: str | None = None,
+    exchange: str | None = None,
+    venue: Any = None,
 ) -> int:
-    """Open the window on ``workspace`` (default: this checkout's or the platform's)."""
+    """Open the window on ``workspace`` (default: this checkout's or the platform's), on the
+    offline replay or the ``venue`` given (a ``VenueSpec``: a live market or account)."""
     if not has_display():
         print(
             "kestrel: there is no display to open the window on (DISPLAY is not set). Run "
@@ -151,7 +159,8 @@ def run_gui(
         closed = asyncio.Event()
         window.closed.connect(closed.set)
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
-        await open_or_explain(window, chosen, data_files=data_files or (), speed=speed)
+        await open_or_explain(window, chosen, data_files=data_files or (), speed=speed,
+                              venue_kind=venue_kind, exchange=exchange, venue=venue)
         await closed.wait()
         await window.aclose()
         return EXIT_OK

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
+    from app.runtime.venue import VenueSpec
     from app.runtime.world import World
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class MainWindow(QMainWindow):
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
         self.person: Any = None  # app.runtime.controls.PersonControls, once open
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
+        self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self._pacer: asyncio.Task[None] | None = None
         self._speed_lock = asyncio.Lock()
         self._closing = False
@@ -176,30 +178,50 @@ class MainWindow(QMainWindow):
         data_files: Sequence[Path] = (),
         speed: float | None = None,
         paced: bool = True,
+        venue: VenueSpec | None = None,
+        venue_kind: str | None = None,
+        exchange: str | None = None,
     ) -> Desk:
-        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay.
+        """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or on a
+        live venue (``venue``; else ``venue_kind`` and ``exchange`` over the workspace's
+        ``[venue]`` setting) let time flow; a live account only once the person confirmed it.
 
         Raises:
-            KestrelError: the workspace or its data cannot be used (shown in the window too).
+            KestrelError: the workspace or its data cannot be used, or a live market cannot be
+                reached (shown in the window too).
         """
         from app.agents.loop_share import LoopShare
-        from app.runtime.desk import open_desk, seed_demo
+        from app.runtime.desk import live_spec, open_desk, open_live_desk, seed_demo
         from app.ui.panels.tasks import REDRAWS
 
-        self.loading.setText(f"Opening {workspace.root} …\nLoading market data and agents.")
         bus = EventBus()
         # the agents run on this window's loop: they time-slice their steps, and step aside
         # while a chart, book or account repaint is due
         share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
         try:
-            desk = await asyncio.to_thread(
-                open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
-            )
+            if venue is not None:
+                live = venue if venue.live else None
+            else:
+                live = live_spec(workspace, venue_kind, exchange)
+            if live is not None and live.kind == "live":
+                desk = await self._open_live(workspace, live, bus, share)
+            elif live is not None:
+                self.loading.setText(f"Opening {workspace.root} …\nConnecting to "
+                                     f"{live.exchange} for live quotes.")
+                desk = await open_live_desk(workspace, live, bus=bus, loop_share=share)
+            else:
+                self.loading.setText(f"Opening {workspace.root} …\n"
+                                     "Loading market data and agents.")
+                desk = await asyncio.to_thread(
+                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
+                )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise
         self.desk, self.world = desk, desk.world
         setup_logging(workspace, desk.world.settings.logging)  # logs/kestrel.log, rotated
+        if not desk.world.venue.offline:
+            speed = None  # a live market runs in real time
         if speed is None and desk.fresh:
             speed = DEMO_SPEED  # a new user sees a trade's whole cycle within the first minute
         if speed is not None:
@@ -207,7 +229,8 @@ class MainWindow(QMainWindow):
         self._install(desk)
         if speed is not None:
             self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
-        await desk.world.start()
+        self._refresh_title()
+        await desk.world.start(self._decide_unknown_orders)
         from app.telegram.start import start_telegram
 
         assert desk.world.agents is not None
@@ -229,6 +252,40 @@ class MainWindow(QMainWindow):
             self.start_replay()
         self._refresh_title()
         return desk
+
+    async def _open_live(
+        self, workspace: Workspace, venue: VenueSpec, bus: EventBus, share: Any
+    ) -> Desk:
+        """A live market's world; a live account's only after the person's confirmation."""
+        from app.runtime.desk import Desk
+        from app.runtime.open_world import open_world
+        from app.runtime.world import WorldOptions
+        from app.ui.live_dialogs import LiveConfirmDialog
+
+        if venue.kind == "live" and venue.confirmed.lower() != venue.exchange.lower():
+            self.loading.setText(f"Waiting for your confirmation to trade LIVE on "
+                                 f"{venue.exchange}…")
+            confirmed = await LiveConfirmDialog(venue.exchange, self).ask()
+            if not confirmed:
+                raise OperationalError(f"Live trading on {venue.exchange} was not confirmed; "
+                                       "nothing was opened and no order was sent.")
+            venue = replace(venue, confirmed=confirmed)
+        if not venue.symbols:  # not every market of the exchange: the workspace's own
+            venue = replace(venue, symbols=tuple(workspace.settings().venue.symbols))
+        self.loading.setText(f"Connecting to your {venue.exchange} account …")
+        world = await open_world(workspace, venue, WorldOptions(loop_share=share,
+                                                                secrets=self.secrets),
+                                 bus=bus, off_loop=True)
+        return Desk(world, fresh=False)
+
+    async def _decide_unknown_orders(self, orders: Sequence[Any]) -> Any:
+        """Reconciliation found exchange orders the journal does not know: ask the person."""
+        from app.ui.live_dialogs import UnknownOrdersDialog
+
+        assert self.world is not None
+        exchange = str(getattr(self.world.venue.broker, "venue", self.world.venue.label))
+        self.unknown_dialog = UnknownOrdersDialog(exchange, orders, self)
+        return await self.unknown_dialog.ask()
 
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""
@@ -273,7 +330,8 @@ class MainWindow(QMainWindow):
 
         rule_engine = desk.fresh or any(
             a.provider == "rule-engine" for a in team.manager.list_agents())
-        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine))
+        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine,
+                                         label=venue.label))
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
@@ -313,9 +371,10 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(self.reset_layout_action)
         self._restore_layout()
 
-        self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
-        self.replay_bar.speed_chosen.connect(self.keep_speed)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+        if venue.offline:  # a live market's time cannot be paused, stepped or sped up
+            self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
+            self.replay_bar.speed_chosen.connect(self.keep_speed)
+            self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
@@ -331,6 +390,7 @@ class MainWindow(QMainWindow):
             agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
             trip_kill_switch=lambda: kill.request_trip("tray"),
             halted=team.kill_switch.is_tripped(),
+            live=venue.label if venue.is_live_account else "",
         )
         self.tray.open_panel.connect(self.open_panel)
         self.tray.notice_raised.connect(self._show_notice)
@@ -395,12 +455,15 @@ class MainWindow(QMainWindow):
     # -- the replay ----------------------------------------------------------------------------
 
     def start_replay(self) -> None:
-        """Let simulated time flow at the driver's speed until the data ends."""
+        """Let simulated time flow at the driver's speed until the data ends (a live market:
+        follow it, reading quotes, settling and firing jobs, until the window closes)."""
         if self.desk is None or (self._pacer is not None and not self._pacer.done()):
             return
-        self._pacer = self.tasks.spawn(
-            self.desk.world.venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS)
-        )
+        venue = self.desk.world.venue
+        if not venue.offline:
+            self._pacer = self.tasks.spawn(venue.driver.run_paced())
+            return
+        self._pacer = self.tasks.spawn(venue.driver.run_paced(tick_s=0.1, max_step_ms=HOUR_MS))
 
     def keep_speed(self, speed: float) -> None:
         """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
@@ -494,7 +557,9 @@ class MainWindow(QMainWindow):
             return
         venue = self.world.venue
         root = self.world.workspace.root.name if self.world.workspace else ""
-        self.setWindowTitle(f"Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
+        live = "● LIVE · REAL MONEY — " if venue.is_live_account else ""
+        self.setWindowTitle(
+            f"{live}Kestrel — {root} — {venue.label} — {venue.broker.mode.value}")
 
     # -- menus ---------------------------------------------------------------------------------
 

@@ -82,12 +82,15 @@ class ReplayBar(QToolBar):
         self.step_button.setEnabled(self.driver.paused)
 
 
-def banner_text(offline: bool, rule_engine: bool) -> str:
+def banner_text(offline: bool, rule_engine: bool, label: str = "") -> str:
     """What the banner says about where the data and the decisions come from."""
     parts = []
     if offline:
         parts.append("<b>Offline replay</b> of bundled real market data with a simulated "
                      "(paper) exchange")
+    elif label.startswith("Paper"):
+        parts.append(f"<b>{label}</b>: the exchange's real prices and order book, orders filled "
+                     "by a simulated (paper) account, no keys, no real money")
     if rule_engine:
         parts.append("agents run on the built-in <b>rule engine (not an LLM)</b>")
     if not parts:

@@ -15,6 +15,7 @@ from app.domain.agents import AgentState
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Mode
 from app.ui.panels.style import MODE_COLORS
+from app.ui.theme import set_look
 
 if TYPE_CHECKING:
     from app.runtime.world import World
@@ -30,6 +31,7 @@ class StatusBar(QStatusBar):
         self.world = world
         self.clock_label = QLabel()
         self.clock_label.setObjectName("status_clock")
+        self.connection = connection
         self.connection_label = QLabel(connection)
         self.connection_label.setObjectName("status_connection")
         self.agents_label = QLabel()
@@ -73,6 +75,11 @@ class StatusBar(QStatusBar):
         if faulted:
             text += f", {faulted} faulted"
         self.agents_label.setText(text)
+        failing = self.world.venue.driver.last_error
+        self.connection_label.setText(self.connection if failing is None else
+                                      f"{self.connection}: market reads failing, retrying")
+        self.connection_label.setToolTip(failing or "")
+        set_look(self.connection_label, "" if failing is None else "warning")
         trip = self.world.agents.kill_switch.active()
         self.halted_label.setVisible(trip is not None)
         self.halted_label.setToolTip(

@@ -183,6 +183,8 @@ QLabel#taskType {{ font-weight: bold; color: {t.accent}; }}
 QLabel#questionTitle {{ font-weight: bold; color: {t.accent}; }}
 QFrame#question[tone="approval"] QLabel#questionTitle {{ color: {t.warning}; }}
 QFrame#question[tone="answered"] QLabel#questionTitle {{ color: {t.muted}; }}
+QWidget#chatPanel QLabel#liveTag {{ background: {t.down}; color: #ffffff; font-weight: bold;
+    padding: 0 5px; }}
 QLabel#glyph {{ font-weight: bold; color: {t.muted}; }}
 QLabel#glyph[tone="success"] {{ color: {t.up}; }}
 QLabel#glyph[tone="error"] {{ color: {t.down}; }}

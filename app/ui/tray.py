@@ -93,6 +93,7 @@ class TrayRouter:
         self.faulted: dict[str, str] = {}
         self.questions: dict[str, str] = {}  # question id -> agent id
         self.halted = False  # the kill switch is tripped
+        self.live = ""  # the venue's label when the account is LIVE (real money)
         self._pending_fills = 0
         self._last_fill_notice: float | None = None
 
@@ -116,7 +117,8 @@ class TrayRouter:
         if self.faulted:
             parts.append(f"{len(self.faulted)} faulted")
         halted = "TRADING HALTED (kill switch); " if self.halted else ""
-        return "Kestrel: " + halted + ", ".join(parts)
+        live = f"● {self.live}; " if self.live else ""
+        return "Kestrel: " + live + halted + ", ".join(parts)
 
     def set_agent_states(self, states: dict[str, str]) -> None:
         """Start from what the agent store says (agents that ran before the window opened)."""
@@ -199,12 +201,14 @@ def _clip(text: str, limit: int = 240) -> str:
 
 # -- drawing ---------------------------------------------------------------------------------------
 
+LIVE_FRAME = DARK.down
 STATE_COLOURS = {TrayState.IDLE: "#8a93a6", TrayState.RUNNING: "#26a69a",
                  TrayState.ATTENTION: "#f0b429", TrayState.HALTED: DARK.down}
 
 
-def draw_icon(state: TrayState, size: int = 64) -> QPixmap:
-    """A kestrel's wing (a chevron) on the panel colour, with a status dot in the state's colour."""
+def draw_icon(state: TrayState, size: int = 64, *, live: bool = False) -> QPixmap:
+    """A kestrel's wing (a chevron) on the panel colour, with a status dot in the state's colour;
+    on a LIVE account (real money) the tile is framed in red."""
     pixmap = QPixmap(size, size)
     pixmap.fill(Qt.GlobalColor.transparent)
     painter = QPainter(pixmap)
@@ -213,8 +217,14 @@ def draw_icon(state: TrayState, size: int = 64) -> QPixmap:
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QColor("#161a22"))
         painter.drawRoundedRect(QRectF(2, 2, size - 4, size - 4), size * 0.2, size * 0.2)
-        wing = QPainterPath()
         s = size / 64
+        if live:
+            painter.setPen(QPen(QColor(LIVE_FRAME), 6 * s))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(QRectF(5 * s, 5 * s, size - 10 * s, size - 10 * s),
+                                    size * 0.17, size * 0.17)
+            painter.setPen(Qt.PenStyle.NoPen)
+        wing = QPainterPath()
         wing.moveTo(QPointF(12 * s, 40 * s))
         wing.lineTo(QPointF(30 * s, 18 * s))
         wing.lineTo(QPointF(52 * s, 30 * s))
@@ -252,6 +262,8 @@ class TrayController(QObject):
         trip_kill_switch: called by "Trip kill switch…" (the window asks before tripping);
             None: the menu has no such entry.
         halted: the kill switch is tripped as the tray starts.
+        live: the venue's label when the account is LIVE (real money): the tooltip names it and
+            the icon is framed in red; empty otherwise.
 
     Signals:
         open_panel(str, str): panel name ("chat", "agents", "account") and agent id, when a
@@ -274,12 +286,14 @@ class TrayController(QObject):
         router: TrayRouter | None = None,
         trip_kill_switch: Callable[[], None] | None = None,
         halted: bool = False,
+        live: str = "",
     ) -> None:
         super().__init__(window)
         self.window = window
         self.bus = bus
         self.router = router or TrayRouter(agent_name)
         self.router.halted = halted
+        self.router.live = live
         self.close_to_tray = close_to_tray
         self._trip_kill_switch = trip_kill_switch
         self.kill_action: QAction | None = None
@@ -288,7 +302,7 @@ class TrayController(QObject):
         self._last: TrayNotice | None = None
         self._told_hidden = False
         self._pending: set[Any] = set()
-        self._icons = {state: QIcon(draw_icon(state)) for state in TrayState}
+        self._icons = {state: QIcon(draw_icon(state, live=bool(live))) for state in TrayState}
         self.tray: QSystemTrayIcon | None = None
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray = self._build_tray()

@@ -16,6 +16,9 @@ overhead of a tool call over the bare ccxt call, median under 2 ms.
   refills from the forming candle on, vs ``exchange.fetch_ohlcv`` of that same refill.
 - cached klines: the same tool call with the default freshness (served from the snapshot) vs the
   bare refill fetch: what the cache saves.
+- live-paper ticker: the same ticker call through the whole world of a workspace opened on the
+  live-paper venue by ``open_world`` (the composition the window and ``kestrel run`` use: its
+  executor, the SQLite audit trail, the event bus), the ticker cache off, vs the bare call.
 
 Start-up: a cold ``python -c "import app.cli.main"`` (what the app imports before its window)
 against the same plus ``import ccxt.async_support``, the cost ccxt would add if anything imported
@@ -29,6 +32,7 @@ import asyncio
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -106,9 +110,41 @@ async def run(server: FakeExchangeServer, venue: str, calls: int) -> None:
         report("cached klines", *await pair(
             calls, lambda: exchange.fetch_ohlcv("BTC/USDT", "1h", since=forming, limit=1),
             lambda: tool(cached_exec, KLINES)))
+        await live_paper(server, venue, calls, exchange)
     finally:
         await live.close()
         await cached.close()
+
+
+async def live_paper(server: FakeExchangeServer, venue: str, calls: int, exchange: Any) -> None:
+    """The ticker tool call through a live-paper world vs the bare ccxt call."""
+    from dataclasses import replace
+
+    from app.config import Settings
+    from app.runtime.open_world import open_world
+    from app.runtime.venue import VenueSpec
+    from app.runtime.world import WorldOptions
+    from app.workspace import Workspace
+
+    settings = Settings.model_validate({"exchanges": {
+        venue: fake_settings(server, venue).model_dump(mode="json", exclude_defaults=True)}})
+    spec = replace(VenueSpec.live_paper(venue, ("BTC/USDT",)), time_source=server.now,
+                   market_options={"freshness": Freshness(candles_s=0, ticker_s=0, book_s=0)})
+    with tempfile.TemporaryDirectory(prefix="kestrel-bench-live-") as folder:
+        world = await open_world(Workspace.at(Path(folder)).ensure(), spec,
+                                 WorldOptions(settings=settings, agents=False))
+        try:
+            async def call() -> None:
+                result = await world.executor.execute_text(CTX, TICKER)
+                assert result is not None and result.ok, result
+
+            before = server.count(venue, "ticker")
+            report("live-paper tick", *await pair(
+                calls, lambda: exchange.fetch_ticker("BTC/USDT"), call))
+            fetched = server.count(venue, "ticker") - before
+            assert fetched >= 2 * calls, f"only {fetched} tickers fetched: a cache answered"
+        finally:
+            await world.aclose()
 
 
 def cold_import_s(code: str, runs: int) -> float:

@@ -9,6 +9,9 @@ Run on demand (not collected by pytest):
    ``app.ui.app``) and prints a marker once the window has been shown and painted; the time from
    spawning the process to that line is measured, median of several runs. Baseline in the same
    run: ``python -c "import PySide6.QtWidgets"``, the floor any Qt app pays. Target: under 2 s.
+   With ``--baseline-tree DIR`` (another checkout, e.g. ``git archive main | tar -x -C DIR``)
+   the same start runs from that tree too, interleaved run by run, and the ratio this / that
+   is printed: ccxt and the live venue must leave the window's start within 10% of before.
    (The 100,000-candle pan/zoom repaint has its own benchmark, ``bench_chart.py``.)
 2. Live load: the real main window on a fresh workspace (the demo's Orchestrator, Analyst and
    Trader plus seven more rule-engine analysts with hourly jobs: ten agents), the replay at
@@ -49,10 +52,12 @@ print("{MARKER}", flush=True)
 """
 
 
-def _time_until_marker(args: list[str], env: dict[str, str], marker: str | None) -> float:
+def _time_until_marker(
+    args: list[str], env: dict[str, str], marker: str | None, cwd: Path = REPO
+) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=REPO,
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd,
     )
     assert process.stdout is not None
     if marker is None:
@@ -75,6 +80,40 @@ def cold_start(runs: int) -> dict[str, list[float]]:
         window = [_time_until_marker([sys.executable, "-c", START_SCRIPT], env, MARKER)
                   for _ in range(runs)]
     return {"floor": floor, "window": window}
+
+
+BASELINE_TARGET = 1.10
+
+
+def cold_start_against(runs: int, tree: Path) -> dict[str, list[float]]:
+    """The window's cold start from this checkout and from ``tree``, interleaved."""
+    ours_env = {**os.environ, "PYTHONPATH": str(REPO), "QT_QPA_PLATFORM": "offscreen"}
+    theirs_env = {**ours_env, "PYTHONPATH": str(tree)}
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory(prefix="kestrel-bench-desk-") as home:
+        for env in (ours_env, theirs_env):
+            env["XDG_CONFIG_HOME"] = home
+        for cwd, env in ((REPO, ours_env), (tree, theirs_env)):  # compile and cache both once
+            _time_until_marker([sys.executable, "-c", START_SCRIPT], env, MARKER, cwd)
+        for _ in range(runs):
+            theirs.append(_time_until_marker([sys.executable, "-c", START_SCRIPT], theirs_env,
+                                             MARKER, tree))
+            ours.append(_time_until_marker([sys.executable, "-c", START_SCRIPT], ours_env,
+                                           MARKER, REPO))
+    return {"ours": ours, "theirs": theirs}
+
+
+def report_against(r: dict[str, list[float]], tree: Path) -> str:
+    ours, theirs = statistics.median(r["ours"]), statistics.median(r["theirs"])
+    ratio = ours / theirs
+    return "\n".join([
+        f"1b. cold start to the window shown, this checkout vs {tree} (interleaved, median of "
+        f"{len(r['ours'])} runs)",
+        f"   baseline: {tree.name:<40} {theirs * 1000:7.0f} ms   1.00x",
+        f"   this checkout{'':<33} {ours * 1000:7.0f} ms   {ratio:.2f}x",
+        f"   target: within {BASELINE_TARGET - 1:.0%} -> "
+        f"{'MET' if ratio <= BASELINE_TARGET else 'MISSED'}",
+    ])
 
 
 class Monitor:
@@ -189,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs, a shorter live load")
     parser.add_argument("--live-only", action="store_true", help="skip the cold start")
+    parser.add_argument("--cold-only", action="store_true", help="skip the live load")
+    parser.add_argument("--baseline-tree", type=Path, metavar="DIR",
+                        help="also start the window from this checkout and compare")
     args = parser.parse_args(argv)
     runs, seconds = (3, 5.0) if args.quick else (7, 30.0)
     cold_met = True
@@ -196,6 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         cold = cold_start(runs)
         print(report_cold(cold), flush=True)
         cold_met = statistics.median(cold["window"]) < COLD_TARGET_S
+        if args.baseline_tree is not None:
+            against = cold_start_against(runs, args.baseline_tree.resolve())
+            print(report_against(against, args.baseline_tree.resolve()), flush=True)
+            cold_met = cold_met and (statistics.median(against["ours"])
+                                     / statistics.median(against["theirs"]) <= BASELINE_TARGET)
+    if args.cold_only:
+        print("PASS" if cold_met else "FAIL: a target was missed")
+        return 0 if cold_met else 1
 
     import qasync
 

@@ -53,6 +53,7 @@ from app.ui.agents.create_dialog import CreateAgentDialog
 from app.ui.agents.feed import AgentFeed
 from app.ui.agents.jobs import JobsPane
 from app.ui.agents.lifecycle import DONE_WORDS, STATE_WORDS, Action, allows
+from app.ui.agents.live_grant import LiveGrantCommand
 from app.ui.panels.style import (
     format_quantity,
     format_time,
@@ -126,6 +127,10 @@ class AgentsPanel(QWidget):
         root.setContentsMargins(6, 6, 6, 6)
         root.setSpacing(6)
         self.toolbar = self.commands.toolbar()
+        self.live_grant = self._live_grant()
+        if self.live_grant is not None:
+            self.toolbar.addSeparator()
+            self.toolbar.addAction(self.live_grant.action)
         root.addWidget(self.toolbar)  # a row of its own: in a narrow dock it folds into »
         self.summary = QLabel()
         set_look(self.summary, "muted")
@@ -244,6 +249,20 @@ class AgentsPanel(QWidget):
 
     def _update_actions(self) -> None:
         self.commands.update(self.selected_infos(), self._busy)
+        if self.live_grant is not None:
+            self.live_grant.update()
+
+    def _live_grant(self) -> LiveGrantCommand | None:
+        """The "May trade live" command, on a LIVE account only."""
+        grants = getattr(self.world.venue.broker, "grants", None)
+        if not self.world.venue.is_live_account or grants is None:
+            return None
+        return LiveGrantCommand(self, grants, self.world.venue.clock, self._single_selected,
+                                self.show_message)
+
+    def _single_selected(self) -> AgentInfo | None:
+        infos = self.selected_infos()
+        return infos[0] if len(infos) == 1 else None
 
     def _context_menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)

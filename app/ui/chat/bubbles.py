@@ -186,7 +186,8 @@ class QuestionCard(Card):
         e = self.entry
         who = self.hooks.agent_name(e.agent_id)
         approval = e.question_kind == QuestionKind.APPROVAL.value
-        self.title.setText(f"Approval needed · {who}" if approval else f"{who} asks you")
+        live = "LIVE order · " if approval and self.hooks.live else ""
+        self.title.setText(f"Approval needed · {live}{who}" if approval else f"{who} asks you")
         self.text.setText(e.text)
         retone(self.frame, "answered" if not e.pending else
                ("approval" if approval else "clarification"))

@@ -44,6 +44,10 @@ from app.ui.panels.style import format_time, mono_font
 
 RAW_XML_MAX_HEIGHT = 280
 HUMAN_APPROVAL_RULE = "human_approval"
+# the tools that place, change or cancel orders: on a LIVE account their cards carry the tag
+ORDER_TOOLS = frozenset({"create_order", "cancel_order", "set_position_tp_sl_orders",
+                         "close_position"})
+LIVE_TAG = "LIVE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +58,13 @@ class CardHooks:
         agent_name: an agent's name by id (who sent a task, who asks).
         agent_names: every known agent's name by id.
         answer: answer a question by id; True when the answer was taken.
+        live: the account is LIVE (real money): every order card says so.
     """
 
     agent_name: Callable[[str], str]
     agent_names: Callable[[], dict[str, str]]
     answer: Callable[[str, str], bool]
+    live: bool = False
 
 
 def clock_time(ms: int | None) -> str:
@@ -119,6 +125,8 @@ class ToolCard(Card):
         self.meta = QLabel()
         self.meta.setObjectName("meta")
         head.addWidget(self.glyph)
+        self.head = head
+        self.live_tag: QLabel | None = None  # made once the call is known to be an order's
         head.addWidget(self.name)
         head.addWidget(self.params, 1)
         head.addWidget(self.meta)
@@ -145,6 +153,9 @@ class ToolCard(Card):
 
     def refresh(self) -> None:
         e = self.entry
+        if self.hooks.live and self.live_tag is None and e.tool_name in ORDER_TOOLS:
+            self.live_tag = live_tag()
+            self.head.insertWidget(1, self.live_tag)
         retone(self.frame, e.status)
         retone(self.glyph, e.status)
         self.glyph.setText(TOOL_GLYPHS.get(e.status, "•"))
@@ -193,6 +204,14 @@ class ToolCard(Card):
             view.setPlainText(text)
         lines = text.count("\n") + 1
         view.setFixedHeight(min(RAW_XML_MAX_HEIGHT, lines * view.fontMetrics().lineSpacing() + 14))
+
+
+def live_tag() -> QLabel:
+    """The red LIVE tag of an order card on a real-money account."""
+    tag = QLabel(LIVE_TAG)
+    tag.setObjectName("liveTag")
+    tag.setToolTip("A LIVE order: real money on the exchange")
+    return tag
 
 
 class Problem(QFrame):

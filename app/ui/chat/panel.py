@@ -80,7 +80,8 @@ class ChatPanel(QWidget):
         self._timing: list[ToolEntry] = []
         self.tasks = TaskSet(on_error=self._task_failed)
         self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
-        self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer)
+        self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer,
+                               live=world.venue.is_live_account)
         self._build()
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)

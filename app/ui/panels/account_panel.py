@@ -174,15 +174,18 @@ class AccountPanel(QWidget):
 
         money = self._money
         self.positions = RecordTableModel(position_columns(self.price_decimals, money), mono_font())
-        self.orders = RecordTableModel(order_columns(self.price_decimals), mono_font())
+        live = mode is Mode.LIVE
+        self.orders = RecordTableModel(order_columns(self.price_decimals, live=live),
+                                       mono_font())
         self.fills = RecordTableModel(fill_columns(self.price_decimals, money), mono_font())
         self.positions_view = self._table(self.positions)
         self.orders_view = self._table(self.orders)
         self.fills_view = self._table(self.fills)
         self.tabs = QTabWidget()
-        self.tabs.addTab(self.positions_view, "Positions")
-        self.tabs.addTab(self.orders_view, "Open orders")
-        self.tabs.addTab(self.fills_view, "Fills")
+        self._live = "LIVE " if live else ""
+        self.tabs.addTab(self.positions_view, f"{self._live}Positions")
+        self.tabs.addTab(self.orders_view, f"{self._live}Open orders")
+        self.tabs.addTab(self.fills_view, f"{self._live}Fills")
         self.closed = ClosedTradesView(self.broker, self._bus, self.price_decimals,
                                        self._agent_name)
         self.tabs.addTab(self.closed, "Closed trades")
@@ -320,7 +323,7 @@ class AccountPanel(QWidget):
         self.as_of.setText(f"as of {format_time(self.clock.now_ms())} UTC")
         self.baseline.setValue(float(state.equity - state.total_pnl))  # the starting equity
         self._set_rows(self.positions, self.positions_view, list(state.positions))
-        self.tabs.setTabText(0, f"Positions ({len(state.positions)})")
+        self.tabs.setTabText(0, f"{self._live}Positions ({len(state.positions)})")
         self._position_buttons()
 
     def _set_rows(self, model: RecordTableModel, view: QTableView, rows: list) -> None:
@@ -348,7 +351,7 @@ class AccountPanel(QWidget):
     def _show_orders(self, orders: list[Order]) -> None:
         orders.sort(key=lambda o: o.created_ms, reverse=True)
         self._set_rows(self.orders, self.orders_view, orders)
-        self.tabs.setTabText(1, f"Open orders ({len(orders)})")
+        self.tabs.setTabText(1, f"{self._live}Open orders ({len(orders)})")
         if self.controls is None:
             return
         button_column = self.orders.columnCount() - 1
@@ -365,7 +368,8 @@ class AccountPanel(QWidget):
 
     def _show_fills(self, fills: list[Fill]) -> None:
         self._set_rows(self.fills, self.fills_view, fills)
-        self.tabs.setTabText(2, f"Fills ({len(fills)}{'+' if len(fills) >= FILL_HISTORY else ''})")
+        more = "+" if len(fills) >= FILL_HISTORY else ""
+        self.tabs.setTabText(2, f"{self._live}Fills ({len(fills)}{more})")
 
     def _extend_curve(self, points: list[tuple[int, float]]) -> None:
         if not points:

@@ -66,7 +66,9 @@ def _order_price(o: Order, decimals: int) -> str:
     return " / ".join(parts) if parts else "market"
 
 
-def order_columns(price_decimals: Decimals) -> list[Column[Order]]:
+def order_columns(price_decimals: Decimals, *, live: bool = False) -> list[Column[Order]]:
+    """The open orders' columns; on a LIVE account (real money) every row's status says so."""
+    tag = "LIVE · " if live else ""
     return [
         Column("Time", lambda o: format_time(o.created_ms), key=lambda o: o.created_ms),
         Column("Agent", lambda o: o.agent_id),
@@ -80,7 +82,7 @@ def order_columns(price_decimals: Decimals) -> list[Column[Order]]:
                key=lambda o: o.filled_quantity),
         Column("Price", lambda o: _order_price(o, price_decimals(o.symbol)), numeric=True,
                key=lambda o: o.price or o.stop_price or Decimal(0)),
-        Column("Status", lambda o: o.status.value),
+        Column("Status", lambda o: tag + o.status.value),
         Column("Order id", lambda o: o.order_id, tooltip=lambda o: o.reason or o.order_id),
         Column("", lambda o: ""),  # the Cancel button's cell
     ]

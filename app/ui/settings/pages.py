@@ -33,6 +33,7 @@ from app.ccxt.credentials import key_names
 from app.config import Settings
 from app.config.email import EmailSettings
 from app.config.telegram import TelegramSettings
+from app.domain.errors import OperationalError
 from app.risk import rules as risk_rules
 from app.secrets import SecretStore
 from app.ui.settings.connection import CheckResult
@@ -219,14 +220,19 @@ def ccxt_exchange_ids() -> list[str] | None:
 
 class ExchangePage(Page):
     title = "Exchanges"
+    sections = ("venue",)
 
-    def __init__(self, secrets: SecretStore, spawn: Spawn) -> None:
+    def __init__(self, secrets: SecretStore, spawn: Spawn,
+                 settings: Settings | None = None) -> None:
         super().__init__()
+        settings = settings or Settings()
+        self._settings = settings
+        self._spawn = spawn
         self.body.addWidget(_note(
             "Trading through a real exchange is not built yet: Kestrel trades only on its "
             "paper account (simulated fills on replayed or live prices). Keys stored here are "
-            "kept in the OS keyring for when live trading arrives; nothing is sent to any "
-            "exchange today.", "warning"))
+            "kept in the OS keyring for when live trading arrives; paper trading on live "
+            "quotes uses the exchange's public data and needs no key.", "warning"))
         form = QFormLayout()
         self.exchange = QComboBox()
         self.exchange.setObjectName("exchange_id")
@@ -250,9 +256,80 @@ class ExchangePage(Page):
         self.availability.setObjectName("ccxt_availability")
         self.availability.hide()
         self.body.addWidget(self.availability)
+        self.abilities = _note("")
+        self.abilities.setObjectName("exchange_abilities")
+        self.body.addWidget(self.abilities)
+        row = QHBoxLayout()
+        self.test_button = QPushButton("Test connection")
+        self.test_button.setObjectName("test_exchange")
+        self.test_button.setToolTip("Load the exchange's markets and read one ticker, with the "
+                                    "workspace's settings for it (URLs, proxy); no key is used")
+        self.test_button.clicked.connect(self._test)
+        self.result = QLabel()
+        self.result.setObjectName("exchange_result")
+        self.result.setWordWrap(True)
+        row.addWidget(self.test_button)
+        row.addWidget(self.result, 1)
+        self.body.addLayout(row)
+        self.body.addWidget(_heading("Market venue"))
+        self.body.addWidget(_note(
+            "Where this workspace's agents trade when it opens: the offline replay (no network, "
+            "the default) or paper on an exchange's live quotes (its real prices and order "
+            "book, simulated fills, no keys). Applies when the workspace is opened next; an "
+            "account that has traded stays on its market, so use a new workspace for another "
+            "(kestrel --workspace DIR --venue live-paper --exchange binance)."))
+        venue = ModelForm(type(settings.venue), settings.venue)
+        venue.setObjectName("form_venue")
+        self.forms["venue"] = venue
+        self.body.addWidget(venue)
         self.exchange.currentTextChanged.connect(self._renamed)
         self.finish()
         spawn(self._load_ids())
+        self._show_abilities(self.exchange.currentText())
+
+    def _show_abilities(self, exchange: str) -> None:
+        """What ``exchange`` offers, from ccxt's ``has`` (read off the window's thread)."""
+        exchange = exchange.strip().lower()
+        if not exchange:
+            self.abilities.setText("")
+            return
+
+        async def run() -> None:
+            from app.ccxt.probe import describe_abilities, exchange_abilities
+
+            loop = asyncio.get_event_loop()
+            try:
+                found = await loop.run_in_executor(None, exchange_abilities, exchange)
+            except OperationalError as exc:
+                text = str(exc)
+            else:
+                text = f"What {exchange} offers (ccxt): {describe_abilities(found)}"
+            if self.exchange.currentText().strip().lower() == exchange:
+                self.abilities.setText(text)
+
+        self._spawn(run())
+
+    def _test(self) -> None:
+        """Load the exchange's markets and read a ticker in a worker thread; say how it went."""
+        from app.ccxt.probe import probe_exchange_blocking
+
+        exchange = self.exchange.currentText().strip().lower()
+        settings = self._settings.exchanges.get(exchange)
+        self.test_button.setEnabled(False)
+        self.result.setText(f"Connecting to {exchange}… (its markets and one ticker)")
+        set_look(self.result, "muted")
+
+        async def run() -> None:
+            loop = asyncio.get_event_loop()
+            try:
+                result = await loop.run_in_executor(
+                    None, probe_exchange_blocking, exchange, settings)
+                show_result(self.result, CheckResult(result.ok, result.message,
+                                                     result.latency_ms))
+            finally:
+                self.test_button.setEnabled(True)
+
+        self._spawn(run())
 
     async def _load_ids(self) -> None:
         """ccxt's list of exchange ids; importing ccxt takes a second, so not on the loop.
@@ -283,6 +360,8 @@ class ExchangePage(Page):
             self.passphrase.edit.clear()  # typed for another exchange: never stored under this
         self.passphrase.set_name(names.get("password", ""))
         self._form.setRowVisible(self.passphrase, "password" in names)
+        self.result.setText("")
+        self._show_abilities(exchange)
 
     def commit_secrets(self) -> list[str]:
         exchange = self.exchange.currentText().strip().lower()

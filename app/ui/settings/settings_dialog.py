@@ -97,7 +97,7 @@ class SettingsDialog(QDialog):
             self.current = Settings()
         s = self.current
         self.llm_page = LlmPage(s, secrets, self.tasks.spawn)
-        self.exchange_page = ExchangePage(secrets, self.tasks.spawn)
+        self.exchange_page = ExchangePage(secrets, self.tasks.spawn, s)
         self.telegram_page = TelegramPage(s, secrets, self.tasks.spawn)
         self.email_page = EmailPage(s, secrets, self.tasks.spawn)
         self.risk_page = SectionPage(

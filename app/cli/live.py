@@ -1,0 +1,130 @@
+"""``kestrel run --venue live --exchange ID``: the workspace's agents on a real exchange account.
+
+Live is opt-in twice here as in the window. The workspace: ``--venue live --exchange binance``
+opens the live venue only with ``--confirm-live binance`` (the exchange named again), or, at a
+terminal, the
+person typing the exchange's name after reading what is at stake. Each agent: ``--allow-live
+NAME`` marks the agent called NAME "may trade live" on that exchange (kept; repeatable); any other
+agent's orders are refused there. Before any agent starts, reconciliation settles the journal with
+the exchange; open orders there that Kestrel does not know are listed, and the agents start only
+once the person chose ``--adopt-unknown`` or ``--ignore-unknown`` (or answered at the terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from app.ccxt.reconcile import ExchangeOrder
+from app.config import VenueSettings
+from app.domain.errors import OperationalError
+from app.runtime.live_startup import DecideUnknown, UnknownOrderChoice, describe_order
+from app.runtime.live_venue import confirmation_text
+from app.runtime.venue import VenueSpec
+from app.runtime.world import World
+
+Ask = Callable[[str], str | None]
+
+
+def add_live_arguments(parser: argparse.ArgumentParser) -> None:
+    live = parser.add_argument_group(
+        "live trading (real money)",
+        "Trade on a real exchange account; keys come from the OS keyring (Settings > "
+        "Exchanges).")
+    live.add_argument("--quote", default="USDT",
+                      help="live: the account's currency; only pairs quoted in it trade (USDT)")
+    live.add_argument("--confirm-live", metavar="EXCHANGE", default="",
+                      help="live: confirm real-money trading by naming the exchange again; "
+                           "without it, a terminal asks")
+    live.add_argument("--allow-live", action="append", default=[], metavar="AGENT",
+                      help="live: allow the agent with this name (or id) to place orders on the "
+                           "exchange (kept; repeatable)")
+    unknown = live.add_mutually_exclusive_group()
+    unknown.add_argument("--adopt-unknown", action="store_true",
+                         help="live: open orders on the exchange Kestrel does not know are "
+                              "followed as yours")
+    unknown.add_argument("--ignore-unknown", action="store_true",
+                         help="live: such orders are left alone and never listed again")
+
+
+def terminal_ask(prompt: str) -> str | None:
+    """The person's answer at a terminal; None when nobody can answer (not a terminal)."""
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+def live_spec(
+    args: argparse.Namespace, settings: VenueSettings, ask: Ask = terminal_ask
+) -> VenueSpec:
+    """The live venue ``args`` ask for (``--exchange``, ``--symbol`` over the workspace's
+    ``[venue]`` setting), confirmed by the flag or at the terminal.
+
+    Raises:
+        OperationalError: no exchange named.
+    """
+    exchange = str(args.exchange or settings.exchange or "").strip().lower()
+    if not exchange:
+        raise OperationalError("--venue live needs the exchange: add --exchange, e.g. binance")
+    confirmed = str(getattr(args, "confirm_live", "") or "").strip().lower()
+    if confirmed != exchange:
+        answer = ask(f"{confirmation_text(exchange)}\nType {exchange} to trade live, anything "
+                     "else to stop: ")
+        confirmed = (answer or "").strip().lower()
+    symbols = tuple(s.upper() for s in args.symbols) or tuple(settings.symbols)
+    quote = str(getattr(args, "quote", "USDT")).upper()
+    return VenueSpec.live_account(exchange, symbols, quote, confirmed=confirmed)
+
+
+def unknown_decision(args: argparse.Namespace, ask: Ask = terminal_ask) -> DecideUnknown:
+    """The person's decision about unknown exchange orders: the flag, else the terminal."""
+
+    async def decide(orders: Sequence[ExchangeOrder]) -> UnknownOrderChoice | None:
+        if getattr(args, "adopt_unknown", False):
+            return UnknownOrderChoice.ADOPT
+        if getattr(args, "ignore_unknown", False):
+            return UnknownOrderChoice.IGNORE
+        listed = "\n".join(f"  - {describe_order(o)}" for o in orders)
+        answer = ask(f"Open orders on {args.exchange} that Kestrel does not know:\n{listed}\n"
+                     "adopt (follow them as yours) or ignore (leave them alone)? ")
+        word = (answer or "").strip().lower()
+        return {"adopt": UnknownOrderChoice.ADOPT, "ignore": UnknownOrderChoice.IGNORE}.get(word)
+
+    return decide
+
+
+def apply_grants(world: World, names: Sequence[str], by: str = "the person (--allow-live)"
+                 ) -> list[str]:
+    """Mark the named agents "may trade live" on the world's exchange; return what was done.
+
+    Raises:
+        OperationalError: a name matches no agent of the workspace.
+    """
+    grants = getattr(world.venue.broker, "grants", None)
+    if not names:
+        return []
+    if grants is None or world.agents is None:
+        raise OperationalError("--allow-live applies to the live venue only (--venue live)")
+    agents = world.agents.manager.list_agents()
+    done = []
+    for name in names:
+        found = [a for a in agents if name.casefold() in (a.name.casefold(), a.agent_id.casefold())]
+        if not found:
+            known = ", ".join(a.name for a in agents) or "none yet"
+            raise OperationalError(f"--allow-live {name}: no agent is called so (agents: {known})")
+        for info in found:
+            grants.grant(info.agent_id, by, world.venue.clock.now_ms())
+            done.append(f"{info.name} may trade live on {grants.venue}")
+    return done
+
+
+def live_banner(world: World) -> str:
+    report = getattr(world.venue.before_agents, "summary", None)
+    text = f"{world.venue.label}: REAL orders with REAL money."
+    if report is not None:
+        text += f" Start-up: {report.describe()}."
+    return text

@@ -1,0 +1,141 @@
+"""The real window on paper on live quotes (the fake Binance on 127.0.0.1, on the wall clock):
+the title, banner and account panel say which venue it is, the book is the exchange's own, the
+replay controls are gone, and Settings > Exchanges shows what an exchange offers and tests it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from PySide6.QtWidgets import QLabel, QPushButton
+
+from app.domain.trading import OrderType, Side
+from app.exchange.port import OrderRequest
+from app.secrets import SecretStore
+from app.ui.settings.settings_dialog import SettingsDialog
+from tests.helpers.fake_exchange import FakeExchangeServer, Fault
+from tests.helpers.fake_exchange.__main__ import point_workspace
+from tests.helpers.fake_exchange.tape import wall_ms
+from tests.ui.desk import until
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise")
+
+LABEL = "Paper on live quotes (binance)"
+
+
+@pytest.fixture(name="wall_exchange", scope="module")
+def wall_exchange_fixture():
+    now = wall_ms()
+    with FakeExchangeServer(now) as server:
+        server.now.run_with_wall_clock(now)
+        yield server
+
+
+def test_a_workspace_set_to_live_paper_opens_on_binances_live_quotes_and_real_book(
+    desk, wall_exchange
+):
+    point_workspace(desk.workspace.root, wall_exchange)
+
+    async def scenario() -> None:
+        window = await desk.open(paced=True)
+        world = window.world
+        assert world is not None and world.venue.label == LABEL
+        assert LABEL in window.windowTitle()
+        assert window.panels["account"].venue.text() == LABEL
+        assert LABEL in window.banner.text() and "Offline replay" not in window.banner.text()
+        assert window.replay_bar is None  # live time cannot be paused or sped up
+        book = window.panels["book"]
+        assert book.symbol == "BTC/USDT"
+        await until(lambda: book.book is not None and "bid" in book.header.text())
+        shown = book.book
+        assert shown is not None and not shown.synthetic
+        assert "synthetic" not in book.header.text()
+        live = await world.venue.market.order_book("BTC/USDT", 1)
+        assert abs(shown.best_ask - live.best_ask) < Decimal(50)  # the fake's book, moving
+        assert wall_exchange.count("binance", "depth") > 0
+        # time flows by itself: the driver reads and settles on the wall clock
+        driver = world.venue.driver
+        rounds = driver.rounds
+        await until(lambda: driver.rounds > rounds, within=10)
+
+    desk.run(scenario)
+
+
+def test_the_status_bar_says_when_live_reads_fail_and_when_they_work_again(
+    desk, wall_exchange
+):
+    point_workspace(desk.workspace.root, wall_exchange)
+
+    async def scenario() -> None:
+        window = await desk.open(paced=True)
+        world = window.world
+        assert world is not None
+        await world.venue.broker.create_order(OrderRequest(
+            "person", "BTC/USDT", Side.BUY, OrderType.LIMIT, Decimal("0.01"),
+            price=Decimal("1000")))  # far below: it rests, and its quotes are read every tick
+        label = window.statusBar().findChild(QLabel, "status_connection")
+        wall_exchange.fail("binance", "*", Fault.status(503), times=None)
+        try:
+            await until(lambda: "market reads failing" in label.text(), within=20)
+            assert label.text() == f"{LABEL}: market reads failing, retrying"
+            assert "binance" in label.toolTip()
+        finally:
+            wall_exchange.clear_faults()
+        await until(lambda: label.text() == LABEL, within=20)
+
+    desk.run(scenario)
+
+
+def test_without_network_the_window_says_why_and_the_replay_stays_available(desk, tmp_path):
+    desk.workspace.ensure()
+    (desk.workspace.root / "settings.toml").write_text(
+        '[venue]\nkind = "live-paper"\nexchange = "binance"\n'
+        '[exchanges.binance]\ntimeout_s = 2\n'
+        '[exchanges.binance.ccxt_config.urls.api]\npublic = "http://127.0.0.1:9/api/v3"\n'
+        'v3 = "http://127.0.0.1:9/api/v3"\n', encoding="utf-8")
+
+    async def scenario() -> None:
+        from app.ui.app import open_or_explain
+        from app.ui.main_window import MainWindow
+        from app.ui.settings.prefs import UiPrefs
+
+        window = MainWindow(UiPrefs(), SecretStore(), interactive_errors=False)
+        desk.qtbot.addWidget(window)
+        window.show()
+        box = await open_or_explain(window, desk.workspace)  # what the app runs at start
+        assert box is not None, "the refusal is said in a message box, not a crash report"
+        assert "Cannot open paper on live quotes (binance): " in box.text()
+        assert "--venue replay" in box.text() and "Traceback" not in box.text()
+        assert window.world is None
+        box.close()
+        await window.aclose()
+        window.close()
+
+    desk.run(scenario)
+
+
+def test_settings_exchanges_lists_what_binance_offers_and_tests_the_connection(
+    qtbot, qloop, tmp_path, wall_exchange
+):
+    point_workspace(tmp_path / "ws", wall_exchange)
+    from app.workspace import Workspace
+
+    dialog = SettingsDialog(Workspace.at(tmp_path / "ws"), SecretStore())
+    qtbot.addWidget(dialog)
+    page = dialog.exchange_page
+    page.exchange.setCurrentText("binance")
+    abilities = page.findChild(QLabel, "exchange_abilities")
+
+    async def scenario() -> None:
+        await until(lambda: "What binance offers" in abilities.text(), within=20)
+        text = abilities.text()
+        for what in ("✓ candles", "✓ order book", "✓ candle stream", "✓ place orders"):
+            assert what in text
+        page.findChild(QPushButton, "test_exchange").click()
+        result = page.findChild(QLabel, "exchange_result")
+        await until(lambda: result.text().startswith(("✓", "✗")), within=30)
+        assert result.text().startswith("✓ Connected to binance in ")
+        assert "2 spot markets; BTC/USDT last " in result.text()
+        assert page.forms["venue"].raw()["kind"] == "live-paper"
+
+    qloop.run_until_complete(scenario())
