@@ -95,11 +95,11 @@ def cold_start_against(runs: int, tree: Path) -> dict[str, list[float]]:
             env["XDG_CONFIG_HOME"] = home
         for cwd, env in ((REPO, ours_env), (tree, theirs_env)):  # compile and cache both once
             _time_until_marker([sys.executable, "-c", START_SCRIPT], env, MARKER, cwd)
-        for _ in range(runs):
-            theirs.append(_time_until_marker([sys.executable, "-c", START_SCRIPT], theirs_env,
-                                             MARKER, tree))
-            ours.append(_time_until_marker([sys.executable, "-c", START_SCRIPT], ours_env,
-                                           MARKER, REPO))
+        for run in range(runs):  # who goes first alternates: neither gets the warmer cache
+            pair = [(theirs, theirs_env, tree), (ours, ours_env, REPO)]
+            for times, env, cwd in pair if run % 2 == 0 else pair[::-1]:
+                times.append(_time_until_marker([sys.executable, "-c", START_SCRIPT], env,
+                                                MARKER, cwd))
     return {"ours": ours, "theirs": theirs}
 
 
