@@ -1,5 +1,5 @@
 """Test-wide settings: Qt offscreen, no test may touch the person's real workspace, and no test's
-secrets outlive it."""
+secrets or logging set-up outlive it."""
 
 import os
 from collections.abc import Iterator
@@ -18,3 +18,13 @@ def _secrets_learnt_in_a_test_are_forgotten_after_it() -> Iterator[None]:
     known = REDACTOR.known()
     yield
     REDACTOR.restore(known)
+
+
+@pytest.fixture(autouse=True)
+def _logging_set_up_in_a_test_is_undone_after_it() -> Iterator[None]:
+    """Code under test configures the root logger as if it owned the process (see
+    ``tests.helpers.logs``)."""
+    from tests.helpers.logs import kept_logging
+
+    with kept_logging():
+        yield

@@ -7,28 +7,10 @@ found, or tests that read log records see another level and handler.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from app.cli.main import main
-
-
-@contextmanager
-def kept_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-                handler.close()
-        for handler in handlers:
-            if handler not in root.handlers:
-                root.addHandler(handler)
-        root.setLevel(level)
+from tests.helpers.logs import kept_logging
 
 
 def run_main(argv: Sequence[str]) -> int:
