@@ -1,0 +1,115 @@
+"""A backtest's workspace commits once per bar; every other world commits each write at once.
+
+A backtest writes ~80 rows a bar (conversations, tasks, usage, the audit trail); a transaction
+for each cost more than the rows. With grouped commits its stores share one connection and a bar
+commits as one transaction, each store's own unit of work a savepoint inside it (still all or
+nothing). A paper or live world never groups: what its calls wrote is committed before they
+return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.agents.conversation_store import ConversationStore
+from app.domain.clock import ReplayClock
+from app.domain.trading import Mode
+from app.orchestration.ids import SeededIds
+from app.orchestration.queue import TaskQueue
+from app.runtime.venue import VenueSpec
+from app.runtime.world import WorldOptions, build_world
+from app.store.db import GroupedDb
+from app.workspace import Workspace
+from tests.helpers.paths import BTC_USD_1H
+
+
+def _count(db: Path, table: str) -> int:
+    with sqlite3.connect(db) as reader:
+        return int(reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
+
+
+def test_grouped_stores_commit_together_at_each_commit_and_not_before(tmp_path: Path) -> None:
+    path = tmp_path / "kestrel.db"
+    grouped = GroupedDb(path)
+    clock = ReplayClock(1_000)
+    conversations = ConversationStore(grouped, clock, durable=False)
+    queue = TaskQueue(grouped, clock, SeededIds("t"), durable=False)
+    try:
+        grouped.commit()
+        conversations.add("a1", "t1", 0, "user", "task", "hello")
+        queue.enqueue("a1", "RUN_ANALYSIS", {}, "job:1")
+        assert (_count(path, "messages"), _count(path, "tasks")) == (0, 0)  # not yet committed
+        grouped.commit()
+        assert (_count(path, "messages"), _count(path, "tasks")) == (1, 1)
+        conversations.add("a1", "t1", 1, "assistant", "final", "done")
+    finally:
+        conversations.close()  # a store's close leaves the shared connection to the others
+        queue.close()
+        grouped.finish()  # commits what is open
+    assert _count(path, "messages") == 2
+
+
+def test_a_failed_unit_inside_a_group_undoes_only_itself(tmp_path: Path) -> None:
+    path = tmp_path / "kestrel.db"
+    grouped = GroupedDb(path)
+    conversations = ConversationStore(grouped, ReplayClock(1_000), durable=False)
+    try:
+        grouped.commit()
+        conversations.add("a1", "t1", 0, "user", "task", "kept")
+        with pytest.raises(RuntimeError), grouped.transaction() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('undone', 'yes')"
+            )
+            raise RuntimeError("the unit fails after its first write")
+        grouped.commit()
+    finally:
+        grouped.finish()
+    assert _count(path, "messages") == 1
+    with sqlite3.connect(path) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM meta WHERE key='undone'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("mode", [Mode.PAPER, Mode.LIVE])
+def test_only_a_backtest_may_group_its_commits(tmp_path: Path, mode: Mode) -> None:
+    workspace = Workspace.at(tmp_path / "ws").ensure()
+    with pytest.raises(ValueError, match="only a backtest"):
+        build_world(workspace, VenueSpec.replay([BTC_USD_1H], 0),
+                    WorldOptions(mode=mode, grouped_commits=True))
+
+
+def test_a_paper_worlds_writes_are_committed_when_the_call_returns(tmp_path: Path) -> None:
+    workspace = Workspace.at(tmp_path / "ws").ensure()
+    world = build_world(workspace, VenueSpec.replay([BTC_USD_1H], 0),
+                        WorldOptions(mode=Mode.PAPER))
+
+    async def write() -> None:
+        assert world.agents is not None
+        world.agents.conversations.add("a1", "t1", 0, "user", "task", "hello")
+        assert _count(workspace.db_path, "messages") == 1
+        await world.aclose()
+
+    asyncio.run(write())
+    assert world.grouped is None
+
+
+def test_a_backtest_world_commits_a_bar_at_world_commit(tmp_path: Path) -> None:
+    workspace = Workspace.at(tmp_path / "ws").ensure()
+    world = build_world(workspace, VenueSpec.replay([BTC_USD_1H], 0),
+                        WorldOptions(mode=Mode.BACKTEST, grouped_commits=True))
+
+    async def bar() -> None:
+        assert world.agents is not None
+        world.commit()
+        world.agents.conversations.add("a1", "t1", 0, "user", "task", "hello")
+        assert _count(workspace.db_path, "messages") == 0
+        world.commit()
+        assert _count(workspace.db_path, "messages") == 1
+        world.agents.conversations.add("a1", "t1", 1, "assistant", "final", "done")
+        await world.aclose()  # commits the last bar's writes
+
+    asyncio.run(bar())
+    assert _count(workspace.db_path, "messages") == 2
