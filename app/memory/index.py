@@ -33,6 +33,7 @@ from pathlib import Path
 
 from app.memory.ranking import bm25_rank
 from app.memory.text import Chunk, Query, chunk_text, grams, locate, normalise
+from app.store.db import unit_of_work
 
 logger = logging.getLogger(__name__)
 
@@ -156,18 +157,27 @@ class RecallIndex:
         return True
 
     def close(self) -> None:
+        """Commit what a grouped commit holds open, then close."""
         with self.lock:
-            self._conn.close()
+            try:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")
+            finally:
+                self._conn.close()
+
+    def commit_group(self) -> None:
+        """Commit everything since the last call and hold the next transaction open: from the
+        first call on, each change is a savepoint inside it (``MemoryStore`` with grouped
+        commits, a backtest's)."""
+        with self.lock:
+            if self._conn.in_transaction:
+                self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN IMMEDIATE")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
+        with unit_of_work(self._conn):
             yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
 
     def file_state(self, path: str) -> FileState | None:
         with self.lock:

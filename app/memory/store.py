@@ -97,9 +97,16 @@ class MemoryStore:
         root: the memory root (``<workspace>/memory``); created when first written.
         clock: the market clock (replay cursor in a backtest, wall clock otherwise).
         limits: per-file size limit, per-agent quota, fsync policy.
+        grouped: the recall indexes commit only at ``commit`` (a backtest's bar), each change a
+            savepoint inside the open transaction, instead of a transaction per change; the
+            write-ahead intent of an append is then not committed before its bytes, so only for
+            a memory that is made again after a crash (a backtest's).
     """
 
-    def __init__(self, root: Path, clock: Clock, *, limits: MemoryLimits | None = None) -> None:
+    def __init__(
+        self, root: Path, clock: Clock, *, limits: MemoryLimits | None = None,
+        grouped: bool = False,
+    ) -> None:
         if not fsops.supported():
             raise OperationalError(
                 "The agent memory bank needs a POSIX system (Linux or macOS): its sandbox relies "
@@ -115,6 +122,16 @@ class MemoryStore:
         self._usage_lock = threading.Lock()
         self._pending: Changes = []
         self._pending_lock = threading.Lock()
+        self.grouped = grouped
+
+    def commit(self) -> None:
+        """Commit the open indexes' changes since the last call (with ``grouped``; otherwise
+        each change has committed already)."""
+        if not self.grouped:
+            return
+        with self._index_guard:
+            for index in self._indexes.values():
+                index.commit_group()
 
     def agent_folder(self, agent_id: str) -> Path:
         """Where an agent's files live (for the GUI's memory browser and for people)."""

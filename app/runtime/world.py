@@ -218,6 +218,8 @@ class World:
         if self.grouped is not None:
             self.ledger.flush()
             self.grouped.commit()
+            if self.memory is not None:
+                self.memory.commit()
 
     async def start(self) -> None:
         """Start the agents (a world without agents has nothing to start)."""
@@ -382,7 +384,8 @@ def _assemble(
     if options.memory and memory_root is not None:
         flat = backtest and workspace is not None  # not the person's own memory (the demo's)
         memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
-                            limits=MemoryLimits(durable=not flat), inline=flat)
+                            limits=MemoryLimits(durable=not flat), inline=flat,
+                            grouped=options.grouped_commits)
         cleanup.callback(memory.close)
     kill_log: KillSwitchLog | None = None
     if workspace is not None:

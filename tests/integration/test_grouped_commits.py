@@ -18,6 +18,7 @@ import pytest
 from app.agents.conversation_store import ConversationStore
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode
+from app.memory.bank import MemoryBank, MemoryLimits
 from app.orchestration.ids import SeededIds
 from app.orchestration.queue import TaskQueue
 from app.runtime.venue import VenueSpec
@@ -113,3 +114,22 @@ def test_a_backtest_world_commits_a_bar_at_world_commit(tmp_path: Path) -> None:
 
     asyncio.run(bar())
     assert _count(workspace.db_path, "messages") == 2
+
+
+def test_a_grouped_memory_commits_its_recall_index_at_commit(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    bank = MemoryBank(root, ReplayClock(1_000), limits=MemoryLimits(durable=False), grouped=True)
+    agent = "agent-1"
+    try:
+        bank.write_file(agent, "notes.md", b"first\n")  # opens the index: every change commits
+        bank.commit()
+        bank.write_file(agent, "more.md", b"second\n")
+        index = root / ".index" / f"{agent}.sqlite3"
+        assert _count(index, "files") == 1  # the bar's change waits for the commit
+        bank.commit()
+        assert _count(index, "files") == 2
+        bank.append_file(agent, "more.md", b"third\n")
+        assert bank.recall(agent, "third")  # the bank itself sees what it has not committed
+    finally:
+        bank.close()  # commits what is open
+    assert _count(index, "chunks") >= 3
