@@ -97,15 +97,18 @@ def remove_index(db_path: Path) -> None:
 class RecallIndex:
     """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
 
-    def __init__(self, db_path: Path) -> None:
-        """Open the index, creating it, or rebuilding it (empty) when it is unreadable."""
+    def __init__(self, db_path: Path, *, synced: bool = True) -> None:
+        """Open the index, creating it, or rebuilding it (empty) when it is unreadable.
+
+        ``synced``: its checkpoints sync to disk (off for a backtest's scratch memory).
+        """
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.path = db_path
         self.lock = threading.Lock()
         self.damaged = False  # found unreadable in use: the store replaces it on next use
         self.rebuilt = False  # it was unreadable at open and starts empty
         try:
-            self._conn = self._open(db_path)
+            self._conn = self._open(db_path, synced)
         except sqlite3.DatabaseError as exc:
             self.rebuilt = True
             logger.warning(
@@ -113,17 +116,17 @@ class RecallIndex:
                 db_path, exc,
             )
             remove_index(db_path)
-            self._conn = self._open(db_path)
+            self._conn = self._open(db_path, synced)
         self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     @staticmethod
-    def _open(db_path: Path) -> sqlite3.Connection:
+    def _open(db_path: Path, synced: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
             db_path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'NORMAL' if synced else 'OFF'}")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -385,7 +385,7 @@ def _assemble(
         flat = backtest and workspace is not None  # not the person's own memory (the demo's)
         memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
                             limits=MemoryLimits(durable=not flat), inline=flat,
-                            grouped=options.grouped_commits)
+                            scratch=options.grouped_commits)
         cleanup.callback(memory.close)
     kill_log: KillSwitchLog | None = None
     if workspace is not None:

@@ -1,5 +1,7 @@
 """A backtest's workspace commits once per bar; every other world commits each write at once.
 
+Its memory is scratch too: recall indexes commit once per bar and files are rewritten in place.
+
 A backtest writes ~80 rows a bar (conversations, tasks, usage, the audit trail); a transaction
 for each cost more than the rows. With grouped commits its stores share one connection and a bar
 commits as one transaction, each store's own unit of work a savepoint inside it (still all or
@@ -17,6 +19,7 @@ import pytest
 
 from app.agents.conversation_store import ConversationStore
 from app.domain.clock import ReplayClock
+from app.domain.errors import AccessDeniedError
 from app.domain.trading import Mode
 from app.memory.bank import MemoryBank, MemoryLimits
 from app.orchestration.ids import SeededIds
@@ -118,7 +121,7 @@ def test_a_backtest_world_commits_a_bar_at_world_commit(tmp_path: Path) -> None:
 
 def test_a_grouped_memory_commits_its_recall_index_at_commit(tmp_path: Path) -> None:
     root = tmp_path / "memory"
-    bank = MemoryBank(root, ReplayClock(1_000), limits=MemoryLimits(durable=False), grouped=True)
+    bank = MemoryBank(root, ReplayClock(1_000), limits=MemoryLimits(durable=False), scratch=True)
     agent = "agent-1"
     try:
         bank.write_file(agent, "notes.md", b"first\n")  # opens the index: every change commits
@@ -133,3 +136,33 @@ def test_a_grouped_memory_commits_its_recall_index_at_commit(tmp_path: Path) -> 
     finally:
         bank.close()  # commits what is open
     assert _count(index, "chunks") >= 3
+
+
+def test_a_scratch_memory_rewrites_a_file_in_place_and_whole(tmp_path: Path) -> None:
+    bank = MemoryBank(tmp_path / "memory", ReplayClock(1_000), scratch=True)
+    agent = "agent-1"
+    try:
+        bank.write_file(agent, "view.yaml", b"a: long first version\n")
+        path = bank.agent_folder(agent) / "view.yaml"
+        inode = path.stat().st_ino
+        bank.write_file(agent, "view.yaml", b"a: 2\n")
+        assert path.read_bytes() == b"a: 2\n"  # nothing of the longer version is left
+        assert path.stat().st_ino == inode  # no temporary file renamed over it
+        assert bank.read_file(agent, "view.yaml").data == b"a: 2\n"
+    finally:
+        bank.close()
+
+
+def test_a_scratch_memory_refuses_a_hard_link_and_leaves_it_untouched(tmp_path: Path) -> None:
+    bank = MemoryBank(tmp_path / "memory", ReplayClock(1_000), scratch=True)
+    agent = "agent-1"
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the agent's\n")
+    try:
+        bank.write_file(agent, "keep.md", b"x\n")
+        (bank.agent_folder(agent) / "linked.md").hardlink_to(outside)
+        with pytest.raises(AccessDeniedError):
+            bank.write_file(agent, "linked.md", b"overwritten\n")
+    finally:
+        bank.close()
+    assert outside.read_bytes() == b"not the agent's\n"
