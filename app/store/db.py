@@ -443,15 +443,27 @@ class GroupedDb(StoreDb):
     transaction and begins the next; until the first ``commit`` every statement commits on its
     own. A store's ``close`` leaves the connection open for the others; ``finish`` commits and
     closes it.
+
+    With a transaction always open, the WAL could never start over (a checkpoint can only reuse
+    it between transactions) and would grow with every bar, in file and in memory; so every
+    ``CHECKPOINT_EVERY`` commits the connection checkpoints it itself, between two transactions
+    (without syncing to disk: ``synchronous=OFF``, as for the rest of a backtest's workspace).
     """
+
+    CHECKPOINT_EVERY = 128
 
     def __init__(self, path: Path | str) -> None:
         super().__init__(path, durable=False)
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self._commits = 0
 
     def commit(self) -> None:
         with self.lock:
             if self.conn.in_transaction:
                 self.conn.execute("COMMIT")
+                self._commits += 1
+                if self._commits % self.CHECKPOINT_EVERY == 0:
+                    self.conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
             self.conn.execute("BEGIN IMMEDIATE")
 
     def close(self) -> None:
