@@ -37,7 +37,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import CACHED_MESSAGES, Result, Step, Transcript
+from app.agents.rules.transcript import CACHED_TASKS, Result, Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.memory.roles import (
     ANALYSIS_LOG,
@@ -59,8 +59,9 @@ SIGNAL_TASK = "NEW_MARKET_ANALYSIS_SIGNAL"
 KLINES = 30
 VALUES = 3
 SYMBOL_IN_TEXT = re.compile(r"\b([A-Za-z0-9]{2,12}/[A-Za-z0-9]{2,12})\b")
-# assessments (and their converted rows) kept for the later turns of the tasks in progress
-CACHED_RESULTS = CACHED_MESSAGES
+# assessments (and their converted rows) kept for the later turns of the tasks in progress (a
+# task reads up to five results); each entry keeps its results' XML trees alive
+CACHED_RESULTS = 8 * CACHED_TASKS
 INTERVAL_MS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "30m": 1_800_000,
                "1h": 3_600_000, "4h": 14_400_000, "1d": 86_400_000, "1w": 604_800_000}
 

@@ -29,6 +29,10 @@ USER_MESSAGE = "USER_MESSAGE"
 # conversation): enough for every message of a few dozen agents' current tasks, and a bound on
 # memory, since each parsed tool result holds an XML tree outside Python's heap.
 CACHED_MESSAGES = 512
+# Parsed first messages (the task and the results its data block carries), kept for the later
+# turns of the tasks in progress: one per agent working is enough; more would keep every
+# carried result's XML tree alive long after its task ended.
+CACHED_TASKS = 16
 
 
 def _xml_parser() -> etree.XMLParser:
@@ -175,7 +179,7 @@ def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
     return parsed.call.name, params, parsed.thinking or ""
 
 
-@lru_cache(maxsize=CACHED_MESSAGES)
+@lru_cache(maxsize=CACHED_TASKS)
 def parse_task(content: str) -> TaskFacts:
     """The first message: a ``<task>`` element, or the person's plain text; either may end in
     the task's data block (``app.agents.task_data``). Cached like the other messages: every
