@@ -13,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from app.config import Settings, load_settings
+from app.config import LoggingSettings, Settings, load_settings
 from app.domain.errors import OperationalError
 from app.redaction import REDACTOR
 from app.resources import source_root
@@ -22,6 +22,7 @@ from app.store.lock import LOCK_FILE_NAME
 from app.store.writer import WriterHold, hold_for_writing
 
 APP_NAME = "Kestrel"
+LOG_FILE_NAME = "kestrel.log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,34 +87,45 @@ class Workspace:
         return load_settings(self.settings_path)
 
 
-_configured = False
+_CONSOLE = "kestrel.console"
+_FILE = "kestrel.file"
 
 
-def setup_logging(workspace: Workspace | None, level: str = "INFO", to_file: bool = True) -> None:
-    """Configure logging once per process: warnings to stderr, everything to a rotating file."""
-    global _configured
-    if _configured:
-        return
-    _configured = True
+def setup_logging(workspace: Workspace | None, settings: LoggingSettings | None = None) -> None:
+    """Send warnings to stderr and, for a workspace, every message at ``settings.level`` or above
+    to its rotating ``logs/kestrel.log``; every handler passes the secret redactor.
+
+    Calling it again (another workspace, settings saved in the window) replaces the file handler:
+    the process logs to one workspace, as it writes one.
+    """
+    settings = settings or LoggingSettings()
     root = logging.getLogger()
-    root.setLevel(level)
-    console = logging.StreamHandler()
-    console.setLevel(logging.WARNING)
-    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    console.addFilter(REDACTOR)
-    root.addHandler(console)
-    if workspace is not None and to_file:
-        try:
-            workspace.log_dir.mkdir(parents=True, exist_ok=True)
-            handler = logging.handlers.RotatingFileHandler(
-                workspace.log_dir / "kestrel.log",
-                maxBytes=5_000_000,
-                backupCount=3,
-                encoding="utf-8",
-            )
-        except OSError as exc:
-            logging.getLogger(__name__).warning("file logging disabled: %s", exc)
-            return
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.addFilter(REDACTOR)
-        root.addHandler(handler)
+    handlers = {getattr(h, "name", None): h for h in root.handlers}
+    if _CONSOLE not in handlers:
+        console = logging.StreamHandler()
+        console.set_name(_CONSOLE)
+        console.setLevel(logging.WARNING)
+        console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        console.addFilter(REDACTOR)
+        root.addHandler(console)
+    old = handlers.get(_FILE)
+    if old is not None:
+        root.removeHandler(old)
+        old.close()
+    root.setLevel(settings.level if workspace is not None else logging.INFO)
+    if workspace is None or not settings.to_file:
+        return
+    try:
+        workspace.log_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            workspace.log_dir / LOG_FILE_NAME, maxBytes=settings.max_bytes,
+            backupCount=settings.backups, encoding="utf-8",
+        )
+    except OSError as exc:
+        logging.getLogger(__name__).warning("file logging disabled: %s", exc)
+        return
+    handler.set_name(_FILE)
+    handler.setLevel(settings.level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(REDACTOR)
+    root.addHandler(handler)

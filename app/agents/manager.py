@@ -42,9 +42,12 @@ class AgentManager:
         provider_for: ProviderFor,
         new_id: Callable[[], str],
         scheduler: Any = None,
-        provider_choice: Callable[[AgentTemplate], tuple[str, str]] | None = None,
+        *,
+        provider_choice: Callable[[AgentTemplate], tuple[str, str]],
         extra_permissions: Callable[[AgentInfo], frozenset[str]] | None = None,
     ) -> None:
+        """``provider_choice``: the provider kind and model a new agent of a template gets (the
+        runtime's one rule, ``app.runtime.providers.choose_provider``, under the live settings)."""
         self.s = services
         self.templates = dict(templates)
         self._registry = registry
@@ -52,9 +55,7 @@ class AgentManager:
         self._provider_for = provider_for
         self._new_id = new_id
         self._scheduler = scheduler
-        self._provider_choice = provider_choice or (
-            lambda tpl: (tpl.provider.kind, tpl.provider.model)
-        )
+        self._provider_choice = provider_choice
         # permissions granted beyond the template's groups (the MCP tools a person enabled)
         self._extra_permissions = extra_permissions
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -105,7 +106,7 @@ class AgentManager:
             )
         values = to_json_safe(validate_config(tpl, config))
         now = self.s.clock.now_ms()
-        provider, model = self._provider_choice(tpl)
+        provider, model = self.engine_for(tpl)
         info = AgentInfo(
             agent_id=agent_id, name=label, template=tpl.template_id, role=tpl.role,
             state=AgentState.CREATED, config=values, provider=provider, model=model,
@@ -311,6 +312,11 @@ class AgentManager:
             loop = AgentLoop(self.s, self.profile_for(info))
             self._loops[info.agent_id] = loop
         return loop
+
+    def engine_for(self, template: AgentTemplate) -> tuple[str, str]:
+        """The provider kind and model a new agent of ``template`` gets now (the runtime's rule,
+        ``app.runtime.providers.choose_provider``, under the current ``[llm]`` settings)."""
+        return self._provider_choice(template)
 
     def refresh_profiles(self) -> None:
         """Rebuild every agent's prompt and permissions at its next task (the tools it may use

@@ -1,5 +1,5 @@
-"""The look-ahead-safe backtest engine: replay, strategies on the tool seam, metrics and reports.
+"""The backtest's pure pieces: the strategy seam and SMA cross, metrics, trades and reports.
 
-``run_backtest(data, strategy, RunOptions(...))`` runs one backtest; ``add_backtest_arguments`` and
-``backtest_command`` are the ``kestrel backtest`` sub-command for ``app/cli.py`` to mount.
+Running a backtest is the runtime's job (``app.runtime.strategy_backtest.run_backtest`` over the
+one replay loop); ``kestrel backtest`` is ``app.cli.backtest``.
 """

@@ -35,6 +35,7 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
+from app.cli.common import log_to
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.events import (
@@ -106,8 +107,10 @@ def _build(args: argparse.Namespace) -> World:
     except BaseException:
         hold.release()
         raise
-    return build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
-                       hold=hold)
+    world = build_world(workspace, VenueSpec.replay(args.data, start, quote), WorldOptions(),
+                        hold=hold)
+    log_to(workspace)
+    return world
 
 
 class TerminalNarrator:

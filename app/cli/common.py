@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from app.workspace import Workspace
+from app.domain.errors import OperationalError
+from app.workspace import Workspace, setup_logging
 
 EXIT_OK = 0
 EXIT_TOOL_FAILED = 1
@@ -24,3 +25,13 @@ def workspace_of(args: argparse.Namespace) -> Workspace:
     if getattr(args, "workspace", None):
         return Workspace.at(args.workspace).ensure()
     return Workspace.default()
+
+
+def log_to(workspace: Workspace) -> None:
+    """Log to the workspace's ``logs/kestrel.log`` as its ``[logging]`` settings say (a settings
+    file that cannot be read is reported by the command as it builds its world)."""
+    try:
+        settings = workspace.settings().logging
+    except OperationalError:
+        return
+    setup_logging(workspace, settings)

@@ -45,6 +45,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--agent {args.agent!r} is not a usable agent id (letters, digits, _ . -, at most 64)"
         )
+    from app.cli.common import log_to
     from app.mcp.order_gate import OrderGate
     from app.mcp.serve import SERVED_PERMISSIONS, build_server, gated_registry, run
     from app.runtime.recorders import SqliteToolCallRecorder
@@ -57,6 +58,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     at_ms = parse_time(args.at) if args.at else None
     world = build_world(workspace, VenueSpec.replay(args.data, at_ms),
                         WorldOptions(agents=False, announce=False))
+    log_to(workspace)  # standard output is the MCP wire: problems go to stderr and this file
     try:
         settings = world.settings
         broker = world.venue.broker

@@ -16,7 +16,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from app.cli.common import EXIT_OK, EXIT_TOOL_FAILED, EXIT_USAGE, workspace_of
+from app.cli.common import EXIT_OK, EXIT_TOOL_FAILED, EXIT_USAGE, log_to, workspace_of
 from app.domain.clock import ms_to_iso, parse_time
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
@@ -58,10 +58,14 @@ def add_tool_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _world(args: argparse.Namespace, *, read_only: bool = False) -> World:
     at_ms = parse_time(args.at) if args.at else None
-    return build_world(
-        workspace_of(args), VenueSpec.replay(args.data, at_ms),
+    workspace = workspace_of(args)
+    world = build_world(
+        workspace, VenueSpec.replay(args.data, at_ms),
         WorldOptions(agents=False, read_only=read_only, announce=False),
     )
+    if not read_only:  # the log file is the writer's, as the workspace is
+        log_to(workspace)
+    return world
 
 
 def _read_call(text: str) -> bytes:

@@ -58,8 +58,18 @@ class PaperSettings(_Section):
 
 
 class LoggingSettings(_Section):
-    level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    level: str = Field(
+        default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$",
+        description="The least severe message the log file keeps.",
+    )
     to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
+    max_bytes: int = Field(
+        default=5_000_000, ge=10_000, le=1_000_000_000,
+        description="When logs/kestrel.log reaches this size it is rotated.",
+    )
+    backups: int = Field(
+        default=3, ge=0, le=100, description="How many rotated files (kestrel.log.1, ...) to keep."
+    )
 
 
 class LLMSettings(_Section):

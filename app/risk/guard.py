@@ -77,6 +77,26 @@ class RiskGuard:
         self._in_flight: dict[int, OrderIntent] = {}
         self._next_ticket = 0
 
+    def replace_rules(self, rules: Sequence[RiskRule]) -> None:
+        """Judge every order from now on by ``rules`` (new limits saved in Settings).
+
+        A rule whose limits did not change keeps its instance, so what it has latched (the daily
+        loss limit's tripped day) stands; a changed rule starts afresh under its new limits. The
+        swap is one assignment: an order is judged by the old rules or the new, never a mix.
+        """
+        names = [rule.name for rule in rules]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"risk rules must have distinct names; repeated: {duplicates}")
+        old = {rule.name: rule for rule in self.rules}
+        kept = []
+        for rule in rules:
+            before = old.get(rule.name)
+            same = (before is not None and type(before) is type(rule)
+                    and getattr(before, "config", None) == getattr(rule, "config", None))
+            kept.append(before if same and before is not None else rule)
+        self.rules = tuple(kept)
+
     @contextmanager
     def admit(self, intent: OrderIntent, view: RiskView) -> Iterator[None]:
         """Check the intent, then count it as pending while the ``with`` block places the order.

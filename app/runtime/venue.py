@@ -19,6 +19,7 @@ from app.exchange.port import TradingBroker
 from app.market.port import MarketData
 
 if TYPE_CHECKING:
+    from app.config import Settings
     from app.market.csv_loader import LoadedFile
     from app.market.replay import ReplayMarketData
 
@@ -101,6 +102,8 @@ class Venue:
             (None: live).
         history: a replay's files, for what lays out a backtest (its timeline, buy-and-hold);
             None when live.
+        reconfigure: applies saved settings the venue's adapters can take while running (old,
+            new) and returns, in words, what waits for the next start; None: nothing can.
         closers: what ``aclose`` awaits (a live market's connections); a replay has none.
     """
 
@@ -113,6 +116,7 @@ class Venue:
     end_ms: int | None = None
     bar_ms: int | None = None
     history: ReplayMarketData | None = None
+    reconfigure: Callable[[Settings, Settings], list[str]] | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     @property

@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.config import PaperSettings
+from app.config import PaperSettings, Settings
 from app.domain.clock import ReplayClock, ms_to_iso
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode
 from app.events import EventBus, EventSink
-from app.exchange.paper import PaperBroker
+from app.exchange.paper import Costs, PaperBroker
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
 from app.runtime.replay import ReplayDriver
@@ -93,7 +93,18 @@ def open_replay(spec: VenueSpec, context: VenueContext) -> Venue:
     driver = ReplayDriver(clock, broker, end_ms=market.end_ms(), bus=context.bus)
     finest = min(market.loaded(s, market.finest_interval(s)).bar_ms for s in market.symbols())
     return Venue("replay", REPLAY_LABEL, clock, market, broker, driver, end_ms=market.end_ms(),
-                 bar_ms=finest, history=market)
+                 bar_ms=finest, history=market,
+                 reconfigure=lambda old, new: paper_costs(broker, old, new))
+
+
+def paper_costs(broker: PaperBroker, old: Settings, new: Settings) -> list[str]:
+    """New fee and slippage for a running paper broker (its next orders and fills); a new
+    starting cash only opens a new account, so it waits."""
+    paper = new.paper
+    broker.set_costs(Costs(paper.fee_rate, paper.fee_rate, paper.slippage_bps))
+    if old.paper.initial_cash != paper.initial_cash:
+        return ["the paper account's starting cash (a new workspace's account starts with it)"]
+    return []
 
 
 OPENERS: dict[str, Callable[[VenueSpec, VenueContext], Venue]] = {

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.agents.agent_store import AgentStore
 from app.agents.approval_log import ApprovalLog
@@ -97,6 +98,9 @@ from app.tools.orchestration_tools import build_orchestration_tools
 from app.tools.registry import ToolRegistry
 from app.tools.trade_tools import build_trade_tools
 from app.workspace import Workspace
+
+if TYPE_CHECKING:
+    from app.runtime.live_settings import SettingsOutcome
 
 ORCHESTRATOR_TEMPLATE = "SystemOrchestrator_v1"
 EMAIL_PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry name, not a secret
@@ -251,6 +255,13 @@ class World:
         return await self.agents.manager.create_agent(
             ORCHESTRATOR_TEMPLATE, "Orchestrator", {}, start=True, created_by="system"
         )
+
+    def apply_settings(self, new: Settings) -> SettingsOutcome:
+        """Apply settings saved while running; what waits for a restart is named (see
+        ``app.runtime.live_settings``)."""
+        from app.runtime.live_settings import apply_settings
+
+        return apply_settings(self, new)
 
     def close(self, *, final_backup: bool = False) -> None:
         """Close the stores and let the next writer in (``final_backup``: see ``WriterHold``).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config.telegram import TelegramSettings
-from app.workspace import REDACTOR
+from app.redaction import REDACTOR
 
 TEST_TEXT = ("This is a test message from Kestrel's Settings. If you can read it, Telegram "
              "notifications and commands will reach you here.")

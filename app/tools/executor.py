@@ -95,6 +95,10 @@ class ToolExecutor:
         self._names: frozenset[str] = frozenset()
         self._free_text = STRICT
 
+    def set_default_timeout(self, seconds: float | None) -> None:
+        """The longest a call without its own limit may run, from the next call on."""
+        self._default_timeout_s = seconds
+
     def parse(self, response: str | bytes) -> ParsedResponse:
         names = self._tool_names()
         return parse_response(response, names, self._free_text)

@@ -48,7 +48,7 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
-from app.workspace import Workspace
+from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
@@ -197,6 +197,7 @@ class MainWindow(QMainWindow):
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
             raise
         self.desk, self.world = desk, desk.world
+        setup_logging(workspace, desk.world.settings.logging)  # logs/kestrel.log, rotated
         if speed is None and desk.fresh:
             speed = DEMO_SPEED  # a new user sees a trade's whole cycle within the first minute
         if speed is not None:
@@ -392,7 +393,11 @@ class MainWindow(QMainWindow):
         """Store the replay speed in the workspace's settings (``[agents] replay_speed``), which
         a relaunch starts the replay at."""
         if self.world is not None:
-            self.tasks.spawn(self._store_speed(self.world.workspace.settings_path, speed))
+            # the world's settings are what is in force: a later save compares with them
+            world = self.world
+            world.settings = world.settings.model_copy(update={
+                "agents": world.settings.agents.model_copy(update={"replay_speed": speed})})
+            self.tasks.spawn(self._store_speed(world.workspace.settings_path, speed))
 
     async def _store_speed(self, path: Path, speed: float) -> None:
         async with self._speed_lock:  # two quick choices are written in the order made
@@ -543,12 +548,19 @@ class MainWindow(QMainWindow):
         from app.ui.settings import SettingsDialog
 
         workspace = self.world.workspace if self.world else Workspace.default()
-        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self)
+        apply = self.world.apply_settings if self.world is not None else None
+        dialog = SettingsDialog(workspace, self.secrets, self.prefs, self, apply=apply)
         dialog.theme_changed.connect(self.apply_theme)
+        dialog.saved.connect(self._settings_saved)
         if self.tray is not None:
             dialog.close_to_tray_changed.connect(
                 lambda value: setattr(self.tray, "close_to_tray", value))
         dialog.open()
+
+    def _settings_saved(self, _settings: object) -> None:
+        """The toolbar shows the replay speed the saved settings gave the driver."""
+        if self.replay_bar is not None and self.world is not None:
+            self.replay_bar.show_speed(self.world.venue.driver.speed)
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which

@@ -51,6 +51,19 @@ class ReplayBar(QToolBar):
     def _nearest(self, speed: float) -> int:
         return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
 
+    def show_speed(self, speed: float) -> None:
+        """Show the driver's speed when it was set elsewhere (saved in Settings), without setting
+        it again; a speed not in the list joins it, in order."""
+        blocked = self.speed.blockSignals(True)  # inserting moves the current index too
+        try:
+            index = self.speed.findData(speed)
+            if index < 0:
+                index = sum(1 for i in range(self.speed.count()) if self.speed.itemData(i) < speed)
+                self.speed.insertItem(index, f"{speed:g}x", speed)
+            self.speed.setCurrentIndex(index)
+        finally:
+            self.speed.blockSignals(blocked)
+
     def _speed_changed(self, index: int) -> None:
         speed = float(self.speed.itemData(index))
         self.driver.set_speed(speed)

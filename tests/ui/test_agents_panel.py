@@ -17,6 +17,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMessageBox
 
+from app.config import LLMSettings
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Job
 from app.runtime.world import World
 from app.ui.agents import AgentsPanel, CreateAgentDialog
@@ -467,3 +468,20 @@ def test_a_jobs_schedule_is_put_in_words(interval_s, cron, words):
               task_type="RUN_ANALYSIS", payload={}, enabled=True, created_ms=0, next_run_ms=0,
               cron=cron, interval_s=interval_s)
     assert describe_schedule(job) == words
+
+
+def test_the_create_dialog_names_the_engine_a_new_agent_gets_under_the_llm_settings(
+    world, panel, qtbot, qloop
+):
+    async def scenario() -> None:
+        dialog = await open_dialog(qtbot, panel, TRADER)
+        assert "not an LLM" in dialog.engine.text()
+        world.apply_settings(world.settings.model_copy(update={
+            "llm": LLMSettings(provider="openai-compatible", model="llama3.1")}))
+        dialog.select_template(TRADER)
+        assert "openai-compatible · llama3.1" in dialog.engine.text()
+        info = await world.agents.manager.create_agent(TRADER, "Llama trader", {}, start=False)
+        assert (info.provider, info.model) == ("openai-compatible", "llama3.1")
+        dialog.close()
+
+    qloop.run_until_complete(scenario())

@@ -171,3 +171,15 @@ def test_llm_agents_show_calls_and_cost_before_starting(
     text = view.estimate.text()
     assert "openai-compatible (gpt-4o-mini)" in text and "model calls" in text
     assert "estimated cost $" in text
+
+
+@pytest.mark.skipif(not AGENTS_READY, reason="the agent backtest is not in this tree yet")
+def test_the_agent_list_names_the_engine_the_llm_settings_choose(
+    qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    settings = settings_from_mapping(
+        {"llm": {"provider": "openai-compatible", "model": "gpt-4o-mini"}})
+    view = make_view(qtbot, qloop, tmp_path, [BTC_USDT_1H], settings)
+    item = view.agent_list.item(0)
+    assert "openai-compatible" in item.text() and "rule engine" not in item.text()
+    assert "gpt-4o-mini" in item.toolTip()

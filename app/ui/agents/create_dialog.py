@@ -51,15 +51,19 @@ class CreateAgentDialog(QDialog):
         templates: Mapping[str, AgentTemplate],
         agents: Sequence[AgentInfo],
         create: CreateAgent,
+        engine_for: Callable[[AgentTemplate], tuple[str, str]],
         symbols: Sequence[str] = (),
         parent: QWidget | None = None,
     ) -> None:
+        """``engine_for``: the provider and model a new agent of a template gets (the manager's
+        ``engine_for``, which follows the ``[llm]`` settings)."""
         super().__init__(parent)
         self.setWindowTitle("Create agent")
         self.templates = dict(templates)
         self._agents = list(agents)
         self._symbols = list(symbols)
         self._create = create
+        self._engine_for = engine_for
         self._suggested_name = ""
         self.tasks = TaskSet(on_error=lambda exc: self.show_message(
             f"Not created: something unexpected went wrong ({type(exc).__name__}: {exc})."))
@@ -151,8 +155,8 @@ class CreateAgentDialog(QDialog):
             return
         template = self.templates[template_id]
         self.description.setText(template.description)
-        engine = engine_text(template.provider.kind, template.provider.model, with_policy=True)
-        self.engine.setText(f"{template.role.value.capitalize()} · default engine: {engine}")
+        engine = engine_text(*self._engine_for(template), with_policy=True)
+        self.engine.setText(f"{template.role.value.capitalize()} · engine: {engine}")
         if self.name_edit.text() in ("", self._suggested_name):
             self._suggested_name = template.display_name
             self.name_edit.setText(template.display_name)

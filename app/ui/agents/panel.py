@@ -344,6 +344,7 @@ class AgentsPanel(QWidget):
         agents = self.world.agents.manager.list_agents()
         dialog = CreateAgentDialog(
             self._creatable(agents), agents, self._create_agent,
+            self.world.agents.manager.engine_for,
             symbols=self.world.venue.market.symbols(), parent=self,
         )
         dialog.created.connect(self._agent_created)

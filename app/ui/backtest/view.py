@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     from app.runtime.providers import ProviderChoice
 
 logger = logging.getLogger(__name__)
-RULE_ENGINE = "rule-engine"
 DEFAULT_BARS = 500
 POLL_MS = 100
 
@@ -126,6 +125,8 @@ class BacktestView(QWidget):
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self) -> None:
+        from app.runtime.providers import choose_provider  # loads the agents' side, off start-up
+
         data_box = QGroupBox("Data")
         self.data_list = QListWidget()
         self.data_list.setObjectName("data_list")
@@ -162,13 +163,13 @@ class BacktestView(QWidget):
             role = getattr(getattr(template, "role", None), "value", "")
             if role == "orchestrator":
                 continue  # an orchestrator talks to people; a backtest has none to talk to
-            kind = getattr(getattr(template, "provider", None), "kind", RULE_ENGINE)
-            engine = "rule engine" if kind == RULE_ENGINE else kind
+            choice = choose_provider(template, self.settings.llm)  # what the run would call
+            engine = choice.kind if choice.is_llm else "rule engine"
             item = QListWidgetItem(f"{getattr(template, 'display_name', template_id)} "
                                    f"({role}, {engine})")
             item.setToolTip(f"{template_id}: "
-                            + ("the built-in rule engine, not an LLM" if kind == RULE_ENGINE
-                               else f"{kind} model {template.provider.model}"))
+                            + (f"{choice.kind} model {choice.model}" if choice.is_llm
+                               else "the built-in rule engine, not an LLM"))
             item.setData(Qt.ItemDataRole.UserRole, template_id)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)

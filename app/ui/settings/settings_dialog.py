@@ -5,13 +5,16 @@ together through the ``Settings`` model (errors go next to their fields and noth
 (2) typed keys go to the OS keyring through ``SecretStore`` (never to a file); (3) the changed
 sections are written to the workspace's ``settings.toml`` atomically, other sections kept as they
 were; (4) this desktop's preferences (theme, close to tray) are stored and announced by signal so
-the main window applies them.
+the main window applies them; (5) the new settings are handed to the running world
+(``World.apply_settings``), and the banner says what took effect at once and what applies at the
+next start.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from PySide6.QtCore import Signal
@@ -49,6 +52,9 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_settings
 from app.workspace import Workspace
 
+if TYPE_CHECKING:
+    from app.runtime.live_settings import SettingsOutcome
+
 logger = logging.getLogger(__name__)
 
 
@@ -71,13 +77,16 @@ class SettingsDialog(QDialog):
         secrets: SecretStore,
         prefs: UiPrefs | None = None,
         parent: QWidget | None = None,
+        apply: Callable[[Settings], SettingsOutcome] | None = None,
     ) -> None:
+        """``apply``: the running world's ``apply_settings`` (None: nothing runs, say nothing)."""
         super().__init__(parent)
         self.setWindowTitle("Kestrel settings")
         self.setObjectName("settings_dialog")
         self.resize(920, 640)
         self.workspace = workspace
         self.secrets = secrets
+        self._apply = apply
         self.prefs = prefs or UiPrefs()
         self.tasks = TaskSet(self._task_failed)
         load_error: str | None = None
@@ -173,14 +182,16 @@ class SettingsDialog(QDialog):
             return False
         self.current = new
         prefs = self._apply_prefs()
+        outcome = self._apply(new) if self._apply is not None and written else None
         self.saved.emit(new)
+        running = f" {outcome.describe()}" if outcome is not None and outcome.describe() else ""
         if failed:
             self._say(f"Settings saved, but not stored: {', '.join(failed)} (see the message "
-                      "under each).", "warning")
+                      f"under each).{running}", "warning")
             return False
         done = ([f"settings to {self.workspace.settings_path}"] if written else []) + prefs
-        self._say(f"Saved {' and '.join(done)}." if done else "Nothing to save: no value "
-                  "differs from what was stored.", "ok")
+        self._say(f"Saved {' and '.join(done)}.{running}" if done else "Nothing to save: no "
+                  "value differs from what was stored.", "ok")
         logger.info("settings saved; sections changed: %s", ", ".join(sorted(written)) or "none")
         return True
 

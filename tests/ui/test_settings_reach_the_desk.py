@@ -1,0 +1,108 @@
+"""Settings saved in the window reach the running desk: a risk limit changed in the dialog judges
+the very next order, a new fee is charged on the next fill, and the dialog says plainly what
+waits for the next start."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from app.tools.spec import AgentContext
+from app.ui.settings import SettingsDialog
+from tests.ui.desk import Desk, until
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
+                                       "does not support activateWindow")
+BUY = ("<create_order><symbol>{symbol}</symbol><side>BUY</side><quote_amount>{amount}"
+       "</quote_amount></create_order>")
+
+
+def _dialog() -> SettingsDialog:
+    (dialog,) = [w for w in QApplication.topLevelWidgets()
+                 if isinstance(w, SettingsDialog) and w.isVisible()]
+    return dialog
+
+
+def _type(qtbot, form, path: str, text: str) -> None:
+    form.widget(path).clear()
+    qtbot.keyClicks(form.widget(path), text)
+
+
+def test_a_max_position_weight_saved_in_the_dialog_judges_the_next_order(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        world = window.world
+        assert world is not None
+        symbol = world.venue.market.symbols()[0]
+        equity = (await world.venue.broker.account()).equity
+        # about 10% of the account: within the default 20% limit, beyond a 5% one
+        order = BUY.format(symbol=symbol, amount=(equity / 10).quantize(Decimal(1)))
+        trader = AgentContext("settings-test-trader")
+        window.open_settings()
+        dialog = _dialog()
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "5")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: risk limits" in dialog.banner.text()
+        result = await world.executor.execute_text(trader, order)
+        assert result is not None and result.status == "rejected", result.xml if result else ""
+        assert result.rule == "max_position_weight"
+        assert "limit 5" in result.xml
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "50")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        await until(lambda: "Applied now: risk limits" in dialog.banner.text())
+        again = await world.executor.execute_text(trader, order)
+        assert again is not None and again.status == "success", again.xml if again else ""
+        dialog.close()
+
+    desk.run(scenario)
+
+
+def test_the_dialog_says_which_changes_wait_for_the_next_start(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        assert window.world is not None
+        broker = window.world.venue.broker
+        window.open_settings()
+        dialog = _dialog()
+        paper = dialog.paper_page.forms["paper"]
+        _type(desk.qtbot, paper, "fee_rate", "0.002")
+        _type(desk.qtbot, paper, "initial_cash", "5000")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        text = dialog.banner.text()
+        assert "Applied now: paper fees and slippage" in text
+        assert "Applies at the next start: the paper account's starting cash" in text
+        assert broker.fee_taker == Decimal("0.002")  # the next fill pays it
+        dialog.close()
+
+    desk.run(scenario)
+
+
+def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        assert window.world is not None and window.replay_bar is not None
+        driver, bar = window.world.venue.driver, window.replay_bar
+        bar.speed.setCurrentIndex(bar.speed.findData(10.0))  # the person picks 10x first
+        assert driver.speed == 10.0
+        workspace = window.world.workspace
+        await until(lambda: workspace.settings().agents.replay_speed == 10.0)  # kept in the file
+        window.open_settings()
+        dialog = _dialog()
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "30")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: risk limits." in dialog.banner.text(), "the speed did not change"
+        assert driver.speed == 10.0
+        _type(desk.qtbot, dialog.agents_page.forms["agents"], "replay_speed", "600")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: replay speed and run budget." in dialog.banner.text()
+        assert driver.speed == 600.0 and bar.speed.currentData() == 600.0
+        _type(desk.qtbot, dialog.agents_page.forms["agents"], "replay_speed", "120")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert driver.speed == 120.0, dialog.banner.text()
+        assert bar.speed.currentText() == "120x"
+        dialog.close()
+
+    desk.run(scenario)
