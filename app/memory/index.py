@@ -179,8 +179,22 @@ class RecallIndex:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        with unit_of_work(self._conn):
+        """A change: its own transaction, or inside a grouped commit part of the open one.
+
+        Not a savepoint there: releasing one makes FTS5 write out its pending terms as a new
+        segment at every change, which then costs merging. A change that fails half-way in a
+        group cannot be undone alone, so the index is marked damaged instead, and the store
+        rebuilds it from the files (it is derived from them) before its next use.
+        """
+        if not self._conn.in_transaction:
+            with unit_of_work(self._conn):
+                yield
+            return
+        try:
             yield
+        except BaseException:
+            self.damaged = True
+            raise
 
     def file_state(self, path: str) -> FileState | None:
         with self.lock:

@@ -22,6 +22,7 @@ from app.domain.clock import ReplayClock
 from app.domain.errors import AccessDeniedError
 from app.domain.trading import Mode
 from app.memory.bank import MemoryBank, MemoryLimits
+from app.memory.index import RecallIndex
 from app.orchestration.ids import SeededIds
 from app.orchestration.queue import TaskQueue
 from app.runtime.venue import VenueSpec
@@ -166,3 +167,27 @@ def test_a_scratch_memory_refuses_a_hard_link_and_leaves_it_untouched(tmp_path: 
     finally:
         bank.close()
     assert outside.read_bytes() == b"not the agent's\n"
+
+
+def test_an_index_change_failing_inside_a_group_is_rebuilt_from_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bank = MemoryBank(tmp_path / "memory", ReplayClock(1_000), scratch=True)
+    agent = "agent-1"
+    try:
+        bank.write_file(agent, "old.md", b"walrus\n")
+        bank.commit()
+        real_insert = RecallIndex._insert
+
+        def failing_insert(self: RecallIndex, *args: object) -> None:
+            monkeypatch.setattr(RecallIndex, "_insert", real_insert)  # fails once
+            raise RuntimeError("the index fails half-way through a change")
+
+        monkeypatch.setattr(RecallIndex, "_insert", failing_insert)
+        with pytest.raises(RuntimeError):
+            bank.write_file(agent, "old.md", b"pelican\n")  # chunks deleted, none inserted
+        bank.commit()
+        assert [hit.path for hit in bank.recall(agent, "pelican")] == ["old.md"]
+        assert bank.recall(agent, "walrus") == []
+    finally:
+        bank.close()
