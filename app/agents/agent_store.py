@@ -16,7 +16,7 @@ from app.domain.clock import Clock
 from app.domain.errors import NotFoundError
 from app.events import AgentActed, AgentStateChanged, EventBus
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 _COLUMNS = (
     "agent_id, name, template, role, state, config_json, provider, model, created_ms, "
@@ -27,13 +27,13 @@ _COLUMNS = (
 class AgentStore:
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         bus: EventBus | None = None,
         *,
         durable: bool = True,
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._bus = bus
 

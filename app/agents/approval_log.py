@@ -9,7 +9,7 @@ from typing import Any
 
 from app.domain.agents import Question
 from app.domain.clock import Clock
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +27,9 @@ class ApprovalRecord:
 
 class ApprovalLog:
     def __init__(
-        self, db_path: Path | str, clock: Clock, *, durable: bool = True
+        self, db_path: Path | str | StoreDb, clock: Clock, *, durable: bool = True
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from app.domain.clock import Clock
 from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people
 SENT_KINDS = frozenset({"task", "assistant", "tool_result", "user_reply"})
@@ -46,13 +46,13 @@ class UsageTotals:
 class ConversationStore:
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         bus: EventBus | None = None,
         *,
         durable: bool = True,
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._bus = bus
         # running totals for the budget checks made before every model call: summing the usage

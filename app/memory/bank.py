@@ -45,6 +45,7 @@ class MemoryBank(MemoryStore):
         inline: run the coroutines' work on the loop's own thread instead of a worker thread.
             Only for a loop that nothing else waits on (a backtest's, which waits for each
             call to finish before the next bar anyway): there the thread hop is pure cost.
+        scratch: a backtest's memory, made again after a crash (see ``MemoryStore``).
     """
 
     def __init__(
@@ -55,8 +56,9 @@ class MemoryBank(MemoryStore):
         *,
         limits: MemoryLimits | None = None,
         inline: bool = False,
+        scratch: bool = False,
     ) -> None:
-        super().__init__(root, clock, limits=limits)
+        super().__init__(root, clock, limits=limits, scratch=scratch)
         self.bus = bus
         self.inline = inline
         self._loop: asyncio.AbstractEventLoop | None = None

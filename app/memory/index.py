@@ -33,6 +33,7 @@ from pathlib import Path
 
 from app.memory.ranking import bm25_rank
 from app.memory.text import Chunk, Query, chunk_text, grams, locate, normalise
+from app.store.db import unit_of_work
 
 logger = logging.getLogger(__name__)
 
@@ -96,15 +97,18 @@ def remove_index(db_path: Path) -> None:
 class RecallIndex:
     """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
 
-    def __init__(self, db_path: Path) -> None:
-        """Open the index, creating it, or rebuilding it (empty) when it is unreadable."""
+    def __init__(self, db_path: Path, *, synced: bool = True) -> None:
+        """Open the index, creating it, or rebuilding it (empty) when it is unreadable.
+
+        ``synced``: its checkpoints sync to disk (off for a backtest's scratch memory).
+        """
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.path = db_path
         self.lock = threading.Lock()
         self.damaged = False  # found unreadable in use: the store replaces it on next use
         self.rebuilt = False  # it was unreadable at open and starts empty
         try:
-            self._conn = self._open(db_path)
+            self._conn = self._open(db_path, synced)
         except sqlite3.DatabaseError as exc:
             self.rebuilt = True
             logger.warning(
@@ -112,17 +116,17 @@ class RecallIndex:
                 db_path, exc,
             )
             remove_index(db_path)
-            self._conn = self._open(db_path)
+            self._conn = self._open(db_path, synced)
         self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     @staticmethod
-    def _open(db_path: Path) -> sqlite3.Connection:
+    def _open(db_path: Path, synced: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
             db_path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'NORMAL' if synced else 'OFF'}")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -156,18 +160,41 @@ class RecallIndex:
         return True
 
     def close(self) -> None:
+        """Commit what a grouped commit holds open, then close."""
         with self.lock:
-            self._conn.close()
+            try:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")
+            finally:
+                self._conn.close()
+
+    def commit_group(self) -> None:
+        """Commit everything since the last call and hold the next transaction open: from the
+        first call on, each change is a savepoint inside it (``MemoryStore`` with grouped
+        commits, a backtest's)."""
+        with self.lock:
+            if self._conn.in_transaction:
+                self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN IMMEDIATE")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        """A change: its own transaction, or inside a grouped commit part of the open one.
+
+        Not a savepoint there: releasing one makes FTS5 write out its pending terms as a new
+        segment at every change, which then costs merging. A change that fails half-way in a
+        group cannot be undone alone, so the index is marked damaged instead, and the store
+        rebuilds it from the files (it is derived from them) before its next use.
+        """
+        if not self._conn.in_transaction:
+            with unit_of_work(self._conn):
+                yield
+            return
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            self.damaged = True
             raise
-        self._conn.execute("COMMIT")
 
     def file_state(self, path: str) -> FileState | None:
         with self.lock:

@@ -97,9 +97,18 @@ class MemoryStore:
         root: the memory root (``<workspace>/memory``); created when first written.
         clock: the market clock (replay cursor in a backtest, wall clock otherwise).
         limits: per-file size limit, per-agent quota, fsync policy.
+        scratch: a memory that is made again after a crash (a backtest's, whose run is run
+            again): its recall indexes commit only at ``commit`` (once a bar), each change a
+            savepoint inside the open transaction, and are not synced to disk; a file is
+            rewritten in place instead of through a temporary file and a rename (whole after
+            each write, not across a crash), and an append's write-ahead intent is not
+            committed before its bytes.
     """
 
-    def __init__(self, root: Path, clock: Clock, *, limits: MemoryLimits | None = None) -> None:
+    def __init__(
+        self, root: Path, clock: Clock, *, limits: MemoryLimits | None = None,
+        scratch: bool = False,
+    ) -> None:
         if not fsops.supported():
             raise OperationalError(
                 "The agent memory bank needs a POSIX system (Linux or macOS): its sandbox relies "
@@ -115,6 +124,16 @@ class MemoryStore:
         self._usage_lock = threading.Lock()
         self._pending: Changes = []
         self._pending_lock = threading.Lock()
+        self.scratch = scratch
+
+    def commit(self) -> None:
+        """Commit the open indexes' changes since the last call (a ``scratch`` memory's;
+        otherwise each change has committed already)."""
+        if not self.scratch:
+            return
+        with self._index_guard:
+            for index in self._indexes.values():
+                index.commit_group()
 
     def agent_folder(self, agent_id: str) -> Path:
         """Where an agent's files live (for the GUI's memory browser and for people)."""
@@ -144,7 +163,9 @@ class MemoryStore:
                 del self._indexes[agent_id]
                 index = None
             if index is None:
-                index = RecallIndex(self.root / INDEX_DIR / f"{agent_id}.sqlite3")
+                index = RecallIndex(
+                    self.root / INDEX_DIR / f"{agent_id}.sqlite3", synced=not self.scratch
+                )
                 # what a rebuilt index finds was written before now, whatever the files' times
                 cap = self.clock.now_ms() if rebuild or index.rebuilt else None
                 events = self._rescan(agent_id, index, unknown_ms, not_after_ms=cap)
@@ -279,14 +300,19 @@ class MemoryStore:
                     fsops.folder(self.root, (agent_id, *parts[:-1]), create=True) as fd,
                     fsops.locked(fd),
                 ):
-                    done = fsops.atomic_write(
-                        fd,
-                        parts[-1],
-                        rel,
-                        data,
-                        self._admitter(agent_id, rel),
-                        durable=self.limits.durable,
-                    )
+                    if self.scratch:
+                        done = fsops.overwrite(
+                            fd, parts[-1], rel, data, self._admitter(agent_id, rel)
+                        )
+                    else:
+                        done = fsops.atomic_write(
+                            fd,
+                            parts[-1],
+                            rel,
+                            data,
+                            self._admitter(agent_id, rel),
+                            durable=self.limits.durable,
+                        )
                     try:
                         appending.index_content(
                             index, rel, data, done.st, self.limits.max_index_bytes, write_ms=now

@@ -24,7 +24,7 @@ from app.domain.errors import InvalidParameterError
 from app.events import EventBus, NotificationRaised
 from app.orchestration.ids import IdFactory, keyed_id
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class NotificationService:
 
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         ids: IdFactory,
         notifiers: Mapping[Channel, Notifier],
@@ -82,7 +82,7 @@ class NotificationService:
         *,
         durable: bool = True,
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._notifiers = dict(notifiers)

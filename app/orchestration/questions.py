@@ -20,7 +20,7 @@ from app.domain.errors import InvalidParameterError, NotFoundError
 from app.events import Event, EventBus, QuestionAnswered, QuestionAsked
 from app.orchestration.ids import IdFactory, keyed_id
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 _COLUMNS = (
     "question_id, agent_id, task_id, kind, text, suggested_json, format_hint, asked_ms, answer, "
@@ -31,14 +31,14 @@ _COLUMNS = (
 class QuestionStore:
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         ids: IdFactory,
         bus: EventBus | None = None,
         *,
         durable: bool = True,
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._bus = bus

@@ -25,7 +25,7 @@ from app.domain.errors import KestrelError, NotFoundError
 from app.events import Event, EventBus, TaskFinished, TaskQueued
 from app.orchestration.ids import IdFactory
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 DEFAULT_MAX_ATTEMPTS = 3
 
@@ -54,7 +54,7 @@ class TaskQueue:
 
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         ids: IdFactory,
         bus: EventBus | None = None,
@@ -64,7 +64,7 @@ class TaskQueue:
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._ids = ids
         self._bus = bus

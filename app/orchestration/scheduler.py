@@ -26,7 +26,7 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import InvalidParameterError, MissingParameterError, NotFoundError
 from app.orchestration.ids import IdFactory
 from app.orchestration.queue import TaskQueue
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 MAX_NAME_LENGTH = 200
 _COLUMNS = (
@@ -77,14 +77,14 @@ class JobScheduler:
 
     def __init__(
         self,
-        db_path: Path | str,
+        db_path: Path | str | StoreDb,
         clock: Clock,
         queue: TaskQueue,
         ids: IdFactory,
         *,
         durable: bool = True,
     ) -> None:
-        self._db = StoreDb(db_path, durable=durable)
+        self._db = store_db(db_path, durable=durable)
         self._clock = clock
         self._queue = queue
         self._ids = ids

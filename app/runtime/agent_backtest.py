@@ -9,7 +9,8 @@ beside buy-and-hold, and, when the agents use a language model, beside the same 
 the rule engine, so what the model adds is measured, not assumed. A run that stops early on an
 error, or is cancelled, still reports the bars it ran. An agent that faulted (a refused key, an
 unreachable server) is named at the top of the report, because its silence would otherwise read
-as a market with nothing to trade.
+as a market with nothing to trade. The run's workspace commits once per bar (``grouped_commits``):
+a run killed part-way is simply run again, and one that stops on an error keeps what it ran.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ async def run_agent_backtest(
     world = build_world(workspace, spec, WorldOptions(
         mode=Mode.BACKTEST, ids=SeededIds(options.seed),
         provider_override=options.provider_override, approval=ApprovalSettings(live_orders=False),
-        run_id=options.seed,
+        run_id=options.seed, grouped_commits=True,
     ))
     try:
         if not options.allow_gaps:
@@ -185,6 +186,7 @@ async def _run(
 
     async def act(_k: int, _now: int) -> None:
         await team.manager.wait_idle()
+        world.commit()  # the bar's writes, in one transaction
 
     reached = ReplayProgress()
 

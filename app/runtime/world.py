@@ -16,7 +16,11 @@ options differ:
 
 Every commit of a LIVE account is forced to disk (it must survive a power cut); paper and backtest
 commits survive a killed app (WAL) without an fsync each, which on a slow disk would stall the
-window once per tool call.
+window once per tool call. Each statement of a paper or live world commits before the call that
+made it returns. Only a backtest may ask for grouped commits (``WorldOptions.grouped_commits``):
+its stores then share one connection and everything written between two ``World.commit`` calls
+(one bar) commits together, because a backtest's crash safety is its partial report, not each
+statement.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ from app.runtime.venue import Venue, VenueSpec
 from app.runtime.venues import VenueContext, open_venue
 from app.secrets import SecretStore
 from app.store.checkpointer import WalCheckpointer
+from app.store.db import GroupedDb
 from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
 from app.store.writer import WriterHold
@@ -128,6 +133,9 @@ class WorldOptions:
         loop_share: how agent steps leave time to a window on the same event loop.
         secrets: the keyring (tests give their own).
         extra_notifiers: channels beyond the configured ones (tests).
+        grouped_commits: the workspace's stores share one connection and commit together at
+            each ``World.commit`` (a backtest's bar), not statement by statement; only for
+            ``Mode.BACKTEST`` with a workspace.
     """
 
     mode: Mode = Mode.PAPER
@@ -147,6 +155,7 @@ class WorldOptions:
     loop_share: LoopShare | None = None
     secrets: SecretStore | None = None
     extra_notifiers: Mapping[Channel, Notifier] | None = None
+    grouped_commits: bool = False
 
 
 @dataclass
@@ -202,10 +211,20 @@ class World:
     # which has no kill switch)
     kill_log: KillSwitchLog | None = None
     agents: AgentTeam | None = None
+    grouped: GroupedDb | None = None  # the stores' one connection, with grouped commits
 
     @property
     def read_only(self) -> bool:
         return self.ledger.read_only
+
+    def commit(self) -> None:
+        """Commit everything written since the last call in one transaction (a world with
+        grouped commits; in any other world each write has committed already)."""
+        if self.grouped is not None:
+            self.ledger.flush()
+            self.grouped.commit()
+            if self.memory is not None:
+                self.memory.commit()
 
     async def start(self, decide_unknown: DecideUnknown | None = None) -> None:
         """Start the agents (a world without agents has nothing to start), after what the venue
@@ -269,6 +288,8 @@ class World:
             if self.kill_log is not None:
                 self.kill_log.close()
             self.ledger.close()
+            if self.grouped is not None:
+                self.grouped.finish()
         finally:
             if self.hold is not None:
                 self.hold.release(final_backup=final_backup)
@@ -325,6 +346,9 @@ def build_world(
                          "holds nothing")
     if options.read_only and hold is not None:
         raise ValueError("a read-only world holds no workspace")
+    if options.grouped_commits and (workspace is None or options.mode is not Mode.BACKTEST
+                                    or options.read_only):
+        raise ValueError("only a backtest's own workspace may group its commits")
     with contextlib.ExitStack() as cleanup:
         if hold is None and workspace is not None and not options.read_only:
             hold = workspace.hold_for_writing()
@@ -359,10 +383,15 @@ def _assemble(
     # again. Its memory, made again the same way, skips the fsync and the worker thread per
     # write (the loop waits for each call anyway).
     backtest = options.mode is Mode.BACKTEST
+    grouped: GroupedDb | None = None
+    if options.grouped_commits:
+        assert workspace is not None
+        grouped = GroupedDb(workspace.db_path)
+        cleanup.callback(grouped.finish)
     if workspace is None:
         ledger = Ledger(":memory:", durable=False, audit_batch=AUDIT_BATCH)
     else:
-        ledger = Ledger(workspace.db_path, durable=options.mode is Mode.LIVE,
+        ledger = Ledger(grouped or workspace.db_path, durable=options.mode is Mode.LIVE,
                         read_only=options.read_only, audit_batch=AUDIT_BATCH if backtest else 1)
     cleanup.callback(ledger.close)
     announce = options.announce
@@ -377,11 +406,12 @@ def _assemble(
     if options.memory and memory_root is not None:
         flat = backtest and workspace is not None  # not the person's own memory (the demo's)
         memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
-                            limits=MemoryLimits(durable=not flat), inline=flat)
+                            limits=MemoryLimits(durable=not flat), inline=flat,
+                            scratch=options.grouped_commits)
         cleanup.callback(memory.close)
     kill_log: KillSwitchLog | None = None
     if workspace is not None:
-        kill_log = KillSwitchLog(workspace.db_path, read_only=options.read_only)
+        kill_log = KillSwitchLog(grouped or workspace.db_path, read_only=options.read_only)
         cleanup.callback(kill_log.close)
     risk_recorder: RiskDecisionRecorder = SqliteRiskRecorder(ledger)
     if announce:
@@ -405,7 +435,7 @@ def _assemble(
     executor = ToolExecutor(registry, recorder, venue.clock,
                             default_timeout_s=settings.tools.default_timeout_s)
     world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor, hold,
-                  kill_log)
+                  kill_log, grouped=grouped)
     if options.agents:
         assert workspace is not None and memory is not None and checkpointer is not None
         world.agents = _team(world, workspace, options, checkpointer, cleanup)
@@ -421,7 +451,8 @@ def _team(
 ) -> AgentTeam:
     """The agents' side over ``world``'s tools, in ``workspace``'s database."""
     settings, bus, venue = world.settings, world.bus, world.venue
-    clock, broker, db = venue.clock, venue.broker, workspace.db_path
+    clock, broker = venue.clock, venue.broker
+    db = world.grouped or workspace.db_path
     ids = options.ids or RandomIds()
     # Every commit survives a killed app (WAL). Only a LIVE account also forces each commit of its
     # orders, tasks, jobs and questions to disk against a power cut: paper money and a backtest

@@ -11,6 +11,11 @@ finds the WAL over its limit (1,000 pages) copies it back into the database firs
 tens of milliseconds; while a ``WalCheckpointer`` (app.store.checkpointer) serves a database, the
 connections opened to it leave that copy to the checkpointer's thread, so no commit made on the
 event loop pays for it.
+
+A world whose commits are grouped (a backtest: its crash safety is its partial report, not each
+statement) gives every store one ``GroupedDb`` instead of a path: one connection, on which the
+caller commits everything written since its last commit in one transaction (per bar); each
+store's own unit of work is then a savepoint inside it, still all or nothing.
 """
 
 from __future__ import annotations
@@ -353,6 +358,39 @@ def _utils(conn: sqlite3.Connection) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
 
 
+@contextmanager
+def unit_of_work(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """All or nothing: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or, when a grouped commit already
+    holds a transaction open on ``conn`` (``GroupedDb``), a savepoint inside it."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT unit")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK TO unit")
+            conn.execute("RELEASE unit")
+            raise
+        conn.execute("RELEASE unit")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def store_db(
+    path: Path | str | StoreDb, *, durable: bool = True, read_only: bool = False
+) -> StoreDb:
+    """A store's handle: ``path`` itself when it is an open ``StoreDb`` (a ``GroupedDb`` several
+    stores share), else a new connection to the file."""
+    if isinstance(path, StoreDb):
+        return path
+    return StoreDb(path, durable=durable, read_only=read_only)
+
+
 class StoreDb:
     """One table store's connection to the workspace database.
 
@@ -369,9 +407,11 @@ class StoreDb:
     def __init__(
         self, path: Path | str, *, durable: bool = True, read_only: bool = False
     ) -> None:
+        self.path = path
         self.conn = connect_read_only(path) if read_only else connect(path, durable=durable)
-        # serialises the store's own threads inside ``transaction`` (one connection, one unit)
-        self.lock = threading.Lock()
+        # serialises the store's own threads inside ``transaction`` (one connection, one unit);
+        # re-entrant, as stores sharing a ``GroupedDb`` share it
+        self.lock = threading.RLock()
         self._utils = _utils(self.conn)
 
     def close(self) -> None:
@@ -381,14 +421,8 @@ class StoreDb:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` unit: the write lock is taken up front, so a read followed by
         a write inside it cannot race another connection (or process) doing the same."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+        with self.lock, unit_of_work(self.conn) as conn:
+            yield conn
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """The rows of a query as dicts keyed by column name."""
@@ -398,3 +432,48 @@ class StoreDb:
         """Insert one row given as ``{column: value}`` (for rows written now and then: building
         the statement costs more than a hand-written one; hot paths keep theirs)."""
         self._utils.table(table).insert(dict(row))
+
+
+class GroupedDb(StoreDb):
+    """One connection that every store of a world shares, committed when its owner says so.
+
+    Only for a world that nothing else writes and whose crash safety is not each statement (a
+    backtest, which is run again, and whose partial report is written from what it ran): a
+    statement per transaction costs more there than the statement. ``commit`` ends the open
+    transaction and begins the next; until the first ``commit`` every statement commits on its
+    own. A store's ``close`` leaves the connection open for the others; ``finish`` commits and
+    closes it.
+
+    With a transaction always open, the WAL could never start over (a checkpoint can only reuse
+    it between transactions) and would grow with every bar, in file and in memory; so every
+    ``CHECKPOINT_EVERY`` commits the connection checkpoints it itself, between two transactions
+    (without syncing to disk: ``synchronous=OFF``, as for the rest of a backtest's workspace).
+    """
+
+    CHECKPOINT_EVERY = 128
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(path, durable=False)
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self._commits = 0
+
+    def commit(self) -> None:
+        with self.lock:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
+                self._commits += 1
+                if self._commits % self.CHECKPOINT_EVERY == 0:
+                    self.conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    def close(self) -> None:
+        """Nothing: the stores sharing this connection close it with ``finish``."""
+
+    def finish(self) -> None:
+        """Commit what is open and close the connection."""
+        with self.lock:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+            finally:
+                self.conn.close()

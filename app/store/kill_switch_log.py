@@ -17,7 +17,7 @@ from typing import Any
 
 from app.domain.errors import KestrelError
 from app.domain.kill_switch import Trip, TripCause
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db
 
 _COLUMNS = ("trip_id, cause, cause_key, reason, tripped_by, tripped_ms, market_ms, actions, "
             "reset_ms, reset_by")
@@ -38,8 +38,8 @@ class KillSwitchLog:
         OperationalError: the database cannot be opened (see ``StoreDb``).
     """
 
-    def __init__(self, db_path: Path | str, *, read_only: bool = False) -> None:
-        self._db = StoreDb(db_path, durable=True, read_only=read_only)
+    def __init__(self, db_path: Path | str | StoreDb, *, read_only: bool = False) -> None:
+        self._db = store_db(db_path, durable=True, read_only=read_only)
         self._active = self._newest_open()
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 from app.domain.errors import OperationalError
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, OrderType, Side
 from app.redaction import redact
-from app.store.db import StoreDb
+from app.store.db import StoreDb, store_db, unit_of_work
 
 
 @dataclass(slots=True)
@@ -125,7 +125,7 @@ class Ledger:
 
     def __init__(
         self,
-        path: Path | str = ":memory:",
+        path: Path | str | StoreDb = ":memory:",
         *,
         durable: bool = True,
         audit_batch: int = 1,
@@ -137,12 +137,14 @@ class Ledger:
             audit_batch: how many audit records (tool calls, risk decisions) may wait in memory
                 for the next transaction; 1 writes each at once (see the module docstring).
             read_only: read a ledger another process writes; every write is refused.
+
+        ``path`` may be an open ``StoreDb`` shared with other stores (a ``GroupedDb``).
         """
         if audit_batch < 1:
             raise ValueError(f"audit_batch must be at least 1, got {audit_batch}")
-        self.path = path
         self.read_only = read_only
-        self._db = StoreDb(path, durable=durable, read_only=read_only)
+        self._db = store_db(path, durable=durable, read_only=read_only)
+        self.path = self._db.path
         self._conn = self._db.conn  # the ledger's own transaction writes what is pending first
         self._audit_batch = audit_batch
         self._calls: list[tuple[Any, ...]] = []
@@ -175,7 +177,7 @@ class Ledger:
         try:
             self.flush()
         finally:
-            self._conn.close()
+            self._db.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -188,16 +190,10 @@ class Ledger:
                 f"the ledger {self.path} is open read-only (another process writes this "
                 "workspace); nothing can be changed from here"
             )
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        self._meta_overwritten = False
-        try:
+        with self._db.lock, unit_of_work(self._conn) as conn:
+            self._meta_overwritten = False
             written = self._write_pending(conn)
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
         if written:
             self._drop_pending(*written)
 

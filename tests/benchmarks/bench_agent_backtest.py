@@ -18,8 +18,9 @@ each in its own fresh subprocess, so each peak resident set is that run's own:
   turns on each signal, all stored in the run's SQLite workspace and memory folder), timed from
   the first bar after the 60-bar warm-up to the last, report included.
 
-It prints bars/s and peak RSS of each, their ratio, and the agents' resident set sampled along the
-run, so growth shows (target: flat, and >= 500 bars/s for the agents).
+It prints bars/s and peak RSS of each, their ratio, and the agents' resident set and speed sampled
+along the run, so growth shows (target: flat, and >= 500 bars/s for the agents). The speed is also
+given per CPU second, which other work on a shared machine disturbs far less than the wall clock.
 """
 
 from __future__ import annotations
@@ -92,12 +93,14 @@ def run_strategy(path: Path, _bars: int | None, _profile: bool) -> dict[str, Any
 def run_agents(path: Path, bars: int | None, profile: bool) -> dict[str, Any]:
     from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 
-    samples: list[tuple[int, float, float]] = []
-    began = time.perf_counter()
+    samples: list[tuple[int, float, float, float]] = []
+    began, cpu_began = time.perf_counter(), _cpu_s()
 
     def progress(done: int, total: int) -> None:
         if done % max(1, total // 20) == 0 or done == total:
-            samples.append((done, _rss_mb(), time.perf_counter() - began))
+            samples.append(
+                (done, _rss_mb(), time.perf_counter() - began, _cpu_s() - cpu_began)
+            )
 
     options = AgentBacktestOptions(
         templates=TEMPLATES, cash=Decimal(10_000), warmup_bars=WARMUP, bars=bars,
@@ -159,14 +162,16 @@ def growth_mb_per_1000_bars(samples: list[list[float]]) -> float:
     if len(samples) < 4:
         return float("nan")
     half = [s for s in samples if s[0] >= samples[-1][0] / 2]
-    (b0, m0, _), (b1, m1, _) = half[0], half[-1]
+    (b0, m0, *_), (b1, m1, *_) = half[0], half[-1]
     return (m1 - m0) / max(b1 - b0, 1) * 1000
 
 
-def rates(samples: list[list[float]]) -> list[tuple[int, float]]:
-    """Bars per second between consecutive samples, by the bar reached."""
+def rates(samples: list[list[float]], column: int = 2) -> list[tuple[int, float]]:
+    """Bars per second (wall clock, or CPU with ``column=3``) between consecutive samples, by
+    the bar reached: a rate that falls along the run means work that grows with history."""
     out, last_bar, last_s = [], 0.0, 0.0
-    for done, _mb, seconds in samples:
+    for sample in samples:
+        done, seconds = sample[0], sample[column]
         if done > last_bar and seconds > last_s:
             out.append((int(done), (done - last_bar) / (seconds - last_s)))
         last_bar, last_s = done, seconds
@@ -184,11 +189,13 @@ def report(results: dict[str, dict[str, Any]]) -> dict[str, bool]:
     agents, strategy = results["agents"], results["strategy"]
     print(f"ratio agents / strategy: {agents['bars_per_s'] / strategy['bars_per_s']:.4f} in "
           f"bars/s, {agents['peak_rss_mb'] / strategy['peak_rss_mb']:.2f} in peak RSS")
-    trail = ", ".join(f"{done:,}: {mb:.0f}" for done, mb, _s in agents["samples"])
+    trail = ", ".join(f"{done:,}: {mb:.0f}" for done, mb, *_ in agents["samples"])
     growth = growth_mb_per_1000_bars(agents["samples"])
     print(f"agents' resident set (MB) along the run, by bar: {trail}")
     speed = ", ".join(f"{done:,}: {rate:.0f}" for done, rate in rates(agents["samples"]))
     print(f"agents' bars/s along the run, by bar: {speed}")
+    cpu = ", ".join(f"{done:,}: {rate:.0f}" for done, rate in rates(agents["samples"], 3))
+    print(f"agents' bars per CPU second along the run, by bar: {cpu}")
     print(f"agents' growth over the second half: {growth:.1f} MB per 1,000 bars")
     targets = {
         f"agents >= {TARGET_BARS_PER_S} bars/s": agents["bars_per_s"] >= TARGET_BARS_PER_S,

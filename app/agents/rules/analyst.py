@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from lxml import etree
@@ -35,7 +37,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import Result, Step, Transcript
+from app.agents.rules.transcript import CACHED_TASKS, Result, Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.memory.roles import (
     ANALYSIS_LOG,
@@ -57,6 +59,9 @@ SIGNAL_TASK = "NEW_MARKET_ANALYSIS_SIGNAL"
 KLINES = 30
 VALUES = 3
 SYMBOL_IN_TEXT = re.compile(r"\b([A-Za-z0-9]{2,12}/[A-Za-z0-9]{2,12})\b")
+# assessments (and their converted rows) kept for the later turns of the tasks in progress (a
+# task reads up to five results); each entry keeps its results' XML trees alive
+CACHED_RESULTS = 8 * CACHED_TASKS
 INTERVAL_MS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "30m": 1_800_000,
                "1h": 3_600_000, "4h": 14_400_000, "1d": 86_400_000, "1w": 604_800_000}
 
@@ -121,6 +126,66 @@ def _complete(
     return rows
 
 
+@lru_cache(maxsize=CACHED_RESULTS)
+def _complete_rows(result: Result, now_ms: int, interval_ms: int) -> tuple[dict[str, Decimal], ...]:
+    """``_complete`` of a result's points, cached: every turn of a task reads the same results
+    again (``parse_result`` hands back the same ``Result`` for the same text). The rows are
+    shared by the cache and only read."""
+    return tuple(_complete(_points(result), now_ms, interval_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """The settings an assessment depends on (a cache key)."""
+
+    trend: bool
+    rsi_period: int
+    overbought: Decimal
+    oversold: Decimal
+    macd: tuple[int, int, int]  # fast, slow, signal
+    bb_length: int
+    bb_std: Decimal
+    ema_period: int
+
+
+@lru_cache(maxsize=CACHED_RESULTS)
+def _judge(
+    rules: _Rules, klines: Result, results: tuple[tuple[str, Result], ...], now_ms: int,
+    interval_ms: int,
+) -> Assessment | _Failed:
+    """The assessment from the candles and indicator results, once each has two complete
+    values. A pure function of its arguments, cached for the task's later turns, which ask
+    again with the same results."""
+    values = {key: _complete_rows(result, now_ms, interval_ms)[-2:] for key, result in results}
+    candles = [
+        Candle(int(row["timestamp_ms"]), row["open"], row["high"], row["low"], row["close"],
+               row["volume"])
+        for row in _complete_rows(klines, now_ms, interval_ms)
+    ]
+    if len(candles) < 2:
+        return _Failed("get_historical_klines", Result(
+            "error", error_code="INSUFFICIENT_DATA", message="fewer than two complete candles"
+        ))
+    fast, slow, signal = rules.macd
+    labels = {
+        "rsi": f"RSI({rules.rsi_period})",
+        "macd": f"MACD({fast},{slow},{signal})",
+        "bbands": f"BBANDS({rules.bb_length},{plain(rules.bb_std)})",
+        "ema": f"EMA({rules.ema_period})",
+    }
+    readings = Readings(
+        candles=candles,
+        rsi=(values["rsi"][0]["value"], values["rsi"][1]["value"]),
+        macd=(values["macd"][0], values["macd"][1]),
+        bbands=(values["bbands"][0], values["bbands"][1]),
+        ema=(values["ema"][0]["value"], values["ema"][1]["value"]) if "ema" in values else None,
+        labels=labels,
+    )
+    if rules.trend:
+        return assess_trend(readings, rules.overbought, rules.oversold)
+    return assess_mean_reversion(readings, rules.overbought, rules.oversold)
+
+
 class AnalystPolicy:
     def __init__(self, model: str, agent_id: str, config: Mapping[str, Any]) -> None:
         self.trend = model == TREND
@@ -139,6 +204,11 @@ class AnalystPolicy:
         self.min_confidence = _decimal(config.get("min_confidence"), Decimal("0.6"))
         self.trader = str(config.get("trader_agent_id") or "")
         self.strategy = "Trend Following" if self.trend else "Mean Reversion"
+        self.rules = _Rules(
+            self.trend, self.rsi_period, self.overbought, self.oversold,
+            (self.macd["fast"], self.macd["slow"], self.macd["signal"]),
+            self.bbands["length"], self.bbands["std"], self.ema_period,
+        )
 
     # -- the plan ------------------------------------------------------------------------------
 
@@ -248,7 +318,7 @@ class AnalystPolicy:
         ]
         now_ms = int(snapshot.attr("time_ms") or 0)
         interval_ms = INTERVAL_MS[interval]
-        values: dict[str, list[dict[str, Decimal]]] = {}
+        results: list[tuple[str, Result]] = []
         for key, name, params in wanted:
             got = t.tagged(f"{key} {symbol}") or _carried_indicator(
                 t, name, symbol, interval, params
@@ -261,39 +331,13 @@ class AnalystPolicy:
                 )
             if got.result is None or not got.result.ok:
                 return _Failed(f"{name}", got.result or Result("error"))
-            rows = _complete(_points(got.result), now_ms, interval_ms)
-            if len(rows) < 2:
+            if len(_complete_rows(got.result, now_ms, interval_ms)) < 2:
                 return _Failed(name, Result(
                     "error", error_code="INSUFFICIENT_DATA",
                     message=f"fewer than two complete {name} values yet",
                 ))
-            values[key] = rows[-2:]
-        candles = [
-            Candle(int(row["timestamp_ms"]), row["open"], row["high"], row["low"], row["close"],
-                   row["volume"])
-            for row in _complete(_points(klines.result), now_ms, interval_ms)
-        ]
-        if len(candles) < 2:
-            return _Failed("get_historical_klines", Result(
-                "error", error_code="INSUFFICIENT_DATA", message="fewer than two complete candles"
-            ))
-        labels = {
-            "rsi": f"RSI({self.rsi_period})",
-            "macd": "MACD({fast},{slow},{signal})".format(**self.macd),
-            "bbands": f"BBANDS({self.bbands['length']},{plain(self.bbands['std'])})",
-            "ema": f"EMA({self.ema_period})",
-        }
-        readings = Readings(
-            candles=candles,
-            rsi=(values["rsi"][0]["value"], values["rsi"][1]["value"]),
-            macd=(values["macd"][0], values["macd"][1]),
-            bbands=(values["bbands"][0], values["bbands"][1]),
-            ema=(values["ema"][0]["value"], values["ema"][1]["value"]) if "ema" in values else None,
-            labels=labels,
-        )
-        if self.trend:
-            return assess_trend(readings, self.overbought, self.oversold)
-        return assess_mean_reversion(readings, self.overbought, self.oversold)
+            results.append((key, got.result))
+        return _judge(self.rules, klines.result, tuple(results), now_ms, interval_ms)
 
     def _should_send(self, outcome: Assessment | _Failed) -> bool:
         return (

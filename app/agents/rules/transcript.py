@@ -29,6 +29,10 @@ USER_MESSAGE = "USER_MESSAGE"
 # conversation): enough for every message of a few dozen agents' current tasks, and a bound on
 # memory, since each parsed tool result holds an XML tree outside Python's heap.
 CACHED_MESSAGES = 512
+# Parsed first messages (the task and the results its data block carries), kept for the later
+# turns of the tasks in progress: one per agent working is enough; more would keep every
+# carried result's XML tree alive long after its task ended.
+CACHED_TASKS = 16
 
 
 def _xml_parser() -> etree.XMLParser:
@@ -57,9 +61,13 @@ class TaskFacts:
         return self.task_type == USER_MESSAGE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Result:
-    """One ``<tool_result>``: its status and either the data elements or the error/refusal."""
+    """One ``<tool_result>``: its status and either the data elements or the error/refusal.
+
+    Equal only to itself (and hashed by identity): ``parse_result`` hands back the same object
+    for the same text, so the analyst's caches keyed by a result hit on every later turn.
+    """
 
     status: str  # "success", "error", "rejected"
     data: tuple[etree._Element, ...] = ()
@@ -171,9 +179,11 @@ def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
     return parsed.call.name, params, parsed.thinking or ""
 
 
+@lru_cache(maxsize=CACHED_TASKS)
 def parse_task(content: str) -> TaskFacts:
     """The first message: a ``<task>`` element, or the person's plain text; either may end in
-    the task's data block (``app.agents.task_data``)."""
+    the task's data block (``app.agents.task_data``). Cached like the other messages: every
+    turn of the task reads it again, and it carries the task's data (several results)."""
     message, block = split_task_data(content)
     data = tuple(
         (result_tool(envelope), parse_result(envelope)) for envelope in data_results(block)
@@ -193,7 +203,8 @@ def parse_task(content: str) -> TaskFacts:
         market_ms = None
     return TaskFacts(
         task_type=root.get("task_type", ""),
-        payload=payload if isinstance(payload, dict) else {"value": payload},
+        # shared by the cache: read-only
+        payload=MappingProxyType(payload if isinstance(payload, dict) else {"value": payload}),
         source=root.get("source", ""),
         task_id=root.get("task_id", ""),
         market_time_ms=market_ms,
