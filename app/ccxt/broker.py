@@ -46,6 +46,7 @@ from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
+from app.ccxt.stops import DEFAULT_BAND, as_stop_limit, needs_stop_limit
 from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
 from app.domain.clock import Clock, WallClock
@@ -115,6 +116,8 @@ class CcxtBroker:
         grants: which agents the person allows to trade live here; an order of any other agent
             is refused before anything is journaled or sent. None: every agent (tests of the
             broker alone).
+        stop_limit_band: on a market that lists no stop-market order, a STOP is sent as a
+            stop-limit whose limit lies this fraction beyond the stop (``app.ccxt.stops``).
     """
 
     mode = Mode.LIVE
@@ -135,8 +138,10 @@ class CcxtBroker:
         monotonic: Callable[[], float] = time.monotonic,
         events: EventSink | None = None,
         grants: LiveGrants | None = None,
+        stop_limit_band: Decimal = DEFAULT_BAND,
     ) -> None:
         self.exchange = exchange
+        self.stop_limit_band = stop_limit_band
         self.grants = grants
         self.market = market
         self.journal = journal
@@ -194,6 +199,17 @@ class CcxtBroker:
     def _base(self, symbol: str) -> str:
         return symbol.split("/")[0]
 
+    def _as_sent(self, req: OrderRequest, symbol: str) -> OrderRequest:
+        """The request as it will be sent: a STOP on a market without a stop-market order
+        becomes a stop-limit (``app.ccxt.stops``), checked and journaled as such."""
+        if req.order_type is not OrderType.STOP:
+            return req
+        markets = getattr(self.exchange, "markets", None) or {}
+        market = markets.get(symbol)
+        if market is None or not needs_stop_limit(self.venue, market):
+            return req
+        return as_stop_limit(req, self.venue, self.market_rules(symbol), self.stop_limit_band)
+
     # -- placing -------------------------------------------------------------------------------
 
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
@@ -213,6 +229,7 @@ class CcxtBroker:
             self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
+        req = self._as_sent(req, symbol)
         ref = await self.last_price(symbol)
         quantity = self._quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
@@ -267,6 +284,7 @@ class CcxtBroker:
             self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
+        req = self._as_sent(req, symbol)
         ref = self._prices.get(symbol) or await self.last_price(symbol)
         quantity = self._quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))

@@ -17,6 +17,10 @@ from app.domain.risk_view import RiskView
 from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
 from app.exchange.market_rules import MarketRules
 
+# how an order's reason starts when a broker sent a STOP as a stop-limit (the exchange lists no
+# stop-market order there); the tools then show its limit and the trade-off
+STOP_LIMIT_NOTE = "sent as a STOP_LIMIT"
+
 
 @dataclass(frozen=True, slots=True)
 class OrderRequest:

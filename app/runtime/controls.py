@@ -31,11 +31,11 @@ from app.domain.agents import PERSON_ID
 from app.domain.errors import KestrelError
 from app.domain.trading import Order, OrderStatus, Position, Side
 from app.events import EventBus, OrderCancelled, OrderFilled
-from app.exchange.port import OrderRequest, TradingBroker
+from app.exchange.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
 from app.risk.guard import RiskGuard
 from app.runtime.ticket import Ticket, TicketKind
 from app.tools.executor import ToolExecutor
-from app.tools.protocol.render import ToolResult, escape_text
+from app.tools.protocol.render import Element, ToolResult, escape_text
 from app.tools.spec import AgentContext, Permission
 from app.tools.trade_tools import order_intent
 
@@ -292,16 +292,25 @@ def _outcome(result: ToolResult) -> Outcome:
     if item.tag == "tp_sl_set":
         parts = [f"take profit {tp}" for tp in [item.attr("take_profit_order_id")] if tp]
         parts += [f"stop loss {sl}" for sl in [item.attr("stop_loss_order_id")] if sl]
+        note = item.attr("stop_loss_note")
         return Outcome("success", f"Exits placed for {item.attr('symbol')}: "
-                                  f"{', '.join(parts)}.")
+                                  f"{', '.join(parts)}." + (f" Stop loss {note}." if note else ""))
     filled = item.attr("filled_quantity") or "0"
     return Outcome(
         "success",
         f"Order {order_id} placed: {item.attr('quantity')} {item.attr('symbol')}, {status}"
         + (f", filled {filled} at {item.attr('average_price')}" if filled not in ("0", "") else "")
-        + ".",
+        + "." + _stop_limit_note(item),
         order_id, status,
     )
+
+
+def _stop_limit_note(item: Element) -> str:
+    """A stop the exchange took only as a stop-limit: its limit and the trade-off, said."""
+    note = item.attr("note") or ""
+    if item.attr("order_type") != "STOP_LIMIT" or STOP_LIMIT_NOTE not in note:
+        return ""
+    return " It is a STOP_LIMIT" + note[note.index(STOP_LIMIT_NOTE) + len(STOP_LIMIT_NOTE):] + "."
 
 
 def _exits_text(ticket: Ticket) -> str:

@@ -25,7 +25,8 @@ from app.domain.errors import (
     MissingParameterError,
 )
 from app.domain.trading import ExitKind, Order, OrderType, Side
-from app.exchange.port import CheckedOrder, OrderRequest, TradingBroker
+from app.exchange.market_rules import fmt
+from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
 from app.tools.protocol.render import Element, el
@@ -69,6 +70,8 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     def _created(order: Order, tag: str = "order_created") -> Element:
         rules = broker.market_rules(order.symbol)
+        # a STOP the exchange took only as a stop-limit says so, with its limit
+        sent_as = order.order_type is OrderType.STOP_LIMIT and STOP_LIMIT_NOTE in order.reason
         return el(
             tag, None, order_id=order.order_id, client_order_id=order.client_order_id,
             symbol=order.symbol, status=order.status.value,
@@ -76,6 +79,9 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             filled_quantity=amount(order.filled_quantity, rules),
             average_price=price(order.average_price, rules), fee=money(order.fee),
             fee_currency=order.fee_currency,
+            order_type=order.order_type.value if sent_as else None,
+            limit_price=price(order.price, rules) if sent_as else None,
+            note=order.reason if sent_as else None,
         )
 
     async def create_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
@@ -182,10 +188,16 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
         placed = {req.exit_kind: await _place(req) for req in requests}
         tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
+        # a stop the exchange takes only as a stop-limit (no stop-market there) says so
+        stop_limit = sl if sl is not None and sl.order_type is OrderType.STOP_LIMIT else None
         return el(
             "tp_sl_set", None, symbol=symbol,
             take_profit_order_id=tp.order_id if tp else None,
             stop_loss_order_id=sl.order_id if sl else None,
+            stop_loss_order_type=stop_limit.order_type.value if stop_limit else None,
+            stop_loss_limit_price=fmt(stop_limit.price) if stop_limit and stop_limit.price
+            else None,
+            stop_loss_note=stop_limit.reason if stop_limit else None,
         )
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
