@@ -121,6 +121,9 @@ class CcxtBroker:
     """
 
     mode = Mode.LIVE
+    # a spot exchange locks a sell order's coins: a take profit and a stop loss cannot both
+    # hold the same position (that needs an OCO order list, not supported yet)
+    exits_share_coins = False
 
     def __init__(
         self,

@@ -170,6 +170,18 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "position; at or above it, it would sell at once.",
                 details={"field": "stop_loss_price", "last_price": str(last)},
             )
+        if take_profit is not None and stop_loss is not None and not getattr(
+                broker, "exits_share_coins", True):
+            # each exit is a sell the exchange holds the coins for: the second finds none free
+            raise InvalidOrderError(
+                f"This exchange account cannot hold a take profit and a stop loss for the same "
+                f"{symbol} position at once: the exchange locks the coins for the first sell "
+                "order, so the second would be refused, and a linked pair (OCO) is not "
+                "supported yet. Nothing was changed. Set the stop loss alone (it protects the "
+                "position), or the take profit alone.",
+                details={"field": "take_profit_price", "symbol": symbol,
+                         "needs": "one exit at a time on this account"},
+            )
         requests = []
         if take_profit is not None:
             requests.append(OrderRequest(

@@ -128,3 +128,36 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
             await world.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_take_profit_with_a_stop_loss_on_live_binance_is_refused_before_anything_changes(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+            last = await world.venue.broker.last_price("BTC/USDT")
+            sl = (last * Decimal("0.95")).quantize(CENT)
+            tp = (last * Decimal("1.05")).quantize(CENT)
+            first = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+            assert first.status == "success", first.xml
+            both = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<take_profit_price>{tp}</take_profit_price>"
+                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+            assert both.status == "error"
+            assert "locks the coins for the first sell order" in both.xml
+            assert "Nothing was changed" in both.xml
+            with server.binance_account.lock:  # the stop placed first still protects it
+                open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]
+            assert open_now == ["STOP_LOSS_LIMIT"]
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
