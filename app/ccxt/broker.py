@@ -72,7 +72,7 @@ from app.domain.trading import (
 )
 from app.events import EventSink
 from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, EquityPoint, OrderRequest
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
@@ -232,7 +232,10 @@ class CcxtBroker:
             self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
-        req = self._as_sent(req, symbol)
+        sent = self._as_sent(req, symbol)
+        # a stop sent as a stop-limit: the preview says so before anything is placed
+        note = "" if sent is req else sent.reason[sent.reason.index(STOP_LIMIT_NOTE):]
+        req = sent
         ref = await self.last_price(symbol)
         quantity = self._quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
@@ -265,8 +268,8 @@ class CcxtBroker:
                     details={"asset": self.quote_currency, "needed": fmt(needed),
                              "free": fmt(free)},
                 )
-            return CheckedOrder(symbol, quantity, ref, needed)
-        return CheckedOrder(symbol, quantity, ref, ZERO)
+            return CheckedOrder(symbol, quantity, ref, needed, note)
+        return CheckedOrder(symbol, quantity, ref, ZERO, note)
 
     def _quantity(self, req: OrderRequest, symbol: str, ref: Decimal) -> Decimal:
         if req.quote_amount is None:

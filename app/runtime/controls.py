@@ -46,6 +46,13 @@ PERSON_CONTEXT = AgentContext(
 )
 
 
+# a spot exchange locks a sell order's coins, so two exits cannot hold one position there
+BOTH_EXITS = ("This exchange account cannot hold a take profit and a stop loss for the same "
+              "position at once (the exchange locks the coins for the first sell order; a linked "
+              "OCO pair is not supported yet). Give the stop loss alone, or the take profit "
+              "alone.")
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What one of the person's calls came to, in a sentence.
@@ -162,8 +169,13 @@ class PersonControls:
         if ticket.side is Side.BUY:
             lines.append(f"Holds back {_money(checked.reserve)} {ccy} (fee and slippage "
                          "included)")
+        if checked.note:
+            lines.append(f"Sent {checked.note.removeprefix('sent ')}")
         if intent.reduces_position:
             lines.append("Reduces the position held: exits are never blocked by the Risk Guard")
+        if ticket.take_profit is not None and ticket.stop_loss is not None and (
+                not getattr(self.broker, "exits_share_coins", True)):
+            return Preview(tuple(lines), error=BOTH_EXITS)
         if ticket.has_exits:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
@@ -177,6 +189,9 @@ class PersonControls:
         held = self.broker.position_size(symbol)
         if held <= 0:
             return Preview(error=f"There is no open {symbol} position to protect.")
+        if ticket.take_profit is not None and ticket.stop_loss is not None and (
+                not getattr(self.broker, "exits_share_coins", True)):
+            return Preview(error=BOTH_EXITS)
         if ticket.take_profit is not None and ticket.take_profit <= last:
             return Preview(error=f"Take profit {_plain(ticket.take_profit)} must be above the "
                                  f"last price {_plain(last)}: at or below it, it would sell at "

@@ -112,11 +112,17 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
             person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
             last = await world.venue.broker.last_price("BTC/USDT")
             stop = (last * Decimal("1.03")).quantize(CENT)  # a buy stop above the market
-            outcome = await person.submit(read_ticket({
+            ticket = read_ticket({
                 "symbol": "BTC/USDT", "side": "BUY", "kind": "STOP", "amount": "0.01",
-                "unit": "base", "stop_price": str(stop)}))
-            assert outcome.ok, outcome.text
+                "unit": "base", "stop_price": str(stop)})
             limit = (stop * Decimal("1.02")).quantize(CENT, ROUND_CEILING)
+            preview = await person.preview(ticket)  # said before the person places it
+            assert preview.passes, preview
+            (said,) = [line for line in preview.lines if line.startswith("Sent as a STOP_LIMIT")]
+            assert f"limit {limit}" in said and "2% above the stop" in said
+            assert "may not fill" in said
+            outcome = await person.submit(ticket)
+            assert outcome.ok, outcome.text
             assert "It is a STOP_LIMIT" in outcome.text
             assert f"limit {limit}" in outcome.text and "may not fill" in outcome.text
             (order,) = server.binance_account.orders
@@ -124,6 +130,10 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
                 "STOP_LOSS_LIMIT", "BUY", stop, limit)
             (card,) = await world.venue.broker.open_orders(PERSON_ID)
             assert card.order_type is OrderType.STOP_LIMIT and card.price == limit
+            both = await person.preview(read_ticket({
+                "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
+                "unit": "base", "take_profit": str(stop * 2), "stop_loss": str(last / 2)}))
+            assert not both.passes and "OCO" in (both.error or "")
         finally:
             await world.aclose()
 
