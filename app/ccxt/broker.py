@@ -46,6 +46,7 @@ from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
+from app.ccxt.stops import DEFAULT_BAND, as_stop_limit, needs_stop_limit
 from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
 from app.domain.clock import Clock, WallClock
@@ -71,7 +72,7 @@ from app.domain.trading import (
 )
 from app.events import EventSink
 from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, EquityPoint, OrderRequest
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
@@ -115,9 +116,14 @@ class CcxtBroker:
         grants: which agents the person allows to trade live here; an order of any other agent
             is refused before anything is journaled or sent. None: every agent (tests of the
             broker alone).
+        stop_limit_band: on a market that lists no stop-market order, a STOP is sent as a
+            stop-limit whose limit lies this fraction beyond the stop (``app.ccxt.stops``).
     """
 
     mode = Mode.LIVE
+    # a spot exchange locks a sell order's coins: a take profit and a stop loss cannot both
+    # hold the same position (that needs an OCO order list, not supported yet)
+    exits_share_coins = False
 
     def __init__(
         self,
@@ -135,8 +141,10 @@ class CcxtBroker:
         monotonic: Callable[[], float] = time.monotonic,
         events: EventSink | None = None,
         grants: LiveGrants | None = None,
+        stop_limit_band: Decimal = DEFAULT_BAND,
     ) -> None:
         self.exchange = exchange
+        self.stop_limit_band = stop_limit_band
         self.grants = grants
         self.market = market
         self.journal = journal
@@ -194,6 +202,17 @@ class CcxtBroker:
     def _base(self, symbol: str) -> str:
         return symbol.split("/")[0]
 
+    def _as_sent(self, req: OrderRequest, symbol: str) -> OrderRequest:
+        """The request as it will be sent: a STOP on a market without a stop-market order
+        becomes a stop-limit (``app.ccxt.stops``), checked and journaled as such."""
+        if req.order_type is not OrderType.STOP:
+            return req
+        markets = getattr(self.exchange, "markets", None) or {}
+        market = markets.get(symbol)
+        if market is None or not needs_stop_limit(self.venue, market):
+            return req
+        return as_stop_limit(req, self.venue, self.market_rules(symbol), self.stop_limit_band)
+
     # -- placing -------------------------------------------------------------------------------
 
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
@@ -213,6 +232,10 @@ class CcxtBroker:
             self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
+        sent = self._as_sent(req, symbol)
+        # a stop sent as a stop-limit: the preview says so before anything is placed
+        note = "" if sent is req else sent.reason[sent.reason.index(STOP_LIMIT_NOTE):]
+        req = sent
         ref = await self.last_price(symbol)
         quantity = self._quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
@@ -245,8 +268,8 @@ class CcxtBroker:
                     details={"asset": self.quote_currency, "needed": fmt(needed),
                              "free": fmt(free)},
                 )
-            return CheckedOrder(symbol, quantity, ref, needed)
-        return CheckedOrder(symbol, quantity, ref, ZERO)
+            return CheckedOrder(symbol, quantity, ref, needed, note)
+        return CheckedOrder(symbol, quantity, ref, ZERO, note)
 
     def _quantity(self, req: OrderRequest, symbol: str, ref: Decimal) -> Decimal:
         if req.quote_amount is None:
@@ -267,6 +290,7 @@ class CcxtBroker:
             self.grants.check(req.agent_id)
         check_request(req)
         symbol = self.canonical_symbol(req.symbol)
+        req = self._as_sent(req, symbol)
         ref = self._prices.get(symbol) or await self.last_price(symbol)
         quantity = self._quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))

@@ -30,9 +30,10 @@ create_order outcomes left unknown in a row, for the kill switch.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +41,7 @@ from app.ccxt.broker import CcxtBroker
 from app.ccxt.orders import dec
 from app.domain.errors import ToolError
 from app.domain.trading import ExitKind, OrderType, Side
+from app.exchange.market_rules import fmt
 from app.store.order_journal import JournalEntry, JournalFill, JournalState
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,9 @@ class ExchangeOrder:
         )
 
 
+_ACCEPTED = "balances_accepted:"
+
+
 @dataclass(frozen=True, slots=True)
 class BalanceMismatch:
     asset: str
@@ -93,6 +98,17 @@ class BalanceMismatch:
     @property
     def difference(self) -> Decimal:
         return self.actual - self.expected
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceCheck:
+    """One reading of the exchange's balances against the journal: what the person is shown
+    before accepting, and what becomes the baseline if they do (with the fills stored by then)."""
+
+    actual: Mapping[str, Decimal]
+    mismatches: tuple[BalanceMismatch, ...]
+    fill_mark: int
+    exchange_ms: int
 
 
 # -- events (past tense; the lead maps them onto the bus) ----------------------------------------
@@ -167,6 +183,7 @@ class Reconciler:
         self.policy = policy
         self._notify = notify or (lambda event: None)
         self._sleep = sleep
+        self.mismatches: tuple[BalanceMismatch, ...] = ()  # the last balance check's
 
     @property
     def unknown_run(self) -> int:
@@ -275,30 +292,45 @@ class Reconciler:
     async def check_balances(self, report: ReconcileReport | None = None) -> ReconcileReport:
         """Compare the exchange's balances with the journal's account of them; report any gap."""
         report = report or ReconcileReport()
+        check = await self.balance_check()
+        if check is None:  # the first reading: the baseline
+            return report
+        if check.mismatches:
+            report.mismatches.extend(check.mismatches)
+            self._notify(BalancesMismatched(check.mismatches))
+        return report
+
+    async def balance_check(self) -> BalanceCheck | None:
+        """The exchange's balances read now and how they differ from what the journal explains
+        (nothing is reported: the window shows this before the person accepts it). None when
+        there was no baseline yet: this reading became it."""
         balances = await self.broker.refresh_balances()
         actual = {asset: b.total for asset, b in balances.items()}
+        check = BalanceCheck(actual, (), self.journal.fill_mark(self.venue), self._exchange_now())
         baseline_ms = self.journal.meta(self.venue, "baseline_ms")
         if baseline_ms is None:
-            self._set_baseline(actual)
-            return report
+            self._set_baseline(check)
+            return None
         expected = self._expected(int(baseline_ms))
-        mismatches = [
+        mismatches = tuple(
             BalanceMismatch(asset, expected.get(asset, ZERO), actual.get(asset, ZERO))
             for asset in sorted(set(expected) | set(actual))
             if expected.get(asset, ZERO) != actual.get(asset, ZERO)
-        ]
-        if mismatches:
-            report.mismatches.extend(mismatches)
-            self._notify(BalancesMismatched(tuple(mismatches)))
-        return report
+        )
+        self.mismatches = mismatches
+        return replace(check, mismatches=mismatches)
 
-    def _set_baseline(self, actual: Mapping[str, Decimal]) -> None:
-        values = {f"baseline:{a}": str(v) for a, v in actual.items()}
+    def _exchange_now(self) -> int:
         # on the exchange's clock, as the fill times it is compared with
-        exchange_now = getattr(self.broker.market, "now_ms", self._now)
-        values["baseline_ms"] = str(exchange_now())
-        values["baseline_fill_mark"] = str(self.journal.fill_mark(self.venue))
-        values["baseline_assets"] = ",".join(sorted(actual))
+        return int(getattr(self.broker.market, "now_ms", self._now)())
+
+    def _set_baseline(self, check: BalanceCheck, also: Mapping[str, str] | None = None) -> None:
+        """The baseline from ``check`` (and ``also``), in one commit."""
+        values = {f"baseline:{a}": str(v) for a, v in check.actual.items()}
+        values.update(also or {})
+        values["baseline_ms"] = str(check.exchange_ms)
+        values["baseline_fill_mark"] = str(check.fill_mark)
+        values["baseline_assets"] = ",".join(sorted(check.actual))
         self.journal.set_meta(self.venue, values)
 
     def _expected(self, baseline_ms: int) -> dict[str, Decimal]:
@@ -317,10 +349,33 @@ class Reconciler:
                 out[asset] = out.get(asset, ZERO) + delta
         return {a: v for a, v in out.items() if v != 0}
 
-    def accept_balances(self) -> None:
-        """The person's decision: take the exchange's current balances as the new baseline."""
-        balances = self.broker._balances  # noqa: SLF001 - the broker's last fetch
-        self._set_baseline({a: b.total for a, b in balances.items()})
+    def accept_balances(self, check: BalanceCheck | None = None, by: str = "person") -> None:
+        """The person's decision: the exchange is right, start from here.
+
+        ``check`` is the reading the person was shown (``balance_check``); its balances become
+        the baseline, with the fills stored up to that reading in it. Without one, the broker's
+        last reading. The acceptance, who and the differences accepted, is kept in the journal
+        (``acceptances``). The kill switch is not reset by it: that stays a deliberate act.
+        """
+        if check is None:
+            balances = self.broker._balances  # noqa: SLF001 - the broker's last fetch
+            check = BalanceCheck({a: b.total for a, b in balances.items()}, self.mismatches,
+                                 self.journal.fill_mark(self.venue), self._exchange_now())
+        now = self._now()
+        record = {"by": by, "accepted_ms": now, "differences": [
+            {"asset": m.asset, "journal": fmt(m.expected), "exchange": fmt(m.actual)}
+            for m in check.mismatches]}
+        self._set_baseline(check, {f"{_ACCEPTED}{now:015d}": json.dumps(record)})
+        self.mismatches = ()
+        logger.warning("%s: %s accepted the exchange's balances as the journal's baseline (%s)",
+                       self.venue, by, "; ".join(
+                           f"{m.asset}: journal {fmt(m.expected)}, exchange {fmt(m.actual)}"
+                           for m in check.mismatches) or "no differences")
+
+    def acceptances(self) -> list[dict[str, Any]]:
+        """Every time the person accepted the exchange's balances, oldest first."""
+        return [json.loads(value) for _key, value in self.journal.meta_with_prefix(
+            self.venue, _ACCEPTED) if value]
 
     # -- start-up ------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from app.cli.live import (
     apply_grants,
     live_banner,
     live_spec,
+    settle_mismatch,
     unknown_decision,
 )
 from app.config import VenueSettings
@@ -242,6 +243,9 @@ async def _run(args: argparse.Namespace) -> int:
         await world.start(unknown_decision(args) if account else None)
         for line in apply_grants(world, getattr(args, "allow_live", [])):
             print(line)
+        if account:
+            for line in await settle_mismatch(world, args):
+                print(line)
         telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
         if account:

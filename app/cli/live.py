@@ -8,6 +8,10 @@ NAME`` marks the agent called NAME "may trade live" on that exchange (kept; repe
 agent's orders are refused there. Before any agent starts, reconciliation settles the journal with
 the exchange; open orders there that Kestrel does not know are listed, and the agents start only
 once the person chose ``--adopt-unknown`` or ``--ignore-unknown`` (or answered at the terminal).
+Balances that differ from what the journal explains trip the kill switch; the differences are
+printed with what to do, and ``--accept-exchange-balances`` (or typing ``accept`` at the terminal)
+takes the exchange's balances as the journal's baseline, on the person's word. Resetting the kill
+switch stays its own act (the window, or ``/reset`` in ``kestrel chat``).
 """
 
 from __future__ import annotations
@@ -16,10 +20,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from app.ccxt.reconcile import ExchangeOrder
+from app.ccxt.reconcile import ExchangeOrder, Reconciler
 from app.config import VenueSettings
 from app.domain.errors import OperationalError
-from app.runtime.live_startup import DecideUnknown, UnknownOrderChoice, describe_order
+from app.runtime.live_startup import (
+    DecideUnknown,
+    UnknownOrderChoice,
+    describe_mismatch,
+    describe_order,
+)
 from app.runtime.live_venue import confirmation_text
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World
@@ -46,6 +55,10 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                               "followed as yours")
     unknown.add_argument("--ignore-unknown", action="store_true",
                          help="live: such orders are left alone and never listed again")
+    live.add_argument("--accept-exchange-balances", action="store_true",
+                      help="live: balances the journal cannot explain (a deposit, a withdrawal, a "
+                           "trade made elsewhere) are accepted as the exchange has them; the "
+                           "kill switch they tripped stays tripped until you reset it")
 
 
 def terminal_ask(prompt: str) -> str | None:
@@ -128,3 +141,42 @@ def live_banner(world: World) -> str:
     if report is not None:
         text += f" Start-up: {report.describe()}."
     return text
+
+
+async def settle_mismatch(
+    world: World, args: argparse.Namespace, ask: Ask = terminal_ask, by: str = "the person"
+) -> list[str]:
+    """The lines to print about balances the journal cannot explain, with what to do; the
+    exchange's balances accepted when the person said so (the flag, or ``accept`` typed)."""
+    reconciler = getattr(world.venue.before_agents, "reconciler", None)
+    if not isinstance(reconciler, Reconciler) or not reconciler.mismatches:
+        return []
+    venue = reconciler.venue
+    check = await reconciler.balance_check()  # read fresh: what is accepted is what is shown
+    if check is None or not check.mismatches:
+        return [f"The balances on {venue} agree with the journal again."]
+    listed = "\n".join(f"  - {describe_mismatch(m)}" for m in check.mismatches)
+    lines = [f"BALANCES DIFFER on {venue} from what Kestrel's order journal explains:\n{listed}"]
+    accept = getattr(args, "accept_exchange_balances", False)
+    if not accept:
+        answer = ask(f"{lines[0]}\nCheck the exchange's deposits, withdrawals and trade history. "
+                     f"Type accept to take {venue}'s balances as right (the kill switch stays "
+                     "tripped), anything else to leave them: ")
+        accept = (answer or "").strip().lower() == "accept"
+        if answer is not None:
+            lines = []  # the person has read them at the prompt
+    if accept:
+        how = "--accept-exchange-balances" if getattr(args, "accept_exchange_balances", False) \
+            else "typed at the terminal"
+        reconciler.accept_balances(check, by=f"{by} ({how})")
+        lines.append(f"Accepted {venue}'s balances as the journal's new starting point "
+                     "(recorded). The kill switch stays tripped: reset it in the window or with "
+                     "/reset in kestrel chat when you are satisfied.")
+        return lines
+    lines.append(
+        "What to do: check the exchange's deposits, withdrawals and trade history for these "
+        "differences. If the exchange is right, accept its balances: in the window (the kill "
+        "switch banner > Accept the exchange's balances) or kestrel run --venue live "
+        "--accept-exchange-balances; then reset the kill switch (the window, or /reset in "
+        "kestrel chat). Until then the Risk Guard refuses every new order.")
+    return lines

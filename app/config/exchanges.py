@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -94,4 +95,11 @@ class ExchangeSettings(BaseModel):
     )
     timeout_s: float = Field(
         default=10.0, gt=0, le=120, description="Longest one HTTP request may take."
+    )
+    stop_limit_band: Decimal = Field(
+        default=Decimal("0.005"), gt=0, lt=Decimal("0.2"),
+        description="Where the exchange lists no stop-market order for a market (Binance spot), "
+        "a stop is sent as a stop-limit whose limit lies this fraction beyond the stop (0.005: "
+        "0.5% below a sell stop). Wider fills more surely in a fast fall; a stop-limit may still "
+        "not fill if the price gaps past its limit.",
     )

@@ -17,6 +17,10 @@ from app.domain.risk_view import RiskView
 from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
 from app.exchange.market_rules import MarketRules
 
+# how an order's reason starts when a broker sent a STOP as a stop-limit (the exchange lists no
+# stop-market order there); the tools then show its limit and the trade-off
+STOP_LIMIT_NOTE = "sent as a STOP_LIMIT"
+
 
 @dataclass(frozen=True, slots=True)
 class OrderRequest:
@@ -53,12 +57,15 @@ class CheckedOrder:
         reference_price: the last price, which market orders are valued at.
         reserve: the quote amount the order will hold back (cost, fee and slippage of a buy); zero
             for a sell. The Risk Guard counts it as the order's exposure.
+        note: how the broker will send it when that is not as asked (a STOP sent as a
+            stop-limit, its limit and the trade-off); empty otherwise.
     """
 
     symbol: str
     quantity: Decimal
     reference_price: Decimal
     reserve: Decimal
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,11 +31,11 @@ from app.domain.agents import PERSON_ID
 from app.domain.errors import KestrelError
 from app.domain.trading import Order, OrderStatus, Position, Side
 from app.events import EventBus, OrderCancelled, OrderFilled
-from app.exchange.port import OrderRequest, TradingBroker
+from app.exchange.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
 from app.risk.guard import RiskGuard
 from app.runtime.ticket import Ticket, TicketKind
 from app.tools.executor import ToolExecutor
-from app.tools.protocol.render import ToolResult, escape_text
+from app.tools.protocol.render import Element, ToolResult, escape_text
 from app.tools.spec import AgentContext, Permission
 from app.tools.trade_tools import order_intent
 
@@ -44,6 +44,13 @@ logger = logging.getLogger(__name__)
 PERSON_CONTEXT = AgentContext(
     PERSON_ID, permissions=frozenset({Permission.TRADE, Permission.ACCOUNT}), role="person"
 )
+
+
+# a spot exchange locks a sell order's coins, so two exits cannot hold one position there
+BOTH_EXITS = ("This exchange account cannot hold a take profit and a stop loss for the same "
+              "position at once (the exchange locks the coins for the first sell order; a linked "
+              "OCO pair is not supported yet). Give the stop loss alone, or the take profit "
+              "alone.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +169,13 @@ class PersonControls:
         if ticket.side is Side.BUY:
             lines.append(f"Holds back {_money(checked.reserve)} {ccy} (fee and slippage "
                          "included)")
+        if checked.note:
+            lines.append(f"Sent {checked.note.removeprefix('sent ')}")
         if intent.reduces_position:
             lines.append("Reduces the position held: exits are never blocked by the Risk Guard")
+        if ticket.take_profit is not None and ticket.stop_loss is not None and (
+                not getattr(self.broker, "exits_share_coins", True)):
+            return Preview(tuple(lines), error=BOTH_EXITS)
         if ticket.has_exits:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
@@ -177,6 +189,9 @@ class PersonControls:
         held = self.broker.position_size(symbol)
         if held <= 0:
             return Preview(error=f"There is no open {symbol} position to protect.")
+        if ticket.take_profit is not None and ticket.stop_loss is not None and (
+                not getattr(self.broker, "exits_share_coins", True)):
+            return Preview(error=BOTH_EXITS)
         if ticket.take_profit is not None and ticket.take_profit <= last:
             return Preview(error=f"Take profit {_plain(ticket.take_profit)} must be above the "
                                  f"last price {_plain(last)}: at or below it, it would sell at "
@@ -292,16 +307,25 @@ def _outcome(result: ToolResult) -> Outcome:
     if item.tag == "tp_sl_set":
         parts = [f"take profit {tp}" for tp in [item.attr("take_profit_order_id")] if tp]
         parts += [f"stop loss {sl}" for sl in [item.attr("stop_loss_order_id")] if sl]
+        note = item.attr("stop_loss_note")
         return Outcome("success", f"Exits placed for {item.attr('symbol')}: "
-                                  f"{', '.join(parts)}.")
+                                  f"{', '.join(parts)}." + (f" Stop loss {note}." if note else ""))
     filled = item.attr("filled_quantity") or "0"
     return Outcome(
         "success",
         f"Order {order_id} placed: {item.attr('quantity')} {item.attr('symbol')}, {status}"
         + (f", filled {filled} at {item.attr('average_price')}" if filled not in ("0", "") else "")
-        + ".",
+        + "." + _stop_limit_note(item),
         order_id, status,
     )
+
+
+def _stop_limit_note(item: Element) -> str:
+    """A stop the exchange took only as a stop-limit: its limit and the trade-off, said."""
+    note = item.attr("note") or ""
+    if item.attr("order_type") != "STOP_LIMIT" or STOP_LIMIT_NOTE not in note:
+        return ""
+    return " It is a STOP_LIMIT" + note[note.index(STOP_LIMIT_NOTE) + len(STOP_LIMIT_NOTE):] + "."
 
 
 def _exits_text(ticket: Ticket) -> str:

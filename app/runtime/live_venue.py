@@ -101,7 +101,8 @@ async def connect_live(
         raise OperationalError(
             f"Cannot reach the {spec.exchange} account: {type(exc).__name__}: {exc}"
         ) from exc
-    return replace(spec, market=market, account=account)
+    return replace(spec, market=market, account=account,
+                   stop_limit_band=settings.stop_limit_band)
 
 
 class AccountWatch:
@@ -168,6 +169,7 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
     broker = CcxtBroker(
         account, market, journal, quote_currency=spec.quote_currency or "USDT", clock=clock,
         events=context.events, grants=LiveGrants(journal, venue_id),
+        **({} if spec.stop_limit_band is None else {"stop_limit_band": spec.stop_limit_band}),
     )
     reports = BusReports(venue_id, context.bus)
     reconciler = Reconciler(broker, notify=reports, policy=ReconcilePolicy(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -106,6 +107,8 @@ class VenueSpec:
         confirmed: live: the exchange the person confirmed trading on with real money (the
             window's dialog, ``kestrel run --confirm-live``); a live venue is refused unless it
             names ``exchange``.
+        stop_limit_band: live: the exchange settings' ``stop_limit_band`` (set by
+            ``connect_live``); None: the broker's default.
     """
 
     kind: VenueKind = "replay"
@@ -123,6 +126,7 @@ class VenueSpec:
     market_options: Mapping[str, Any] = field(default_factory=dict)
     account: Any = None
     confirmed: str = ""
+    stop_limit_band: Decimal | None = None
 
     @classmethod
     def replay(

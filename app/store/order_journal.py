@@ -364,6 +364,13 @@ class OrderJournal:
             "SELECT value FROM journal_meta WHERE venue = ? AND key = ?", (venue, key))
         return rows[0]["value"] if rows else None
 
+    def meta_with_prefix(self, venue: str, prefix: str) -> list[tuple[str, str]]:
+        """(key, value) of every setting whose key starts with ``prefix``, in key order."""
+        rows = self.db.rows(
+            "SELECT key, value FROM journal_meta WHERE venue = ? AND substr(key, 1, ?) = ? "
+            "ORDER BY key", (venue, len(prefix), prefix))
+        return [(r["key"], r["value"]) for r in rows]
+
     def set_meta(self, venue: str, values: Mapping[str, str]) -> None:
         with self.db.transaction() as conn:
             conn.executemany(

@@ -25,7 +25,8 @@ from app.domain.errors import (
     MissingParameterError,
 )
 from app.domain.trading import ExitKind, Order, OrderType, Side
-from app.exchange.port import CheckedOrder, OrderRequest, TradingBroker
+from app.exchange.market_rules import fmt
+from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
 from app.tools.protocol.render import Element, el
@@ -69,6 +70,8 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
 
     def _created(order: Order, tag: str = "order_created") -> Element:
         rules = broker.market_rules(order.symbol)
+        # a STOP the exchange took only as a stop-limit says so, with its limit
+        sent_as = order.order_type is OrderType.STOP_LIMIT and STOP_LIMIT_NOTE in order.reason
         return el(
             tag, None, order_id=order.order_id, client_order_id=order.client_order_id,
             symbol=order.symbol, status=order.status.value,
@@ -76,6 +79,9 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             filled_quantity=amount(order.filled_quantity, rules),
             average_price=price(order.average_price, rules), fee=money(order.fee),
             fee_currency=order.fee_currency,
+            order_type=order.order_type.value if sent_as else None,
+            limit_price=price(order.price, rules) if sent_as else None,
+            note=order.reason if sent_as else None,
         )
 
     async def create_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
@@ -164,6 +170,18 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "position; at or above it, it would sell at once.",
                 details={"field": "stop_loss_price", "last_price": str(last)},
             )
+        if take_profit is not None and stop_loss is not None and not getattr(
+                broker, "exits_share_coins", True):
+            # each exit is a sell the exchange holds the coins for: the second finds none free
+            raise InvalidOrderError(
+                f"This exchange account cannot hold a take profit and a stop loss for the same "
+                f"{symbol} position at once: the exchange locks the coins for the first sell "
+                "order, so the second would be refused, and a linked pair (OCO) is not "
+                "supported yet. Nothing was changed. Set the stop loss alone (it protects the "
+                "position), or the take profit alone.",
+                details={"field": "take_profit_price", "symbol": symbol,
+                         "needs": "one exit at a time on this account"},
+            )
         requests = []
         if take_profit is not None:
             requests.append(OrderRequest(
@@ -182,10 +200,16 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
         placed = {req.exit_kind: await _place(req) for req in requests}
         tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
+        # a stop the exchange takes only as a stop-limit (no stop-market there) says so
+        stop_limit = sl if sl is not None and sl.order_type is OrderType.STOP_LIMIT else None
         return el(
             "tp_sl_set", None, symbol=symbol,
             take_profit_order_id=tp.order_id if tp else None,
             stop_loss_order_id=sl.order_id if sl else None,
+            stop_loss_order_type=stop_limit.order_type.value if stop_limit else None,
+            stop_loss_limit_price=fmt(stop_limit.price) if stop_limit and stop_limit.price
+            else None,
+            stop_loss_note=stop_limit.reason if stop_limit else None,
         )
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:

@@ -1,5 +1,6 @@
 """The kill switch in the window: a red toolbar button, Ctrl+Shift+K, the Trading menu, a banner
-while tripped, and the deliberate reset.
+while tripped, and the deliberate reset; after a reconciliation mismatch, the banner also offers
+to accept the exchange's balances (``app.ui.accept_balances``; it does not reset the switch).
 
 Tripping by hand always asks first (``TripDialog``: what the trip will do, counted now, and an
 optional reason); its default button trips, so Ctrl+Shift+K then Enter halts everything within a
@@ -32,10 +33,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ccxt.reconcile import BalanceCheck, Reconciler
 from app.domain.clock import ms_to_iso
-from app.domain.kill_switch import Trip
+from app.domain.kill_switch import Trip, TripCause
 from app.events import EventBus, KillSwitchReset, KillSwitchTripped
 from app.orchestration.kill_switch import KillSwitch, TripPreview
+from app.ui.accept_balances import OFFER, AcceptBalancesDialog
 from app.ui.panels.tasks import BusLink, TaskSet
 from app.ui.theme import set_look
 
@@ -135,6 +138,7 @@ class KillSwitchBanner(QFrame):
     what, when, who, and Reset. The whole story, market time included, is its tooltip."""
 
     reset_requested = Signal()
+    accept_requested = Signal()  # the exchange's balances, after a reconciliation mismatch
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -148,7 +152,15 @@ class KillSwitchBanner(QFrame):
         self.reset_button = QPushButton("Reset kill switch…")
         self.reset_button.setObjectName("killReset")
         self.reset_button.clicked.connect(self.reset_requested)
+        self.accept_button = QPushButton(OFFER)
+        self.accept_button.setObjectName("acceptBalances")
+        self.accept_button.setToolTip(
+            "Reconciliation found balances the journal cannot explain: see the differences and "
+            "take the exchange's balances as the journal's new starting point.")
+        self.accept_button.clicked.connect(self.accept_requested)
+        self.accept_button.hide()
         top.addWidget(self.title, 1)
+        top.addWidget(self.accept_button)
         top.addWidget(self.reset_button)
         self.text = QLabel("")
         self.text.setObjectName("killBannerText")
@@ -158,7 +170,8 @@ class KillSwitchBanner(QFrame):
         layout.addWidget(self.text)
         self.hide()
 
-    def show_trip(self, trip: Trip | None) -> None:
+    def show_trip(self, trip: Trip | None, *, offer_accept: bool = False) -> None:
+        self.accept_button.setVisible(trip is not None and offer_accept)
         if trip is None:
             self.hide()
             return
@@ -178,6 +191,9 @@ class KillSwitchControls(QObject):
         tasks: the window's task set (a failed trip or reset is reported there).
         on_change: told the trip in force (or None) after every change, for the views this module
             does not own (the account panel, the tray).
+        reconciler: a live account's reconciler: while a reconciliation trip stands and its
+            last balance check found differences, the banner offers to accept the exchange's
+            balances (``app.ui.accept_balances``).
 
     Attributes:
         toolbar: the "Kill switch" toolbar with its red button.
@@ -196,10 +212,12 @@ class KillSwitchControls(QObject):
         bus: EventBus | None,
         tasks: TaskSet,
         on_change: Callable[[Trip | None], None] | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         super().__init__(window)
         self.window = window
         self.switch = switch
+        self.reconciler = reconciler
         self.tasks = tasks
         self.dialog: QDialog | None = None
         self._preparing = False  # a trip dialog is being prepared (its counts are read)
@@ -218,6 +236,7 @@ class KillSwitchControls(QObject):
         self.reset_action.triggered.connect(self.request_reset)
         self.banner = KillSwitchBanner(window)  # a child from the start: never a window
         self.banner.reset_requested.connect(self.request_reset)
+        self.banner.accept_requested.connect(self.request_accept)
         if on_change is not None:
             self.changed.connect(on_change)
         self.link = BusLink(bus)
@@ -245,8 +264,12 @@ class KillSwitchControls(QObject):
         set_look(self.button, "tripped" if tripped else "")
         self.trip_action.setEnabled(not tripped)
         self.reset_action.setEnabled(tripped)
-        self.banner.show_trip(trip)
+        self.banner.show_trip(trip, offer_accept=self._offers_accept(trip))
         self.changed.emit(trip)
+
+    def _offers_accept(self, trip: Trip | None) -> bool:
+        return (trip is not None and trip.cause is TripCause.RECONCILIATION
+                and self.reconciler is not None and bool(self.reconciler.mismatches))
 
     # -- tripping --------------------------------------------------------------------------------
 
@@ -299,6 +322,37 @@ class KillSwitchControls(QObject):
         done = await self.switch.reset(BY)
         self.refresh()
         return done
+
+    # -- accepting the exchange's balances -------------------------------------------------------
+
+    def request_accept(self) -> None:
+        """Read the balances fresh, show the differences, and accept them if the person says so."""
+        if self.reconciler is None:
+            return
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return
+        if not self._preparing:
+            self._preparing = True
+            self.tasks.spawn(self._ask_accept(self.reconciler))
+
+    async def _ask_accept(self, reconciler: Reconciler) -> None:
+        try:
+            check = await reconciler.balance_check()
+        finally:
+            self._preparing = False
+        mismatches = () if check is None else check.mismatches
+        dialog = AcceptBalancesDialog(reconciler.venue, mismatches, self.window)
+        if check is not None and mismatches:
+            dialog.accepted.connect(lambda: self.accept_balances(reconciler, check))
+        dialog.finished.connect(lambda _result: self._closed(dialog))
+        self.dialog = dialog
+        self.refresh()
+        dialog.open()
+
+    def accept_balances(self, reconciler: Reconciler, check: BalanceCheck) -> None:
+        reconciler.accept_balances(check, by=BY)
+        self.refresh()
 
     def _closed(self, dialog: QDialog) -> None:
         if self.dialog is dialog:

@@ -336,7 +336,9 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
         self.tabs.addTab(backtest, "Backtest")
-        kill = KillSwitchControls(self, team.kill_switch, world.bus, self.tasks)
+        kill = KillSwitchControls(
+            self, team.kill_switch, world.bus, self.tasks,
+            reconciler=getattr(venue.before_agents, "reconciler", None))
         self.kill_controls = kill
         central = QWidget()
         layout = QVBoxLayout(central)

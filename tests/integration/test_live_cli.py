@@ -95,3 +95,40 @@ def test_kestrel_run_live_without_the_confirmation_opens_nothing(
     assert "Live trading on binance was not confirmed" in refused.stderr
     assert "REAL money" in refused.stderr
     assert server.requests == []
+
+
+def baseline(folder: Path, asset: str) -> str:
+    conn = sqlite3.connect(folder / "kestrel.db")
+    try:
+        (value,) = conn.execute("SELECT value FROM journal_meta WHERE venue = 'binance' AND "
+                                "key = ?", (f"baseline:{asset}",)).fetchone()
+        return str(value)
+    finally:
+        conn.close()
+
+
+def test_kestrel_run_live_prints_a_balance_mismatch_with_what_to_do_then_accepts_it(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    save_settings(tmp_path / "settings.toml", live_settings(server))
+    first = run(tmp_path, "--confirm-live", "binance")  # the journal's baseline
+    assert first.returncode == 0, first.stderr
+    with server.binance_account.lock:  # 2500 USDT withdrawn on the exchange's website
+        server.binance_account.balances["USDT"][0] -= Decimal("2500")
+    told = run(tmp_path, "--confirm-live", "binance")
+    assert told.returncode == 0, told.stderr
+    assert "BALANCES DIFFER on binance" in told.stdout
+    assert ("USDT: the journal explains 100000, the exchange holds 97500 (difference -2500)"
+            in told.stdout)
+    assert "--accept-exchange-balances" in told.stdout and "reset the kill switch" in told.stdout
+    assert "KILL SWITCH TRIPPED" in told.stdout
+    assert Decimal(baseline(tmp_path, "USDT")) == 100000  # not without their word
+
+    accepted = run(tmp_path, "--confirm-live", "binance", "--accept-exchange-balances")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "Accepted binance's balances" in accepted.stdout
+    assert "KILL SWITCH TRIPPED" in accepted.stdout  # accepting is not resetting
+    assert Decimal(baseline(tmp_path, "USDT")) == Decimal("97500")
+    again = run(tmp_path, "--confirm-live", "binance")
+    assert "BALANCES DIFFER" not in again.stdout, again.stdout
+    assert "Traceback" not in again.stderr + accepted.stderr + told.stderr

@@ -59,8 +59,9 @@ def _pnl_pct(p: Position) -> Decimal:
 
 def _order_price(o: Order, decimals: int) -> str:
     parts = []
-    if o.price is not None:
-        parts.append(format_fixed(o.price, decimals))
+    if o.price is not None:  # a stop-limit's limit is named: it is where it may stop filling
+        limit = "limit " if o.stop_price is not None else ""
+        parts.append(limit + format_fixed(o.price, decimals))
     if o.stop_price is not None:
         parts.append(f"stop {format_fixed(o.stop_price, decimals)}")
     return " / ".join(parts) if parts else "market"

@@ -10,7 +10,9 @@ Matching: a MARKET order (or the crossing part of a LIMIT) walks the fake's orde
 recorded book shape at the tape's last price, as the public depth endpoint serves it), level by
 level, one trade per level; what the book cannot fill expires (a MARKET order) or rests (a
 LIMIT). A resting LIMIT fills at its price once the tape's last price crosses it; a
-STOP_LOSS_LIMIT becomes a LIMIT once its stop is touched. Resting orders are matched before every
+STOP_LOSS_LIMIT becomes a LIMIT once its stop is touched. Order types are checked against the
+symbol's ``orderTypes`` as Binance does (BTCUSDT lists no STOP_LOSS: refused, -2010), and a stop
+that would trigger at once is refused. Resting orders are matched before every
 private request, at most once per fake minute each, ``fill_cap`` at a time (partial fills).
 Fees: 0.1% of what is received, in the received asset (Binance's rule without BNB).
 
@@ -34,6 +36,14 @@ from tests.helpers.fake_exchange.venues import MarketState, Shape
 ZERO = Decimal(0)
 FEE = Decimal("0.001")
 OPEN = ("NEW", "PARTIALLY_FILLED")
+# Binance's refusal (-2010) of an order type the symbol does not list in its orderTypes
+UNSUPPORTED = {
+    "STOP_LOSS": "Stop loss orders are not supported for this symbol.",
+    "STOP_LOSS_LIMIT": "Stop loss limit orders are not supported for this symbol.",
+    "TAKE_PROFIT": "Take profit orders are not supported for this symbol.",
+    "TAKE_PROFIT_LIMIT": "Take profit limit orders are not supported for this symbol.",
+    "MARKET": "Market orders are not supported for this symbol.",
+}
 
 
 class Refused(Exception):
@@ -280,7 +290,7 @@ class FakeBinanceAccount:
             side, kind = params.get("side", ""), params.get("type", "")
             client_id = params.get("newClientOrderId", "")
             if kind not in rules.order_types:
-                raise Refused(400, -1013, "This order type is not possible for this symbol.")
+                raise Refused(400, -2010, UNSUPPORTED.get(kind, "Unsupported order combination"))
             if any(o.client_id == client_id and o.status in OPEN for o in self.orders):
                 raise Refused(400, -2010, "Duplicate order sent.")
             price = Decimal(params.get("price", "0"))
@@ -288,6 +298,12 @@ class FakeBinanceAccount:
             quote_qty = Decimal(params["quoteOrderQty"]) if "quoteOrderQty" in params else None
             qty = Decimal(params.get("quantity", "0"))
             last = Decimal(str(self.state.last(symbol)))
+            if kind in ("STOP_LOSS", "STOP_LOSS_LIMIT") and (
+                    stop <= 0 or (stop >= last if side == "SELL" else stop <= last)):
+                raise Refused(400, -2010, "Order would trigger immediately.")
+            if kind == "STOP_LOSS_LIMIT" and (price <= 0 or "timeInForce" not in params):
+                raise Refused(400, -1102, "Mandatory parameter 'price' or 'timeInForce' was "
+                              "not sent, was empty/null, or malformed.")
             if quote_qty is None:
                 if qty % rules.step != 0 or qty < rules.min_qty:
                     raise Refused(400, -1013, "Filter failure: LOT_SIZE")

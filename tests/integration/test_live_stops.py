@@ -1,0 +1,173 @@
+"""Stops on a live Binance spot account, against the fake Binance (offline).
+
+Binance spot BTCUSDT lists no stop-market order (no STOP_LOSS in its orderTypes), and ccxt
+refuses a market order with a stop price there before anything is sent: a live stop-loss could
+not be placed at all. It is now sent as a stop-limit (STOP_LOSS_LIMIT) with its limit a band
+beyond the stop, and the order says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from pathlib import Path
+
+import pytest
+
+from app.domain.agents import PERSON_ID
+from app.domain.trading import OrderType
+from app.runtime.controls import PersonControls
+from app.runtime.ticket import read_ticket
+from tests.helpers.fake_exchange import FakeExchangeServer
+from tests.helpers.fake_exchange.account import Refused
+from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
+from tests.helpers.fake_exchange.client import fake_settings
+from tests.helpers.fake_exchange.live import live_settings, live_world
+from tests.integration.ccxt_fixtures import START_MS
+from tests.integration.test_live_venue import call, decided, grant, market_buy, trader
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+CENT = Decimal("0.01")
+
+
+@pytest.fixture(scope="module", name="exchange")
+def exchange_fixture():
+    with FakeExchangeServer(START_MS) as server:
+        yield server
+
+
+@pytest.fixture(name="server")
+def server_fixture(exchange: FakeExchangeServer) -> FakeExchangeServer:
+    exchange.clear_faults()
+    exchange.requests.clear()
+    exchange.now.set(START_MS)
+    exchange.binance_account.reset()
+    return exchange
+
+
+def test_the_fake_binance_refuses_a_stop_market_on_btcusdt_as_binance_does(
+    server: FakeExchangeServer,
+) -> None:
+    last = Decimal(str(server.state.last("BTC/USDT")))
+    with pytest.raises(Refused) as refused:
+        server.binance_account.create({
+            "symbol": "BTCUSDT", "side": "BUY", "type": "STOP_LOSS", "quantity": "0.01000",
+            "stopPrice": f"{last * 2:.2f}", "newClientOrderId": "x-1"})
+    assert (refused.value.code, refused.value.msg) == (
+        -2010, "Stop loss orders are not supported for this symbol.")
+
+
+def test_a_live_traders_stop_loss_is_placed_as_a_stop_limit_below_its_stop(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))
+            agent = await trader(world)
+            grant(world, agent)
+            bought = await call(world, agent, market_buy("0.01000"))
+            assert bought.status == "success", bought.xml
+            last = await world.venue.broker.last_price("BTC/USDT")
+            sl = (last * Decimal("0.95")).quantize(CENT)
+            # (the stop alone: beside a take-profit LIMIT sell it would need the same coins,
+            # which Binance spot holds for the first; both at once need an OCO order list)
+            protect = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+            # before: "binance triggerPrice parameter is not allowed for BTC/USDT market orders"
+            assert protect.status == "success", protect.xml
+            limit = (sl * Decimal("0.995")).quantize(CENT, ROUND_FLOOR)
+            assert 'stop_loss_order_type="STOP_LIMIT"' in protect.xml
+            assert f'stop_loss_limit_price="{limit}"' in protect.xml
+            with server.binance_account.lock:
+                on_exchange = {o.type: o for o in server.binance_account.orders
+                               if o.status == "NEW"}
+            assert set(on_exchange) == {"STOP_LOSS_LIMIT"}
+            stop = on_exchange["STOP_LOSS_LIMIT"]
+            assert (stop.stop_price, stop.price, stop.side) == (sl, limit, "SELL")
+            (card,) = [o for o in await world.venue.broker.open_orders(agent)
+                       if o.order_type is OrderType.STOP_LIMIT]
+            assert card.price == limit and card.stop_price == sl
+            assert "may not fill" in card.reason
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_settings(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        exchange = fake_settings(server, "binance").model_copy(
+            update={"stop_limit_band": Decimal("0.02")})
+        settings = live_settings(server)
+        settings = settings.model_copy(update={"exchanges": type(settings.exchanges)(
+            {"binance": exchange})})
+        world = await live_world(tmp_path, server, settings=settings)
+        try:
+            await world.start(decided(None))
+            person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
+            last = await world.venue.broker.last_price("BTC/USDT")
+            stop = (last * Decimal("1.03")).quantize(CENT)  # a buy stop above the market
+            ticket = read_ticket({
+                "symbol": "BTC/USDT", "side": "BUY", "kind": "STOP", "amount": "0.01",
+                "unit": "base", "stop_price": str(stop)})
+            limit = (stop * Decimal("1.02")).quantize(CENT, ROUND_CEILING)
+            preview = await person.preview(ticket)  # said before the person places it
+            assert preview.passes, preview
+            (said,) = [line for line in preview.lines if line.startswith("Sent as a STOP_LIMIT")]
+            assert f"limit {limit}" in said and "2% above the stop" in said
+            assert "may not fill" in said
+            outcome = await person.submit(ticket)
+            assert outcome.ok, outcome.text
+            assert "It is a STOP_LIMIT" in outcome.text
+            assert f"limit {limit}" in outcome.text and "may not fill" in outcome.text
+            (order,) = server.binance_account.orders
+            assert (order.type, order.side, order.stop_price, order.price) == (
+                "STOP_LOSS_LIMIT", "BUY", stop, limit)
+            (card,) = await world.venue.broker.open_orders(PERSON_ID)
+            assert card.order_type is OrderType.STOP_LIMIT and card.price == limit
+            both = await person.preview(read_ticket({
+                "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
+                "unit": "base", "take_profit": str(stop * 2), "stop_loss": str(last / 2)}))
+            assert not both.passes and "OCO" in (both.error or "")
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_take_profit_with_a_stop_loss_on_live_binance_is_refused_before_anything_changes(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+            last = await world.venue.broker.last_price("BTC/USDT")
+            sl = (last * Decimal("0.95")).quantize(CENT)
+            tp = (last * Decimal("1.05")).quantize(CENT)
+            first = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+            assert first.status == "success", first.xml
+            both = await call(world, agent, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                f"<take_profit_price>{tp}</take_profit_price>"
+                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+            assert both.status == "error"
+            assert "locks the coins for the first sell order" in both.xml
+            assert "Nothing was changed" in both.xml
+            with server.binance_account.lock:  # the stop placed first still protects it
+                open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]
+            assert open_now == ["STOP_LOSS_LIMIT"]
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
