@@ -8,7 +8,10 @@ thinking so the next turn finds its result:
 2. ``get_historical_klines`` (30 candles): observations, swing high and low;
 3. ``calculate_technical_indicator`` for EMA (trend only), RSI, MACD and BBANDS, 3 values each,
    of which the last two complete ones are used;
-4. ``append_to_agent_memory_file`` ``analysis_log.md``: the entry of ``app.memory.roles``;
+4. ``append_to_agent_memory_file`` ``analysis_log.md``: the entry of ``app.memory.roles``; when
+   the log is full the append is refused, and the log is rolled over to an archive file and
+   started again with the entry (``rollover.py``: read, list the archive, write the archive, write
+   the log);
 5. ``dispatch_task_to_agent`` NEW_MARKET_ANALYSIS_SIGNAL to the configured Trader when the signal
    is BUY or SELL and its confidence reaches ``min_confidence``; without a Trader,
    ``send_notification`` instead.
@@ -30,6 +33,13 @@ from typing import Any
 from lxml import etree
 
 from app.agents.rules.calls import Answer, b64, call, final, indicator_call, plain, unb64
+from app.agents.rules.rollover import (
+    ARCHIVE_DIR,
+    archive_path,
+    archived_paths,
+    log_content,
+    refused_as_full,
+)
 from app.agents.rules.signals import (
     Assessment,
     Candle,
@@ -248,7 +258,10 @@ class AnalystPolicy:
         assessments = {s: a for s, a, _ in outcomes if isinstance(a, Assessment)}
         if written is None and assessments:
             return self._write_assessment(t, read.result, assessments)
-        lines = [self._line(symbol, interval, outcome, sent) for symbol, outcome, sent in outcomes]
+        lines = []
+        for symbol, outcome, sent in outcomes:
+            lines.append(self._line(symbol, interval, outcome, sent))
+            lines += self._log_note(t, symbol)
         if written is not None and written.result is not None and not written.result.ok:
             lines.append(f"Could not rewrite {MARKET_ASSESSMENT}: {written.result.problem()}")
         return final("\n".join(lines))
@@ -279,6 +292,9 @@ class AnalystPolicy:
         sending = self._should_send(outcome)
         if logged is None:
             return self._log(symbol, interval, now_ms, outcome, sending)
+        rolling = self._roll(t, symbol, logged, now_ms)
+        if rolling is not None:
+            return rolling
         if not isinstance(outcome, Assessment) or outcome.signal not in (Signal.BUY, Signal.SELL):
             return outcome, None
         if sending:
@@ -371,6 +387,73 @@ class AnalystPolicy:
             "append_to_agent_memory_file", f"log {symbol}", why, file_path=ANALYSIS_LOG,
             content_to_append_base64=b64(render_analysis_entry(entry)),
         )
+
+    def _roll(self, t: Transcript, symbol: str, logged: Step, now_ms: int) -> Answer | None:
+        """The next call of rolling a full log over (``rollover.py``), or None: the log took the
+        entry, the roll is done, or a step of it failed (the final answer says which)."""
+        if not refused_as_full(logged.result, ANALYSIS_LOG):
+            return None
+        read = t.tagged(f"roll {symbol} read")
+        if read is None:
+            return call(
+                "read_agent_memory_file", f"roll {symbol} read",
+                f"{ANALYSIS_LOG} is full ({logged.result.problem() if logged.result else ''}). "
+                "Its entries move to an archive file first, then the log starts again with this "
+                "entry.", file_path=ANALYSIS_LOG,
+            )
+        log = log_content(read.result) if read.result is not None else None
+        if log is None:
+            return None
+        listed = t.tagged(f"roll {symbol} list")
+        if listed is None:
+            return call(
+                "list_agent_memory_files", f"roll {symbol} list",
+                "The archives I already have, so this one gets a name of its own.",
+                folder=ARCHIVE_DIR,
+            )
+        archived = t.tagged(f"roll {symbol} archive")
+        if archived is None:
+            taken = archived_paths(listed.result) if listed.result is not None else frozenset()
+            path = archive_path(log, taken, ms_to_iso(now_ms)[:10])
+            return call(
+                "write_agent_memory_file", f"roll {symbol} archive",
+                f"Archiving the {log.entries} entries ({log.size} bytes) of {ANALYSIS_LOG} "
+                f"unchanged in {path}.", file_path=path, content_base64=log.content_base64,
+            )
+        if archived.result is None or not archived.result.ok:
+            return None
+        if t.tagged(f"roll {symbol} restart") is None:
+            return call(
+                "write_agent_memory_file", f"roll {symbol} restart",
+                f"The entries are safe in {archived.params.get('file_path')}: {ANALYSIS_LOG} "
+                f"starts again with {symbol}'s entry.", file_path=ANALYSIS_LOG,
+                content_base64=str(logged.params.get("content_to_append_base64") or ""),
+            )
+        return None
+
+    @staticmethod
+    def _log_note(t: Transcript, symbol: str) -> list[str]:
+        """What became of the symbol's log entry, when it is not simply appended."""
+        logged = t.tagged(f"log {symbol}")
+        if logged is None or logged.result is None or logged.result.ok:
+            return []
+        if not refused_as_full(logged.result, ANALYSIS_LOG):
+            return [f"Could not record the analysis in {ANALYSIS_LOG}: "
+                    f"{logged.result.problem()}"]
+        steps = [t.tagged(f"roll {symbol} {name}") for name in ("read", "archive", "restart")]
+        _, archived, restarted = steps
+        if restarted is not None and restarted.result is not None and restarted.result.ok:
+            assert archived is not None
+            return [f"{ANALYSIS_LOG} was full: its entries are archived in "
+                    f"{archived.params.get('file_path')} and it starts again with this entry."]
+        failed = next((s for s in steps if s is not None and s.result is not None
+                       and not s.result.ok), None)
+        if failed is not None and failed.result is not None:
+            why = failed.result.problem()
+        else:
+            why = "it holds nothing to archive"
+        return [f"{ANALYSIS_LOG} is full and could not be rolled over ({why}); this analysis "
+                "is not recorded, and the log is left as it was."]
 
     def _dispatch(self, symbol: str, interval: str, now_ms: int, a: Assessment) -> Answer:
         payload = {
