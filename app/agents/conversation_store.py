@@ -147,10 +147,19 @@ class ConversationStore:
                           else self.usage(run_id=run_id)).cost
         return cache[key]
 
-    def calls_by_provider(self, *, run_id: str | None = None) -> dict[str, int]:
+    def calls_by_provider(
+        self, *, run_id: str | None = None, since_wall_ms: int | None = None
+    ) -> dict[str, int]:
         """How many calls each provider answered, e.g. to count the rule engine's decisions
         apart from language-model calls."""
-        where, args = ("WHERE run_id=?", (run_id,)) if run_id is not None else ("", ())
+        clauses, args = [], []
+        if run_id is not None:
+            clauses.append("run_id=?")
+            args.append(run_id)
+        if since_wall_ms is not None:
+            clauses.append("wall_ms>=?")
+            args.append(since_wall_ms)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._db.conn.execute(
             f"SELECT provider, COUNT(*) FROM llm_usage {where} GROUP BY provider", args  # noqa: S608
         ).fetchall()

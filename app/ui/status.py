@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 from app.domain.agents import AgentState
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Mode
+from app.runtime.providers import RULE_ENGINE
 from app.ui.panels.style import MODE_COLORS
 from app.ui.theme import set_look
 
@@ -85,7 +86,11 @@ class StatusBar(QStatusBar):
         self.halted_label.setToolTip(
             "" if trip is None else f"The kill switch was {trip.describe()}")
         since = int((time.time() - time.time() % DAY_S) * 1000)
-        spend = self.world.agents.conversations.usage(since_wall_ms=since)
-        self.spend_label.setText(
-            f"LLM today: {spend.calls} calls, ${spend.cost.quantize(Decimal('0.0001'))}"
-        )
+        conversations = self.world.agents.conversations
+        spend = conversations.usage(since_wall_ms=since)
+        decisions = conversations.calls_by_provider(since_wall_ms=since).get(RULE_ENGINE, 0)
+        text = (f"LLM today: {spend.calls - decisions} calls, "
+                f"${spend.cost.quantize(Decimal('0.0001'))}")
+        if decisions:  # the built-in engine's answers are not language-model calls
+            text += f" · rule engine: {decisions} decisions"
+        self.spend_label.setText(text)

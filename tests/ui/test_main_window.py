@@ -45,6 +45,9 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         trader = next(a for a in world.agents.manager.list_agents() if a.role is AgentRole.TRADER)
         assert world.memory.list_files(trader.agent_id, "journal"), "memory entries"
         assert not window.live.errors and not window.errors.reports
+        status = window.statusBar()
+        status.refresh()  # the rule engine's answers are decisions, not language-model calls
+        assert status.spend_label.text().startswith("LLM today: 0 calls, $0.0000 · rule engine: ")
         # the window's agents time-slice their steps, and its database is checkpointed on a
         # thread, not inside the commits they make on the window's loop
         share = world.agents.manager.s.share
