@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.cli.common import EXIT_OK, EXIT_USAGE, workspace_of
+from app.cli.common import EXIT_OK, EXIT_USAGE, add_market_options, workspace_of
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import parse_time
 from app.runtime.venue import VenueSpec
@@ -34,7 +34,6 @@ NEW_AGENT_ID = "AGENT_ID"
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.cli.tool import add_market_options
 
     parser.add_argument("name", help="an agent template (e.g. AnalystAgent_Trend_v1), or the id "
                                      "or name of an agent of the workspace")

@@ -36,7 +36,7 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
-from app.cli.common import log_to
+from app.cli.common import log_to, print_gaps
 from app.cli.live import (
     add_live_arguments,
     apply_grants,
@@ -468,7 +468,6 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     from app.agents.costs import PriceTable
     from app.agents.templates import load_templates
     from app.backtest.report import summary_table
-    from app.cli.backtest import print_gaps
     from app.config import LLMSettings
     from app.runtime.agent_backtest import (
         RULE_ENGINE_BASELINE,

@@ -19,9 +19,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from app import yamltext
-from app.backtest.report import BacktestResult, gaps_line, summary_table
+from app.backtest.report import summary_table
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import Strategy
+from app.cli.common import print_gaps
 from app.config import PaperSettings
 from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.errors import DataFileError, KestrelError
@@ -182,8 +183,3 @@ def _strategy_command(args: argparse.Namespace) -> int:
           f"(ledger: {args.out / 'backtest.db'})")
     return EXIT_OK
 
-
-def print_gaps(result: BacktestResult) -> None:
-    line = gaps_line(result)
-    if line is not None:
-        print(line)

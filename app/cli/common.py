@@ -1,4 +1,5 @@
-"""What every command shares: its exit codes and the workspace it opens.
+"""What every command shares: its exit codes, the workspace it opens, the market options and
+the report's line about gaps.
 
 Exit codes: 0 done; 1 a tool answered with an error or a rejection, or an internal error (what
 Python itself exits with after an uncaught exception); 2 bad input; 3 a run finished with an
@@ -9,7 +10,9 @@ workspace (sysexits' EX_TEMPFAIL: try again later).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from app.backtest.report import BacktestResult, gaps_line
 from app.domain.errors import OperationalError
 from app.workspace import Workspace, setup_logging
 
@@ -35,3 +38,32 @@ def log_to(workspace: Workspace) -> None:
     except OperationalError:
         return
     setup_logging(workspace, settings)
+
+
+def add_market_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="kline CSV to replay (repeatable); default: the bundled sample data",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="put the replay cursor at this time (ISO 8601 or Unix ms); default: end of the data",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        help="workspace folder (database, memory); default: this checkout or the user data folder",
+    )
+
+
+def print_gaps(result: BacktestResult) -> None:
+    """The report's line about missing candles, when there were any."""
+    line = gaps_line(result)
+    if line is not None:
+        print(line)

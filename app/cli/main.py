@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("gui", help="open the window (the default with no command; see kestrel gui -h)")
 
-    from app.cli.tool import add_market_options, add_tool_arguments
+    from app.cli.common import add_market_options
+    from app.cli.tool import add_tool_arguments
 
     tool = sub.add_parser(
         "tool",

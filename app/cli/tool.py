@@ -17,9 +17,15 @@ import argparse
 import asyncio
 import sys
 from dataclasses import replace
-from pathlib import Path
 
-from app.cli.common import EXIT_OK, EXIT_TOOL_FAILED, EXIT_USAGE, log_to, workspace_of
+from app.cli.common import (
+    EXIT_OK,
+    EXIT_TOOL_FAILED,
+    EXIT_USAGE,
+    add_market_options,
+    log_to,
+    workspace_of,
+)
 from app.domain.clock import ms_to_iso, parse_time
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
@@ -30,28 +36,6 @@ from app.tools.spec import ALL_PERMISSIONS, AgentContext, Permission
 # among them: reading memory catches the agent's recall index up with the files (a write).
 OPERATOR = "operator"
 READ_ONLY_PERMISSIONS = frozenset({Permission.MARKET, Permission.INDICATOR, Permission.ACCOUNT})
-
-
-def add_market_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="kline CSV to replay (repeatable); default: the bundled sample data",
-    )
-    parser.add_argument(
-        "--at",
-        metavar="TIME",
-        help="put the replay cursor at this time (ISO 8601 or Unix ms); default: end of the data",
-    )
-    parser.add_argument(
-        "--workspace",
-        type=Path,
-        metavar="DIR",
-        help="workspace folder (database, memory); default: this checkout or the user data folder",
-    )
 
 
 def add_tool_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """The ``[email]`` settings section: where and how notifications are sent by e-mail.
 
 Only the model lives here; ``app.orchestration.email_channel`` sends with it. The SMTP password
-is never a setting: it lives in the OS keyring.
+is never a setting: it lives in the OS keyring, under ``PASSWORD_KEY``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from email.utils import parseaddr
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry's name, not a secret
 
 
 def _address(value: str, field: str) -> str:

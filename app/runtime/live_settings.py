@@ -21,14 +21,18 @@ say plainly that it applies at the next start.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.config import Settings
+from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
 from app.domain.agents import Channel
 from app.orchestration.email_channel import EmailNotifier
 from app.orchestration.notify import UnconfiguredNotifier
 from app.risk.config import build_rules
-from app.runtime.world import EMAIL_PASSWORD_KEY, World
 from app.workspace import setup_logging
+
+if TYPE_CHECKING:
+    from app.runtime.world import World  # the world hands itself in; it imports this module
 
 SECTION_NAMES = {
     "risk": "risk limits", "paper": "paper account", "llm": "LLM provider",

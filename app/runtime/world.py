@@ -47,6 +47,7 @@ from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate, load_templates
 from app.config import Settings
 from app.config.approval import ApprovalSettings
+from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
 from app.domain.agents import AgentInfo, AgentRole, Channel
 from app.domain.trading import Mode
 from app.events import EventBus, OrderFilled
@@ -104,7 +105,6 @@ if TYPE_CHECKING:
     from app.runtime.live_startup import DecideUnknown
 
 ORCHESTRATOR_TEMPLATE = "SystemOrchestrator_v1"
-EMAIL_PASSWORD_KEY = "email.password"  # noqa: S105 - the keyring entry name, not a secret
 # Audit rows (tool calls, risk decisions) of a world in memory wait for the next order/fill commit
 # or this many rows: a transaction per call would cost more than the call. Such a world is simply
 # run again after a crash, so a lost tail costs nothing there.

@@ -28,7 +28,7 @@ from app.config import load_settings
 from app.redaction import MARKER
 from app.secrets import SecretStore
 from app.ui.settings import SettingsDialog
-from app.ui.settings.keys import EMAIL_PASSWORD, SecretField
+from app.ui.settings.keys import SecretField
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
 from tests.helpers.fake_llm_servers import FakeOpenAIServer
@@ -327,11 +327,6 @@ def test_send_test_email_delivers_to_a_real_smtp_server(
     assert page.result.text().startswith("✓ Sent to me@example.org"), page.result.text()
     assert inbox.received and inbox.received[0].rcpt_tos == ["me@example.org"]
     assert b"Test message" in inbox.received[0].content
-
-
-def test_email_password_uses_the_runtime_s_keyring_entry_name() -> None:
-    world = pytest.importorskip("app.runtime.world")
-    assert world.EMAIL_PASSWORD_KEY == EMAIL_PASSWORD
 
 
 def test_settings_writer_round_trips_awkward_values(tmp_path: Path) -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
 from app.domain.errors import OperationalError
 from app.redaction import REDACTOR
 from app.secrets import SecretStore, env_var_name, mask
 from app.ui.theme import set_look
 
-# Keyring entry names. EMAIL_PASSWORD must equal app.runtime.world.EMAIL_PASSWORD_KEY (the
-# world reads the SMTP password under that name); the dialog does not import the world's
-# composition for one name.
-EMAIL_PASSWORD = "email.password"  # noqa: S105 - a keyring entry name, not a secret
+# Keyring entry names (the SMTP password's is the one the world reads it under).
+EMAIL_PASSWORD = EMAIL_PASSWORD_KEY
 TELEGRAM_BOT_TOKEN = "telegram.bot_token"  # noqa: S105 - a keyring entry name
 TELEGRAM_CHAT_ID = "telegram.chat_id"
 DEFAULT_LLM_KEY_NAME = "llm.api_key"
