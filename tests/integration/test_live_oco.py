@@ -1,0 +1,248 @@
+"""A take profit and a stop loss on one live Binance spot position, as one OCO order list.
+
+Binance locks the coins of a resting sell, so two separate exits cannot both hold a position:
+the second is refused for insufficient balance. The broker places them as one OCO list
+(``app.ccxt.oco``) against the fake Binance's ``POST /api/v3/orderList/oco``: journaled before
+it is sent, its outcome sorted like a single order's, never sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+
+import pytest
+
+from app.ccxt.outcome import OrderOutcomeUnknownError
+from app.domain.errors import ErrorCode, InvalidOrderError, ToolError
+from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
+from app.exchange.port import OrderRequest
+from app.store.order_journal import JournalState
+from tests.helpers.fake_exchange import FakeExchangeServer, Fault
+from tests.helpers.fake_exchange.account import Refused
+from tests.helpers.fake_exchange.broker import (
+    assert_journal_matches_exchange,
+    close_broker,
+    open_broker,
+    reconciler,
+)
+from tests.helpers.fake_exchange.oco import create_oco
+from tests.helpers.fake_exchange.tape import MINUTE
+from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
+    fake_exchange_fixture,
+    server_fixture,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+AGENT = "trader-1"
+CENT = Decimal("0.01")
+HELD = Decimal("0.00999")  # 0.01 bought, less the 0.1% fee taken in BTC
+
+
+@pytest.fixture(name="venue")
+def venue_fixture(server):
+    server.binance_account.reset()
+    return server
+
+
+def price_at(server: FakeExchangeServer, ms: int) -> Decimal:
+    return Decimal(str(server.state.market("BTC/USDT").tape.last_price(ms)))
+
+
+def tp_reached(server: FakeExchangeServer) -> tuple[Decimal, Decimal, int]:
+    """A take profit above the last price that the tape reaches within two days, a stop loss
+    below every price until then, and the minute it is reached."""
+    now = server.now.now_ms()
+    last = price_at(server, now)
+    path = [(now + k * MINUTE, price_at(server, now + k * MINUTE)) for k in range(1, 2880)]
+    peak = max(p for _, p in path)
+    assert peak > last * Decimal("1.002"), "the tape never rises: pick another start"
+    tp = ((last + peak) / 2).quantize(CENT)
+    when = next(t for t, p in path if p >= tp)
+    low = min(p for t, p in path if t <= when)
+    return tp, (min(low, last) * Decimal("0.97")).quantize(CENT), when
+
+
+def exits(tp: Decimal, sl: Decimal, key: str = "k-oco:1") -> tuple[OrderRequest, OrderRequest]:
+    return (
+        OrderRequest(AGENT, "BTC/USDT", Side.SELL, OrderType.LIMIT, HELD, price=tp,
+                     reduce_only=True, exit_kind=ExitKind.TAKE_PROFIT, reason="take profit",
+                     client_order_id=f"{key}:tp"),
+        OrderRequest(AGENT, "BTC/USDT", Side.SELL, OrderType.STOP, HELD, stop_price=sl,
+                     reduce_only=True, exit_kind=ExitKind.STOP_LOSS, reason="stop loss",
+                     client_order_id=f"{key}:sl"),
+    )
+
+
+def run(server, tmp_path, scenario):
+    async def main():
+        broker, market = await open_broker(server, tmp_path / "kestrel.db")
+        try:
+            await reconciler(broker, server).startup()  # the balance baseline
+            bought = await broker.create_order(OrderRequest(
+                AGENT, "BTC/USDT", Side.BUY, OrderType.MARKET, Decimal("0.01"),
+                client_order_id="k-buy:1"))
+            assert bought.status is OrderStatus.FILLED
+            return await scenario(broker)
+        finally:
+            await close_broker(broker, market)
+
+    return asyncio.run(main())
+
+
+def open_on_exchange(server: FakeExchangeServer) -> dict[str, str]:
+    with server.binance_account.lock:
+        return {o.type: o.status for o in server.binance_account.orders if o.side == "SELL"}
+
+
+def test_a_take_profit_and_a_stop_loss_are_one_oco_list_holding_the_coins_once(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        assert broker.oco_exits("BTC/USDT")
+        take, stop = await broker.create_oco(*exits(tp, sl))
+        assert take.status is OrderStatus.SUBMITTED and take.price == tp
+        assert stop.order_type is OrderType.STOP_LIMIT and stop.stop_price == sl
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+        (sent,) = [r for r in venue.requests if r.endpoint == "orderList.oco"]
+        assert sent.query["aboveClientOrderId"] == broker.journal.by_agent_order_id(
+            "binance", AGENT, "k-oco:1:tp").client_order_id
+        assert venue.binance_account.balances["BTC"] == [Decimal(0), HELD]  # locked once
+        assert {o.order_id for o in await broker.open_orders(AGENT)} == {
+            take.order_id, stop.order_id}
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_when_the_price_reaches_the_take_profit_it_fills_once_and_the_stop_is_gone(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        tp, sl, when = tp_reached(venue)
+        take, stop = await broker.create_oco(*exits(tp, sl))
+        venue.now.set(when + 1)
+        assert await broker.open_orders(AGENT) == []
+        filled = await broker.get_order(AGENT, "BTC/USDT", take.order_id)
+        gone = await broker.get_order(AGENT, "BTC/USDT", stop.order_id)
+        assert filled.status is OrderStatus.FILLED and filled.filled_quantity == HELD
+        assert gone.status is OrderStatus.EXPIRED
+        sells = [f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]
+        assert [(f.order_id, f.quantity, f.price) for f in sells] == [(take.order_id, HELD, tp)]
+        assert await broker.positions("BTC/USDT") == []
+        assert venue.binance_account.balances["BTC"] == [Decimal(0), Decimal(0)]
+        assert_journal_matches_exchange(broker, venue)
+        report = await reconciler(broker, venue).startup()
+        assert not report.mismatches, report.mismatches
+        assert len([f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]) == 1
+
+    run(venue, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("how", ["drop", "status", "garbage"])
+def test_an_oco_whose_answer_is_lost_is_found_by_client_id_and_never_sent_twice(
+    venue, tmp_path, how
+):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        venue.fail("binance", "orderList.oco", Fault.lost(how, 503))
+        with pytest.raises(OrderOutcomeUnknownError) as caught:
+            await broker.create_oco(*exits(tp, sl))
+        assert caught.value.details["do_not_resend"] is True
+        legs = [broker.journal.by_agent_order_id("binance", AGENT, f"k-oco:1:{leg}")
+                for leg in ("tp", "sl")]
+        assert [e.state for e in legs] == [JournalState.UNKNOWN] * 2
+        # the redelivered call finds both legs by client id instead of sending the list again
+        take, stop = await broker.create_oco(*exits(tp, sl))
+        assert take.status is OrderStatus.SUBMITTED and stop.status is OrderStatus.SUBMITTED
+        assert venue.count("binance", "orderList.oco") == 1
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_oco_lost_answer_is_resolved_by_the_reconciler_without_a_second_list(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        venue.fail("binance", "orderList.oco", Fault.lost("drop"))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_oco(*exits(tp, sl))
+        await reconciler(broker, venue).startup()
+        states = {e.exit_kind: e.state for e in broker.journal.entries("binance")
+                  if e.side is Side.SELL}
+        assert states == {ExitKind.TAKE_PROFIT: JournalState.OPEN,
+                          ExitKind.STOP_LOSS: JournalState.OPEN}
+        assert venue.count("binance", "orderList.oco") == 1
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_rate_limited_oco_is_refused_and_nothing_is_placed(venue, tmp_path):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        venue.fail("binance", "orderList.oco", Fault.status(429, retry_after=1))
+        with pytest.raises(ToolError) as caught:
+            await broker.create_oco(*exits(tp, sl))
+        assert caught.value.code is ErrorCode.RATE_LIMITED
+        assert "Too many requests" in caught.value.details["exchange_message"]
+        legs = [e for e in broker.journal.entries("binance") if e.side is Side.SELL]
+        assert [e.state for e in legs] == [JournalState.REJECTED] * 2
+        assert open_on_exchange(venue) == {}
+        assert venue.binance_account.balances["BTC"] == [HELD, Decimal(0)]
+        assert_journal_matches_exchange(broker, venue)
+        # refused, so the same call may send it again: it is placed once
+        await broker.create_oco(*exits(tp, sl))
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_cancelling_one_leg_cancels_the_list_and_the_journal_says_so_for_both(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        take, stop = await broker.create_oco(*exits(tp, sl))
+        cancelled = await broker.cancel_order(AGENT, "BTC/USDT", take.order_id)
+        assert cancelled.status is OrderStatus.CANCELLED
+        other = broker.journal.by_agent_order_id("binance", AGENT, "k-oco:1:sl")
+        assert other.state is JournalState.CANCELED
+        assert venue.binance_account.balances["BTC"] == [HELD, Decimal(0)]
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_the_fake_binance_checks_oco_prices_against_the_market(venue) -> None:
+    venue.binance_account.reset({"USDT": "0", "BTC": "1"})
+    last = price_at(venue, venue.now.now_ms())
+    base = {"symbol": "BTCUSDT", "side": "SELL", "quantity": "0.01000",
+            "aboveType": "LIMIT_MAKER", "belowType": "STOP_LOSS_LIMIT",
+            "belowTimeInForce": "GTC", "listClientOrderId": "l1",
+            "aboveClientOrderId": "a1", "belowClientOrderId": "b1"}
+    for above, stop in ((last - 1, last - 100), (last + 100, last + 1)):
+        with pytest.raises(Refused) as refused:
+            create_oco(venue.binance_account, {
+                **base, "abovePrice": f"{above:.2f}", "belowStopPrice": f"{stop:.2f}",
+                "belowPrice": f"{stop - 10:.2f}"})
+        assert refused.value.code == -2010
+    with pytest.raises(Refused, match="insufficient balance"):
+        create_oco(venue.binance_account, {
+            **base, "quantity": "2.00000", "abovePrice": f"{last + 100:.2f}",
+            "belowStopPrice": f"{last - 100:.2f}", "belowPrice": f"{last - 110:.2f}"})
+
+
+def test_a_leg_id_used_for_another_order_is_refused(venue, tmp_path):
+    async def scenario(broker):
+        tp, sl, _ = tp_reached(venue)
+        await broker.create_oco(*exits(tp, sl))
+        with pytest.raises(InvalidOrderError, match="already used"):
+            await broker.create_oco(*exits(tp + 1, sl))
+        assert venue.count("binance", "orderList.oco") == 1
+
+    run(venue, tmp_path, scenario)
