@@ -17,6 +17,8 @@ from app.ccxt.outcome import OrderOutcomeUnknownError
 from app.domain.errors import ErrorCode, InvalidOrderError, ToolError
 from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
 from app.exchange.port import OrderRequest
+from app.runtime.controls import PersonControls
+from app.runtime.ticket import read_ticket
 from app.store.order_journal import JournalState
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
@@ -26,12 +28,14 @@ from tests.helpers.fake_exchange.broker import (
     open_broker,
     reconciler,
 )
+from tests.helpers.fake_exchange.live import live_world
 from tests.helpers.fake_exchange.oco import create_oco
 from tests.helpers.fake_exchange.tape import MINUTE
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
     server_fixture,
 )
+from tests.integration.test_live_venue import call, decided, grant, market_buy, trader, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 AGENT = "trader-1"
@@ -246,3 +250,101 @@ def test_a_leg_id_used_for_another_order_is_refused(venue, tmp_path):
         assert venue.count("binance", "orderList.oco") == 1
 
     run(venue, tmp_path, scenario)
+
+
+# -- through the tools: a live Trader and the person's ticket -----------------------------------
+
+
+def tp_sl_call(tp: Decimal, sl: Decimal) -> str:
+    return ("<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<take_profit_price>{tp}</take_profit_price>"
+            f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>")
+
+
+def test_a_live_traders_tp_and_sl_are_one_oco_that_closes_the_position_at_the_take_profit(
+    tmp_path, venue
+):
+    async def scenario() -> None:
+        world = await live_world(tmp_path, venue)
+        try:
+            await world.start(decided(None))
+            agent = await trader(world)
+            grant(world, agent)
+            bought = await call(world, agent, market_buy("0.01000"))
+            assert bought.status == "success", bought.xml
+            tp, sl, when = tp_reached(venue)
+            # before: "cannot hold a take profit and a stop loss for the same position"
+            both = await call(world, agent, tp_sl_call(tp, sl))
+            assert both.status == "success", both.xml
+            assert 'linked="OCO"' in both.xml and 'stop_loss_order_type="STOP_LIMIT"' in both.xml
+            assert venue.count("binance", "orderList.oco") == 1
+            assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+            broker = world.venue.broker
+            assert {o.exit_kind for o in await broker.open_orders(agent)} == {
+                ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS}
+            assert_journal_matches_exchange(broker, venue)
+            venue.now.set(when + 1)  # the price reaches the take profit
+            assert await broker.open_orders(agent) == []
+            assert open_on_exchange(venue) == {"LIMIT_MAKER": "FILLED",
+                                               "STOP_LOSS_LIMIT": "EXPIRED"}
+            assert await broker.positions("BTC/USDT") == []
+            sells = [f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]
+            assert [(f.quantity, f.price) for f in sells] == [(HELD, tp)]
+            assert_journal_matches_exchange(broker, venue)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tmp_path, venue):
+    async def scenario() -> None:
+        world = await live_world(tmp_path, venue)
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+            tp, sl, _ = tp_reached(venue)
+            assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+            again = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
+            assert again.status == "success", again.xml
+            with venue.binance_account.lock:
+                resting = sorted((o.type, o.price) for o in venue.binance_account.orders
+                                 if o.status == "NEW")
+            assert [kind for kind, _ in resting] == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
+            assert resting[0][1] == tp + 1
+            assert_journal_matches_exchange(world.venue.broker, venue)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path, venue):
+    async def scenario() -> None:
+        world = await live_world(tmp_path, venue)
+        try:
+            await world.start(decided(None))
+            person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
+            tp, sl, _ = tp_reached(venue)
+            ticket = read_ticket({
+                "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
+                "unit": "base", "take_profit": str(tp), "stop_loss": str(sl)})
+            preview = await person.preview(ticket)
+            assert preview.passes, preview
+            outcome = await person.submit(ticket)
+            assert outcome.ok, outcome.text
+            await until(lambda: venue.count("binance", "orderList.oco") == 1)
+            assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+            exits = read_ticket({"symbol": "BTC/USDT", "kind": "TP_SL",
+                                 "take_profit": str(tp + 1), "stop_loss": str(sl)})
+            assert (await person.preview(exits)).passes
+            replaced = await person.submit(exits)
+            assert replaced.ok, replaced.text
+            assert venue.count("binance", "orderList.oco") == 2
+            assert_journal_matches_exchange(world.venue.broker, venue)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
