@@ -219,6 +219,11 @@ class CcxtBroker:
         """Whether a take profit and a stop loss on ``symbol`` can be one OCO list here."""
         return oco.oco_allowed(self.exchange, self.canonical_symbol(symbol))
 
+    def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
+        """Every check of an OCO list that needs no balance (fields, rules, prices), so a
+        caller replacing a position's exits knows the new pair is valid before the old goes."""
+        oco.checked_legs(self, take_profit, stop_loss)
+
     async def create_oco(
         self, take_profit: OrderRequest, stop_loss: OrderRequest
     ) -> tuple[Order, Order]:

@@ -97,9 +97,9 @@ def checked_legs(
     if stop_loss.stop_price is None or stop_loss.stop_price >= take_profit.price:
         raise InvalidOrderError("An OCO list's stop loss must lie below its take profit.",
                                 details={"field": "stop_loss_price"})
-    ref = broker._prices.get(symbol)
     for req in (take_profit, stop_loss):
-        check_rules(req, req.quantity, ref or req.price or take_profit.price, rules)
+        assert req.price is not None  # both legs are limits by now
+        check_rules(req, req.quantity, req.price, rules)
     return symbol, take_profit, stop_loss
 
 

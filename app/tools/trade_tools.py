@@ -199,6 +199,9 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 reduce_only=True, exit_kind=ExitKind.STOP_LOSS, reason="stop loss",
                 client_order_id=f"{key}:sl" if linked else "",
             ))
+        if linked:
+            # valid before the old exits go (their coins are free only once they are gone)
+            broker.check_oco(requests[0], requests[1])  # type: ignore[attr-defined]
         for old in await broker.open_orders(ctx.agent_id, symbol):
             if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS) and not (
                     linked and old.client_order_id in (r.client_order_id for r in requests)):

@@ -67,6 +67,20 @@ def tp_reached(server: FakeExchangeServer) -> tuple[Decimal, Decimal, int]:
     return tp, (min(low, last) * Decimal("0.97")).quantize(CENT), when
 
 
+def sl_reached(server: FakeExchangeServer) -> tuple[Decimal, Decimal, int]:
+    """A stop loss below the last price that the tape falls to within two days, a take profit
+    above every price until then, and the minute the stop is touched."""
+    now = server.now.now_ms()
+    last = price_at(server, now)
+    path = [(now + k * MINUTE, price_at(server, now + k * MINUTE)) for k in range(1, 2880)]
+    trough = min(p for _, p in path)
+    assert trough < last * Decimal("0.998"), "the tape never falls: pick another start"
+    sl = ((last + trough) / 2).quantize(CENT)
+    when = next(t for t, p in path if p <= sl)
+    high = max(p for t, p in path if t <= when)
+    return (max(high, last) * Decimal("1.03")).quantize(CENT), sl, when
+
+
 def exits(tp: Decimal, sl: Decimal, key: str = "k-oco:1") -> tuple[OrderRequest, OrderRequest]:
     return (
         OrderRequest(AGENT, "BTC/USDT", Side.SELL, OrderType.LIMIT, HELD, price=tp,
@@ -140,6 +154,27 @@ def test_when_the_price_reaches_the_take_profit_it_fills_once_and_the_stop_is_go
         report = await reconciler(broker, venue).startup()
         assert not report.mismatches, report.mismatches
         assert len([f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]) == 1
+
+    run(venue, tmp_path, scenario)
+
+
+def test_when_the_price_falls_to_the_stop_the_stop_sells_and_the_take_profit_expires(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        tp, sl, when = sl_reached(venue)
+        take, stop = await broker.create_oco(*exits(tp, sl))
+        venue.now.set(when + 1)
+        for _ in range(3):  # triggered, then filled once the price is at its limit or above
+            await broker.open_orders(AGENT)
+            venue.now.advance(MINUTE)
+        sold = await broker.get_order(AGENT, "BTC/USDT", stop.order_id)
+        gone = await broker.get_order(AGENT, "BTC/USDT", take.order_id)
+        assert gone.status is OrderStatus.EXPIRED
+        assert sold.status is OrderStatus.FILLED and sold.filled_quantity == HELD
+        assert await broker.positions("BTC/USDT") == []
+        assert venue.binance_account.balances["BTC"] == [Decimal(0), Decimal(0)]
+        assert_journal_matches_exchange(broker, venue)
 
     run(venue, tmp_path, scenario)
 
@@ -314,6 +349,11 @@ def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tm
                                  if o.status == "NEW")
             assert [kind for kind, _ in resting] == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
             assert resting[0][1] == tp + 1
+            off_tick = await call(world, agent, tp_sl_call(tp + Decimal("0.005"), sl))
+            assert off_tick.status == "error", off_tick.xml
+            with venue.binance_account.lock:  # refused before the list protecting it went
+                still = [o.type for o in venue.binance_account.orders if o.status == "NEW"]
+            assert sorted(still) == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
             assert_journal_matches_exchange(world.venue.broker, venue)
         finally:
             await world.aclose()
