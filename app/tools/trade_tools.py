@@ -232,8 +232,8 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         return check is not None and bool(check(symbol))
 
     async def _cancel_exit(agent_id: str, symbol: str, old: Order) -> None:
-        """Cancel one old exit; the other leg of an OCO list goes with it on the exchange, so
-        an exit no longer open by the time it is reached is already gone."""
+        """Cancel one order listed open a moment ago; the other leg of an OCO list goes with
+        it on the exchange, so one no longer open by the time it is reached is already gone."""
         try:
             await broker.cancel_order(agent_id, symbol, old.order_id)
         except InvalidOrderError:
@@ -264,7 +264,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
         for old in await broker.open_orders(mine, symbol):
             if old.side is Side.SELL:
-                await broker.cancel_order(old.agent_id, symbol, old.order_id)
+                await _cancel_exit(old.agent_id, symbol, old)
         req = OrderRequest(
             ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",

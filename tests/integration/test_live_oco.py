@@ -361,6 +361,33 @@ def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tm
     asyncio.run(scenario())
 
 
+def test_closing_a_position_held_by_an_oco_list_cancels_the_list_and_sells_once(
+    tmp_path, venue
+):
+    async def scenario() -> None:
+        world = await live_world(tmp_path, venue)
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+            tp, sl, _ = tp_reached(venue)
+            assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+            closed = await call(world, agent, (
+                "<close_position><symbol>BTC/USDT</symbol></close_position>"))
+            # before: the second leg, cancelled with the first, was "CANCELLED and cannot be
+            # cancelled", and the close failed with the coins free
+            assert closed.status == "success", closed.xml
+            assert open_on_exchange(venue) == {"LIMIT_MAKER": "CANCELED",
+                                               "STOP_LOSS_LIMIT": "CANCELED", "MARKET": "FILLED"}
+            assert await world.venue.broker.positions("BTC/USDT") == []
+            assert_journal_matches_exchange(world.venue.broker, venue)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path, venue):
     async def scenario() -> None:
         world = await live_world(tmp_path, venue)
