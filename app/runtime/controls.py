@@ -52,6 +52,9 @@ BOTH_EXITS = ("This exchange account cannot hold a take profit and a stop loss f
               "market takes no linked OCO pair). Give the stop loss alone, or the take profit "
               "alone.")
 
+OCO_LINE = ("Placed as one OCO order list on the exchange: when one exit fills, the exchange "
+            "cancels the other")
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -178,11 +181,19 @@ class PersonControls:
         if ticket.has_exits:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
+            if self._exits_linked(ticket, symbol):
+                lines.append(OCO_LINE)
         verdict = self.guard.preview(intent, self.broker.risk_view())
         if verdict is None:
             return Preview(tuple(lines))
         rule, violation = verdict
         return Preview(tuple(lines), rule=rule, refusal=violation.reason)
+
+    def _exits_linked(self, ticket: Ticket, symbol: str) -> bool:
+        """Both exits on an account that places them as one OCO list."""
+        return (ticket.take_profit is not None and ticket.stop_loss is not None
+                and not getattr(self.broker, "exits_share_coins", True)
+                and not self._exits_refused(ticket, symbol))
 
     def _exits_refused(self, ticket: Ticket, symbol: str) -> bool:
         """A take profit with a stop loss where the exchange holds each sell's coins and the
@@ -206,11 +217,14 @@ class PersonControls:
         if ticket.stop_loss is not None and ticket.stop_loss >= last:
             return Preview(error=f"Stop loss {_plain(ticket.stop_loss)} must be below the last "
                                  f"price {_plain(last)}: at or above it, it would sell at once.")
-        return Preview((
+        lines = [
             f"{_exits_text(ticket)} for the whole {symbol} position ({_plain(held)}, last "
             f"{_plain(last)})",
             "Replaces the exits you placed before; reduce-only, never blocked by the Risk Guard",
-        ))
+        ]
+        if self._exits_linked(ticket, symbol):
+            lines.append(OCO_LINE)
+        return Preview(tuple(lines))
 
     async def submit(self, ticket: Ticket, client_order_id: str = "") -> Outcome:
         """Place the ticket as the person, through the executor and the Risk Guard.

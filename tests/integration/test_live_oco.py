@@ -17,7 +17,7 @@ from app.ccxt.outcome import OrderOutcomeUnknownError
 from app.domain.errors import ErrorCode, InvalidOrderError, ToolError
 from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
 from app.exchange.port import OrderRequest
-from app.runtime.controls import PersonControls
+from app.runtime.controls import OCO_LINE, PersonControls
 from app.runtime.ticket import read_ticket
 from app.store.order_journal import JournalState
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
@@ -400,13 +400,15 @@ def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path,
                 "unit": "base", "take_profit": str(tp), "stop_loss": str(sl)})
             preview = await person.preview(ticket)
             assert preview.passes, preview
+            assert any(line.startswith("Placed as one OCO order list") for line in preview.lines)
             outcome = await person.submit(ticket)
             assert outcome.ok, outcome.text
             await until(lambda: venue.count("binance", "orderList.oco") == 1)
             assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
             exits = read_ticket({"symbol": "BTC/USDT", "kind": "TP_SL",
                                  "take_profit": str(tp + 1), "stop_loss": str(sl)})
-            assert (await person.preview(exits)).passes
+            exits_preview = await person.preview(exits)
+            assert exits_preview.passes and OCO_LINE in exits_preview.lines
             replaced = await person.submit(exits)
             assert replaced.ok, replaced.text
             assert venue.count("binance", "orderList.oco") == 2
