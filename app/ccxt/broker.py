@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt import account as views
+from app.ccxt import oco
 from app.ccxt.announce import Announcer
 from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
@@ -122,7 +123,8 @@ class CcxtBroker:
 
     mode = Mode.LIVE
     # a spot exchange locks a sell order's coins: a take profit and a stop loss cannot both
-    # hold the same position (that needs an OCO order list, not supported yet)
+    # hold the same position as two orders; where the market takes an OCO list
+    # (``oco_exits``), they are placed as one (``create_oco``)
     exits_share_coins = False
 
     def __init__(
@@ -212,6 +214,27 @@ class CcxtBroker:
         if market is None or not needs_stop_limit(self.venue, market):
             return req
         return as_stop_limit(req, self.venue, self.market_rules(symbol), self.stop_limit_band)
+
+    def oco_exits(self, symbol: str) -> bool:
+        """Whether a take profit and a stop loss on ``symbol`` can be one OCO list here."""
+        return oco.oco_allowed(self.exchange, self.canonical_symbol(symbol))
+
+    def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
+        """Every check of an OCO list that needs no balance (fields, rules, prices), so a
+        caller replacing a position's exits knows the new pair is valid before the old goes."""
+        oco.checked_legs(self, take_profit, stop_loss)
+
+    async def create_oco(
+        self, take_profit: OrderRequest, stop_loss: OrderRequest
+    ) -> tuple[Order, Order]:
+        """Place a position's take profit and stop loss as one OCO list (``app.ccxt.oco``);
+        both legs come back as orders (a stop as the stop-limit it is sent as)."""
+        try:
+            return await oco.place(self, take_profit, stop_loss)
+        except (InvalidOrderError, InsufficientFundsError, NotFoundError,
+                AccessDeniedError) as exc:
+            self.announce.rejected(take_profit, exc, self.clock.now_ms())
+            raise
 
     # -- placing -------------------------------------------------------------------------------
 
@@ -494,6 +517,12 @@ class CcxtBroker:
         order = to_order(entry)
         if order.status is OrderStatus.CANCELLED:
             self.announce.cancelled(order)
+            other = oco.sibling(self, entry)
+            if other is not None and other.state.on_exchange_open:
+                # the exchange cancels the whole list with one leg: its other leg says so
+                other = await self._refresh(other)
+                if not other.state.on_exchange_open:
+                    self.announce.cancelled(to_order(other))
         return order
 
     async def _refresh(self, entry: JournalEntry) -> JournalEntry:

@@ -48,9 +48,12 @@ PERSON_CONTEXT = AgentContext(
 
 # a spot exchange locks a sell order's coins, so two exits cannot hold one position there
 BOTH_EXITS = ("This exchange account cannot hold a take profit and a stop loss for the same "
-              "position at once (the exchange locks the coins for the first sell order; a linked "
-              "OCO pair is not supported yet). Give the stop loss alone, or the take profit "
+              "position at once (the exchange locks the coins for the first sell order, and this "
+              "market takes no linked OCO pair). Give the stop loss alone, or the take profit "
               "alone.")
+
+OCO_LINE = ("Placed as one OCO order list on the exchange: when one exit fills, the exchange "
+            "cancels the other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,24 +176,39 @@ class PersonControls:
             lines.append(f"Sent {checked.note.removeprefix('sent ')}")
         if intent.reduces_position:
             lines.append("Reduces the position held: exits are never blocked by the Risk Guard")
-        if ticket.take_profit is not None and ticket.stop_loss is not None and (
-                not getattr(self.broker, "exits_share_coins", True)):
+        if self._exits_refused(ticket, symbol):
             return Preview(tuple(lines), error=BOTH_EXITS)
         if ticket.has_exits:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
+            if self._exits_linked(ticket, symbol):
+                lines.append(OCO_LINE)
         verdict = self.guard.preview(intent, self.broker.risk_view())
         if verdict is None:
             return Preview(tuple(lines))
         rule, violation = verdict
         return Preview(tuple(lines), rule=rule, refusal=violation.reason)
 
+    def _exits_linked(self, ticket: Ticket, symbol: str) -> bool:
+        """Both exits on an account that places them as one OCO list."""
+        return (ticket.take_profit is not None and ticket.stop_loss is not None
+                and not getattr(self.broker, "exits_share_coins", True)
+                and not self._exits_refused(ticket, symbol))
+
+    def _exits_refused(self, ticket: Ticket, symbol: str) -> bool:
+        """A take profit with a stop loss where the exchange holds each sell's coins and the
+        market takes no OCO list (``oco_exits``) to hold both on them once."""
+        if ticket.take_profit is None or ticket.stop_loss is None or getattr(
+                self.broker, "exits_share_coins", True):
+            return False
+        oco_exits = getattr(self.broker, "oco_exits", None)
+        return oco_exits is None or not oco_exits(symbol)
+
     def _preview_exits(self, ticket: Ticket, symbol: str, last: Decimal) -> Preview:
         held = self.broker.position_size(symbol)
         if held <= 0:
             return Preview(error=f"There is no open {symbol} position to protect.")
-        if ticket.take_profit is not None and ticket.stop_loss is not None and (
-                not getattr(self.broker, "exits_share_coins", True)):
+        if self._exits_refused(ticket, symbol):
             return Preview(error=BOTH_EXITS)
         if ticket.take_profit is not None and ticket.take_profit <= last:
             return Preview(error=f"Take profit {_plain(ticket.take_profit)} must be above the "
@@ -199,11 +217,14 @@ class PersonControls:
         if ticket.stop_loss is not None and ticket.stop_loss >= last:
             return Preview(error=f"Stop loss {_plain(ticket.stop_loss)} must be below the last "
                                  f"price {_plain(last)}: at or above it, it would sell at once.")
-        return Preview((
+        lines = [
             f"{_exits_text(ticket)} for the whole {symbol} position ({_plain(held)}, last "
             f"{_plain(last)})",
             "Replaces the exits you placed before; reduce-only, never blocked by the Risk Guard",
-        ))
+        ]
+        if self._exits_linked(ticket, symbol):
+            lines.append(OCO_LINE)
+        return Preview(tuple(lines))
 
     async def submit(self, ticket: Ticket, client_order_id: str = "") -> Outcome:
         """Place the ticket as the person, through the executor and the Risk Guard.

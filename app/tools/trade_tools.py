@@ -12,6 +12,7 @@ order, and the person's close frees what every agent's plain sells hold back.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from decimal import Decimal
@@ -170,47 +171,88 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 "position; at or above it, it would sell at once.",
                 details={"field": "stop_loss_price", "last_price": str(last)},
             )
-        if take_profit is not None and stop_loss is not None and not getattr(
-                broker, "exits_share_coins", True):
+        both = take_profit is not None and stop_loss is not None
+        linked = both and not getattr(broker, "exits_share_coins", True)
+        if linked and not _oco_exits(symbol):
             # each exit is a sell the exchange holds the coins for: the second finds none free
             raise InvalidOrderError(
                 f"This exchange account cannot hold a take profit and a stop loss for the same "
                 f"{symbol} position at once: the exchange locks the coins for the first sell "
-                "order, so the second would be refused, and a linked pair (OCO) is not "
-                "supported yet. Nothing was changed. Set the stop loss alone (it protects the "
+                "order, so the second would be refused, and this market takes no linked pair "
+                "(OCO order list). Nothing was changed. Set the stop loss alone (it protects the "
                 "position), or the take profit alone.",
                 details={"field": "take_profit_price", "symbol": symbol,
                          "needs": "one exit at a time on this account"},
             )
+        # the exits' own client ids, from the tool call, so a repeated call finds what it placed
+        key = f"k-{ctx.call_key}" if ctx.call_key else f"auto-{uuid.uuid4().hex[:16]}"
         requests = []
         if take_profit is not None:
             requests.append(OrderRequest(
                 ctx.agent_id, symbol, Side.SELL, OrderType.LIMIT, size, price=take_profit,
                 reduce_only=True, exit_kind=ExitKind.TAKE_PROFIT, reason="take profit",
+                client_order_id=f"{key}:tp" if linked else "",
             ))
         if stop_loss is not None:
             requests.append(OrderRequest(
                 ctx.agent_id, symbol, Side.SELL, OrderType.STOP, size, stop_price=stop_loss,
                 reduce_only=True, exit_kind=ExitKind.STOP_LOSS, reason="stop loss",
+                client_order_id=f"{key}:sl" if linked else "",
             ))
-        for req in requests:
-            await broker.precheck(req)  # everything valid before the old exits go
+        if linked:
+            # valid before the old exits go (their coins are free only once they are gone)
+            broker.check_oco(requests[0], requests[1])  # type: ignore[attr-defined]
         for old in await broker.open_orders(ctx.agent_id, symbol):
-            if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS):
-                await broker.cancel_order(ctx.agent_id, symbol, old.order_id)
-        placed = {req.exit_kind: await _place(req) for req in requests}
-        tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
+            if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS) and not (
+                    linked and old.client_order_id in (r.client_order_id for r in requests)):
+                await _cancel_exit(ctx.agent_id, symbol, old)
+        if linked:
+            tp, sl = await _place_oco(requests[0], requests[1])
+        else:
+            for req in requests:
+                await broker.precheck(req)  # everything valid before the old exits go
+            placed = {req.exit_kind: await _place(req) for req in requests}
+            tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
         # a stop the exchange takes only as a stop-limit (no stop-market there) says so
         stop_limit = sl if sl is not None and sl.order_type is OrderType.STOP_LIMIT else None
         return el(
             "tp_sl_set", None, symbol=symbol,
             take_profit_order_id=tp.order_id if tp else None,
             stop_loss_order_id=sl.order_id if sl else None,
+            linked="OCO" if linked else None,
             stop_loss_order_type=stop_limit.order_type.value if stop_limit else None,
             stop_loss_limit_price=fmt(stop_limit.price) if stop_limit and stop_limit.price
             else None,
             stop_loss_note=stop_limit.reason if stop_limit else None,
         )
+
+    def _oco_exits(symbol: str) -> bool:
+        """Whether the broker places a take profit and a stop loss as one OCO list here."""
+        check = getattr(broker, "oco_exits", None)
+        return check is not None and bool(check(symbol))
+
+    async def _cancel_exit(agent_id: str, symbol: str, old: Order) -> None:
+        """Cancel one order listed open a moment ago; the other leg of an OCO list goes with
+        it on the exchange, so one no longer open by the time it is reached is already gone."""
+        try:
+            await broker.cancel_order(agent_id, symbol, old.order_id)
+        except InvalidOrderError:
+            now = await broker.get_order(agent_id, symbol, old.order_id)
+            if now.status.is_open:
+                raise
+
+    async def _place_oco(take_profit: OrderRequest, stop_loss: OrderRequest) -> tuple[Order, Order]:
+        """Both exits as one list, each judged by the Risk Guard like a single order (exits
+        reduce the position, so the guard lets them through), then placed at once."""
+        checked = [await broker.precheck(r) for r in (take_profit, stop_loss)]
+        view = broker.risk_view()
+        held = broker.position_size(checked[0].symbol)
+        intents = [order_intent(r, c, held) for r, c in zip(
+            (take_profit, stop_loss), checked, strict=True)]
+        with guard.admit(intents[0], view), guard.admit(intents[1], view):
+            result: tuple[Order, Order] = await broker.create_oco(  # type: ignore[attr-defined]
+                take_profit, stop_loss)
+            return result
 
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         symbol = broker.canonical_symbol(args["symbol"])
@@ -222,7 +264,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
         for old in await broker.open_orders(mine, symbol):
             if old.side is Side.SELL:
-                await broker.cancel_order(old.agent_id, symbol, old.order_id)
+                await _cancel_exit(old.agent_id, symbol, old)
         req = OrderRequest(
             ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",

@@ -70,8 +70,7 @@ def test_a_live_traders_stop_loss_is_placed_as_a_stop_limit_below_its_stop(
             assert bought.status == "success", bought.xml
             last = await world.venue.broker.last_price("BTC/USDT")
             sl = (last * Decimal("0.95")).quantize(CENT)
-            # (the stop alone: beside a take-profit LIMIT sell it would need the same coins,
-            # which Binance spot holds for the first; both at once need an OCO order list)
+            # (the stop alone; a take profit beside it goes as one OCO list, test_live_oco)
             protect = await call(world, agent, (
                 "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
                 f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
@@ -130,6 +129,8 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
                 "STOP_LOSS_LIMIT", "BUY", stop, limit)
             (card,) = await world.venue.broker.open_orders(PERSON_ID)
             assert card.order_type is OrderType.STOP_LIMIT and card.price == limit
+            # a market that takes no OCO list cannot hold both exits: said before placing
+            world.venue.broker.exchange.markets["BTC/USDT"]["info"]["ocoAllowed"] = False
             both = await person.preview(read_ticket({
                 "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
                 "unit": "base", "take_profit": str(stop * 2), "stop_loss": str(last / 2)}))
@@ -140,13 +141,16 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
     asyncio.run(scenario())
 
 
-def test_a_take_profit_with_a_stop_loss_on_live_binance_is_refused_before_anything_changes(
+def test_both_exits_where_the_market_takes_no_oco_are_refused_before_anything_changes(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
     async def scenario() -> None:
         world = await live_world(tmp_path, server)
         try:
             await world.start(decided(None))
+            # Binance spot marks each market ocoAllowed; on one that is not, two exits cannot
+            # hold one position (the exchange locks the coins for the first)
+            world.venue.broker.exchange.markets["BTC/USDT"]["info"]["ocoAllowed"] = False
             agent = "desk-1"
             grant(world, agent)
             assert (await call(world, agent, market_buy("0.01000"))).status == "success"
@@ -163,6 +167,7 @@ def test_a_take_profit_with_a_stop_loss_on_live_binance_is_refused_before_anythi
                 f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
             assert both.status == "error"
             assert "locks the coins for the first sell order" in both.xml
+            assert "takes no linked pair (OCO order list)" in both.xml
             assert "Nothing was changed" in both.xml
             with server.binance_account.lock:  # the stop placed first still protects it
                 open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]

@@ -73,12 +73,13 @@ class FakeOrder:
     locked: Decimal = ZERO
     last_match_minute: int = -1
     triggered: bool = False
+    list_id: int = -1  # the OCO list it is a leg of (-1: none)
     fills: list[dict[str, Any]] = field(default_factory=list)
 
     def wire(self) -> dict[str, Any]:
         """The order as GET /api/v3/order answers it."""
         return {
-            "symbol": self.market_id, "orderId": self.order_id, "orderListId": -1,
+            "symbol": self.market_id, "orderId": self.order_id, "orderListId": self.list_id,
             "clientOrderId": self.client_id, "price": f"{self.price:f}",
             "origQty": f"{self.orig_qty:f}", "executedQty": f"{self.executed:f}",
             "cummulativeQuoteQty": f"{self.quote_done:f}", "status": self.status,
@@ -126,6 +127,7 @@ class FakeBinanceAccount:
         self.lock = threading.RLock()
         self.balances: dict[str, list[Decimal]] = {}
         self.orders: list[FakeOrder] = []
+        self.lists: dict[int, str] = {}  # OCO lists: id -> listClientOrderId (``oco``)
         self.trades: list[dict[str, Any]] = []
         self.fill_cap: Decimal | None = None
         self.book_levels = 20
@@ -140,6 +142,7 @@ class FakeBinanceAccount:
             start = balances or {"USDT": "100000", "BTC": "0", "ETH": "0"}
             self.balances = {a: [Decimal(v), ZERO] for a, v in start.items()}
             self.orders.clear()
+            self.lists.clear()
             self.trades.clear()
             self.fill_cap = None
             self.book_levels = 20
@@ -196,7 +199,7 @@ class FakeBinanceAccount:
         now = self._now()
         trade = {
             "symbol": order.market_id, "id": self._next_trade, "orderId": order.order_id,
-            "orderListId": -1, "price": f"{price:f}", "qty": f"{qty:f}",
+            "orderListId": order.list_id, "price": f"{price:f}", "qty": f"{qty:f}",
             "quoteQty": f"{quote_qty:f}", "commission": f"{fee:f}", "commissionAsset": fee_asset,
             "time": now, "isBuyer": order.side == "BUY", "isMaker": maker, "isBestMatch": True,
         }
@@ -207,6 +210,18 @@ class FakeBinanceAccount:
         order.quote_done += quote_qty
         order.update_ms = now
         order.status = "FILLED" if order.executed >= order.orig_qty else "PARTIALLY_FILLED"
+
+    def _engage(self, order: FakeOrder) -> None:
+        """An OCO leg that triggers or fills: the list's other leg expires, its coins (locked
+        once for the list) now this leg's."""
+        if order.list_id < 0:
+            return
+        for other in self.orders:
+            if other.list_id == order.list_id and other is not order and other.status in OPEN:
+                order.locked += other.locked
+                other.locked = ZERO
+                other.status = "EXPIRED"
+                other.update_ms = self._now()
 
     def _release(self, order: FakeOrder) -> None:
         if order.locked:
@@ -253,10 +268,12 @@ class FakeBinanceAccount:
                     if not touched:
                         continue
                     order.triggered = True
+                    self._engage(order)
                 crossed = last <= order.price if order.side == "BUY" else last >= order.price
                 if not crossed:
                     continue
                 order.last_match_minute = minute
+                self._engage(order)
                 qty = order.orig_qty - order.executed
                 if self.fill_cap is not None:
                     qty = min(qty, self.fill_cap)
@@ -382,9 +399,12 @@ class FakeBinanceAccount:
                 raise Refused(400, -2011, "Unknown order sent.") from None
             if order.status not in OPEN:
                 raise Refused(400, -2011, "Unknown order sent.")
-            order.status = "CANCELED"
-            order.update_ms = self._now()
-            self._release(order)
+            legs = [order] if order.list_id < 0 else [
+                o for o in self.orders if o.list_id == order.list_id and o.status in OPEN]
+            for leg in legs:  # cancelling one leg of an OCO list cancels the list
+                leg.status = "CANCELED"
+                leg.update_ms = self._now()
+                self._release(leg)
             out = order.wire()
             out["origClientOrderId"] = order.client_id
             return out

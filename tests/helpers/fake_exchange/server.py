@@ -49,6 +49,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.helpers.fake_exchange.account import FakeBinanceAccount, Refused
+from tests.helpers.fake_exchange.oco import create_oco
 from tests.helpers.fake_exchange.tape import FakeNow
 from tests.helpers.fake_exchange.venues import Binance, MarketState, NotServed, Okx
 from tests.helpers.fake_exchange.ws import BinanceKlineStreams
@@ -343,6 +344,7 @@ class FakeExchangeServer(LocalServer):
 
 PRIVATE = {
     ("POST", "/api/v3/order"): "order.create",
+    ("POST", "/api/v3/orderList/oco"): "orderList.oco",
     ("GET", "/api/v3/order"): "order.get",
     ("DELETE", "/api/v3/order"): "order.cancel",
     ("GET", "/api/v3/openOrders"): "openOrders",
@@ -359,6 +361,8 @@ async def _private_answer(
         account.check_time(params)
         if endpoint == "order.create":
             return 200, account.create(params)
+        if endpoint == "orderList.oco":
+            return 200, create_oco(account, params)
         if endpoint == "order.get":
             return 200, account.get(params)
         if endpoint == "order.cancel":
