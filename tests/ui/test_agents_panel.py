@@ -285,7 +285,9 @@ def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_
             await advance_hours(world, 1)
             if any(f.agent_id == trader.agent_id for f in world.ledger.fills()):
                 break
-        await until(lambda: cell(panel, trader.agent_id, "P&L") != "—")
+        # the table lists a new agent on its next refresh, not at once
+        await until(lambda: panel.model.row_of(trader.agent_id) is not None
+                    and cell(panel, trader.agent_id, "P&L") != "—")
         pnl = panel.model.rows[panel.model.row_of(trader.agent_id)].pnl
         assert pnl is not None and pnl.total != 0 and pnl.fills >= 1
         text = cell(panel, trader.agent_id, "P&L")
