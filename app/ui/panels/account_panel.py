@@ -336,17 +336,12 @@ class AccountPanel(QWidget):
     def _position_buttons(self) -> None:
         if self.controls is None:
             return
-        column = self.positions.columnCount() - 1
         for row, position in enumerate(self.positions.rows):
-            button = QPushButton("Close")
-            button.setObjectName(f"close-{position.symbol}")
-            button.setToolTip(f"Sell the whole {position.symbol} position at market (asks first)")
-            button.setStyleSheet("padding: 1px 8px;")
-            set_look(button, "down")
-            button.clicked.connect(
-                lambda _checked=False, p=position, b=button: self._close_clicked(p, b)
+            self._row_button(
+                self.positions_view, row, "Close", f"close-{position.symbol}",
+                f"Sell the whole {position.symbol} position at market (asks first)",
+                lambda button, p=position: self._close_clicked(p, button),
             )
-            self.positions_view.setIndexWidget(self.positions.index(row, column), button)
 
     def _show_orders(self, orders: list[Order]) -> None:
         orders.sort(key=lambda o: o.created_ms, reverse=True)
@@ -354,17 +349,27 @@ class AccountPanel(QWidget):
         self.tabs.setTabText(1, f"{self._live}Open orders ({len(orders)})")
         if self.controls is None:
             return
-        button_column = self.orders.columnCount() - 1
         for row, order in enumerate(self.orders.rows):
-            button = QPushButton("Cancel")
-            button.setObjectName(f"cancel-{order.order_id}")
-            button.setToolTip(f"Cancel {order.order_id} ({order.agent_id})")
-            button.setStyleSheet("padding: 1px 8px;")
-            set_look(button, "down")
-            button.clicked.connect(
-                lambda _checked=False, o=order, b=button: self._cancel_clicked(o, b)
+            self._row_button(
+                self.orders_view, row, "Cancel", f"cancel-{order.order_id}",
+                f"Cancel {order.order_id} ({order.agent_id})",
+                lambda button, o=order: self._cancel_clicked(o, button),
             )
-            self.orders_view.setIndexWidget(self.orders.index(row, button_column), button)
+
+    @staticmethod
+    def _row_button(
+        view: QTableView, row: int, text: str, name: str, tip: str,
+        clicked: Callable[[QPushButton], object],
+    ) -> None:
+        """A row's action button, in the table's last column (kept free for it)."""
+        model = view.model()
+        button = QPushButton(text)
+        button.setObjectName(name)
+        button.setToolTip(tip)
+        button.setStyleSheet("padding: 1px 8px;")
+        set_look(button, "down")
+        button.clicked.connect(lambda _checked=False: clicked(button))
+        view.setIndexWidget(model.index(row, model.columnCount() - 1), button)
 
     def _show_fills(self, fills: list[Fill]) -> None:
         self._set_rows(self.fills, self.fills_view, fills)

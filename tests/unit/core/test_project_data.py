@@ -1,6 +1,6 @@
 """A fresh clone has everything its tests read, and every data file in it says where it came from.
 
-The repository used to read market data from a folder beside the checkout (``../shared``), which a
+The repository used to read market data from a folder beside the checkout, which a
 person who clones it does not have. These tests keep it self-contained: the test data and the
 bundled sample data are in the repository, each file is attributed (source repository, path,
 commit, licence) and unchanged since it was copied, and only permissive licences are carried.
