@@ -20,4 +20,5 @@ def server_fixture(fake_exchange):
     fake_exchange.clear_faults()
     fake_exchange.requests.clear()
     fake_exchange.now.set(START_MS)
+    fake_exchange.binance_account.reset()  # each test starts with the account's first balances
     return fake_exchange

@@ -23,26 +23,15 @@ from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.client import fake_settings
 from tests.helpers.fake_exchange.live import live_settings, live_world
-from tests.integration.ccxt_fixtures import START_MS
+from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
+    START_MS,
+    fake_exchange_fixture,
+    server_fixture,
+)
 from tests.integration.test_live_venue import call, decided, grant, market_buy, trader
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 CENT = Decimal("0.01")
-
-
-@pytest.fixture(scope="module", name="exchange")
-def exchange_fixture():
-    with FakeExchangeServer(START_MS) as server:
-        yield server
-
-
-@pytest.fixture(name="server")
-def server_fixture(exchange: FakeExchangeServer) -> FakeExchangeServer:
-    exchange.clear_faults()
-    exchange.requests.clear()
-    exchange.now.set(START_MS)
-    exchange.binance_account.reset()
-    return exchange
 
 
 def test_the_fake_binance_refuses_a_stop_market_on_btcusdt_as_binance_does(

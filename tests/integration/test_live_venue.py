@@ -39,25 +39,14 @@ from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.live import keyring_with_keys, live_settings, live_spec, live_world
-from tests.integration.ccxt_fixtures import START_MS
+from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
+    START_MS,
+    fake_exchange_fixture,
+    server_fixture,
+)
 
 TRADER = "TraderAgent_Default_v1"
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
-
-@pytest.fixture(scope="module", name="exchange")
-def exchange_fixture():
-    with FakeExchangeServer(START_MS) as server:
-        yield server
-
-
-@pytest.fixture(name="server")
-def server_fixture(exchange: FakeExchangeServer) -> FakeExchangeServer:
-    exchange.clear_faults()
-    exchange.requests.clear()
-    exchange.now.set(START_MS)
-    exchange.binance_account.reset()
-    return exchange
 
 
 def decided(choice: UnknownOrderChoice | None, seen: list[Any] | None = None):
