@@ -9,26 +9,7 @@ from keyring.backends import chainer, fail
 
 from app.domain.errors import OperationalError
 from app.secrets import SecretStore, env_var_name, mask
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A real keyring backend that keeps entries in a dict (what an OS keyring does, minus disk)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.entries.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError(f"no entry {username!r}")
+from tests.helpers.memory_keyring import MemoryKeyring
 
 
 class LockedKeyring(MemoryKeyring):

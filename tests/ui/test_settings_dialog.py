@@ -34,6 +34,7 @@ from app.workspace import Workspace
 from tests.helpers.fake_llm_servers import FakeOpenAIServer
 from tests.helpers.fake_smtp import QuotingSmtp
 from tests.helpers.leaks import leaks
+from tests.helpers.memory_keyring import MemoryKeyring
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 MakeDialog = Callable[[SecretStore], "SettingsDialog"]
@@ -48,27 +49,6 @@ ORIGINAL = (
     'model = "gpt-4o-mini"\n'
     'api_key_name = "openai"\n'
 )
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A real keyring backend that keeps entries in a dict (what a desktop's keyring does)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if (service, username) not in self.entries:
-            raise keyring.errors.PasswordDeleteError("not found")
-        del self.entries[(service, username)]
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
-import keyring.backend
-import keyring.errors
 import pytest
 from keyring.backends import fail
 from PySide6.QtCore import QSettings, Qt
@@ -25,27 +22,10 @@ from app.ui.settings.keys import TELEGRAM_BOT_TOKEN
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
 from tests.helpers.fake_telegram import FakeTelegram
+from tests.helpers.memory_keyring import MemoryKeyring
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 OWNER = 4242
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.entries.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError("not found")
 
 
 @pytest.fixture

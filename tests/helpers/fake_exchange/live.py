@@ -11,10 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import keyring
-import keyring.backend
-import keyring.errors
-
 from app.ccxt.credentials import key_names
 from app.config import ExchangesSettings, Settings
 from app.orchestration.ids import SeededIds
@@ -26,26 +22,7 @@ from app.workspace import Workspace
 from tests.helpers.fake_exchange.broker import DUMMY_KEYS, AdvancingSleep
 from tests.helpers.fake_exchange.client import fake_settings
 from tests.helpers.fake_exchange.server import FakeExchangeServer
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A keyring backend that keeps entries in a dict."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.entries.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError(f"no entry {username!r}")
+from tests.helpers.memory_keyring import MemoryKeyring
 
 
 def keyring_with_keys(exchange: str = "binance") -> SecretStore:

@@ -8,7 +8,7 @@ from keyring.backends import fail
 from app.ccxt.credentials import key_names, load_keys
 from app.domain.errors import OperationalError
 from app.secrets import SecretStore
-from tests.integration.test_secrets import MemoryKeyring
+from tests.helpers.memory_keyring import MemoryKeyring
 
 
 def test_keys_come_from_the_keyring_and_never_show_in_their_repr():
