@@ -12,7 +12,6 @@ answers, which is what a recorded run needs.
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any
 
 from app.agents.llm.port import ChatMessage
@@ -20,18 +19,10 @@ from app.agents.rules.engine import decide
 from app.agents.rules.transcript import read_transcript
 from app.agents.templates import AgentTemplate, load_templates, validate_config
 from app.runtime.providers import rule_policy
-from app.tools.protocol.parser import parse_response
-from tests.helpers.rule_model import corrupt
+from tests.helpers.rule_model import RequestModel
 
-_AGENT_ID = re.compile(r"Your agent id: `([^`]+)`")
 _TEMPLATE = re.compile(r"\(template `([^`]+)`\)")
 _CONFIG_LINE = re.compile(r"^  - ([a-z_]+): (.*)$", re.MULTILINE)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(block.get("text", "") for block in content if isinstance(block, dict))
 
 
 def _config(template: AgentTemplate, system: str) -> dict[str, Any]:
@@ -53,48 +44,22 @@ def _config(template: AgentTemplate, system: str) -> dict[str, Any]:
     return validate_config(template, raw)
 
 
-class PromptRuleModel:
+class PromptRuleModel(RequestModel):
     """``server.default = PromptRuleModel(malformed_every=5)``."""
 
     def __init__(self, *, malformed_every: int = 0) -> None:
+        super().__init__(malformed_every=malformed_every)
         self.templates = load_templates()
-        self.malformed_every = malformed_every
-        self.calls = 0
-        self.malformed = 0
         self.systems: list[str] = []
         self.messages: list[str] = []
-        self._lock = threading.Lock()
 
-    def __call__(self, body: dict[str, Any]) -> str:
-        system = _text(body.get("system", ""))
-        raw = body["messages"]
-        if raw and raw[0].get("role") == "system":  # OpenAI sends the system prompt first
-            system, raw = _text(raw[0]["content"]), raw[1:]
-        agent = _AGENT_ID.search(system)
+    def decide(self, model: str, system: str, agent_id: str, kept: list[ChatMessage]) -> str:
         template_id = _TEMPLATE.search(system)
-        assert agent is not None and template_id is not None, "not an agent's system prompt"
+        assert template_id is not None, "not an agent's system prompt"
         template = self.templates[template_id.group(1)]
-        messages = [ChatMessage(m["role"], _text(m["content"])) for m in raw]
-        kept: list[ChatMessage] = messages[:1]
-        index = 1
-        while index < len(messages):  # leave out our own malformed answers and their errors
-            if messages[index].role == "assistant" and parse_response(
-                messages[index].content
-            ).call is None:
-                index += 2
-                continue
-            kept.append(messages[index])
-            index += 1
-        answer = decide(rule_policy(template), agent.group(1), _config(template, system),
-                        read_transcript(kept)).render()
-        with self._lock:
-            self.systems.append(system)
-            self.messages.extend(m.content for m in messages)
-            self.calls += 1
-            spoil = (self.malformed_every and self.calls % self.malformed_every == 0
-                     and parse_response(answer).call is not None
-                     and len(messages) == len(kept))  # at most once per task
-            if spoil:
-                self.malformed += 1
-                return corrupt(answer, self.malformed)
-        return answer
+        return decide(rule_policy(template), agent_id, _config(template, system),
+                      read_transcript(kept)).render()
+
+    def seen(self, system: str, messages: list[ChatMessage]) -> None:
+        self.systems.append(system)
+        self.messages.extend(m.content for m in messages)

@@ -24,7 +24,8 @@ from app.tools.protocol.parser import parse_response
 _AGENT_ID = re.compile(r"Your agent id: `([^`]+)`")
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """A message's text, whether a string or the content blocks Anthropic sends."""
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content if isinstance(block, dict))
@@ -45,33 +46,32 @@ def corrupt(answer: str, n: int) -> str:
             return f"{call}\n{call}"
 
 
-class RuleModel:
-    """``server.default = RuleModel(world, malformed_every=7)``."""
+class RequestModel:
+    """What both scripted models share: read the system prompt and the agent id from the request,
+    leave out the model's own malformed answers and their errors, and spoil every
+    ``malformed_every``-th well-formed answer (at most once per task). A subclass decides."""
 
-    def __init__(self, world: World, *, malformed_every: int = 0) -> None:
-        self.configs: dict[str, dict[str, Any]] = {
-            a.agent_id: dict(a.config) for a in world.agents.manager.list_agents()
-        }
+    def __init__(self, *, malformed_every: int = 0) -> None:
         self.malformed_every = malformed_every
         self.calls = 0
         self.malformed = 0
         self._lock = threading.Lock()
-        self._world = world
-        world.bus.subscribe(AgentStateChanged, self._on_agent)
 
-    def _on_agent(self, event: AgentStateChanged) -> None:
-        info = self._world.agents.store.get(event.agent_id)
-        if info is not None:
-            self.configs[info.agent_id] = dict(info.config)
+    def decide(self, model: str, system: str, agent_id: str, kept: list[ChatMessage]) -> str:
+        """The answer to a request for ``model`` (the name the agent asked for)."""
+        raise NotImplementedError
+
+    def seen(self, system: str, messages: list[ChatMessage]) -> None:
+        """Called under the lock with each request (to keep what a test wants to search)."""
 
     def __call__(self, body: dict[str, Any]) -> str:
-        system = _text(body.get("system", ""))
+        system = text_of(body.get("system", ""))
         raw = body["messages"]
         if raw and raw[0].get("role") == "system":  # OpenAI sends the system prompt first
-            system, raw = _text(raw[0]["content"]), raw[1:]
+            system, raw = text_of(raw[0]["content"]), raw[1:]
         agent = _AGENT_ID.search(system)
         assert agent is not None, "no agent id in the system prompt"
-        messages = [ChatMessage(m["role"], _text(m["content"])) for m in raw]
+        messages = [ChatMessage(m["role"], text_of(m["content"])) for m in raw]
         kept: list[ChatMessage] = messages[:1]
         index = 1
         while index < len(messages):  # leave out our own malformed answers and their errors
@@ -82,9 +82,9 @@ class RuleModel:
                 continue
             kept.append(messages[index])
             index += 1
-        answer = decide(body["model"], agent.group(1), self.configs.get(agent.group(1), {}),
-                        read_transcript(kept)).render()
+        answer = self.decide(body["model"], system, agent.group(1), kept)
         with self._lock:
+            self.seen(system, messages)
             self.calls += 1
             spoil = (self.malformed_every and self.calls % self.malformed_every == 0
                      and parse_response(answer).call is not None
@@ -93,3 +93,24 @@ class RuleModel:
                 self.malformed += 1
                 return corrupt(answer, self.malformed)
         return answer
+
+
+class RuleModel(RequestModel):
+    """``server.default = RuleModel(world, malformed_every=7)``."""
+
+    def __init__(self, world: World, *, malformed_every: int = 0) -> None:
+        super().__init__(malformed_every=malformed_every)
+        self.configs: dict[str, dict[str, Any]] = {
+            a.agent_id: dict(a.config) for a in world.agents.manager.list_agents()
+        }
+        self._world = world
+        world.bus.subscribe(AgentStateChanged, self._on_agent)
+
+    def _on_agent(self, event: AgentStateChanged) -> None:
+        info = self._world.agents.store.get(event.agent_id)
+        if info is not None:
+            self.configs[info.agent_id] = dict(info.config)
+
+    def decide(self, model: str, system: str, agent_id: str, kept: list[ChatMessage]) -> str:
+        return decide(model, agent_id, self.configs.get(agent_id, {}),
+                      read_transcript(kept)).render()
