@@ -6,7 +6,8 @@ in a worker thread and the panels are built when it is ready. A workspace that n
 offline demo (``app.runtime.desk``); the replay then runs paced on the one event loop.
 
 The arrangement of the docks and the window's geometry are saved in QSettings on close and
-restored on the next start; "Reset layout" brings back the default arrangement.
+restored on the next start; "Reset layout" brings back the default arrangement
+(``app.ui.window_layout``).
 
 The kill switch has its own red toolbar button, Ctrl+Shift+K, the Trading menu and the tray's
 menu (each asks first), and while tripped a banner over the chart, a status bar badge and a strip
@@ -19,19 +20,18 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -42,6 +42,7 @@ from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError, OperationalError
 from app.events import EventBus
 from app.secrets import SecretStore
+from app.ui import window_layout
 from app.ui.errors import ErrorReporter
 from app.ui.panels.tasks import TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
@@ -57,48 +58,9 @@ if TYPE_CHECKING:  # the heavy parts load after the window is shown
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
-DEFAULT_SIZE = QSize(1600, 1000)
 DEMO_SETUP_TIMEOUT_S = 30
 DEMO_SPEED = 600.0
 HOUR_MS = 3_600_000
-
-
-@dataclass(frozen=True, slots=True)
-class DockSpec:
-    key: str
-    title: str
-    area: Qt.DockWidgetArea
-    shortcut: str
-
-
-DOCKS = (
-    DockSpec("agents", "Agents", Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+3"),
-    DockSpec("memory", "Memory", Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+4"),
-    DockSpec("chat", "Chat", Qt.DockWidgetArea.RightDockWidgetArea, "Ctrl+2"),
-    DockSpec("book", "Order book", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+7"),
-    DockSpec("account", "Account", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+5"),
-    DockSpec("audit", "Tool calls", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+6"),
-)
-
-
-def _share(total: int, fraction: float, low: int, high: int) -> int:
-    return max(low, min(high, int(total * fraction)))
-
-
-def scrolling(panel: QWidget, key: str) -> QScrollArea:
-    """``panel`` in a frameless scroll area, as a dock's body.
-
-    A dock is then allowed smaller than its panel's own minimum: on a small screen the panel
-    scrolls inside its dock instead of pushing the window (and its status bar) past the screen.
-    Where the dock has the room, the panel fills it and no scroll bar shows.
-    """
-    area = QScrollArea()
-    area.setObjectName(f"scroll_{key}")
-    area.setWidgetResizable(True)
-    area.setFrameShape(QScrollArea.Shape.NoFrame)
-    area.setWidget(panel)
-    return area
 
 
 class MainWindow(QMainWindow):
@@ -152,22 +114,7 @@ class MainWindow(QMainWindow):
         set_look(self.loading, "muted")
         self.setCentralWidget(self.loading)
         self._build_menus()
-        geometry = self.store.value("window/geometry")
-        if not (isinstance(geometry, QByteArray) and self.restoreGeometry(geometry)):
-            self._fit_screen()
-
-    def _fit_screen(self) -> None:
-        """The first size: the default where the screen has room, else the whole screen
-        (maximized where a window manager can do it, its available size where none does)."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        room = screen.availableGeometry() if screen is not None else None
-        if room is None or (room.width() >= DEFAULT_SIZE.width() + 40
-                            and room.height() >= DEFAULT_SIZE.height() + 60):
-            self.resize(DEFAULT_SIZE)
-            return
-        self.resize(DEFAULT_SIZE.boundedTo(room.size()))
-        self.move(room.topLeft())
-        self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
+        window_layout.restore_geometry(self, self.store)
 
     # -- opening a workspace -------------------------------------------------------------------
 
@@ -349,29 +296,12 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        for spec in DOCKS:
-            dock = QDockWidget(spec.title, self)
-            dock.setObjectName(f"dock_{spec.key}")
-            dock.setWidget(scrolling(self.panels[spec.key], spec.key))
-            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-            self.docks[spec.key] = dock
-            # the menu toggles a panel; its shortcut only ever shows and raises it, so a
-            # panel behind a tab comes forward instead of being hidden (and the saved layout
-            # never keeps a panel hidden by a key pressed to see it)
-            toggle = dock.toggleViewAction()
-            toggle.setText(f"{spec.title}\t{spec.shortcut}")
-            self.view_menu.addAction(toggle)
-            shortcut = QAction(f"Show {spec.title}", self)
-            shortcut.setShortcut(QKeySequence(spec.shortcut))
-            shortcut.triggered.connect(lambda _=False, key=spec.key: self.open_panel(key))
-            self.addAction(shortcut)
-            self.panel_shortcuts[spec.key] = shortcut
-        self._default_arrangement()
+        self.docks, self.panel_shortcuts = window_layout.build_docks(
+            self, self.panels, self.view_menu, self.open_panel)
+        window_layout.default_arrangement(self, self.docks)
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.reset_layout_action)
-        self._restore_layout()
+        window_layout.restore_layout(self, self.store)
 
         if venue.offline:  # a live market's time cannot be paused, stepped or sped up
             self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
@@ -404,55 +334,10 @@ class MainWindow(QMainWindow):
         for action in self._runtime_actions:
             action.setEnabled(True)
 
-    def _default_arrangement(self) -> None:
-        for spec in DOCKS:
-            self.addDockWidget(spec.area, self.docks[spec.key])
-            self.docks[spec.key].show()
-        # left: agents and memory; right: the chat, full height; below the chart: the account
-        # and the tool calls as tabs, with the order book beside them
-        self.splitDockWidget(self.docks["account"], self.docks["book"],
-                             Qt.Orientation.Horizontal)
-        self.tabifyDockWidget(self.docks["agents"], self.docks["memory"])
-        self.tabifyDockWidget(self.docks["account"], self.docks["audit"])
-        self.docks["agents"].raise_()
-        self.docks["account"].raise_()
-        # sizes only take once the docks are laid out, after this event
-        QTimer.singleShot(0, self._default_sizes)
-
-    def _default_sizes(self) -> None:
-        """Shares of the window, so the chart keeps the middle on a 1280x720 screen as on a
-        large one: agents a quarter of the width, the chat under a third, the account and
-        tool calls below the chart a third of the height."""
-        if not self.docks:
-            return
-        width, height = self.width(), self.height()
-        self.resizeDocks([self.docks["agents"], self.docks["chat"]],
-                         [_share(width, 0.24, 260, 400), _share(width, 0.29, 340, 470)],
-                         Qt.Orientation.Horizontal)
-        book = _share(width, 0.28, 330, 450)
-        self.resizeDocks([self.docks["account"], self.docks["book"]], [width - book, book],
-                         Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["account"]], [_share(height, 0.32, 200, 320)],
-                         Qt.Orientation.Vertical)
-
-    def _restore_layout(self) -> None:
-        state = self.store.value("window/state")
-        if isinstance(state, QByteArray) and not state.isEmpty():
-            if self.restoreState(state, STATE_VERSION):
-                QTimer.singleShot(0, lambda: self.restoreState(state, STATE_VERSION))
-            else:
-                logger.info("the saved window layout does not fit this version; using default")
-
-    def save_layout(self) -> None:
-        self.store.setValue("window/geometry", self.saveGeometry())
-        if self.docks:
-            self.store.setValue("window/state", self.saveState(STATE_VERSION))
-        self.store.sync()
-
     def reset_layout(self) -> None:
         for dock in self.docks.values():
             dock.setFloating(False)
-        self._default_arrangement()
+        window_layout.default_arrangement(self, self.docks)
 
     # -- the replay ----------------------------------------------------------------------------
 
@@ -613,7 +498,7 @@ class MainWindow(QMainWindow):
     def show_shortcuts(self) -> None:
         lines = [
             "Ctrl+1  Chart", "Ctrl+B  Backtest",
-            *(f"{spec.shortcut}  {spec.title}" for spec in DOCKS),
+            *(f"{spec.shortcut}  {spec.title}" for spec in window_layout.DOCKS),
             "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
             "Ctrl+Shift+R  Resume all agents",
             "Ctrl+Shift+K  Trip the kill switch (asks first; reset from the banner)",
@@ -663,7 +548,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         if not self._closing and self.tray is not None and self.tray.handle_close(event):
             return
-        self.save_layout()
+        window_layout.save_layout(self, self.store, docked=bool(self.docks))
         super().closeEvent(event)
         self.closed.emit()
 

@@ -13,7 +13,7 @@ from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
-from app.ui.main_window import DOCKS
+from app.ui.window_layout import DOCKS
 from tests.ui.desk import Desk, on_screen, until
 
 # the offscreen platform cannot size, raise or activate windows and says so
