@@ -18,7 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from app.agents.templates import AgentTemplate, ConfigField, load_templates, permissions_of, plain
+from app.agents.template_files import load_templates
+from app.agents.templates import AgentTemplate, ConfigField, permissions_of, plain
 from app.domain.agents import AgentRole
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode

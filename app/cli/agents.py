@@ -466,7 +466,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     returns ``EXIT_AGENT_FAULTED``.
     """
     from app.agents.costs import PriceTable
-    from app.agents.templates import load_templates
+    from app.agents.template_files import load_templates
     from app.backtest.report import summary_table
     from app.config import LLMSettings
     from app.runtime.agent_backtest import (

@@ -44,7 +44,8 @@ from app.agents.loop import LoopServices
 from app.agents.loop_share import LoopShare, NoShare
 from app.agents.manager import AgentManager
 from app.agents.rules.engine import RuleEngineProvider
-from app.agents.templates import AgentTemplate, load_templates
+from app.agents.template_files import load_templates
+from app.agents.templates import AgentTemplate
 from app.config import Settings
 from app.config.approval import ApprovalSettings
 from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY

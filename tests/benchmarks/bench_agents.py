@@ -70,7 +70,8 @@ from app.agents.prompt import (  # noqa: E402
     estimate_tokens,
     fill,
 )
-from app.agents.templates import load_templates, permissions_of, validate_config  # noqa: E402
+from app.agents.template_files import load_templates  # noqa: E402
+from app.agents.templates import permissions_of, validate_config  # noqa: E402
 from app.domain.agents import AgentState, TaskStatus  # noqa: E402
 from app.domain.clock import ms_to_iso  # noqa: E402
 from app.domain.trading import Mode  # noqa: E402

@@ -17,7 +17,8 @@ from typing import Any
 from app.agents.llm.port import ChatMessage
 from app.agents.rules.engine import decide
 from app.agents.rules.transcript import read_transcript
-from app.agents.templates import AgentTemplate, load_templates, validate_config
+from app.agents.template_files import load_templates
+from app.agents.templates import AgentTemplate, validate_config
 from app.runtime.providers import rule_policy
 from tests.helpers.rule_model import RequestModel
 

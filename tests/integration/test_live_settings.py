@@ -9,7 +9,7 @@ import asyncio
 from decimal import Decimal
 from pathlib import Path
 
-from app.agents.templates import load_templates
+from app.agents.template_files import load_templates
 from app.config import LLMSettings, Settings
 from app.config.approval import ApprovalSettings
 from app.config.telegram import TelegramSettings

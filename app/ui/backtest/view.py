@@ -120,7 +120,7 @@ class BacktestView(QWidget):
 
     @staticmethod
     def _load_templates() -> dict[str, Any]:
-        from app.agents.templates import load_templates
+        from app.agents.template_files import load_templates
 
         return dict(load_templates())
 

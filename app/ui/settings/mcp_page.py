@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.agents.templates import load_templates
+from app.agents.template_files import load_templates
 from app.domain.errors import KestrelError, ToolError
 from app.mcp.approvals import template_target
 from app.mcp.hub import McpHub

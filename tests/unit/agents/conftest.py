@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.agents.templates import AgentTemplate, load_templates
+from app.agents.template_files import load_templates
+from app.agents.templates import AgentTemplate
 from app.domain.agents import Channel
 from app.events import EventBus
 from app.orchestration.ids import SeededIds

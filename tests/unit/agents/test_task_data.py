@@ -11,7 +11,8 @@ from typing import Any
 from app.agents.loop import task_message
 from app.agents.rules.transcript import parse_task
 from app.agents.task_data import plan, split_task_data, with_task_data
-from app.agents.templates import load_templates, validate_config
+from app.agents.template_files import load_templates
+from app.agents.templates import validate_config
 from app.domain.agents import AgentRole, Task
 from app.domain.clock import ms_to_iso
 from app.runtime.world import World

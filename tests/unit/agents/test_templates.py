@@ -13,14 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.agents.templates import (
-    AgentTemplate,
-    load_template,
-    load_templates,
-    permissions_of,
-    to_json_safe,
-    validate_config,
-)
+from app.agents.template_files import load_template, load_templates
+from app.agents.templates import AgentTemplate, permissions_of, to_json_safe, validate_config
 from app.domain.agents import AgentRole
 from app.domain.errors import InvalidParameterError, OperationalError
 from app.resources import resource_path

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from app.agents.cutoffs import cutoff_for, load_cutoffs, memory_warning
-from app.agents.templates import load_templates
+from app.agents.template_files import load_templates
 from app.config import LLMSettings
 from app.domain.agents import AgentInfo, AgentRole, AgentState
 from app.domain.clock import parse_time
