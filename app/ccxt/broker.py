@@ -7,12 +7,9 @@ Placing an order, in order:
    paper broker refuses it.
 2. The intent is committed to the journal (NEW), with the client order id derived from the tool
    call (``client_ids``), then marked SENDING in a second commit: both before the request leaves.
-3. The request is sent once, carrying that client id. ``create_order`` is never retried.
-4. The outcome is sorted once (``outcome``): a refusal is REJECTED with the exchange's reason in
-   the error envelope; an answer that does not name the order, or no answer at all, leaves the
-   order UNKNOWN and the agent is told its outcome is being checked; a refused duplicate client
-   id means the order exists and is looked up. UNKNOWN orders are resolved by the ``Reconciler``,
-   by client id, never by sending again.
+3. The request is sent once, carrying that client id, and its outcome sorted once
+   (``OrderSender`` in ``sending``). UNKNOWN orders are resolved by the ``Reconciler``, by client
+   id, never by sending again.
 
 A tool call repeated after a crash carries the same client id: the journal answers it (the order
 it placed, a lookup if its outcome is unknown), and only an order certainly never booked (never
@@ -28,7 +25,6 @@ parts of the port (``risk_view``, ``position_size``) read what the last async ca
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,12 +37,13 @@ from app.ccxt.announce import Announcer
 from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
 from app.ccxt.credentials import ApiKeys
-from app.ccxt.errors import RetryPolicy, Sleep, retry_read, translate
+from app.ccxt.errors import RetryPolicy, Sleep, retry_read
 from app.ccxt.live_grants import LiveGrants
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
-from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
+from app.ccxt.outcome import check_answer
+from app.ccxt.sending import OrderSender, StepHook
 from app.ccxt.stops import DEFAULT_BAND, as_stop_limit, needs_stop_limit
 from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
@@ -77,8 +74,6 @@ from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, EquityPoint, OrderR
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
-logger = logging.getLogger(__name__)
-
 # ccxt options the broker's exchange object needs, per exchange: no margin pairs or currency
 # lists (private calls Kestrel's spot trading does not need), open orders of every symbol at once.
 BROKER_OPTIONS: Mapping[str, Mapping[str, Any]] = {
@@ -86,8 +81,6 @@ BROKER_OPTIONS: Mapping[str, Mapping[str, Any]] = {
                 "warnOnFetchOpenOrdersWithoutSymbol": False},
 }
 DAY_MS = 86_400_000
-
-StepHook = Callable[[str, JournalEntry], Awaitable[None]]
 
 
 def build_broker_exchange(
@@ -154,10 +147,8 @@ class CcxtBroker:
         self.quote_currency = quote_currency
         self.clock = clock or WallClock()
         self.id_rules = rules_for(self.venue)
-        self.unknown_run = 0  # consecutive creates whose outcome was unknown (the kill switch)
         self._retry = retry
         self._sleep = sleep
-        self._on_step = on_step
         self._fresh_s = balance_fresh_s
         self._taker = taker_fee
         self._mono = monotonic
@@ -167,6 +158,13 @@ class CcxtBroker:
         self.announce = Announcer(journal, self.venue, quote_currency, self._base, events)
         self.sync = OrderSync(exchange, journal, self.id_rules, self.clock, self._read,
                               on_fills=self._filled)
+        self.sending = OrderSender(exchange, journal, self.sync, self.announce, self.id_rules,
+                                   self.clock, self._read, on_step)
+
+    @property
+    def unknown_run(self) -> int:
+        """Consecutive sends whose outcome was unknown (the kill switch)."""
+        return self.sending.unknown_run
 
     def _filled(self, entry: JournalEntry, new: list[JournalFill]) -> None:
         """New fills change the balances: the next reading asks the exchange again."""
@@ -336,8 +334,8 @@ class CcxtBroker:
                     details={"client_order_id": agent_order_id},
                 )
             if entry.state.in_flight:
-                return await self._settle_now(entry, None, "an earlier attempt's outcome is "
-                                              "still being checked")
+                return await self.sending.settle_now(
+                    entry, None, "an earlier attempt's outcome is still being checked")
             if entry.state is JournalState.NOT_PLACED:
                 raise ExchangeError(
                     f"The order with client_order_id {agent_order_id!r} was sent once, its "
@@ -350,98 +348,13 @@ class CcxtBroker:
                 return to_order(entry)
         else:
             entry = self.journal.record(intent)
-        await self._step("journaled", entry)
+        await self.sending.step("journaled", entry)
         entry = self.journal.update(
             entry, state=JournalState.SENDING, attempts=entry.attempts + 1,
             sent_ms=self.clock.now_ms(), updated_ms=self.clock.now_ms(), reason="", checks=0,
         )
-        await self._step("sending", entry)
-        return await self._send(entry)
-
-    async def _step(self, name: str, entry: JournalEntry) -> None:
-        if self._on_step is not None:
-            await self._on_step(name, entry)
-
-    async def _send(self, entry: JournalEntry) -> Order:
-        """Send the order once and sort what comes back (see the module docstring)."""
-        try:
-            answer = await self._create_request(entry)
-        except asyncio.CancelledError:
-            self._mark_unknown(entry, "the request was cancelled while in flight")
-            raise
-        except Exception as exc:
-            outcome = sort_failure(exc, self.id_rules)
-            if outcome is Outcome.REJECTED:
-                error = translate(exc, self.venue, what=f"placing the {entry.symbol} order")
-                self.journal.update(entry, state=JournalState.REJECTED,
-                                    reason=error.message, updated_ms=self.clock.now_ms())
-                self.unknown_run = 0
-                if type(exc).__name__ == "InvalidNonce":
-                    await self._resync_time()
-                raise error from exc
-            if outcome is Outcome.DUPLICATE:
-                entry = self._mark_unknown(entry, "the exchange already has this client order id")
-                return await self._settle_now(entry, exc, "the exchange already has this "
-                                              "client order id")
-            why = f"{type(exc).__name__} while placing it"
-            self._mark_unknown(entry, why)
-            self.unknown_run += 1
-            self.announce.unknown(entry, why, self.unknown_run)
-            raise unknown_outcome(
-                exc, self.venue, entry.client_order_id, entry.agent_order_id, why) from exc
-        check = check_answer(answer, entry.client_order_id)
-        if not check.ok:
-            self._mark_unknown(entry, check.why)
-            self.unknown_run += 1
-            self.announce.unknown(entry, check.why, self.unknown_run)
-            raise unknown_outcome(
-                None, self.venue, entry.client_order_id, entry.agent_order_id, check.why)
-        self.unknown_run = 0
-        entry = self.sync.record(entry, answer)
-        self.announce.placed(to_order(entry))  # before its fills, as the exchange saw it
-        await self.sync.record_fills(entry, answer)
-        return to_order(entry)
-
-    async def _create_request(self, entry: JournalEntry) -> Any:
-        params: dict[str, Any] = {self.id_rules.create_param: entry.client_order_id}
-        kind = "limit" if entry.order_type in (OrderType.LIMIT, OrderType.STOP_LIMIT) else "market"
-        if entry.stop_price is not None:
-            params["stopPrice"] = float(entry.stop_price)
-        side = entry.side.value.lower()
-        price = None if entry.price is None else float(entry.price)
-        if entry.quote_amount is not None and kind == "market" and entry.side is Side.BUY:
-            return await self.exchange.create_market_buy_order_with_cost(
-                entry.symbol, float(entry.quote_amount), params)
-        return await self.exchange.create_order(
-            entry.symbol, kind, side, float(entry.quantity), price, params)
-
-    def _mark_unknown(self, entry: JournalEntry, why: str) -> JournalEntry:
-        logger.warning("%s: order %s (%s) outcome unknown: %s", self.venue,
-                       entry.agent_order_id, entry.client_order_id, why)
-        return self.journal.update(entry, state=JournalState.UNKNOWN, reason=why,
-                                   updated_ms=self.clock.now_ms())
-
-    async def _settle_now(
-        self, entry: JournalEntry, exc: BaseException | None, why: str
-    ) -> Order:
-        """Look an in-flight order up once: its order when found, else the unknown-outcome
-        error (the reconciler keeps looking)."""
-        found = await self.sync.lookup(entry)
-        if found is not None:
-            entry = await self.sync.apply(entry, found)
-            return to_order(entry)
-        raise unknown_outcome(exc, self.venue, entry.client_order_id, entry.agent_order_id, why)
-
-    async def _resync_time(self) -> None:
-        """After a refused timestamp, measure the exchange's clock so the next request fits."""
-        load = getattr(self.exchange, "load_time_difference", None)
-        if load is None:
-            return
-        self.exchange.options["adjustForTimeDifference"] = True
-        try:
-            await self._read(load, "reading the exchange's clock")
-        except ToolError as exc:
-            logger.warning("%s: could not measure the exchange's clock: %s", self.venue, exc)
+        await self.sending.step("sending", entry)
+        return await self.sending.send(entry)
 
     async def refresh_balances(self, max_age_s: float = 0.0) -> dict[str, AssetBalance]:
         if self._balances_mono is not None and self._mono() - self._balances_mono <= max_age_s:

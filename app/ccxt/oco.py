@@ -142,12 +142,12 @@ async def place(
         tp_entry, sl_entry = (journal.record(i) for i in intents)
     sent = []
     for entry in (tp_entry, sl_entry):
-        await broker._step("journaled", entry)
+        await broker.sending.step("journaled", entry)
         sent.append(journal.update(
             entry, state=JournalState.SENDING, attempts=entry.attempts + 1,
             sent_ms=broker.clock.now_ms(), updated_ms=broker.clock.now_ms(), reason="",
             checks=0))
-    await broker._step("sending", sent[0])
+    await broker.sending.step("sending", sent[0])
     return await _send(broker, OcoLegs(list_id, sent[0], sent[1]))
 
 
@@ -185,7 +185,7 @@ async def _send(broker: CcxtBroker, legs: OcoLegs) -> tuple[Order, Order]:
         answer = await method(request_params(broker.exchange, legs))
     except asyncio.CancelledError:
         for entry in entries:
-            broker._mark_unknown(entry, "the OCO request was cancelled while in flight")
+            broker.sending.mark_unknown(entry, "the OCO request was cancelled while in flight")
         raise
     except Exception as exc:
         outcome = sort_failure(exc, broker.id_rules)
@@ -195,29 +195,29 @@ async def _send(broker: CcxtBroker, legs: OcoLegs) -> tuple[Order, Order]:
             for entry in entries:
                 broker.journal.update(entry, state=JournalState.REJECTED, reason=error.message,
                                       updated_ms=broker.clock.now_ms())
-            broker.unknown_run = 0
+            broker.sending.unknown_run = 0
             raise error from exc
         why = ("the exchange already has this client order id" if outcome is Outcome.DUPLICATE
                else f"{type(exc).__name__} while placing the OCO list")
-        entries = [broker._mark_unknown(e, why) for e in entries]
+        entries = [broker.sending.mark_unknown(e, why) for e in entries]
         if outcome is Outcome.DUPLICATE:
             return await _settle(broker, entries, exc, why)
-        broker.unknown_run += 1
+        broker.sending.unknown_run += 1
         for entry in entries:
-            broker.announce.unknown(entry, why, broker.unknown_run)
+            broker.announce.unknown(entry, why, broker.sending.unknown_run)
         raise unknown_outcome(exc, broker.venue, entries[0].client_order_id,
                               entries[0].agent_order_id, why) from exc
     reports = leg_reports(broker.exchange, answer, entries[0].symbol)
     checks = [check_answer(reports.get(e.client_order_id), e.client_order_id) for e in entries]
     if not all(c.ok for c in checks):
         why = next(c.why for c in checks if not c.ok) + " (the OCO list's answer)"
-        entries = [broker._mark_unknown(e, why) for e in entries]
-        broker.unknown_run += 1
+        entries = [broker.sending.mark_unknown(e, why) for e in entries]
+        broker.sending.unknown_run += 1
         for entry in entries:
-            broker.announce.unknown(entry, why, broker.unknown_run)
+            broker.announce.unknown(entry, why, broker.sending.unknown_run)
         raise unknown_outcome(None, broker.venue, entries[0].client_order_id,
                               entries[0].agent_order_id, why)
-    broker.unknown_run = 0
+    broker.sending.unknown_run = 0
     out = []
     for entry in entries:
         raw = reports[entry.client_order_id]

@@ -12,11 +12,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from app.ccxt.broker import CcxtBroker, StepHook, build_broker_exchange
+from app.ccxt.broker import CcxtBroker, build_broker_exchange
 from app.ccxt.credentials import ApiKeys
 from app.ccxt.errors import RetryPolicy
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.reconcile import ReconcilePolicy, Reconciler
+from app.ccxt.sending import StepHook
 from app.store.order_journal import JournalState, OrderJournal
 from tests.helpers.fake_exchange.client import RecordedSleep, fake_settings, open_market
 from tests.helpers.fake_exchange.server import FakeExchangeServer
