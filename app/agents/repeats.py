@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 
 from app.agents.approval import ORDER_TOOLS
 from app.agents.conversation_store import StoredMessage
-from app.tools.protocol.parser import ParamNode, ParsedResponse, ToolCall
+from app.tools.protocol.call import ParamNode, ToolCall
+from app.tools.protocol.parser import ParsedResponse
 
 _ORDER_ID = re.compile(r'order_id="([^"]*)"')
 _SUCCESS = "<status>success</status>"

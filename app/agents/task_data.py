@@ -31,7 +31,7 @@ from app.domain.agents import Task
 from app.domain.clock import Clock, ms_to_iso
 from app.memory.roles import symbol_key
 from app.tools.executor import ToolExecutor
-from app.tools.protocol.parser import ParamNode, ToolCall
+from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.spec import AgentContext
 
 OPEN = "<task_data "

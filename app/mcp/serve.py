@@ -28,7 +28,7 @@ from mcp.server.stdio import stdio_server
 from app import __version__
 from app.mcp.order_gate import RISK_TOOLS, OrderGate
 from app.tools.executor import ToolExecutor
-from app.tools.protocol.parser import ParamNode, ToolCall
+from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.protocol.render import format_value
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec

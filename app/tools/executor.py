@@ -27,8 +27,9 @@ from app.domain.errors import (
     UnknownToolError,
 )
 from app.redaction import REDACTOR
+from app.tools.protocol.call import ToolCall
 from app.tools.protocol.free_text import STRICT
-from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
+from app.tools.protocol.parser import ParsedResponse, parse_response
 from app.tools.protocol.render import (
     ToolResult,
     escape_text,

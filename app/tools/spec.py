@@ -20,7 +20,7 @@ from app.domain.numbers import DECIMAL_SYNTAX, INTEGER_SYNTAX, is_plain_decimal,
 from app.tools.protocol.render import format_value
 
 if TYPE_CHECKING:
-    from app.tools.protocol.parser import ParamNode
+    from app.tools.protocol.call import ParamNode
     from app.tools.protocol.render import Element
 
 

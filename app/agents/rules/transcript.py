@@ -22,7 +22,8 @@ from lxml import etree
 from app.agents.llm.port import ChatMessage
 from app.agents.task_data import data_results, split_task_data
 from app.domain.clock import parse_time
-from app.tools.protocol.parser import ParamNode, parse_response
+from app.tools.protocol.call import ParamNode
+from app.tools.protocol.parser import parse_response
 
 USER_MESSAGE = "USER_MESSAGE"
 # Parsed messages kept for the next turns of their task (each turn re-reads the whole

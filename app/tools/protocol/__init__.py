@@ -1,6 +1,7 @@
 """The XML tool protocol: parse a response into one call; render results in the Part A envelope."""
 
-from app.tools.protocol.parser import ParsedResponse, ToolCall, parse_response
+from app.tools.protocol.call import ToolCall
+from app.tools.protocol.parser import ParsedResponse, parse_response
 from app.tools.protocol.render import (
     Element,
     ToolResult,

@@ -43,10 +43,9 @@ MISSING_PARAMETER).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from itertools import islice
-from types import MappingProxyType
 
 from lxml import etree
 
@@ -61,9 +60,9 @@ from app.tools.protocol.around import (
     leading_thinking,
     unfence,
 )
+from app.tools.protocol.call import ToolCall, call_from_element, fast_call, read_xml
 from app.tools.protocol.diagnose import (
     NAMESPACE_HINT,
-    WRAPPER,
     ampersand_message,
     bad_ampersand,
     explain_syntax_error,
@@ -75,17 +74,10 @@ from app.tools.protocol.diagnose import (
 )
 from app.tools.protocol.free_text import STRICT, FreeText, closing_tag_error, repair
 from app.tools.protocol.limits import (
-    MAX_ATTRIBUTES,
-    MAX_CALL_ATTRIBUTES,
-    MAX_CALL_DEPTH,
     MAX_CALL_ELEMENTS,
     MAX_RESPONSE_CHARS,
     MAX_TAGS,
     attribute_flood,
-    too_deep,
-    too_many_attributes,
-    too_many_call_attributes,
-    too_many_elements,
 )
 
 _NAME_START = re.compile(r"<[A-Za-z_]")
@@ -94,79 +86,10 @@ _FENCE = re.compile(r"```[A-Za-z]*\s*(<[A-Za-z_][\s\S]*?)```")
 _XML_DECL = re.compile(r"^<\?xml[^>]*\?>\s*")
 _NATIVE_STARTS = ("<|", "<function=")  # Llama 3.1's own tool-call syntaxes
 _NAMED_CALLS = 20  # calls named in a MULTIPLE_TOOL_CALLS refusal
-_CHUNK = 64 * 1024
-# The fast path: a call whose parameters are plain elements holding plain text (no attributes,
-# nesting, comments, entities, '&', '<', '>', CR or control characters) is read by these two
-# patterns; anything else, including every malformed call, goes to lxml and the diagnostics.
-_F_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
-_F_TEXT = "[^<>&\r\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]*"
-_F_SPACE = "[ \t\n\r]*"
-_FAST_CALL = re.compile(  # group 3 is re-bound in each repetition, so \3 checks each closing tag
-    rf"<({_F_NAME})>((?:{_F_SPACE}<({_F_NAME})>{_F_TEXT}</\3>)*){_F_SPACE}</\1>"
-)
-_FAST_MAX_PARAMS = 64
-_FAST_MAX_CHARS = 1_000_000  # a bigger call takes the full path, whose costs are bounded first
-_NOT_FAST = frozenset({"thinking", "tool_result"})  # names whose calls need _single_call's words
-_NO_ATTRS: Mapping[str, str] = MappingProxyType({})  # shared, so read-only
 _FENCES_TRIED = 20
 
 
-def _parser() -> etree.XMLParser:
-    """A fresh hardened parser: cheap (microseconds), never shared between threads or calls."""
-    return etree.XMLParser(
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        dtd_validation=False,
-        huge_tree=False,
-        remove_comments=True,
-        remove_pis=True,
-        recover=False,
-        collect_ids=False,
-    )
-
-
-def _read_xml(body: str) -> etree._Element:
-    """Parse ``body`` inside the wrapper element, fed in chunks.
-
-    Feeding stops at the chunk holding the first error, so a broken 2 MB response costs about a
-    millisecond instead of libxml2 collecting errors to the end. Undefined entities, which the
-    push parser reports late and garbled, are refused before (``bad_ampersand``).
-
-    Raises:
-        etree.XMLSyntaxError: the first well-formedness error.
-    """
-    parser = _parser()
-    parser.feed(f"<{WRAPPER}>")
-    for start in range(0, len(body), _CHUNK):
-        parser.feed(body[start:start + _CHUNK])
-    parser.feed(f"</{WRAPPER}>")
-    return parser.close()
-
-
-# The three result types are slotted but not frozen: one of each is built per call on every
-# agent's hot path, and a frozen dataclass's __init__ costs four times as much. Nothing mutates
-# them.
-@dataclass(slots=True)
-class ParamNode:
-    """One element inside a call: its tag, attributes, direct text and child elements."""
-
-    tag: str
-    text: str = ""
-    attrs: Mapping[str, str] = field(default_factory=dict)
-    children: tuple[ParamNode, ...] = ()
-
-
-@dataclass(slots=True)
-class ToolCall:
-    """A well-formed call: the tool's name and its parameter elements, in order."""
-
-    name: str
-    params: tuple[ParamNode, ...]
-    attrs: Mapping[str, str] = field(default_factory=dict)
-    stray_text: str = ""
-
-
+# Slotted, not frozen, like the call types: see ``call.py``.
 @dataclass(slots=True)
 class ParsedResponse:
     """Exactly one of ``call``, ``text`` or ``error`` is set; ``thinking`` may accompany any.
@@ -307,7 +230,7 @@ def _parse(
             thinking=thinking,
         )
     if _NAME_START.match(body) or body.startswith(("<!--", "</")):
-        fast = _fast_call(body)  # the usual answer: one plain call, nothing around it
+        fast = fast_call(body)  # the usual answer: one plain call, nothing around it
         if fast is not None:
             return ParsedResponse(thinking, fast, None, None, fast.name)
         located: tuple[int, str] | None = (0, tag_name_at_start(body))
@@ -392,36 +315,11 @@ def _unfenced_text(body: str) -> str:
     return body[opener.end():].lstrip() if opener is not None else body
 
 
-def _fast_call(body: str) -> ToolCall | None:
-    """Read a plain well-formed call without lxml, or return None to take the full path.
-
-    What it accepts, lxml reads to exactly the same ``ToolCall``: the text excludes everything
-    XML would transform (entities, CR) or refuse (control characters, '<', a stray ']]>'), the
-    whitespace between elements is what lxml reports as ignorable tails, and each closing tag
-    must repeat its opening tag.
-    """
-    if len(body) > _FAST_MAX_CHARS or body.count("<") > 2 * _FAST_MAX_PARAMS + 2:
-        return None  # long lists and huge calls take the element-budgeted path
-    match = _FAST_CALL.fullmatch(body)
-    if match is None or match.group(1) in _NOT_FAST:
-        return None
-    # The match proved the inside is: space, then <tag>text</tag> + space, repeated, where neither
-    # a tag nor a text holds '<' or '>'; so splitting at '<' gives "tag>text" at every odd index.
-    pieces = match.group(2).split("<")
-    if len(pieces) > 2 * _FAST_MAX_PARAMS + 1:
-        return None  # long lists take the element-budgeted path
-    params = []
-    for i in range(1, len(pieces), 2):
-        tag, _, text = pieces[i].partition(">")
-        params.append(ParamNode(tag, text, _NO_ATTRS))
-    return ToolCall(match.group(1), tuple(params), _NO_ATTRS)
-
-
 def _parse_call(
     body: str, thinking: str | None, known_tools: Collection[str], free_text: FreeText,
     notes: list[str],
 ) -> ParsedResponse:
-    fast = _fast_call(body)
+    fast = fast_call(body)
     if fast is not None:
         return ParsedResponse(thinking, fast, None, None, fast.name)
     tool_name = tag_name_at_start(body)
@@ -467,7 +365,7 @@ def _parse_call(
             return _text_after_call(body, tool_name, known_tools, thinking) or _error(
                 ampersand_message(body, amp), tool_name=tool_name, thinking=thinking
             )
-        root = _read_xml(body)
+        root = read_xml(body)
     except etree.XMLSyntaxError as exc:
         after = _text_after_call(body, tool_name, known_tools, thinking)
         if after is not None:
@@ -492,7 +390,7 @@ def _text_after_call(body: str, tool_name: str, known_tools: Collection[str],
     if not rest or bad_ampersand(body[:end]) >= 0:
         return None
     try:
-        _read_xml(body[:end])
+        read_xml(body[:end])
     except (etree.XMLSyntaxError, ValueError):
         return None
     second = tag_name_at_start(rest)
@@ -578,48 +476,7 @@ def _single_call(
             thinking=thinking,
         )
     try:
-        budget = [MAX_CALL_ELEMENTS, MAX_CALL_ATTRIBUTES]
-        attrs = _attributes(first, name, budget)
-        params = tuple(_node(child, 2, budget) for child in first)
+        call = call_from_element(first, name)
     except ParseError as exc:
         return ParsedResponse(thinking=thinking, error=exc, tool_name=name)
-    call = ToolCall(
-        name=name,
-        params=params,
-        attrs=attrs,
-        stray_text=(first.text or "").strip() + "".join((c.tail or "").strip() for c in first),
-    )
     return ParsedResponse(thinking=thinking, call=call, tool_name=name)
-
-
-def _attributes(element: etree._Element, tag: str, budget: list[int]) -> Mapping[str, str]:
-    """The element's attributes, after checking their number against the tag's and the call's
-    limits: ``len`` is linear, while reading values costs lxml time quadratic in their number."""
-    attrib = element.attrib
-    count = len(attrib)
-    if count == 0:
-        return _NO_ATTRS
-    if count > MAX_ATTRIBUTES:
-        raise too_many_attributes(tag)
-    budget[1] -= count
-    if budget[1] < 0:
-        raise too_many_call_attributes()
-    return {str(k): str(v) for k, v in attrib.items()}
-
-
-def _node(element: etree._Element, depth: int, budget: list[int]) -> ParamNode:
-    """One element as a node; ``budget`` is [elements, attributes] left for the whole call."""
-    if depth > MAX_CALL_DEPTH:
-        raise too_deep()
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise too_many_elements()
-    tag = str(element.tag)
-    if tag.startswith("{"):
-        raise ParseError(NAMESPACE_HINT)
-    return ParamNode(
-        tag=tag,
-        text=element.text or "",
-        attrs=_attributes(element, tag, budget),
-        children=tuple(_node(child, depth + 1, budget) for child in element),
-    )

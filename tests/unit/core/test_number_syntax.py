@@ -33,7 +33,7 @@ from app.domain.numbers import (
 )
 from app.indicators.catalogue import default_catalogue
 from app.indicators.model import bind_params
-from app.tools.protocol.parser import ParamNode
+from app.tools.protocol.call import ParamNode
 from app.tools.spec import ParamSpec, ParamType, coerce
 
 #: Spellings every decimal reader accepts, with their value.

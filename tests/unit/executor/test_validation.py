@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.errors import ErrorCode, InvalidParameterError, ToolError
-from app.tools.protocol.parser import ParamNode, parse_response
+from app.tools.protocol.call import ParamNode
+from app.tools.protocol.parser import parse_response
 from app.tools.protocol.render import Element, el
 from app.tools.spec import (
     AgentContext,

@@ -5,13 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tools.protocol.parser import (
-    _CONTROL,
-    _fast_call,
-    _read_xml,
-    _single_call,
-    parse_response,
-)
+from app.tools.protocol.call import fast_call, read_xml
+from app.tools.protocol.parser import _CONTROL, _single_call, parse_response
 
 NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,12}", fullmatch=True).filter(
     lambda n: n not in ("thinking", "tool_result")
@@ -24,7 +19,7 @@ SPACE = st.text(alphabet=" \t\n", max_size=3)
 
 
 def _slow(body: str):
-    return _single_call(_read_xml(body), None).call
+    return _single_call(read_xml(body), None).call
 
 
 @st.composite
@@ -38,7 +33,7 @@ def plain_calls(draw) -> str:
 @settings(max_examples=300, deadline=None)
 @given(plain_calls())
 def test_fast_path_call_equals_the_lxml_reading(body: str) -> None:
-    fast = _fast_call(body)
+    fast = fast_call(body)
     if _CONTROL.search(body):
         assert fast is None  # control characters go to the path that explains them
         return
@@ -49,14 +44,14 @@ def test_fast_path_call_equals_the_lxml_reading(body: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="<>/ab&;#x1 \n\r=\"'!-[]", max_size=40))
 def test_whatever_the_fast_path_accepts_lxml_reads_the_same(body: str) -> None:
-    fast = _fast_call(body)
+    fast = fast_call(body)
     if fast is not None:
         assert fast == _slow(body)
 
 
 def test_typical_calls_take_the_fast_path_and_keep_their_text() -> None:
     body = "<create_order>\n  <symbol>BTC/USDT</symbol>\n  <reason> a b </reason>\n</create_order>"
-    call = _fast_call(body)
+    call = fast_call(body)
     assert call is not None and call == _slow(body)
     assert [(p.tag, p.text) for p in call.params] == [("symbol", "BTC/USDT"), ("reason", " a b ")]
 
@@ -77,7 +72,7 @@ def test_anything_unusual_is_left_to_lxml() -> None:
         "<thinking><p>x</p></thinking>",
         "<tool_result><p>x</p></tool_result>",
     ):
-        assert _fast_call(body) is None, body
+        assert fast_call(body) is None, body
 
 
 def test_errors_still_get_their_specific_messages() -> None:

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from app.domain.errors import ErrorCode
+from app.tools.protocol.call import read_xml
 from app.tools.protocol.free_text import DISPLAY, FreeText, repair
-from app.tools.protocol.parser import _read_xml, parse_response
+from app.tools.protocol.parser import parse_response
 from tests.unit.protocol.timing import fastest_of
 
 FREE = FreeText({"write_note": frozenset({"content"}), "create_order": frozenset({"reason"})})
@@ -138,7 +139,7 @@ def test_a_well_formed_call_is_read_exactly_as_before(pieces: list[str]) -> None
     """Only characters that make XML ill-formed are repaired: well-formed input is untouched."""
     body = note("".join(pieces).replace("]]>", "]]&gt;"))
     try:
-        _read_xml(body)
+        read_xml(body)
     except etree.XMLSyntaxError:
         return  # a control character or the like: not well-formed to start with
     assert repair(body, FREE.of("write_note")).text == body

@@ -601,7 +601,7 @@ def test_hardened_parser_leaves_entities_unresolved_even_past_the_refusal() -> N
     """Defence in depth: feed the DTD straight to the parser object the protocol uses."""
     from lxml import etree
 
-    from app.tools.protocol.parser import _parser
+    from app.tools.protocol.call import _parser
 
     root = etree.fromstring(XXE.encode(), _parser())
     assert PASSWD_MARKER not in etree.tostring(root).decode()

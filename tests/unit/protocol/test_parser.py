@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import ErrorCode
+from app.tools.protocol.call import ParamNode
 from app.tools.protocol.limits import MAX_ATTRIBUTES, MAX_CALL_ATTRIBUTES, MAX_CALL_DEPTH
-from app.tools.protocol.parser import ParamNode, parse_response
+from app.tools.protocol.parser import parse_response
 from tests.unit.protocol.timing import fastest_of
 
 KNOWN = ("get_order_book", "get_current_ticker_info", "create_order")
