@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from app.agents.template_files import load_templates
-from app.agents.templates import AgentTemplate, ConfigField, permissions_of, plain
+from app.agents.templates import AgentTemplate, ConfigField, permissions_of
 from app.domain.agents import AgentRole
 from app.domain.errors import OperationalError
+from app.domain.numbers import plain
 from app.domain.trading import Mode
 from app.resources import resource_path
 from app.tools.registry import ToolRegistry

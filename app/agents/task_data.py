@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from app.agents.templates import SYMBOL_KEY, TaskData, plain
+from app.agents.templates import SYMBOL_KEY, TaskData
 from app.domain.agents import Task
 from app.domain.clock import Clock, ms_to_iso
+from app.domain.numbers import plain
 from app.memory.roles import symbol_key
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.call import ParamNode, ToolCall

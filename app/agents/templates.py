@@ -29,7 +29,7 @@ from pydantic import (
 
 from app.domain.agents import AgentRole
 from app.domain.errors import InvalidParameterError
-from app.domain.numbers import NumberSyntaxError, to_decimal
+from app.domain.numbers import NumberSyntaxError, plain, to_decimal
 from app.tools.spec import Permission
 
 FieldType = Literal["string", "integer", "decimal", "boolean", "symbols", "choice"]
@@ -66,11 +66,6 @@ def _decimal(value: Any) -> Decimal:
     except NumberSyntaxError as exc:
         raise ValueError(str(exc)) from None
 
-
-def plain(number: Decimal) -> str:
-    """A decimal as people write it: ``20``, ``0.6``, never ``2E+1``."""
-    text = format(number.normalize(), "f")
-    return "0" if text in ("-0", "") else text
 
 
 class _Strict(BaseModel):

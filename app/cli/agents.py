@@ -48,6 +48,7 @@ from app.cli.live import (
 from app.config import VenueSettings
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
+from app.domain.numbers import plain
 from app.domain.trading import AccountState
 from app.events import (
     AgentStateChanged,
@@ -291,9 +292,9 @@ def _print_summary(world: World, live: AccountState | None = None) -> list[Fault
     for info in agents:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
-    balances = ", ".join(f"{a} {v}" for a, v in sorted(state.balances.items()))
+    balances = ", ".join(f"{a} {plain(v)}" for a, v in sorted(state.balances.items()))
     if live is not None:
-        balances = "LIVE " + ", ".join(f"{b.currency} {b.total}" for b in live.assets)
+        balances = "LIVE " + ", ".join(f"{b.currency} {plain(b.total)}" for b in live.assets)
     calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
     print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
     return faults

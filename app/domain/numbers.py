@@ -1,4 +1,5 @@
-"""One syntax for every number read from text: tool parameters, settings, risk files, the CLI.
+"""One syntax for every number read from text (tool parameters, settings, risk files, the CLI),
+and one for every number written: ``plain`` spells a decimal the way the reader accepts it.
 
 Python's own readers are generous: ``Decimal("1_000")`` is 1000, ``Decimal("٥٠٠")`` is 500 and
 ``int("１２")`` is 12. A model that writes ``٥٠٠`` as a quote amount placed a 500 USD order while
@@ -106,3 +107,22 @@ def to_decimal(value: object) -> Decimal:
 
 #: A Decimal field of a pydantic settings model that reads text in the one syntax only.
 PlainDecimal = Annotated[Decimal, BeforeValidator(to_decimal)]
+
+
+def plain(value: Decimal) -> str:
+    """The shortest plain spelling: no exponent, no trailing zeros, ``0`` for zero of any sign.
+
+    Every number that leaves the program (tool results, prompts, the rule engine's calls, order
+    previews, the command line, Telegram) is written this way, so it reads the same everywhere
+    and a model that copies one back writes what ``parse_decimal`` accepts.
+    """
+    if not value.is_finite():
+        raise ValueError(f"cannot write the non-finite number {value}")
+    text = str(value)  # the fast path; exponent forms (1E+3, 1E-8) need the slower "f" format
+    if "E" in text:
+        text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", ""):
+        text = "0"
+    return text

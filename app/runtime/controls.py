@@ -29,6 +29,7 @@ from decimal import Decimal
 
 from app.domain.agents import PERSON_ID
 from app.domain.errors import KestrelError
+from app.domain.numbers import plain
 from app.domain.trading import Order, OrderStatus, Position, Side
 from app.events import EventBus, OrderCancelled, OrderFilled
 from app.exchange.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
@@ -165,8 +166,8 @@ class PersonControls:
         at = ticket.price or ticket.stop_price
         notional = checked.quantity * (at or checked.reference_price)
         lines = [
-            f"{ticket.side.value} {_plain(checked.quantity)} {symbol} "
-            + (f"at {_plain(at)}" if at else f"at market (last {_plain(last)})"),
+            f"{ticket.side.value} {plain(checked.quantity)} {symbol} "
+            + (f"at {plain(at)}" if at else f"at market (last {plain(last)})"),
             f"Value about {_money(notional)} {ccy}",
         ]
         if ticket.side is Side.BUY:
@@ -211,15 +212,15 @@ class PersonControls:
         if self._exits_refused(ticket, symbol):
             return Preview(error=BOTH_EXITS)
         if ticket.take_profit is not None and ticket.take_profit <= last:
-            return Preview(error=f"Take profit {_plain(ticket.take_profit)} must be above the "
-                                 f"last price {_plain(last)}: at or below it, it would sell at "
+            return Preview(error=f"Take profit {plain(ticket.take_profit)} must be above the "
+                                 f"last price {plain(last)}: at or below it, it would sell at "
                                  "once.")
         if ticket.stop_loss is not None and ticket.stop_loss >= last:
-            return Preview(error=f"Stop loss {_plain(ticket.stop_loss)} must be below the last "
-                                 f"price {_plain(last)}: at or above it, it would sell at once.")
+            return Preview(error=f"Stop loss {plain(ticket.stop_loss)} must be below the last "
+                                 f"price {plain(last)}: at or above it, it would sell at once.")
         lines = [
-            f"{_exits_text(ticket)} for the whole {symbol} position ({_plain(held)}, last "
-            f"{_plain(last)})",
+            f"{_exits_text(ticket)} for the whole {symbol} position ({plain(held)}, last "
+            f"{plain(last)})",
             "Replaces the exits you placed before; reduce-only, never blocked by the Risk Guard",
         ]
         if self._exits_linked(ticket, symbol):
@@ -352,14 +353,11 @@ def _stop_limit_note(item: Element) -> str:
 def _exits_text(ticket: Ticket) -> str:
     parts = []
     if ticket.take_profit is not None:
-        parts.append(f"take profit at {_plain(ticket.take_profit)}")
+        parts.append(f"take profit at {plain(ticket.take_profit)}")
     if ticket.stop_loss is not None:
-        parts.append(f"stop loss at {_plain(ticket.stop_loss)}")
+        parts.append(f"stop loss at {plain(ticket.stop_loss)}")
     return " and ".join(parts).capitalize()
 
-
-def _plain(value: Decimal) -> str:
-    return f"{value.normalize():f}"
 
 
 def _money(value: Decimal) -> str:

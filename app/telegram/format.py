@@ -16,8 +16,8 @@ from typing import Any
 
 from app.domain.agents import AgentInfo, AgentState, Notification, Question, QuestionKind
 from app.domain.clock import ms_to_iso
+from app.domain.numbers import plain
 from app.domain.trading import AccountState, Fill, Order, Position
-from app.tools.protocol.render import format_decimal
 
 MAX_TEXT = 4000  # Telegram refuses messages over 4096 characters
 MAX_ROWS = 25  # list items shown before "… and N more"
@@ -82,7 +82,7 @@ def when(ms: int) -> str:
 
 
 def number(value: Decimal) -> str:
-    return format_decimal(value)
+    return plain(value)
 
 
 def money(value: Decimal, currency: str = "") -> str:

@@ -45,7 +45,8 @@ def test_kestrel_run_trades_on_paper_on_binances_live_quotes(tmp_path, wall_exch
     assert "in real time" in out.splitlines()[0]
     assert "BTC/USDT 1m Trend Analyst: BTC/USDT 1m:" in out  # it analysed the live candles
     # the live candles of the moment decide whether the Trader bought within the 3 s
-    balances = re.search(r"Balances: (?:BTC ([0-9.]+), )?USDT ([0-9.]+)", out)
+    number = r"([0-9]+(?:\.[0-9]+)?)"  # plain: the sentence's full stop is not part of it
+    balances = re.search(rf"Balances: (?:BTC {number}, )?USDT {number}\.", out)
     assert balances is not None, out
     assert (balances[1] is None) == (Decimal(balances[2]) == 10000)
     assert wall_exchange.count("binance", "klines") > before

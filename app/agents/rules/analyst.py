@@ -32,7 +32,7 @@ from typing import Any
 
 from lxml import etree
 
-from app.agents.rules.calls import Answer, b64, call, final, indicator_call, plain, unb64
+from app.agents.rules.calls import Answer, b64, call, final, indicator_call, unb64
 from app.agents.rules.rollover import (
     ARCHIVE_DIR,
     archive_path,
@@ -49,6 +49,7 @@ from app.agents.rules.signals import (
 )
 from app.agents.rules.transcript import CACHED_TASKS, Result, Step, Transcript
 from app.domain.clock import ms_to_iso
+from app.domain.numbers import plain
 from app.memory.roles import (
     ANALYSIS_LOG,
     MARKET_ASSESSMENT,

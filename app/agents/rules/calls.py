@@ -14,6 +14,8 @@ from decimal import Decimal
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from app.domain.numbers import plain
+
 # a list parameter is written as (item_tag, [values]), e.g. ("reply", ["Yes", "No"])
 ParamValue = str | int | bool | Decimal | tuple[str, list[str]] | Mapping[str, Any] | None
 
@@ -35,13 +37,6 @@ class Answer:
 def final(text: str) -> Answer:
     return Answer("", text=text)
 
-
-def plain(value: Decimal) -> str:
-    """A decimal without exponent or trailing zeros: ``Decimal('1E+1')`` -> ``"10"``."""
-    text = format(value, "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text or "0"
 
 
 def _text(value: str | int | bool | Decimal) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
-from app.agents.rules.calls import plain
+from app.domain.numbers import plain
 from app.memory.roles import Signal
 
 MIN_STOP_FRACTION = Decimal("0.003")

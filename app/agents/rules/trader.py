@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
 
-from app.agents.rules.calls import Answer, b64, call, final, plain, unb64
+from app.agents.rules.calls import Answer, b64, call, final, unb64
 from app.agents.rules.sizing import (
     STREAK,
     STREAK_CONFIDENCE,
@@ -39,6 +39,7 @@ from app.agents.rules.sizing import (
 )
 from app.agents.rules.transcript import Result, Step, Transcript
 from app.domain.clock import ms_to_iso
+from app.domain.numbers import plain
 from app.memory.roles import (
     TradeRecord,
     TradesFile,

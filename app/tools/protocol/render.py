@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from app.domain.errors import ErrorCode
+from app.domain.numbers import plain
 
 # Characters XML 1.0 cannot carry at all, not even as character references.
 _INVALID_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -51,18 +52,6 @@ class Element:
         return [child for child in self.children if child.tag == tag]
 
 
-def format_decimal(value: Decimal) -> str:
-    """Render a Decimal without exponent or trailing zeros: ``0.1``, ``1200``, ``0.00000123``."""
-    if not value.is_finite():
-        raise ValueError(f"cannot render non-finite number {value}")
-    text = str(value)  # the fast path; exponent forms (1E+3, 1E-8) need the slower "f" format
-    if "E" in text:
-        text = format(value, "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    if text in ("-0", ""):
-        text = "0"
-    return text
 
 
 def format_value(value: AttrValue) -> str:
@@ -71,17 +60,17 @@ def format_value(value: AttrValue) -> str:
     if kind is str:
         return value  # type: ignore[return-value]
     if kind is Decimal:
-        return format_decimal(value)  # type: ignore[arg-type]
+        return plain(value)  # type: ignore[arg-type]
     if kind is int:
         return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Decimal):
-        return format_decimal(value)
+        return plain(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-        return format_decimal(Decimal(repr(value)))
+        return plain(Decimal(repr(value)))
     if isinstance(value, int):
         return str(value)
     if isinstance(value, datetime):

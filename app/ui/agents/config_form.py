@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.agents.templates import AgentTemplate, ConfigField, coerce_value, plain
+from app.agents.templates import AgentTemplate, ConfigField, coerce_value
 from app.domain.agents import AgentInfo, AgentRole
+from app.domain.numbers import plain
 from app.ui.theme import set_look
 
 _INT32 = 2**31 - 1

@@ -29,6 +29,7 @@ from app.domain.numbers import (
     is_plain_decimal,
     parse_decimal,
     parse_integer,
+    plain,
     to_decimal,
 )
 from app.indicators.catalogue import default_catalogue
@@ -210,3 +211,26 @@ def test_values_from_files_keep_their_types_and_refuse_what_is_not_a_number() ->
     for bad in (True, None, [1], float("nan"), Decimal("Infinity")):
         with pytest.raises(NumberSyntaxError, match=SYNTAX_WORDS):
             to_decimal(bad)
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        (Decimal("1E+1"), "10"),
+        (Decimal("1E-8"), "0.00000001"),
+        (Decimal("9871.2300"), "9871.23"),
+        (Decimal("10000"), "10000"),
+        (Decimal("-0.0"), "0"),
+        (Decimal("0E-12"), "0"),
+        (Decimal("-2.750"), "-2.75"),
+    ],
+)
+def test_every_number_the_program_writes_is_one_its_readers_accept(value, written):
+    assert plain(value) == written
+    assert is_plain_decimal(written)
+    assert parse_decimal(written) == value
+
+
+def test_a_non_finite_number_is_never_written_as_if_it_were_one():
+    with pytest.raises(ValueError, match="non-finite"):
+        plain(Decimal("NaN"))
