@@ -7,6 +7,7 @@ before acting on a signal, and the Analyst to append to ``analysis_log.md`` and 
 defined here once. Layout inside the agent's folder::
 
     symbols/<SYMBOLKEY>/trades.yaml               TradesFile   (Trader; SYMBOLKEY e.g. BTCUSDT)
+    symbols/<SYMBOLKEY>/trades_archive/*.yaml     TradesFile   (older closed trades, rolled over)
     symbols/<SYMBOLKEY>/performance_summary.yaml  PerformanceSummary
     analysis_log.md                               AnalysisEntry blocks (Analyst)
     current_market_assessment.yaml                MarketAssessment
@@ -23,7 +24,14 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from app import yamltext
 from app.domain.clock import ms_to_iso, parse_time
@@ -54,6 +62,10 @@ def trades_path(symbol: str) -> str:
 
 def performance_path(symbol: str) -> str:
     return f"symbols/{symbol_key(symbol)}/performance_summary.yaml"
+
+
+def trades_archive_dir(symbol: str) -> str:
+    return f"symbols/{symbol_key(symbol)}/trades_archive"
 
 
 def _iso(value: str) -> str:
@@ -96,12 +108,92 @@ class TradeRecord(_Schema):
         return self.realized_pnl is not None
 
 
+class ArchivedTrades(_Schema):
+    """The closed trades moved out of ``trades.yaml`` into its archive files, as totals.
+
+    A Trader that rewrote every trade it ever made on each fill made the file, the signal's task
+    and each rewrite grow without end (1 MiB, the size limit, after about 840 trades). The file
+    keeps the open trades and the latest closed ones; the totals here keep the summary, the
+    win rate and the losing streak counting every trade, and ``files`` says where the rest are.
+    """
+
+    files: list[str] = Field(default_factory=list)  # oldest first
+    trades: int = Field(default=0, ge=0)
+    wins: int = Field(default=0, ge=0)
+    losses: int = Field(default=0, ge=0)
+    net_pnl: Decimal = Decimal(0)
+    gross_profit: Decimal = Decimal(0)
+    gross_loss: Decimal = Decimal(0)
+    largest_win: Decimal | None = None
+    largest_loss: Decimal | None = None
+    max_consecutive_losses: int = Field(default=0, ge=0)
+    trailing_losses: int = Field(default=0, ge=0)  # the losing streak the archive ends with
+
+    def plus(self, pnls: list[Decimal]) -> ArchivedTrades:
+        """These totals with more closed trades' realised P&L added, oldest first."""
+        wins = [p for p in pnls if p > 0]
+        losses = [p for p in pnls if p <= 0]
+        streak, longest = self.trailing_losses, self.max_consecutive_losses
+        for pnl in pnls:
+            streak = streak + 1 if pnl <= 0 else 0
+            longest = max(longest, streak)
+        largest_win = [*wins, *([self.largest_win] if self.largest_win is not None else [])]
+        largest_loss = [*losses, *([self.largest_loss] if self.largest_loss is not None else [])]
+        return self.model_copy(update={
+            "trades": self.trades + len(pnls),
+            "wins": self.wins + len(wins),
+            "losses": self.losses + len(losses),
+            "net_pnl": self.net_pnl + sum(pnls, Decimal(0)),
+            "gross_profit": self.gross_profit + sum(wins, Decimal(0)),
+            "gross_loss": self.gross_loss - sum(losses, Decimal(0)),
+            "largest_win": max(largest_win) if largest_win else None,
+            "largest_loss": min(largest_loss) if largest_loss else None,
+            "max_consecutive_losses": longest,
+            "trailing_losses": streak,
+        })
+
+
 class TradesFile(_Schema):
-    """``symbols/<KEY>/trades.yaml``: every trade of one symbol, oldest first."""
+    """``symbols/<KEY>/trades.yaml``: the open and the latest closed trades of one symbol,
+    oldest first; ``archived`` counts the older ones, moved to ``trades_archive/``."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     symbol: str
+    archived: ArchivedTrades | None = None
     trades: list[TradeRecord] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_archive(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A file that never rolled over reads as it always did, without ``archived: null``."""
+        data: dict[str, Any] = handler(self)
+        if data.get("archived") is None:
+            data.pop("archived", None)
+        return data
+
+    @property
+    def closed_pnls(self) -> list[Decimal]:
+        return [t.realized_pnl for t in self.trades if t.realized_pnl is not None]
+
+    @property
+    def totals(self) -> ArchivedTrades:
+        """Every closed trade of the symbol counted, archived ones and those in the file."""
+        return (self.archived or ArchivedTrades()).plus(self.closed_pnls)
+
+    def oldest_closed(self, keep: int) -> list[TradeRecord]:
+        """The closed trades but the latest ``keep``, oldest first: what a roll-over moves."""
+        closed = [t for t in self.trades if t.closed]
+        return closed[: max(0, len(closed) - keep)]
+
+    def without(self, moved: list[TradeRecord], path: str) -> TradesFile:
+        """This file once ``moved`` (closed trades of it) are archived at ``path``: without them,
+        their totals added under ``archived``. Open trades always stay."""
+        ids = {t.trade_id for t in moved}
+        before = self.archived or ArchivedTrades()
+        archived = before.plus([t.realized_pnl for t in moved if t.realized_pnl is not None])
+        return self.model_copy(update={
+            "archived": archived.model_copy(update={"files": [*before.files, path]}),
+            "trades": [t for t in self.trades if t.trade_id not in ids],
+        })
 
     def upsert(self, trade: TradeRecord) -> TradesFile:
         """A copy with ``trade`` replacing the one of the same id, or appended."""
@@ -144,32 +236,30 @@ class PerformanceSummary(_Schema):
 def summarise(
     trades: TradesFile, now_ms: int, lessons: list[str] | None = None
 ) -> PerformanceSummary:
-    """Compute the performance summary of a symbol's trades (closed trades count for P&L)."""
-    closed = [t.realized_pnl for t in trades.trades if t.realized_pnl is not None]
-    wins = [p for p in closed if p > 0]
-    losses = [p for p in closed if p <= 0]
-    streak = longest = 0
-    for pnl in closed:
-        streak = streak + 1 if pnl <= 0 else 0
-        longest = max(longest, streak)
-    gross_loss = -sum(losses, Decimal(0))
+    """Compute the performance summary of a symbol's trades (closed trades count for P&L),
+    archived ones included."""
+    totals = trades.totals
+    closed = totals.wins + totals.losses
+    wins, losses = totals.wins, totals.losses
     return PerformanceSummary(
         symbol=trades.symbol,
         updated_at=ms_to_iso(now_ms),
-        total_trades=len(trades.trades),
-        open_trades=len(trades.trades) - len(closed),
-        wins=len(wins),
-        losses=len(losses),
-        win_rate_pct=round(Decimal(100) * len(wins) / len(closed), 2) if closed else None,
-        net_pnl=sum(closed, Decimal(0)),
-        gross_profit=sum(wins, Decimal(0)),
-        gross_loss=gross_loss,
-        profit_factor=round(sum(wins, Decimal(0)) / gross_loss, 4) if gross_loss else None,
-        average_win=round(sum(wins, Decimal(0)) / len(wins), 8) if wins else None,
-        average_loss=round(sum(losses, Decimal(0)) / len(losses), 8) if losses else None,
-        largest_win=max(wins) if wins else None,
-        largest_loss=min(losses) if losses else None,
-        max_consecutive_losses=longest,
+        total_trades=(trades.archived.trades if trades.archived else 0) + len(trades.trades),
+        open_trades=len(trades.trades) - len(trades.closed_pnls),
+        wins=wins,
+        losses=losses,
+        win_rate_pct=round(Decimal(100) * wins / closed, 2) if closed else None,
+        net_pnl=totals.net_pnl,
+        gross_profit=totals.gross_profit,
+        gross_loss=totals.gross_loss,
+        profit_factor=(
+            round(totals.gross_profit / totals.gross_loss, 4) if totals.gross_loss else None
+        ),
+        average_win=round(totals.gross_profit / wins, 8) if wins else None,
+        average_loss=round(-totals.gross_loss / losses, 8) if losses else None,
+        largest_win=totals.largest_win,
+        largest_loss=totals.largest_loss,
+        max_consecutive_losses=totals.max_consecutive_losses,
         lessons=list(lessons or [t.reflection for t in trades.trades if t.reflection][-10:]),
     )
 

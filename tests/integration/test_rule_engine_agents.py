@@ -226,6 +226,89 @@ def test_after_three_losses_a_weak_signal_is_declined(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+async def exit_fill(world: World, trader_id: str, pnl: str) -> str:
+    task = world.agents.queue.enqueue(trader_id, "ORDER_FILLED", {
+        "fill_id": "f-exit", "order_id": "o-exit", "symbol": "BTC/USDT", "side": "SELL",
+        "quantity": "1", "price": "8100", "fee": "0", "fee_currency": "USDT",
+        "time": "2019-10-02T00:00:00Z", "realized_pnl": pnl, "exit_kind": "TAKE_PROFIT"},
+        "system")
+    await settle(world)
+    return world.agents.queue.get(task.task_id).result or ""
+
+
+def test_a_long_record_rolls_its_oldest_trades_over_to_an_archive_losing_none(
+    tmp_path: Path,
+) -> None:
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
+        history = [
+            TradeRecord(trade_id=f"t{n}", side="BUY", quantity=Decimal(1),
+                        entry_price=Decimal(8000), opened_at=f"2019-09-{1 + n // 2:02d}T00:00:00Z",
+                        closed_at=f"2019-09-{1 + n // 2:02d}T12:00:00Z", exit_price=Decimal(8010),
+                        realized_pnl=Decimal(10 if n % 3 else -5), reflection=f"lesson {n}")
+            for n in range(50)
+        ]
+        still_open = TradeRecord(trade_id="t-open", side="BUY", quantity=Decimal(1),
+                                 entry_price=Decimal(8000), opened_at="2019-10-01T00:00:00Z",
+                                 order_ids=["o-open"])
+        path = trades_path("BTC/USDT")
+        await world.memory.awrite_file(trader_id, path, to_yaml(
+            TradesFile(symbol="BTC/USDT", trades=[*history, still_open])).encode())
+
+        answer = await exit_fill(world, trader_id, "100")
+        assert answer.startswith("Closed 1 BTC/USDT: take profit at 8100: won 100.00")
+        record = TradesFile.model_validate(yaml.safe_load(
+            world.memory.read_file(trader_id, path).data))
+        assert record.archived is not None
+        (archive_path,) = record.archived.files
+        assert archive_path == "symbols/BTCUSDT/trades_archive/2019-09-01_2019-09-13.yaml"
+        archive = TradesFile.model_validate(yaml.safe_load(
+            world.memory.read_file(trader_id, archive_path).data))
+        assert [t.trade_id for t in archive.trades] == [f"t{n}" for n in range(26)]
+        assert [t.trade_id for t in record.trades] == [*(f"t{n}" for n in range(26, 50)),
+                                                      "t-open"]
+        summary = yaml.safe_load(world.memory.read_file(
+            trader_id, "symbols/BTCUSDT/performance_summary.yaml").data)
+        # every one of the 51 trades counts: 17 losses of 5 and 33 wins of 10, then a win of 100
+        assert (summary["total_trades"], summary["wins"], summary["losses"]) == (51, 34, 17)
+        assert Decimal(summary["net_pnl"]) == 33 * 10 - 17 * 5 + 100
+        writes = world.ledger.connection.execute(
+            "SELECT params_json FROM tool_calls WHERE agent_id=? AND tool_name=? ORDER BY id",
+            (trader_id, "write_agent_memory_file")).fetchall()
+        # the archive is written before trades.yaml is trimmed, then the summary
+        assert ["trades_archive" in w[0] for w in writes] == [True, False, False]
+
+    run(tmp_path, body)
+
+
+def test_a_record_is_not_trimmed_when_its_archive_could_not_be_written(tmp_path: Path) -> None:
+    async def body(world: World) -> None:
+        trader_id = await trader(world)
+        history = [
+            TradeRecord(trade_id=f"t{n}", side="BUY", quantity=Decimal(1),
+                        entry_price=Decimal(8000), opened_at="2019-09-01T00:00:00Z",
+                        closed_at="2019-09-02T00:00:00Z", exit_price=Decimal(8010),
+                        realized_pnl=Decimal(10)) for n in range(50)
+        ]
+        still_open = TradeRecord(trade_id="t-open", side="BUY", quantity=Decimal(1),
+                                 entry_price=Decimal(8000), opened_at="2019-10-01T00:00:00Z")
+        path = trades_path("BTC/USDT")
+        await world.memory.awrite_file(trader_id, path, to_yaml(
+            TradesFile(symbol="BTC/USDT", trades=[*history, still_open])).encode())
+        # a folder where the archive file would go: the archive write fails
+        blocked = "symbols/BTCUSDT/trades_archive/2019-09-01_2019-09-02.yaml/x.md"
+        await world.memory.awrite_file(trader_id, blocked, b"in the way")
+
+        answer = await exit_fill(world, trader_id, "-5")
+        assert answer.startswith("Closed 1 BTC/USDT")
+        record = TradesFile.model_validate(yaml.safe_load(
+            world.memory.read_file(trader_id, path).data))
+        assert record.archived is None and len(record.trades) == 51
+        assert record.trades[-1].realized_pnl == Decimal(-5)
+
+    run(tmp_path, body)
+
+
 def test_a_signal_for_a_symbol_not_configured_is_ignored(tmp_path: Path) -> None:
     async def body(world: World) -> None:
         trader_id = await trader(world)

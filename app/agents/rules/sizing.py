@@ -14,11 +14,10 @@ Memory rules (deterministic, from ``trades.yaml``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
-from app.memory.roles import TradeRecord
+from app.memory.roles import TradesFile
 
 CAP_MARGIN = Decimal("0.995")
 CASH_MARGIN = Decimal("0.99")
@@ -67,27 +66,28 @@ def position_size(
     return Size(quantity, text)
 
 
-def losing_streak(trades: Sequence[TradeRecord]) -> int:
-    """Closed losing trades in a row at the end of the record."""
+def losing_streak(trades: TradesFile) -> int:
+    """Closed losing trades in a row at the end of the record (into its archive, if every
+    closed trade still in the file lost)."""
+    closed = trades.closed_pnls
     streak = 0
-    for trade in reversed([t for t in trades if t.realized_pnl is not None]):
-        if trade.realized_pnl is not None and trade.realized_pnl <= 0:
-            streak += 1
-        else:
-            break
-    return streak
+    for pnl in reversed(closed):
+        if pnl > 0:
+            return streak
+        streak += 1
+    return streak + (trades.archived.trailing_losses if trades.archived else 0)
 
 
-def risk_adjustment(trades: Sequence[TradeRecord]) -> tuple[Decimal, str]:
+def risk_adjustment(trades: TradesFile) -> tuple[Decimal, str]:
     """The factor on the risk per trade, and why (1 and "" for an ordinary record)."""
-    closed = [t for t in trades if t.realized_pnl is not None]
-    if len(closed) < POOR_RECORD_TRADES:
+    totals = trades.totals
+    closed = totals.wins + totals.losses
+    if closed < POOR_RECORD_TRADES:
         return Decimal(1), ""
-    wins = sum(1 for t in closed if t.realized_pnl is not None and t.realized_pnl > 0)
-    rate = Decimal(100) * wins / len(closed)
+    rate = Decimal(100) * totals.wins / closed
     if rate < POOR_WIN_RATE:
         return Decimal("0.5"), (
-            f"my win rate with this symbol is {rate:.0f}% over {len(closed)} trades, under "
+            f"my win rate with this symbol is {rate:.0f}% over {closed} trades, under "
             f"{POOR_WIN_RATE}%: risk halved"
         )
     return Decimal(1), ""

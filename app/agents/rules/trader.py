@@ -17,8 +17,9 @@ announced with ``send_notification`` (UI_ALERT and TRAY).
 An ``ORDER_FILLED`` task protects an entry with ``set_position_tp_sl_orders`` at the planned
 prices (or closes at once if the fill gapped through the stop) and records the fill; an exit
 fill completes the trade in ``trades.yaml`` with its realised P&L and a reflection, and rewrites
-``performance_summary.yaml``. A Risk Guard refusal is recorded with its rule and reason and never
-resent.
+``performance_summary.yaml``; past ``ROLL_AT`` closed trades it first moves the older ones to
+``trades_archive/`` (written before the file is trimmed, their totals kept under ``archived``).
+A Risk Guard refusal is recorded with its rule and reason and never resent.
 """
 
 from __future__ import annotations
@@ -47,10 +48,16 @@ from app.memory.roles import (
     performance_path,
     summarise,
     to_yaml,
+    trades_archive_dir,
     trades_path,
 )
 
 MODEL = "rules-trader-v1"
+# trades.yaml keeps the open trades and the latest closed ones: past ROLL_AT closed trades, all but
+# the latest KEEP_CLOSED move to an archive file, so the file (read on every signal, rewritten on
+# every fill) stays near 60 KB instead of growing by about 1.2 KB a trade for ever
+ROLL_AT = 50
+KEEP_CLOSED = 25
 SIGNAL = "NEW_MARKET_ANALYSIS_SIGNAL"
 FILLED = "ORDER_FILLED"
 EXITS = ("TAKE_PROFIT", "STOP_LOSS", "CLOSE")
@@ -205,7 +212,7 @@ class TraderPolicy:
                     "account cannot sell short.", None,
                 )
             return self._exit_on_signal(t, symbol, held, confidence)
-        streak = losing_streak(record.trades.trades)
+        streak = losing_streak(record.trades)
         if streak >= STREAK and confidence < STREAK_CONFIDENCE:
             return self._close_out(
                 t, symbol, f"No trade: my last {streak} trades with {symbol} lost, so I only take "
@@ -228,7 +235,7 @@ class TraderPolicy:
         target = _dec(p.get("take_profit"))
         if target is None or target <= entry:
             target = _round(entry + (entry - stop) * self.take_profit_r, places)
-        factor, why_factor = risk_adjustment(record.trades.trades)
+        factor, why_factor = risk_adjustment(record.trades)
         equity = _dec(balance.attr("equity")) or Decimal(0)
         cash = _dec(balance.attr("cash")) or Decimal(0)
         order = t.tagged("order")
@@ -420,6 +427,20 @@ class TraderPolicy:
             "order_ids": list(dict.fromkeys([*trade.order_ids, str(p.get("order_id"))])),
         })
         trades = record.trades.upsert(closed)
+        if len(trades.closed_pnls) > ROLL_AT:
+            moved = trades.oldest_closed(KEEP_CLOSED)
+            path = _archive_path(moved, trades, symbol)
+            archiving = t.tagged("archive")
+            if archiving is None:
+                archive = TradesFile(symbol=trades.symbol, trades=moved)
+                return call(
+                    "write_agent_memory_file", "archive",
+                    f"My {symbol} record holds {len(trades.closed_pnls)} closed trades: moving "
+                    f"the oldest {len(moved)} to {path} before I trim it.",
+                    file_path=path, content_base64=b64(to_yaml(archive)), file_type_hint="YAML",
+                )
+            if archiving.result is not None and archiving.result.ok:
+                trades = trades.without(moved, path)  # only what is safely archived leaves
         saved = t.tagged("record")
         if saved is None:
             return self._write_trades(symbol, trades, "record",
@@ -482,6 +503,18 @@ class TraderPolicy:
                 subject_text=f"Trader: {symbol}", urgency_level="MEDIUM",
             )
         return final(decision)
+
+
+def _archive_path(moved: list[TradeRecord], trades: TradesFile, symbol: str) -> str:
+    """``trades_archive/<first trade's date>_<last close's date>.yaml`` of the trades moved,
+    numbered when an earlier roll-over already used the name."""
+    first, last = moved[0].opened_at[:10], (moved[-1].closed_at or moved[-1].opened_at)[:10]
+    stem = f"{trades_archive_dir(symbol)}/{first}_{last}"
+    taken = set(trades.archived.files) if trades.archived else set()
+    path, number = f"{stem}.yaml", 2
+    while path in taken:
+        path, number = f"{stem}_{number}.yaml", number + 1
+    return path
 
 
 def _position_size(result: Result | None, symbol: str) -> Decimal:

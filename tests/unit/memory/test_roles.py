@@ -1,6 +1,7 @@
 """Role layouts: the Trader's and Analyst's files are valid YAML that loads back into schemas."""
 
 import asyncio
+import random
 from decimal import Decimal
 
 import pytest
@@ -29,6 +30,7 @@ from app.memory.roles import (
     parse_analysis_log,
     performance_path,
     render_analysis_entry,
+    summarise,
     symbol_key,
     to_yaml,
     trades_path,
@@ -95,6 +97,36 @@ def test_trader_files_are_valid_yaml_that_loads_back(bank: MemoryBank) -> None:
 def test_a_trader_without_history_gets_empty_files() -> None:
     empty = TradesFile(symbol="SOL/USDT")
     assert load_yaml(TradesFile, to_yaml(empty)) == empty
+
+
+def test_a_rolled_over_trades_file_summarises_exactly_as_the_whole_record() -> None:
+    rng = random.Random(7)
+    for case in range(300):
+        pnls = [rng.choice([None, "0", "-1.5", "-20", "3", "49.75", "0.01"])
+                for _ in range(rng.randint(0, 40))]
+        whole = TradesFile(symbol="BTC/USDT",
+                           trades=[trade(f"t{i}", p, f"lesson {i}") for i, p in enumerate(pnls)])
+        rolled, archive = whole, []
+        for keep in sorted(rng.sample(range(12), 3), reverse=True):  # rolls more than once
+            moved = rolled.oldest_closed(keep)
+            rolled = rolled.without(moved, f"symbols/BTCUSDT/trades_archive/{keep}.yaml")
+            archive.extend(moved)
+            rolled = load_yaml(TradesFile, to_yaml(rolled))  # through the file, as the Trader
+        assert summarise(rolled, 0).model_copy(update={"lessons": []}) == summarise(
+            whole, 0).model_copy(update={"lessons": []}), (case, pnls)
+        assert all(t.closed for t in archive)  # open trades always stay in the file
+        assert sorted([*archive, *rolled.trades], key=lambda t: int(t.trade_id[1:])) == (
+            whole.trades)  # every trade is in exactly one place
+
+
+def test_a_file_that_never_rolled_over_has_no_archived_section() -> None:
+    text = to_yaml(TradesFile(symbol="BTC/USDT", trades=[trade("t1", "3")]))
+    assert "archived" not in text
+    loaded = load_yaml(TradesFile, text)
+    rolled = loaded.without(loaded.oldest_closed(0), "symbols/BTCUSDT/trades_archive/a.yaml")
+    plain = yaml.safe_load(to_yaml(rolled))
+    assert plain["archived"]["files"] == ["symbols/BTCUSDT/trades_archive/a.yaml"]
+    assert plain["archived"]["net_pnl"] == "3" and plain["trades"] == []
 
 
 def test_analyst_log_entries_append_and_parse_back(bank: MemoryBank) -> None:

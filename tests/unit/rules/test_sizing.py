@@ -10,7 +10,7 @@ from app.agents.rules.sizing import (
     position_size,
     risk_adjustment,
 )
-from app.memory.roles import TradeRecord
+from app.memory.roles import TradeRecord, TradesFile
 
 D = Decimal
 
@@ -58,15 +58,33 @@ def trade(n: int, pnl: str | None) -> TradeRecord:
                        realized_pnl=None if pnl is None else D(pnl))
 
 
+def record(*trades: TradeRecord) -> TradesFile:
+    return TradesFile(symbol="BTC/USDT", trades=list(trades))
+
+
 def test_the_losing_streak_counts_closed_losses_at_the_end() -> None:
-    trades = [trade(1, "-5"), trade(2, "8"), trade(3, "-1"), trade(4, "0"), trade(5, "-2"),
-              trade(6, None)]
+    trades = record(trade(1, "-5"), trade(2, "8"), trade(3, "-1"), trade(4, "0"), trade(5, "-2"),
+                    trade(6, None))
     assert losing_streak(trades) == 3
-    assert losing_streak([trade(1, "5")]) == 0
+    assert losing_streak(record(trade(1, "5"))) == 0
+
+
+def test_a_losing_streak_goes_on_into_the_archive_when_every_kept_trade_lost() -> None:
+    history = record(trade(1, "4"), trade(2, "-1"), trade(3, "-2"), trade(4, "-3"), trade(5, None))
+    rolled = history.without(history.oldest_closed(2), "symbols/BTCUSDT/trades_archive/a.yaml")
+    assert [t.trade_id for t in rolled.trades] == ["t3", "t4", "t5"]
+    assert losing_streak(rolled) == losing_streak(history) == 3
 
 
 def test_a_poor_record_halves_the_risk_and_a_short_one_does_not() -> None:
     poor = [trade(n, "-1" if n % 4 else "3") for n in range(12)]  # 3 wins of 12 = 25%
-    factor, why = risk_adjustment(poor)
+    factor, why = risk_adjustment(record(*poor))
     assert factor == D("0.5") and "25%" in why
-    assert risk_adjustment(poor[:5]) == (D(1), "")
+    assert risk_adjustment(record(*poor[:5])) == (D(1), "")
+
+
+def test_the_win_rate_counts_the_archived_trades_too() -> None:
+    poor = record(*[trade(n, "-1" if n % 4 else "3") for n in range(12)])
+    rolled = poor.without(poor.oldest_closed(3), "symbols/BTCUSDT/trades_archive/a.yaml")
+    assert len(rolled.trades) == 3
+    assert risk_adjustment(rolled) == risk_adjustment(poor)
