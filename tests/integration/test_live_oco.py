@@ -28,14 +28,21 @@ from tests.helpers.fake_exchange.broker import (
     open_broker,
     reconciler,
 )
-from tests.helpers.fake_exchange.live import live_world
+from tests.helpers.fake_exchange.live import (
+    call,
+    decided,
+    grant,
+    live_world,
+    market_buy,
+    trader,
+    until,
+)
 from tests.helpers.fake_exchange.oco import create_oco
 from tests.helpers.fake_exchange.tape import MINUTE
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
     server_fixture,
 )
-from tests.integration.test_live_venue import call, decided, grant, market_buy, trader, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 AGENT = "trader-1"

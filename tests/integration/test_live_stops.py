@@ -22,13 +22,20 @@ from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.client import fake_settings
-from tests.helpers.fake_exchange.live import live_settings, live_world
+from tests.helpers.fake_exchange.live import (
+    call,
+    decided,
+    grant,
+    live_settings,
+    live_world,
+    market_buy,
+    trader,
+)
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     START_MS,
     fake_exchange_fixture,
     server_fixture,
 )
-from tests.integration.test_live_venue import call, decided, grant, market_buy, trader
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 CENT = Decimal("0.01")

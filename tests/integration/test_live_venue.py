@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,30 +29,29 @@ from app.domain.trading import Mode
 from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
-from app.runtime.world import World, WorldOptions
-from app.tools.protocol.render import ToolResult
-from app.tools.spec import AgentContext
+from app.runtime.world import WorldOptions
 from app.workspace import Workspace
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
-from tests.helpers.fake_exchange.live import keyring_with_keys, live_settings, live_spec, live_world
+from tests.helpers.fake_exchange.live import (
+    call,
+    decided,
+    grant,
+    keyring_with_keys,
+    live_settings,
+    live_spec,
+    live_world,
+    market_buy,
+    trader,
+)
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     START_MS,
     fake_exchange_fixture,
     server_fixture,
 )
 
-TRADER = "TraderAgent_Default_v1"
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
-
-def decided(choice: UnknownOrderChoice | None, seen: list[Any] | None = None):
-    async def decide(orders: Sequence[ExchangeOrder]) -> UnknownOrderChoice | None:
-        if seen is not None:
-            seen.extend(orders)
-        return choice
-    return decide
 
 
 def place_on_exchange(server: FakeExchangeServer, client_id: str = "by-hand-1") -> int:
@@ -67,17 +64,6 @@ def place_on_exchange(server: FakeExchangeServer, client_id: str = "by-hand-1") 
     return int(answer["orderId"])
 
 
-async def call(world: World, agent_id: str, xml: str) -> ToolResult:
-    result = await world.executor.execute_text(AgentContext(agent_id=agent_id), xml)
-    assert result is not None
-    return result
-
-
-def market_buy(quantity: str = "0.01000") -> str:
-    return ("<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>MARKET"
-            f"</order_type><quantity>{quantity}</quantity></create_order>")
-
-
 async def first_run(folder: Path, server: FakeExchangeServer) -> None:
     """A run that reconciles once (the journal's balance baseline) and stops."""
     world = await live_world(folder, server)
@@ -85,23 +71,6 @@ async def first_run(folder: Path, server: FakeExchangeServer) -> None:
         await world.start(decided(None))
     finally:
         await world.aclose()
-
-
-async def trader(world: World, name: str = "T") -> str:
-    info = await world.agents.manager.create_agent(TRADER, name, {"symbols": ["BTC/USDT"]})
-    return info.agent_id
-
-
-def grant(world: World, agent_id: str) -> None:
-    world.venue.broker.grants.grant(agent_id, "the person", world.venue.clock.now_ms())
-
-
-async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 # -- opt-in per workspace --------------------------------------------------------------------------

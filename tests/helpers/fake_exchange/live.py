@@ -2,27 +2,38 @@
 
 The world is built as the app builds it (``open_world``: connect, then ``build_world``), with the
 account's keys in a keyring backend held in memory (a real ``keyring`` backend, minus the disk),
-the fake's time as the wall clock and a sleep that moves the fake time instead of waiting.
+the fake's time as the wall clock and a sleep that moves the fake time instead of waiting; and
+what the live tests do to such a world: a Trader granted live trading, a tool call, the person's
+answer to the unknown-orders question, a wait for a condition.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from app.ccxt.credentials import key_names
+from app.ccxt.reconcile import ExchangeOrder
 from app.config import ExchangesSettings, Settings
 from app.orchestration.ids import SeededIds
+from app.runtime.live_startup import UnknownOrderChoice
 from app.runtime.open_world import open_world
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions
 from app.secrets import SecretStore
+from app.tools.protocol.render import ToolResult
+from app.tools.spec import AgentContext
 from app.workspace import Workspace
 from tests.helpers.fake_exchange.broker import DUMMY_KEYS, AdvancingSleep
 from tests.helpers.fake_exchange.client import fake_settings
 from tests.helpers.fake_exchange.server import FakeExchangeServer
 from tests.helpers.memory_keyring import MemoryKeyring
+
+TRADER = "TraderAgent_Default_v1"
 
 
 def keyring_with_keys(exchange: str = "binance") -> SecretStore:
@@ -56,3 +67,39 @@ async def live_world(
         WorldOptions(settings=settings or live_settings(server),
                      secrets=secrets or keyring_with_keys(), **options),
     )
+
+
+def decided(choice: UnknownOrderChoice | None, seen: list[Any] | None = None):
+    async def decide(orders: Sequence[ExchangeOrder]) -> UnknownOrderChoice | None:
+        if seen is not None:
+            seen.extend(orders)
+        return choice
+    return decide
+
+
+async def call(world: World, agent_id: str, xml: str) -> ToolResult:
+    result = await world.executor.execute_text(AgentContext(agent_id=agent_id), xml)
+    assert result is not None
+    return result
+
+
+def market_buy(quantity: str = "0.01000") -> str:
+    return ("<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>MARKET"
+            f"</order_type><quantity>{quantity}</quantity></create_order>")
+
+
+async def trader(world: World, name: str = "T") -> str:
+    info = await world.agents.manager.create_agent(TRADER, name, {"symbols": ["BTC/USDT"]})
+    return info.agent_id
+
+
+def grant(world: World, agent_id: str) -> None:
+    world.venue.broker.grants.grant(agent_id, "the person", world.venue.clock.now_ms())
+
+
+async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
