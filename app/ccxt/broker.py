@@ -70,7 +70,13 @@ from app.domain.trading import (
 )
 from app.events import EventSink
 from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.port import (
+    STOP_LIMIT_NOTE,
+    CheckedOrder,
+    EquityPoint,
+    OrderRequest,
+    require_account_quote,
+)
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
@@ -181,13 +187,7 @@ class CcxtBroker:
 
     def canonical_symbol(self, symbol: str) -> str:
         found = self.market.rules(symbol).symbol
-        quote = found.split("/")[1].split(":")[0]
-        if quote != self.quote_currency:
-            raise InvalidOrderError(
-                f"{found} is quoted in {quote}, but this account trades in "
-                f"{self.quote_currency}; only {self.quote_currency} pairs can be traded.",
-                details={"symbol": found, "quote": quote, "account_quote": self.quote_currency},
-            )
+        require_account_quote(found, found.split("/")[1].split(":")[0], self.quote_currency)
         return found
 
     def market_rules(self, symbol: str) -> MarketRules:

@@ -45,7 +45,7 @@ from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_up
 from app.exchange.market_rules import MarketRules, default_rules, fmt
 from app.exchange.paper_account import PaperAccount, split_symbol
-from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest
+from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest, require_account_quote
 from app.exchange.quote_settlement import QuoteSettlement
 from app.exchange.quotes import QuoteFeed, QuoteWindow
 from app.exchange.settlement import Costs, Settlement
@@ -201,13 +201,8 @@ class PaperBroker:
                 f"Unknown symbol {symbol!r}. Tradable symbols: {', '.join(known)}.",
                 details={"parameter": "symbol", "symbol": symbol, "available": list(known)},
             )
-        quote = split_symbol(found, self.quote_currency)[1]
-        if quote != self.quote_currency:
-            raise InvalidOrderError(
-                f"{found} is quoted in {quote}, but this account holds {self.quote_currency}; "
-                f"only {self.quote_currency} pairs can be traded.",
-                details={"symbol": found, "quote": quote, "account_quote": self.quote_currency},
-            )
+        require_account_quote(found, split_symbol(found, self.quote_currency)[1],
+                              self.quote_currency)
         return found
 
     def market_rules(self, symbol: str) -> MarketRules:

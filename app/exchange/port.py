@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from app.domain.errors import InvalidOrderError
 from app.domain.risk_view import RiskView
 from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
 from app.exchange.market_rules import MarketRules
@@ -20,6 +21,17 @@ from app.exchange.market_rules import MarketRules
 # how an order's reason starts when a broker sent a STOP as a stop-limit (the exchange lists no
 # stop-market order there); the tools then show its limit and the trade-off
 STOP_LIMIT_NOTE = "sent as a STOP_LIMIT"
+
+
+def require_account_quote(symbol: str, quote: str, account_quote: str) -> None:
+    """Refuse a pair quoted in another currency than the account's, in the same words on paper
+    and live: the account's cash, equity and risk limits are all counted in ``account_quote``."""
+    if quote != account_quote:
+        raise InvalidOrderError(
+            f"{symbol} is quoted in {quote}, but this account trades in {account_quote}; only "
+            f"{account_quote} pairs can be traded.",
+            details={"symbol": symbol, "quote": quote, "account_quote": account_quote},
+        )
 
 
 @dataclass(frozen=True, slots=True)

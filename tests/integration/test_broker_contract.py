@@ -210,3 +210,34 @@ def test_the_equity_history_grows_oldest_first_and_reads_from_a_moment(go):
         assert await v.broker.equity_curve(points[-1].time_ms + 1) == []
 
     go(scenario)
+
+
+def test_a_pair_quoted_in_another_currency_is_refused_in_the_same_words_on_paper_and_live(
+    server, tmp_path
+):
+    """An account in USDC cannot buy BTC/USDT: its cash, equity and limits are all in USDC."""
+    server.binance_account.reset()
+    order = OrderRequest(AGENT, SYMBOL, Side.BUY, OrderType.MARKET, Decimal("0.01"),
+                         client_order_id="k-quote:1")
+    paper = make_rig(tmp_path / "paper.db", visible=30, quote_currency="USDC")
+
+    async def refusals() -> list[InvalidOrderError]:
+        broker, market = await open_broker(server, tmp_path / "live.db", quote_currency="USDC")
+        caught = []
+        try:
+            for venue in (paper.broker, broker):
+                with pytest.raises(InvalidOrderError) as refused:
+                    await venue.create_order(order)
+                caught.append(refused.value)
+        finally:
+            await close_broker(broker, market)
+        return caught
+
+    on_paper, live = asyncio.run(refusals())
+    assert str(on_paper) == str(live) == (
+        "BTC/USDT is quoted in USDT, but this account trades in USDC; only USDC pairs can be "
+        "traded.")
+    assert on_paper.details == live.details == {
+        "symbol": "BTC/USDT", "quote": "USDT", "account_quote": "USDC"}
+    assert server.count("binance", "order.create") == 0
+    assert paper.ledger.load().orders == []

@@ -52,6 +52,7 @@ async def open_broker(
     timeout_s: float = 5.0,
     clock: Any = None,
     events: Any = None,
+    quote_currency: str = "USDT",
 ) -> tuple[CcxtBroker, CcxtMarketData]:
     """A broker on the fake Binance with its journal in ``db``; close both when done."""
     market = await open_market(server, "binance", timeout_s=timeout_s, clock=clock)
@@ -62,7 +63,7 @@ async def open_broker(
     broker = CcxtBroker(
         exchange, market, OrderJournal(db), clock=clock or server.now,
         retry=RetryPolicy(retries=2, base_s=0.0), sleep=RecordedSleep(), on_step=on_step,
-        balance_fresh_s=0.0, events=events,
+        balance_fresh_s=0.0, events=events, quote_currency=quote_currency,
     )
     return broker, market
 
