@@ -101,3 +101,15 @@ def memory_warning(
         return text + (" The run was blind: the model saw neither the symbol, nor the dates, "
                        "nor the price level.")
     return text + " Run it blind (--blind) or over a later period to measure judgement."
+
+
+def unknown_cutoff_note(model: str, start_ms: int, *, blind: bool = False) -> str:
+    """The note for a model whose cutoff nobody told Kestrel: saying nothing would read as
+    "no risk", when a model trained past ``start_ms`` may remember the period all the same."""
+    text = (f"Kestrel does not know {model}'s training cutoff: if its training data reaches past "
+            f"{ms_to_iso(start_ms)[:10]}, it may remember what this market did next. Set [llm] "
+            "training_cutoff = \"YYYY-MM-DD\" in settings.toml from the model's card")
+    if blind:
+        return text + ("; the run was blind: the model saw neither the symbol, nor the dates, "
+                       "nor the price level.")
+    return text + ", or run it blind (--blind)."

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
-from app.agents.cutoffs import cutoff_for, memory_warning
+from app.agents.cutoffs import cutoff_for, memory_warning, unknown_cutoff_note
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.backtest.report import BacktestResult, write_report
 from app.config import LLMSettings
@@ -256,10 +256,11 @@ def _outcome(
     result = collect_result(
         world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
-    warnings = memory_warnings(agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff,
-                               blind=options.blind)
-    if warnings:
+    flags, unknown = memory_warnings(agents, int(ran.time_ms[0]),
+                                     world.settings.llm.training_cutoff, blind=options.blind)
+    if flags:
         stats["before_training_cutoff"] = True
+    warnings = (*flags, *unknown)
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults),
                      warnings=warnings)
     return AgentBacktestResult(
@@ -270,12 +271,18 @@ def _outcome(
 
 def memory_warnings(
     agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False
-) -> tuple[str, ...]:
-    """One flag per language model of the run whose training data reaches past ``start_ms``."""
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Per language model of the run: a flag when its training data reaches past ``start_ms``,
+    a note when its cutoff is unknown (flags first, then notes)."""
     models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
-    flags = (memory_warning(cutoff_for(m, override=override), start_ms, blind=blind)
-             for m in models)
-    return tuple(flag for flag in flags if flag is not None)
+    flags, unknown = [], []
+    for model in models:
+        cutoff = cutoff_for(model, override=override)
+        if cutoff is None:
+            unknown.append(unknown_cutoff_note(model, start_ms, blind=blind))
+        elif (flag := memory_warning(cutoff, start_ms, blind=blind)) is not None:
+            flags.append(flag)
+    return tuple(flags), tuple(unknown)
 
 
 async def _create_agents(

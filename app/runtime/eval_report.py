@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import PriceTable
-from app.agents.cutoffs import cutoff_for, memory_warning
+from app.agents.cutoffs import cutoff_for, memory_warning, unknown_cutoff_note
 from app.agents.llm.port import LLMUsage
 from app.agents.llm.replay import Recording
 from app.config import LLMSettings
@@ -324,16 +324,19 @@ def build_report(
         "buy_and_hold_pct": _mean(w["buy_and_hold_pct"] for w in windows),
     }
     warnings: list[str] = []
+    before_cutoff = False
     if subject.provider != "rule-engine" and runs:
         cutoff = cutoff_for(subject.model, override=subject.training_cutoff)
         first = min(parse_time(r.start) for r in runs)
-        flag = memory_warning(cutoff, first, blind=blind)
-        if flag is not None:
+        if cutoff is None:
+            warnings.append(unknown_cutoff_note(subject.model, first, blind=blind))
+        elif (flag := memory_warning(cutoff, first, blind=blind)) is not None:
             warnings.append(flag)
+            before_cutoff = True
     subject_data = subject.model_dump(include={"provider", "model", "base_url"})
     return EvalReport({
         "subject": subject_data, "blind": blind, "warnings": warnings,
-        "before_training_cutoff": bool(warnings), "windows": windows, "total": total,
+        "before_training_cutoff": before_cutoff, "windows": windows, "total": total,
     })
 
 

@@ -93,7 +93,10 @@ def test_a_recorded_anthropic_run_replays_to_the_identical_report(
         provider = ["--provider", "anthropic", "--base-url", server.root_url,
                     "--model", "house-model-7", "--api-key-name", "eval_anthropic"]
         report = _recorded_run_replays(tmp_path, capsys, provider, model)
-    assert report["warnings"] == []  # a model of unknown cutoff is not flagged
+    # a model of unknown cutoff is not flagged as before it, and the report says it is unknown
+    assert not report["before_training_cutoff"]
+    (note,) = report["warnings"]
+    assert note.startswith("Kestrel does not know house-model-7's training cutoff")
 
 
 def test_without_a_configured_model_eval_says_what_to_set(

@@ -41,6 +41,19 @@ def test_an_unknown_model_has_no_cutoff_and_no_flag() -> None:
     assert memory_warning(None, 0) is None
 
 
+def test_a_run_on_a_model_of_unknown_cutoff_says_so_and_how_to_set_it() -> None:
+    start = parse_time("2019-10-04T19:00:00Z")
+    flags, notes = memory_warnings([_agent("openai-compatible", "qwen2.5:7b")], start)
+    assert flags == ()
+    (note,) = notes
+    assert note.startswith("Kestrel does not know qwen2.5:7b's training cutoff: if its "
+                           "training data reaches past 2019-10-04")
+    assert '[llm] training_cutoff = "YYYY-MM-DD"' in note and "--blind" in note
+    # the setting names the cutoff: then it is known, and a later one raises no note at all
+    assert memory_warnings([_agent("openai-compatible", "qwen2.5:7b")], start,
+                           "2019-01-01") == ((), ())
+
+
 def test_the_setting_overrides_the_table() -> None:
     found = cutoff_for("gpt-4o", override="2019-01-01")
     assert found is not None and found.cutoff == date(2019, 1, 1)
@@ -58,10 +71,11 @@ def test_a_period_before_the_cutoff_is_flagged_and_one_after_is_not() -> None:
 
 def test_an_agent_backtest_flags_only_its_language_models() -> None:
     start = parse_time("2019-10-04T19:00:00Z")
-    assert memory_warnings([_agent("rule-engine", "rules-analyst-trend-v1")], start) == ()
-    flags = memory_warnings([_agent("openai-compatible", "gpt-4o")], start)
-    assert len(flags) == 1 and "training cutoff" in flags[0]
-    assert memory_warnings([_agent("openai-compatible", "gpt-4o")], start, "2019-01-01") == ()
+    assert memory_warnings([_agent("rule-engine", "rules-analyst-trend-v1")], start) == ((), ())
+    flags, notes = memory_warnings([_agent("openai-compatible", "gpt-4o")], start)
+    assert len(flags) == 1 and "training cutoff" in flags[0] and notes == ()
+    assert memory_warnings([_agent("openai-compatible", "gpt-4o")], start, "2019-01-01") == (
+        (), ())
 
 
 def test_the_rule_engine_baseline_runs_each_template_on_its_rule_policy() -> None:
