@@ -232,6 +232,12 @@ class AgentManager:
 
     # -- workers -------------------------------------------------------------------------------
 
+    @property
+    def started(self) -> bool:
+        """Whether agents work: until ``start`` (a live account's start-up reconciliation may
+        wait for the person first) none does, whatever state each was saved in."""
+        return self._started
+
     async def start(self) -> None:
         """Redeliver interrupted tasks, resume answered questions, start every live agent."""
         self._started = True

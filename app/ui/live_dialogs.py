@@ -126,3 +126,14 @@ async def _answer[T](dialog: QDialog, value: Callable[[], T]) -> T:
     dialog.open()
     await done
     return value()
+
+
+def held_words(exchange: str, count: int, *, decided_later: bool = True) -> str:
+    """Why no agent runs while exchange orders the journal does not know wait for the person
+    (the chat says it where the agent's state would read "running")."""
+    orders = f"{count} open order{'s' if count != 1 else ''}"
+    if not decided_later:
+        return (f"{exchange} holds {orders} Kestrel's journal does not know; no agent runs until "
+                "you decide whether Kestrel adopts them or leaves them alone.")
+    return (f"No agent runs: the {orders} on {exchange} Kestrel's journal does not know wait for "
+            "your decision. Open the workspace again to decide.")

@@ -227,12 +227,16 @@ class MainWindow(QMainWindow):
 
     async def _decide_unknown_orders(self, orders: Sequence[Any]) -> Any:
         """Reconciliation found exchange orders the journal does not know: ask the person."""
-        from app.ui.live_dialogs import UnknownOrdersDialog
+        from app.ui.live_dialogs import UnknownOrdersDialog, held_words
 
         assert self.world is not None
         exchange = str(getattr(self.world.venue.broker, "venue", self.world.venue.label))
+        chat = self.panels["chat"].header
+        chat.hold(held_words(exchange, len(orders), decided_later=False))
         self.unknown_dialog = UnknownOrdersDialog(exchange, orders, self)
-        return await self.unknown_dialog.ask()
+        choice = await self.unknown_dialog.ask()
+        chat.hold(None if choice is not None else held_words(exchange, len(orders)))
+        return choice
 
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""

@@ -75,6 +75,8 @@ class StatusBar(QStatusBar):
             text += f", {waiting} waiting for you"
         if faulted:
             text += f", {faulted} faulted"
+        if not self.world.agents.manager.started:  # a live account's start-up waits for you
+            text = f"Agents: {len(agents)} not started yet"
         self.agents_label.setText(text)
         failing = self.world.venue.driver.last_error
         self.connection_label.setText(self.connection if failing is None else

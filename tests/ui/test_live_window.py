@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox
 
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode
+from app.runtime.live_startup import UnknownOrdersUndecided
 from app.runtime.venue import VenueSpec
 from app.ui.chat.bubbles import QuestionCard
 from app.ui.chat.cards import ToolCard
@@ -194,8 +195,23 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         assert unknown.list.count() == 1
         assert f"exchange id {order_id}" in unknown.list.item(0).text()
         assert not window.world.agents.manager._started  # noqa: SLF001 - agents wait
+        header = window.panels["chat"].header
+        await until(lambda: header.state.text() == "not started")  # not "running"
+        assert ("binance holds 1 open order Kestrel's journal does not know; no agent runs until "
+                "you decide") in header.status_text()
+        agents, status = window.panels["agents"], window.statusBar()
+        await agents.refresh()
+        assert agents.summary.text() == "1 agent · not started yet"
+        status.refresh()
+        assert status.agents_label.text() == "Agents: 1 not started yet"
         qtbot.mouseClick(unknown.adopt, Qt.MouseButton.LeftButton)
         await task
+        assert header.state.text() != "not started" and "no agent runs" not in (
+            header.status_text())
+        await agents.refresh()
+        status.refresh()
+        assert agents.summary.text() == "1 agent · 1 running"
+        assert status.agents_label.text() == "Agents: 1 running"
         journal = window.world.venue.broker.journal
         entry = journal.by_exchange_id("binance", str(order_id))
         assert entry is not None and entry.agent_id == "person"
@@ -204,6 +220,32 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         await until(lambda: account.orders.rowCount() == 1)
         status = account.orders.index(0, 8).data()
         assert status == "LIVE · SUBMITTED"  # an open order, as the port names it
+
+    live_desk.run(scenario)
+
+
+def test_deciding_later_keeps_every_agent_stopped_and_the_chat_says_why(
+    live_desk: LiveDesk, qtbot: Any, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        place_on_exchange(server)
+        window = live_desk.window()
+        task = live_desk.opening(window)
+        dialog = await confirm(qtbot, window)
+        qtbot.mouseClick(dialog.confirm, Qt.MouseButton.LeftButton)
+        await until(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
+        unknown = dialog_of(window, UnknownOrdersDialog)
+        assert unknown is not None
+        qtbot.mouseClick(unknown.later, Qt.MouseButton.LeftButton)
+        with pytest.raises(UnknownOrdersUndecided):
+            await task
+        assert not window.world.agents.manager._started  # noqa: SLF001 - agents stay stopped
+        header = window.panels["chat"].header
+        assert header.state.text() == "not started"
+        assert ("No agent runs: the 1 open order on binance Kestrel's journal does not know "
+                "wait for your decision. Open the workspace again to decide.") in (
+            header.status_text())
+        assert server.count("binance", "order.create") == 0
 
     live_desk.run(scenario)
 

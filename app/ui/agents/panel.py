@@ -205,7 +205,9 @@ class AgentsPanel(QWidget):
         states = [row.info.state for row in self.model.rows]
         parts = [f"{len(states)} agent{'' if len(states) == 1 else 's'}"]
         running = states.count(AgentState.RUNNING)
-        if running:
+        if not self.world.agents.manager.started:
+            parts.append("not started yet")  # a live account's start-up waits for the person
+        elif running:
             parts.append(f"{running} running")
         attention = states.count(AgentState.WAITING_FOR_USER) + states.count(AgentState.FAULTED)
         if attention:

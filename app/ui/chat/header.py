@@ -1,9 +1,10 @@
 """The top of the chat: which agent the person talks to, and how that agent is doing.
 
 The agent's name is the picker itself (a click switches to another agent); under it one line says
-the role, the lifecycle state (running, paused, waiting for you, faulted with the reason) and what
-answers: a named LLM, a replay of recorded answers, or the built-in rule engine, which is always
-called what it is and never presented as a language model.
+the role, the lifecycle state (running, paused, waiting for you, faulted with the reason, or not
+started while start-up waits for the person) and what answers: a named LLM, a replay of recorded
+answers, or the built-in rule engine, which is always called what it is and never presented as a
+language model.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from app.domain.agents import AgentInfo, AgentRole, AgentState
 from app.ui.chat.style import STATE_WORDS, retone
 from app.ui.chat.widgets import text_label
 from app.ui.panels.style import COLORS
+from app.ui.theme import set_look
 
 RULE_ENGINE_WORDS = "built-in rule engine (not an LLM)"
 CHEVRON_ROOM = 48  # the combo's padding and the drawn chevron
@@ -114,7 +116,19 @@ class AgentHeader(QFrame):
         self.reason = text_label("", "faultReason")
         self.reason.hide()
         box.addWidget(self.reason)
+        self.hold_note = text_label("")  # amber: a wait for the person, not a fault
+        set_look(self.hold_note, "warning")
+        self.hold_note.hide()
+        box.addWidget(self.hold_note)
         self._filling = False
+        self._hold: str | None = None
+        self._shown: AgentInfo | None = None
+
+    def hold(self, why: str | None) -> None:
+        """Say that no agent runs yet, and why (start-up waits for the person), over whatever
+        state the agent was saved in; None when the agents have started."""
+        self._hold = why
+        self.show_agent(self._shown)
 
     def set_agents(self, agents: Sequence[AgentInfo], current: str | None) -> None:
         """Refill the picker (names and states change) without reporting it as a choice."""
@@ -136,6 +150,19 @@ class AgentHeader(QFrame):
             self._filling = False
 
     def show_agent(self, info: AgentInfo | None) -> None:
+        self._shown = info
+        if self._hold is not None:
+            retone(self.dot, AgentState.PAUSED.value)
+            retone(self.state, AgentState.PAUSED.value)
+            self.state.setText("not started")
+            self.details.setText(
+                "" if info is None else f"·  {info.role.value}  ·  {provider_words(info)}")
+            self.reason.hide()
+            self.hold_note.setText(self._hold)
+            self.hold_note.show()
+            return
+        self.hold_note.hide()
+        self.hold_note.setText("")
         if info is None:
             self.state.setText("no agent")
             self.details.setText("")
@@ -154,8 +181,9 @@ class AgentHeader(QFrame):
 
     def status_text(self) -> str:
         """The status line as the person reads it."""
-        return "  ".join(p for p in (self.state.text(), self.details.text(), self.reason.text())
-                         if p)
+        parts = (self.state.text(), self.details.text(), self.reason.text(),
+                 self.hold_note.text())
+        return "  ".join(p for p in parts if p)
 
     def _picked(self, index: int) -> None:
         if self._filling or index < 0:
