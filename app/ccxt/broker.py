@@ -245,7 +245,7 @@ class CcxtBroker:
             return None
         return to_order(entry)
 
-    async def precheck(self, req: OrderRequest) -> CheckedOrder:
+    async def precheck(self, req: OrderRequest, *, released: Decimal = ZERO) -> CheckedOrder:
         """Every check before the Risk Guard: fields, rules, and funds on fresh balances; what
         the order would place and the quote it would hold back (a buy's cost with its fee).
         An agent the person has not allowed to trade live is refused first."""
@@ -270,11 +270,12 @@ class CcxtBroker:
                     "reduce a position you hold (short selling is not allowed).",
                     details={"field": "side", "asset": base, "held": "0"},
                 )
-            if quantity > held.free:
+            free = min(held.total, held.free + released)  # the replaced exits' coins too
+            if quantity > free:
                 raise InsufficientFundsError(
-                    f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(held.free)} "
+                    f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(free)} "
                     f"(held {fmt(held.total)}).",
-                    details={"asset": base, "needed": fmt(quantity), "free": fmt(held.free)},
+                    details={"asset": base, "needed": fmt(quantity), "free": fmt(free)},
                 )
         else:
             at = req.price or req.stop_price or ref
@@ -429,6 +430,8 @@ class CcxtBroker:
             entry = await self.sync.apply(entry, raw)
         order = to_order(entry)
         if order.status is OrderStatus.CANCELLED:
+            # what it held is free again: the next order's check must not read the old balance
+            self._balances_mono = None
             self.announce.cancelled(order)
             other = oco.sibling(self, entry)
             if other is not None and other.state.on_exchange_open:

@@ -238,7 +238,7 @@ class PaperBroker:
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
         return self._account.find(agent_id, client_order_id)
 
-    async def precheck(self, req: OrderRequest) -> CheckedOrder:
+    async def precheck(self, req: OrderRequest, *, released: Decimal = ZERO) -> CheckedOrder:
         """Every check ``create_order`` makes, without placing; what it would place and reserve.
 
         The tools call it before the Risk Guard so the guard only judges well-formed orders, and
@@ -246,14 +246,14 @@ class PaperBroker:
         (``OrderRejected``).
         """
         try:
-            symbol, quantity, _quote_amount, reserved, ref = await self._check(req)
+            symbol, quantity, _quote_amount, reserved, ref = await self._check(req, released)
         except ToolError as exc:
             self._rejected(req, exc)
             raise
         return CheckedOrder(symbol, quantity, ref, reserved if req.side is Side.BUY else ZERO)
 
     async def _check(
-        self, req: OrderRequest
+        self, req: OrderRequest, released: Decimal = ZERO
     ) -> tuple[str, Decimal, Decimal | None, Decimal, Decimal]:
         """Symbol, quantity, quote budget, reservation and reference price of a valid order."""
         check_request(req)
@@ -261,7 +261,7 @@ class PaperBroker:
         ref = await self.last_price(symbol)
         quantity, quote_amount = self.resolve_quantity(req, symbol, ref)
         check_rules(req, quantity, ref, self.market_rules(symbol))
-        reserved = self._check_funds(req, symbol, quantity, quote_amount, ref)
+        reserved = self._check_funds(req, symbol, quantity, quote_amount, ref, released)
         return symbol, quantity, quote_amount, reserved, ref
 
     async def create_order(self, req: OrderRequest) -> Order:
@@ -324,6 +324,7 @@ class PaperBroker:
         quantity: Decimal,
         quote_amount: Decimal | None,
         ref: Decimal,
+        released: Decimal = ZERO,
     ) -> Decimal:
         """Refuse what the account cannot pay or deliver; return the amount to reserve."""
         base = split_symbol(symbol, self.quote_currency)[0]
@@ -335,7 +336,8 @@ class PaperBroker:
                     "reduce a position you hold (short selling is not allowed).",
                     details={"field": "side", "asset": base, "held": "0"},
                 )
-            available = self._account.book.free(base) if not req.reduce_only else held
+            available = (min(held, self._account.book.free(base) + released)
+                         if not req.reduce_only else held)
             if quantity > available:
                 raise InsufficientFundsError(
                     f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(available)} "

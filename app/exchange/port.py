@@ -156,6 +156,11 @@ class TradingBroker(Broker, Protocol):
     def position_size(self, symbol: str) -> Decimal:
         ...
 
-    async def precheck(self, req: OrderRequest) -> CheckedOrder:
-        """Validate without placing; say what the order would be and hold back."""
+    async def precheck(self, req: OrderRequest, *, released: Decimal = Decimal(0)) -> CheckedOrder:
+        """Validate without placing; say what the order would be and hold back.
+
+        ``released``: base coins open sells hold now that are cancelled before this order is
+        sent (the exits a new exit replaces); they count as free, since an exchange that locks
+        a resting sell's coins would otherwise refuse every move of a stop.
+        """
         ...

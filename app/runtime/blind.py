@@ -417,8 +417,9 @@ class BlindBroker:
     def position_size(self, symbol: str) -> Decimal:
         return self._b.qty(self._inner.position_size(self._b.real_symbol(symbol)))
 
-    async def precheck(self, req: OrderRequest) -> CheckedOrder:
-        checked = await self._call(self._inner.precheck(self._request(req)))
+    async def precheck(self, req: OrderRequest, *, released: Decimal = Decimal(0)) -> CheckedOrder:
+        checked = await self._call(self._inner.precheck(
+            self._request(req), released=self._b.real_qty(released)))
         b = self._b
         return replace(checked, symbol=b.symbol(checked.symbol), quantity=b.qty(checked.quantity),
                        reference_price=b.price(checked.reference_price))

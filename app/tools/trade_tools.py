@@ -202,15 +202,21 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         if linked:
             # valid before the old exits go (their coins are free only once they are gone)
             broker.check_oco(requests[0], requests[1])  # type: ignore[attr-defined]
-        for old in await broker.open_orders(ctx.agent_id, symbol):
+        replaced = [
+            old for old in await broker.open_orders(ctx.agent_id, symbol)
             if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS) and not (
-                    linked and old.client_order_id in (r.client_order_id for r in requests)):
-                await _cancel_exit(ctx.agent_id, symbol, old)
+                linked and old.client_order_id in (r.client_order_id for r in requests))
+        ]
+        if not linked:
+            # everything valid before the old exits go; the coins they hold are the new ones'
+            released = sum((old.remaining for old in replaced), Decimal(0))
+            for req in requests:
+                await broker.precheck(req, released=released)
+        for old in replaced:
+            await _cancel_exit(ctx.agent_id, symbol, old)
         if linked:
             tp, sl = await _place_oco(requests[0], requests[1])
         else:
-            for req in requests:
-                await broker.precheck(req)  # everything valid before the old exits go
             placed = {req.exit_kind: await _place(req) for req in requests}
             tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
         # a stop the exchange takes only as a stop-limit (no stop-market there) says so

@@ -172,3 +172,40 @@ def test_both_exits_where_the_market_takes_no_oco_are_refused_before_anything_ch
             await world.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_live_stop_loss_moved_to_a_new_price_replaces_the_old_one_whose_coins_it_frees(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """Binance locks the coins of a resting stop: the new stop's funds check counts what the old
+    one holds (it is cancelled first), so moving a stop is not refused for 'free 0'."""
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))  # the person's own orders: no agent acts on the fill
+            assert (await call(world, PERSON_ID, market_buy("0.01000"))).status == "success"
+            last = await world.venue.broker.last_price("BTC/USDT")
+
+            def stop_at(price: Decimal) -> str:
+                return ("<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+                        f"<stop_loss_price>{price}</stop_loss_price></set_position_tp_sl_orders>")
+
+            first = await call(world, PERSON_ID, stop_at((last * Decimal("0.95")).quantize(CENT)))
+            assert first.status == "success", first.xml
+            moved = (last * Decimal("0.97")).quantize(CENT)
+            # balances read since (the account panel reads them every few seconds): the old
+            # stop holds every coin, none is free
+            balances = await world.venue.broker.refresh_balances()
+            assert balances["BTC"].free == 0
+            second = await call(world, PERSON_ID, stop_at(moved))
+            assert second.status == "success", second.xml
+            with server.binance_account.lock:
+                sells = [(o.status, Decimal(o.stop_price)) for o in server.binance_account.orders
+                         if o.side == "SELL"]
+            assert sells == [("CANCELED", (last * Decimal("0.95")).quantize(CENT)),
+                             ("NEW", moved)]
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
