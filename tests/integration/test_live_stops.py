@@ -209,3 +209,36 @@ def test_a_live_stop_loss_moved_to_a_new_price_replaces_the_old_one_whose_coins_
             await world.aclose()
 
     asyncio.run(scenario())
+
+
+def test_closing_a_live_position_whose_stop_holds_the_coins_cancels_it_and_sells_once(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """The close cancels the stop first; the sell after it reads the coins the stop freed
+    (before, balances cached from a moment earlier said none were free: the stop was gone and
+    the close refused)."""
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server)
+        try:
+            await world.start(decided(None))
+            assert (await call(world, PERSON_ID, market_buy("0.01000"))).status == "success"
+            last = await world.venue.broker.last_price("BTC/USDT")
+            stop = await call(world, PERSON_ID, (
+                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol><stop_loss_price>"
+                f"{(last * Decimal('0.95')).quantize(CENT)}</stop_loss_price>"
+                "</set_position_tp_sl_orders>"))
+            assert stop.status == "success", stop.xml
+            assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
+            closed = await call(world, PERSON_ID, (
+                "<close_position><symbol>BTC/USDT</symbol><reason>done</reason>"
+                "</close_position>"))
+            assert closed.status == "success", closed.xml
+            with server.binance_account.lock:
+                sells = [(o.type, o.status) for o in server.binance_account.orders
+                         if o.side == "SELL"]
+            assert sells == [("STOP_LOSS_LIMIT", "CANCELED"), ("MARKET", "FILLED")]
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
