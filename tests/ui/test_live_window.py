@@ -202,6 +202,8 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         agents, status = window.panels["agents"], window.statusBar()
         await agents.refresh()
         assert agents.summary.text() == "1 agent · not started yet"
+        state = agents.model.index(0, 1)
+        assert state.data() == "not started"  # not the "running" it was saved in
         status.refresh()
         assert status.agents_label.text() == "Agents: 1 not started yet"
         qtbot.mouseClick(unknown.adopt, Qt.MouseButton.LeftButton)
@@ -211,6 +213,7 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         await agents.refresh()
         status.refresh()
         assert agents.summary.text() == "1 agent · 1 running"
+        assert agents.model.index(0, 1).data() == "running"
         assert status.agents_label.text() == "Agents: 1 running"
         journal = window.world.venue.broker.journal
         entry = journal.by_exchange_id("binance", str(order_id))

@@ -22,7 +22,7 @@ from PySide6.QtGui import QBrush, QFont, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
 from app.agents.conversation_store import UsageTotals
-from app.domain.agents import AgentInfo, AgentRole, Task
+from app.domain.agents import AgentInfo, AgentRole, AgentState, Task
 from app.ui.agents.lifecycle import (
     ATTENTION,
     engine_text,
@@ -39,6 +39,9 @@ COST_DECIMALS = 4  # LLM calls cost fractions of a cent
 HEADER_PADDING_PX = 6  # the header section's side padding in the panel style sheet
 MAX_COLUMN_PX = 260  # a long action is elided; the tooltip has it whole
 MAX_STATE_PX = 180  # so a long fault reason cannot push P&L out of a narrow dock
+NOT_STARTED = "not started"
+NOT_STARTED_TIP = ("No agent runs yet: start-up waits for you (exchange orders the journal does "
+                   "not know). The state it was saved in applies once it starts.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,7 @@ class AgentRow:
     task: Task | None
     usage: UsageTotals
     pnl: AgentPnL | None
+    started: bool = True  # False while start-up waits (a live account's unknown orders)
 
     @property
     def agent_id(self) -> str:
@@ -138,8 +142,9 @@ def agent_columns(money: int, currency: str) -> list[AgentColumn]:
     return [
         AgentColumn("Name", lambda r: r.info.name, tooltip=lambda r: f"id {r.agent_id}",
                     key=lambda r: r.info.name.casefold()),
-        AgentColumn("State", lambda r: state_text(r.info), tooltip=lambda r: state_tooltip(r.info),
-                    color=lambda r: state_color(r.info.state),
+        AgentColumn("State", lambda r: state_text(r.info) if r.started else NOT_STARTED,
+                    tooltip=lambda r: state_tooltip(r.info) if r.started else NOT_STARTED_TIP,
+                    color=lambda r: state_color(r.info.state if r.started else AgentState.PAUSED),
                     key=lambda r: r.info.state.value,
                     bold=lambda r: r.info.state in ATTENTION),
         AgentColumn(f"P&L ({currency})", pnl_text, numeric=True, color=pnl_color_of,

@@ -68,5 +68,6 @@ class AgentFeed:
             rows.append(AgentRow(
                 info=info, template_label=template.display_name if template else info.template,
                 task=task, usage=usage, pnl=pnl.get(info.agent_id),
+                started=world.agents.manager.started,
             ))
         return rows
