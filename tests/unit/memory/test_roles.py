@@ -7,18 +7,12 @@ from decimal import Decimal
 import pytest
 import yaml
 
+from app.domain.clock import parse_time
 from app.domain.trading import Side
 from app.memory.bank import MemoryBank
-from app.memory.role_store import (
-    append_analysis,
-    load_analysis_log,
-    load_assessment,
-    load_performance,
-    load_trades,
-    record_trade,
-    update_assessment,
-)
 from app.memory.roles import (
+    ANALYSIS_LOG,
+    MARKET_ASSESSMENT,
     AnalysisEntry,
     MarketAssessment,
     PerformanceSummary,
@@ -69,22 +63,26 @@ def test_symbols_map_to_per_symbol_folders() -> None:
 
 
 def test_trader_files_are_valid_yaml_that_loads_back(bank: MemoryBank) -> None:
-    async def scenario() -> None:
-        await record_trade(bank, TRADER, "BTC/USDT", trade("t1", None))
-        await record_trade(bank, TRADER, "BTC/USDT", trade("t1", "49.75", "Exit was early."))
-        await record_trade(bank, TRADER, "BTC/USDT", trade("t2", "-20"))
-        await record_trade(bank, TRADER, "BTC/USDT", trade("t3", None))
+    record = TradesFile(symbol="BTC/USDT")
+    for update in (trade("t1", None), trade("t1", "49.75", "Exit was early."), trade("t2", "-20"),
+                   trade("t3", None)):
+        record = record.upsert(update)
+    summary = summarise(record, parse_time("2024-02-20T14:00:00Z"))
+
+    async def scenario() -> None:  # through the bank, as the memory tools write them
+        await bank.awrite_file(TRADER, trades_path("BTC/USDT"), to_yaml(record).encode())
+        await bank.awrite_file(TRADER, performance_path("BTC/USDT"), to_yaml(summary).encode())
 
     asyncio.run(scenario())
     raw = bank.read_file(TRADER, "symbols/BTCUSDT/trades.yaml").data.decode()
     plain = yaml.safe_load(raw)
     assert plain["symbol"] == "BTC/USDT" and plain["schema_version"] == 1
     assert plain["trades"][0]["entry_price"] == "43000.5"  # decimals as strings, never floats
-    trades = asyncio.run(load_trades(bank, TRADER, "BTC/USDT"))
+    trades = load_yaml(TradesFile, raw)
     assert [t.trade_id for t in trades.trades] == ["t1", "t2", "t3"]
     assert trades.trades[0].realized_pnl == Decimal("49.75")
-    summary = asyncio.run(load_performance(bank, TRADER, "BTC/USDT"))
-    assert summary is not None
+    summary = load_yaml(PerformanceSummary, bank.read_file(
+        TRADER, "symbols/BTCUSDT/performance_summary.yaml").data.decode())
     assert (summary.total_trades, summary.open_trades, summary.wins, summary.losses) == (3, 1, 1, 1)
     assert summary.net_pnl == Decimal("29.75")
     assert summary.win_rate_pct == Decimal("50.00")
@@ -153,8 +151,8 @@ def test_analyst_log_entries_append_and_parse_back(bank: MemoryBank) -> None:
 
     async def scenario() -> list[AnalysisEntry]:
         for entry in entries:
-            await append_analysis(bank, ANALYST, entry)
-        return await load_analysis_log(bank, ANALYST)
+            await bank.aappend_file(ANALYST, ANALYSIS_LOG, render_analysis_entry(entry).encode())
+        return parse_analysis_log((await bank.aread_file(ANALYST, ANALYSIS_LOG)).data.decode())
 
     assert asyncio.run(scenario()) == entries
     text = bank.read_file(ANALYST, "analysis_log.md").data.decode()
@@ -192,9 +190,12 @@ def test_market_assessment_keeps_every_symbol_and_loads_back(bank: MemoryBank) -
     eth = btc.model_copy(update={"trend": "SIDEWAYS", "bias": Signal.HOLD})
 
     async def scenario() -> MarketAssessment | None:
-        await update_assessment(bank, ANALYST, "BTC/USDT", btc)
-        await update_assessment(bank, ANALYST, "ETH/USDT", eth)
-        return await load_assessment(bank, ANALYST)
+        view = MarketAssessment(updated_at=btc.assessed_at)
+        for symbol, assessment in (("BTC/USDT", btc), ("ETH/USDT", eth)):
+            view = view.with_symbol(symbol, assessment)
+            await bank.awrite_file(ANALYST, MARKET_ASSESSMENT, to_yaml(view).encode())
+        content = await bank.aread_file(ANALYST, MARKET_ASSESSMENT)
+        return load_yaml(MarketAssessment, content.data.decode()) if content.exists else None
 
     loaded = asyncio.run(scenario())
     assert loaded is not None
