@@ -206,9 +206,11 @@ class BotCommands:
         order = ""
         if question.kind is QuestionKind.APPROVAL:
             order = fmt.order_words(order_params(str(question.details.get("call_xml", ""))))
+        venue = self.rt.venue
         return fmt.question_message(
             question, self.name(question.agent_id), order=order,
-            expiry_s=expiry_s if question.kind is QuestionKind.APPROVAL else None)
+            expiry_s=expiry_s if question.kind is QuestionKind.APPROVAL else None,
+            live=venue.label if venue.is_live_account else "")
 
     # -- the Orchestrator ------------------------------------------------------------------------
 

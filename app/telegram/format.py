@@ -161,12 +161,18 @@ def order_words(params: Mapping[str, str]) -> str:
 
 
 def question_message(
-    question: Question, agent: str, *, order: str = "", expiry_s: int | None = None
+    question: Question, agent: str, *, order: str = "", expiry_s: int | None = None,
+    live: str = "",
 ) -> Outgoing:
     """A clarification with its suggested replies as buttons, or an approval with Approve and
-    Refuse; the reference lets a reply in the person's own words find the question again."""
+    Refuse; the reference lets a reply in the person's own words find the question again.
+
+    ``live``: the live account's label when the order would go to an exchange with real money;
+    then the approval says so first, as every other place that shows a live order does.
+    """
     if question.kind is QuestionKind.APPROVAL:
-        lines = [f"🟡 Approval needed · {agent}", question.text]
+        head = f"🔴 {live} · Approval needed" if live else "🟡 Approval needed"
+        lines = [f"{head} · {agent}", question.text]
         if order:
             lines.append(f"Order: {order}")
         if expiry_s is not None:
