@@ -349,6 +349,9 @@ def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tm
             assert (await call(world, agent, market_buy("0.01000"))).status == "success"
             tp, sl, _ = tp_reached(venue)
             assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+            # balances read since (the account panel reads them every few seconds): the list
+            # holds every coin; the new list placed after the old one's cancel must see them
+            assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
             again = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
             assert again.status == "success", again.xml
             with venue.binance_account.lock:
