@@ -187,12 +187,14 @@ class TradesFile(_Schema):
     def without(self, moved: list[TradeRecord], path: str) -> TradesFile:
         """This file once ``moved`` (closed trades of it) are archived at ``path``: without them,
         their totals added under ``archived``. Open trades always stay."""
-        ids = {t.trade_id for t in moved}
+        # by identity, not trade id: a file edited by hand may repeat an id, and an open trade
+        # sharing one with an archived trade must stay
+        gone = {id(t) for t in moved}
         before = self.archived or ArchivedTrades()
         archived = before.plus([t.realized_pnl for t in moved if t.realized_pnl is not None])
         return self.model_copy(update={
             "archived": archived.model_copy(update={"files": [*before.files, path]}),
-            "trades": [t for t in self.trades if t.trade_id not in ids],
+            "trades": [t for t in self.trades if id(t) not in gone],
         })
 
     def upsert(self, trade: TradeRecord) -> TradesFile:

@@ -117,6 +117,15 @@ def test_a_rolled_over_trades_file_summarises_exactly_as_the_whole_record() -> N
             whole.trades)  # every trade is in exactly one place
 
 
+def test_a_roll_over_keeps_an_open_trade_that_shares_its_id_with_an_archived_one() -> None:
+    edited = TradesFile(symbol="BTC/USDT", trades=[  # a file edited by hand repeats an id
+        trade("t1", "3"), trade("t2", "-1"), trade("t1", None)])
+    moved = edited.oldest_closed(1)
+    rolled = edited.without(moved, "symbols/BTCUSDT/trades_archive/a.yaml")
+    assert [t.trade_id for t in moved] == ["t1"]
+    assert [(t.trade_id, t.closed) for t in rolled.trades] == [("t2", True), ("t1", False)]
+
+
 def test_a_file_that_never_rolled_over_has_no_archived_section() -> None:
     text = to_yaml(TradesFile(symbol="BTC/USDT", trades=[trade("t1", "3")]))
     assert "archived" not in text
