@@ -1,13 +1,12 @@
-"""System prompts: Part D's template and role augmentations reach the model verbatim, each agent
-sees only the tools it may call, every placeholder is filled (or the build fails), the prefix is
-byte-identical across builds so provider prompt caches hit, and the token estimate is conservative.
+"""System prompts: each agent sees only the tools it may call, every placeholder is filled (or the
+build fails), the prefix is byte-identical across builds so provider prompt caches hit, and the
+token estimate is conservative. (Part D verbatim: test_prompt_part_d.py.)
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,101 +14,18 @@ from app.agents.prompt import (
     ALL_SYMBOLS,
     PLACEHOLDER,
     ROLE_FILES,
-    build_system_prompt,
     estimate_tokens,
 )
-from app.agents.templates import AgentTemplate, permissions_of, validate_config
-from app.domain.agents import AgentRole
+from app.agents.templates import AgentTemplate, permissions_of
 from app.domain.errors import OperationalError
 from app.resources import resource_path
 from app.tools.registry import ToolRegistry
 from app.tools.spec import Permission
-from tests.helpers.paths import REPO
-
-# The project's source document for Part D (the general system prompt). It lives beside the
-# repository in the team's workspace, not in it: a fresh clone has no such folder, and the tests
-# that only compare against it skip there, saying so. Nothing else in the repository reads it.
-SEED = REPO.parent / "shared" / "seeds" / "001_098630c9f1b0475e.txt"
-TREND = "AnalystAgent_Trend_v1"
-TRADER = "TraderAgent_Default_v1"
-ORCHESTRATOR = "SystemOrchestrator_v1"
-AGENT_ID = "0b7d1c9e-5f0a-4c1e-9a53-8d2f3e4a5b6c"
-ROLE_NAMES = {"System Orchestrator": ORCHESTRATOR, "Analyst": TREND, "Trader": TRADER}
-
-
-def build(template: AgentTemplate, registry: ToolRegistry, raw: dict[str, Any] | None = None,
-          **kwargs: Any) -> str:
-    options: dict[str, Any] = {"agent_id": AGENT_ID, "agent_name": "Desk 1", "mode": "PAPER"}
-    options.update(kwargs)
-    return build_system_prompt(
-        template, validate_config(template, raw or {}), registry=registry, **options
-    )
+from tests.helpers.prompts import AGENT_ID, ORCHESTRATOR, TRADER, TREND, build
 
 
 def tool_headings(prompt: str) -> set[str]:
     return set(re.findall(r"^#### `([a-z_]+)`$", prompt, re.MULTILINE))
-
-
-def part_d() -> str:
-    if not SEED.is_file():
-        pytest.skip(
-            f"compares the prompt with the Part D source document, which is not beside this "
-            f"checkout ({SEED} is absent); the prompt's own tests below still run"
-        )
-    return SEED.read_text(encoding="utf-8")
-
-
-# -- Part D, verbatim ------------------------------------------------------------------------
-
-
-def test_every_prompt_carries_part_d_template_line_for_line(
-    templates: dict[str, AgentTemplate], registry: ToolRegistry
-) -> None:
-    block = part_d().split("```text\n", 1)[1].split("[NOTE TO SYSTEM IMPLEMENTER", 1)[0]
-    lines = [line.rstrip() for line in block.splitlines() if line.strip()]
-    assert len(lines) == 17 and lines[-1] == "**Available Tools:**"
-    for template in templates.values():
-        prompt = build(template, registry)
-        present = set(prompt.splitlines())
-        missing = [line for line in lines if line not in present]
-        assert not missing, (template.template_id, missing[:3])
-        assert "NOTE TO SYSTEM IMPLEMENTER" not in prompt
-
-
-def _seed_augmentations() -> dict[str, str]:
-    found = re.findall(
-        r"\*\*Agent-Specific Role Augmentation \(Example - To be dynamically added/emphasized "
-        r"for an? (.+?) Agent\):\*\*\n\*\"(.*?)\"\*",
-        part_d(),
-        re.DOTALL,
-    )
-    return dict(found)
-
-
-def test_each_role_gets_its_part_d_augmentation_with_placeholders_filled(
-    templates: dict[str, AgentTemplate], registry: ToolRegistry
-) -> None:
-    augmentations = _seed_augmentations()
-    assert set(augmentations) == set(ROLE_NAMES)
-    values = {
-        "{strategy_name}": "Trend Following", "{target_market_or_symbols}": "BTC/USDT, ETH/USDT",
-        "{timeframe}": "4h", "{configured_symbols_or_all}": "BTC/USDT, ETH/USDT",
-        "{symbol}": "BTC/USDT",
-    }
-    config = {"symbols": ["BTC/USDT", "ETH/USDT"]}
-    for role_name, template_id in ROLE_NAMES.items():
-        template = templates[template_id]
-        raw = {**config, "interval": "4h"} if template.role is AgentRole.ANALYST else (
-            config if template.role is AgentRole.TRADER else {})
-        prompt = build(template, registry, raw)
-        for line in augmentations[role_name].splitlines():
-            for placeholder, value in values.items():
-                line = line.replace(placeholder, value)
-            assert line.rstrip() in prompt, (role_name, line)
-        others = set(ROLE_NAMES) - {role_name}
-        for other in others:  # another role's text never leaks in
-            first = augmentations[other].splitlines()[0].split("**")[1].split(" for ")[0]
-            assert f"**{first}" not in prompt, (role_name, other)
 
 
 def test_the_analyst_prompt_reads_naturally_with_its_config(

@@ -21,9 +21,9 @@ from tests.helpers.paths import REPO, SAMPLE_DATA, TEST_DATA
 PERMISSIVE = {"Apache-2.0", "MIT"}
 # folders of tests/data this manifest covers (others, e.g. ccxt fixtures, carry their own notice)
 ATTRIBUTED = ("klines", "indicators_reference")
-# the only file allowed to look beside the checkout: it compares the prompt with a source
-# document and skips, saying why, when that document is absent
-SEED_COMPARISON = REPO / "tests" / "unit" / "agents" / "test_prompt.py"
+# the only file allowed to look beside the checkout: it holds only the tests that compare the
+# prompt with a source document, and they skip, saying why, when that document is absent
+SEED_COMPARISON = REPO / "tests" / "unit" / "agents" / "test_prompt_part_d.py"
 SCANNED = ("app", "tests", "scripts", ".ci", "packaging")
 OUTSIDE = re.compile(
     "|".join((
@@ -70,11 +70,11 @@ def test_no_code_or_test_reads_the_folder_beside_the_checkout() -> None:
 def test_the_seed_comparison_skips_with_its_reason_when_the_document_is_absent(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from tests.unit.agents import test_prompt
+    from tests.unit.agents import test_prompt_part_d
 
-    monkeypatch.setattr(test_prompt, "SEED", tmp_path / "absent.txt")
+    monkeypatch.setattr(test_prompt_part_d, "SEED", tmp_path / "absent.txt")
     with pytest.raises(pytest.skip.Exception, match="source document"):
-        test_prompt.part_d()
+        test_prompt_part_d.part_d()
 
 
 def test_every_test_data_file_is_listed_with_a_permissive_licence_and_unchanged() -> None:
