@@ -19,6 +19,7 @@ from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
 from app.exchange.port import OrderRequest
 from app.runtime.controls import OCO_LINE, PersonControls
 from app.runtime.ticket import read_ticket
+from app.runtime.world import World
 from app.store.order_journal import JournalState
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
@@ -30,10 +31,9 @@ from tests.helpers.fake_exchange.broker import (
 )
 from tests.helpers.fake_exchange.live import (
     call,
-    decided,
     grant,
-    live_world,
     market_buy,
+    run_live,
     trader,
     until,
 )
@@ -306,124 +306,104 @@ def tp_sl_call(tp: Decimal, sl: Decimal) -> str:
 def test_a_live_traders_tp_and_sl_are_one_oco_that_closes_the_position_at_the_take_profit(
     tmp_path, venue
 ):
-    async def scenario() -> None:
-        world = await live_world(tmp_path, venue)
-        try:
-            await world.start(decided(None))
-            agent = await trader(world)
-            grant(world, agent)
-            bought = await call(world, agent, market_buy("0.01000"))
-            assert bought.status == "success", bought.xml
-            tp, sl, when = tp_reached(venue)
-            # before: "cannot hold a take profit and a stop loss for the same position"
-            both = await call(world, agent, tp_sl_call(tp, sl))
-            assert both.status == "success", both.xml
-            assert 'linked="OCO"' in both.xml and 'stop_loss_order_type="STOP_LIMIT"' in both.xml
-            assert venue.count("binance", "orderList.oco") == 1
-            assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
-            broker = world.venue.broker
-            assert {o.exit_kind for o in await broker.open_orders(agent)} == {
-                ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS}
-            assert_journal_matches_exchange(broker, venue)
-            venue.now.set(when + 1)  # the price reaches the take profit
-            assert await broker.open_orders(agent) == []
-            assert open_on_exchange(venue) == {"LIMIT_MAKER": "FILLED",
-                                               "STOP_LOSS_LIMIT": "EXPIRED"}
-            assert await broker.positions("BTC/USDT") == []
-            sells = [f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]
-            assert [(f.quantity, f.price) for f in sells] == [(HELD, tp)]
-            assert_journal_matches_exchange(broker, venue)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = await trader(world)
+        grant(world, agent)
+        bought = await call(world, agent, market_buy("0.01000"))
+        assert bought.status == "success", bought.xml
+        tp, sl, when = tp_reached(venue)
+        # before: "cannot hold a take profit and a stop loss for the same position"
+        both = await call(world, agent, tp_sl_call(tp, sl))
+        assert both.status == "success", both.xml
+        assert 'linked="OCO"' in both.xml and 'stop_loss_order_type="STOP_LIMIT"' in both.xml
+        assert venue.count("binance", "orderList.oco") == 1
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+        broker = world.venue.broker
+        assert {o.exit_kind for o in await broker.open_orders(agent)} == {
+            ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS}
+        assert_journal_matches_exchange(broker, venue)
+        venue.now.set(when + 1)  # the price reaches the take profit
+        assert await broker.open_orders(agent) == []
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "FILLED",
+                                           "STOP_LOSS_LIMIT": "EXPIRED"}
+        assert await broker.positions("BTC/USDT") == []
+        sells = [f for f in await broker.trades("BTC/USDT") if f.side is Side.SELL]
+        assert [(f.quantity, f.price) for f in sells] == [(HELD, tp)]
+        assert_journal_matches_exchange(broker, venue)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, venue, body)
 
 
 def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tmp_path, venue):
-    async def scenario() -> None:
-        world = await live_world(tmp_path, venue)
-        try:
-            await world.start(decided(None))
-            agent = "desk-1"
-            grant(world, agent)
-            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
-            tp, sl, _ = tp_reached(venue)
-            assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
-            # balances read since (the account panel reads them every few seconds): the list
-            # holds every coin; the new list placed after the old one's cancel must see them
-            assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
-            again = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
-            assert again.status == "success", again.xml
-            with venue.binance_account.lock:
-                resting = sorted((o.type, o.price) for o in venue.binance_account.orders
-                                 if o.status == "NEW")
-            assert [kind for kind, _ in resting] == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
-            assert resting[0][1] == tp + 1
-            off_tick = await call(world, agent, tp_sl_call(tp + Decimal("0.005"), sl))
-            assert off_tick.status == "error", off_tick.xml
-            with venue.binance_account.lock:  # refused before the list protecting it went
-                still = [o.type for o in venue.binance_account.orders if o.status == "NEW"]
-            assert sorted(still) == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
-            assert_journal_matches_exchange(world.venue.broker, venue)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+        tp, sl, _ = tp_reached(venue)
+        assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+        # balances read since (the account panel reads them every few seconds): the list
+        # holds every coin; the new list placed after the old one's cancel must see them
+        assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
+        again = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
+        assert again.status == "success", again.xml
+        with venue.binance_account.lock:
+            resting = sorted((o.type, o.price) for o in venue.binance_account.orders
+                             if o.status == "NEW")
+        assert [kind for kind, _ in resting] == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
+        assert resting[0][1] == tp + 1
+        off_tick = await call(world, agent, tp_sl_call(tp + Decimal("0.005"), sl))
+        assert off_tick.status == "error", off_tick.xml
+        with venue.binance_account.lock:  # refused before the list protecting it went
+            still = [o.type for o in venue.binance_account.orders if o.status == "NEW"]
+        assert sorted(still) == ["LIMIT_MAKER", "STOP_LOSS_LIMIT"]
+        assert_journal_matches_exchange(world.venue.broker, venue)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, venue, body)
 
 
 def test_closing_a_position_held_by_an_oco_list_cancels_the_list_and_sells_once(
     tmp_path, venue
 ):
-    async def scenario() -> None:
-        world = await live_world(tmp_path, venue)
-        try:
-            await world.start(decided(None))
-            agent = "desk-1"
-            grant(world, agent)
-            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
-            tp, sl, _ = tp_reached(venue)
-            assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
-            closed = await call(world, agent, (
-                "<close_position><symbol>BTC/USDT</symbol></close_position>"))
-            # before: the second leg, cancelled with the first, was "CANCELLED and cannot be
-            # cancelled", and the close failed with the coins free
-            assert closed.status == "success", closed.xml
-            assert open_on_exchange(venue) == {"LIMIT_MAKER": "CANCELED",
-                                               "STOP_LOSS_LIMIT": "CANCELED", "MARKET": "FILLED"}
-            assert await world.venue.broker.positions("BTC/USDT") == []
-            assert_journal_matches_exchange(world.venue.broker, venue)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+        tp, sl, _ = tp_reached(venue)
+        assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+        closed = await call(world, agent, (
+            "<close_position><symbol>BTC/USDT</symbol></close_position>"))
+        # before: the second leg, cancelled with the first, was "CANCELLED and cannot be
+        # cancelled", and the close failed with the coins free
+        assert closed.status == "success", closed.xml
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "CANCELED",
+                                           "STOP_LOSS_LIMIT": "CANCELED", "MARKET": "FILLED"}
+        assert await world.venue.broker.positions("BTC/USDT") == []
+        assert_journal_matches_exchange(world.venue.broker, venue)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, venue, body)
 
 
 def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path, venue):
-    async def scenario() -> None:
-        world = await live_world(tmp_path, venue)
-        try:
-            await world.start(decided(None))
-            person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
-            tp, sl, _ = tp_reached(venue)
-            ticket = read_ticket({
-                "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
-                "unit": "base", "take_profit": str(tp), "stop_loss": str(sl)})
-            preview = await person.preview(ticket)
-            assert preview.passes, preview
-            assert any(line.startswith("Placed as one OCO order list") for line in preview.lines)
-            outcome = await person.submit(ticket)
-            assert outcome.ok, outcome.text
-            await until(lambda: venue.count("binance", "orderList.oco") == 1)
-            assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
-            exits = read_ticket({"symbol": "BTC/USDT", "kind": "TP_SL",
-                                 "take_profit": str(tp + 1), "stop_loss": str(sl)})
-            exits_preview = await person.preview(exits)
-            assert exits_preview.passes and OCO_LINE in exits_preview.lines
-            replaced = await person.submit(exits)
-            assert replaced.ok, replaced.text
-            assert venue.count("binance", "orderList.oco") == 2
-            assert_journal_matches_exchange(world.venue.broker, venue)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
+        tp, sl, _ = tp_reached(venue)
+        ticket = read_ticket({
+            "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
+            "unit": "base", "take_profit": str(tp), "stop_loss": str(sl)})
+        preview = await person.preview(ticket)
+        assert preview.passes, preview
+        assert any(line.startswith("Placed as one OCO order list") for line in preview.lines)
+        outcome = await person.submit(ticket)
+        assert outcome.ok, outcome.text
+        await until(lambda: venue.count("binance", "orderList.oco") == 1)
+        assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
+        exits = read_ticket({"symbol": "BTC/USDT", "kind": "TP_SL",
+                             "take_profit": str(tp + 1), "stop_loss": str(sl)})
+        exits_preview = await person.preview(exits)
+        assert exits_preview.passes and OCO_LINE in exits_preview.lines
+        replaced = await person.submit(exits)
+        assert replaced.ok, replaced.text
+        assert venue.count("binance", "orderList.oco") == 2
+        assert_journal_matches_exchange(world.venue.broker, venue)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, venue, body)

@@ -18,6 +18,7 @@ from app.domain.agents import PERSON_ID
 from app.domain.trading import OrderType
 from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
+from app.runtime.world import World
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
@@ -29,6 +30,7 @@ from tests.helpers.fake_exchange.live import (
     live_settings,
     live_world,
     market_buy,
+    run_live,
     trader,
 )
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -56,40 +58,35 @@ def test_the_fake_binance_refuses_a_stop_market_on_btcusdt_as_binance_does(
 def test_a_live_traders_stop_loss_is_placed_as_a_stop_limit_below_its_stop(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            agent = await trader(world)
-            grant(world, agent)
-            bought = await call(world, agent, market_buy("0.01000"))
-            assert bought.status == "success", bought.xml
-            last = await world.venue.broker.last_price("BTC/USDT")
-            sl = (last * Decimal("0.95")).quantize(CENT)
-            # (the stop alone; a take profit beside it goes as one OCO list, test_live_oco)
-            protect = await call(world, agent, (
-                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
-                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
-            # before: "binance triggerPrice parameter is not allowed for BTC/USDT market orders"
-            assert protect.status == "success", protect.xml
-            limit = (sl * Decimal("0.995")).quantize(CENT, ROUND_FLOOR)
-            assert 'stop_loss_order_type="STOP_LIMIT"' in protect.xml
-            assert f'stop_loss_limit_price="{limit}"' in protect.xml
-            with server.binance_account.lock:
-                on_exchange = {o.type: o for o in server.binance_account.orders
-                               if o.status == "NEW"}
-            assert set(on_exchange) == {"STOP_LOSS_LIMIT"}
-            stop = on_exchange["STOP_LOSS_LIMIT"]
-            assert (stop.stop_price, stop.price, stop.side) == (sl, limit, "SELL")
-            (card,) = [o for o in await world.venue.broker.open_orders(agent)
-                       if o.order_type is OrderType.STOP_LIMIT]
-            assert card.price == limit and card.stop_price == sl
-            assert "may not fill" in card.reason
-            assert_journal_matches_exchange(world.venue.broker, server)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = await trader(world)
+        grant(world, agent)
+        bought = await call(world, agent, market_buy("0.01000"))
+        assert bought.status == "success", bought.xml
+        last = await world.venue.broker.last_price("BTC/USDT")
+        sl = (last * Decimal("0.95")).quantize(CENT)
+        # (the stop alone; a take profit beside it goes as one OCO list, test_live_oco)
+        protect = await call(world, agent, (
+            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+        # before: "binance triggerPrice parameter is not allowed for BTC/USDT market orders"
+        assert protect.status == "success", protect.xml
+        limit = (sl * Decimal("0.995")).quantize(CENT, ROUND_FLOOR)
+        assert 'stop_loss_order_type="STOP_LIMIT"' in protect.xml
+        assert f'stop_loss_limit_price="{limit}"' in protect.xml
+        with server.binance_account.lock:
+            on_exchange = {o.type: o for o in server.binance_account.orders
+                           if o.status == "NEW"}
+        assert set(on_exchange) == {"STOP_LOSS_LIMIT"}
+        stop = on_exchange["STOP_LOSS_LIMIT"]
+        assert (stop.stop_price, stop.price, stop.side) == (sl, limit, "SELL")
+        (card,) = [o for o in await world.venue.broker.open_orders(agent)
+                   if o.order_type is OrderType.STOP_LIMIT]
+        assert card.price == limit and card.stop_price == sl
+        assert "may not fill" in card.reason
+        assert_journal_matches_exchange(world.venue.broker, server)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_settings(
@@ -140,38 +137,33 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
 def test_both_exits_where_the_market_takes_no_oco_are_refused_before_anything_changes(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            # Binance spot marks each market ocoAllowed; on one that is not, two exits cannot
-            # hold one position (the exchange locks the coins for the first)
-            world.venue.broker.exchange.markets["BTC/USDT"]["info"]["ocoAllowed"] = False
-            agent = "desk-1"
-            grant(world, agent)
-            assert (await call(world, agent, market_buy("0.01000"))).status == "success"
-            last = await world.venue.broker.last_price("BTC/USDT")
-            sl = (last * Decimal("0.95")).quantize(CENT)
-            tp = (last * Decimal("1.05")).quantize(CENT)
-            first = await call(world, agent, (
-                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
-                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
-            assert first.status == "success", first.xml
-            both = await call(world, agent, (
-                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
-                f"<take_profit_price>{tp}</take_profit_price>"
-                f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
-            assert both.status == "error"
-            assert "locks the coins for the first sell order" in both.xml
-            assert "takes no linked pair (OCO order list)" in both.xml
-            assert "Nothing was changed" in both.xml
-            with server.binance_account.lock:  # the stop placed first still protects it
-                open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]
-            assert open_now == ["STOP_LOSS_LIMIT"]
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        # Binance spot marks each market ocoAllowed; on one that is not, two exits cannot
+        # hold one position (the exchange locks the coins for the first)
+        world.venue.broker.exchange.markets["BTC/USDT"]["info"]["ocoAllowed"] = False
+        agent = "desk-1"
+        grant(world, agent)
+        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+        last = await world.venue.broker.last_price("BTC/USDT")
+        sl = (last * Decimal("0.95")).quantize(CENT)
+        tp = (last * Decimal("1.05")).quantize(CENT)
+        first = await call(world, agent, (
+            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+        assert first.status == "success", first.xml
+        both = await call(world, agent, (
+            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<take_profit_price>{tp}</take_profit_price>"
+            f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
+        assert both.status == "error"
+        assert "locks the coins for the first sell order" in both.xml
+        assert "takes no linked pair (OCO order list)" in both.xml
+        assert "Nothing was changed" in both.xml
+        with server.binance_account.lock:  # the stop placed first still protects it
+            open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]
+        assert open_now == ["STOP_LOSS_LIMIT"]
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 def test_a_live_stop_loss_moved_to_a_new_price_replaces_the_old_one_whose_coins_it_frees(
@@ -217,28 +209,23 @@ def test_closing_a_live_position_whose_stop_holds_the_coins_cancels_it_and_sells
     """The close cancels the stop first; the sell after it reads the coins the stop freed
     (before, balances cached from a moment earlier said none were free: the stop was gone and
     the close refused)."""
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            assert (await call(world, PERSON_ID, market_buy("0.01000"))).status == "success"
-            last = await world.venue.broker.last_price("BTC/USDT")
-            stop = await call(world, PERSON_ID, (
-                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol><stop_loss_price>"
-                f"{(last * Decimal('0.95')).quantize(CENT)}</stop_loss_price>"
-                "</set_position_tp_sl_orders>"))
-            assert stop.status == "success", stop.xml
-            assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
-            closed = await call(world, PERSON_ID, (
-                "<close_position><symbol>BTC/USDT</symbol><reason>done</reason>"
-                "</close_position>"))
-            assert closed.status == "success", closed.xml
-            with server.binance_account.lock:
-                sells = [(o.type, o.status) for o in server.binance_account.orders
-                         if o.side == "SELL"]
-            assert sells == [("STOP_LOSS_LIMIT", "CANCELED"), ("MARKET", "FILLED")]
-            assert_journal_matches_exchange(world.venue.broker, server)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        assert (await call(world, PERSON_ID, market_buy("0.01000"))).status == "success"
+        last = await world.venue.broker.last_price("BTC/USDT")
+        stop = await call(world, PERSON_ID, (
+            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol><stop_loss_price>"
+            f"{(last * Decimal('0.95')).quantize(CENT)}</stop_loss_price>"
+            "</set_position_tp_sl_orders>"))
+        assert stop.status == "success", stop.xml
+        assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
+        closed = await call(world, PERSON_ID, (
+            "<close_position><symbol>BTC/USDT</symbol><reason>done</reason>"
+            "</close_position>"))
+        assert closed.status == "success", closed.xml
+        with server.binance_account.lock:
+            sells = [(o.type, o.status) for o in server.binance_account.orders
+                     if o.side == "SELL"]
+        assert sells == [("STOP_LOSS_LIMIT", "CANCELED"), ("MARKET", "FILLED")]
+        assert_journal_matches_exchange(world.venue.broker, server)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)

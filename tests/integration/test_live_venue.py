@@ -29,7 +29,7 @@ from app.domain.trading import Mode
 from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
-from app.runtime.world import WorldOptions
+from app.runtime.world import World, WorldOptions
 from app.workspace import Workspace
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
@@ -43,6 +43,7 @@ from tests.helpers.fake_exchange.live import (
     live_spec,
     live_world,
     market_buy,
+    run_live,
     trader,
 )
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -94,20 +95,15 @@ def test_a_live_venue_the_person_did_not_confirm_for_this_exchange_is_refused(
 def test_the_live_venue_is_labelled_live_and_runs_the_account_in_live_mode(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            assert world.venue.kind == "live" and world.venue.is_live_account
-            assert world.venue.label.startswith("LIVE binance")
-            assert world.venue.broker.mode is Mode.LIVE
-            assert world.agents.services.mode is Mode.LIVE
-            account = await world.venue.broker.account()
-            assert account.cash == Decimal("100000")
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        assert world.venue.kind == "live" and world.venue.is_live_account
+        assert world.venue.label.startswith("LIVE binance")
+        assert world.venue.broker.mode is Mode.LIVE
+        assert world.agents.services.mode is Mode.LIVE
+        account = await world.venue.broker.account()
+        assert account.cash == Decimal("100000")
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 # -- reconciliation before any agent runs ----------------------------------------------------------
@@ -256,36 +252,31 @@ def test_fills_stamped_by_an_exchange_whose_clock_is_behind_ours_are_no_mismatch
 def test_a_position_bought_with_the_fee_taken_in_the_coin_can_be_protected_and_closed(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            agent = "desk-1"  # a caller with no agent loop of its own (no fill tasks race it)
-            grant(world, agent)
-            bought = await call(world, agent, market_buy("0.01000"))
-            assert bought.status == "success", bought.xml
-            held = server.binance_account.total("BTC")
-            assert held == Decimal("0.00999")  # 0.1% of it went to the fee
-            price = await world.venue.broker.last_price("BTC/USDT")
-            # (a stop-loss exit is not tried here: Binance spot lists no stop-market type)
-            protect = await call(world, agent, (
-                "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
-                f"<take_profit_price>{(price * Decimal('1.05')).quantize(Decimal('0.01'))}"
-                "</take_profit_price></set_position_tp_sl_orders>"))
-            assert protect.status == "success", protect.xml
-            exits = await world.venue.broker.open_orders(agent)
-            assert {o.quantity for o in exits} == {Decimal("0.00999")}
-            closed = await call(world, agent, (
-                "<close_position><symbol>BTC/USDT</symbol><reason>test</reason>"
-                "</close_position>"))
-            assert closed.status == "success", closed.xml
-            assert server.binance_account.total("BTC") == 0
-            assert await world.venue.broker.open_orders(agent) == []
-            assert_journal_matches_exchange(world.venue.broker, server)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = "desk-1"  # a caller with no agent loop of its own (no fill tasks race it)
+        grant(world, agent)
+        bought = await call(world, agent, market_buy("0.01000"))
+        assert bought.status == "success", bought.xml
+        held = server.binance_account.total("BTC")
+        assert held == Decimal("0.00999")  # 0.1% of it went to the fee
+        price = await world.venue.broker.last_price("BTC/USDT")
+        # (a stop-loss exit is not tried here: Binance spot lists no stop-market type)
+        protect = await call(world, agent, (
+            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<take_profit_price>{(price * Decimal('1.05')).quantize(Decimal('0.01'))}"
+            "</take_profit_price></set_position_tp_sl_orders>"))
+        assert protect.status == "success", protect.xml
+        exits = await world.venue.broker.open_orders(agent)
+        assert {o.quantity for o in exits} == {Decimal("0.00999")}
+        closed = await call(world, agent, (
+            "<close_position><symbol>BTC/USDT</symbol><reason>test</reason>"
+            "</close_position>"))
+        assert closed.status == "success", closed.xml
+        assert server.binance_account.total("BTC") == 0
+        assert await world.venue.broker.open_orders(agent) == []
+        assert_journal_matches_exchange(world.venue.broker, server)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 # -- opt-in per agent ------------------------------------------------------------------------------
@@ -294,27 +285,22 @@ def test_a_position_bought_with_the_fee_taken_in_the_coin_can_be_protected_and_c
 def test_an_agent_not_allowed_to_trade_live_is_refused_with_a_clear_error(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            agent = await trader(world)
-            result = await call(world, agent, market_buy())
-            assert result.status == "error"
-            assert "<error_code>ACCESS_DENIED</error_code>" in result.xml
-            assert "may not trade live on binance" in result.xml
-            assert "may trade live" in result.xml
-            assert server.count("binance", "order.create") == 0
-            assert world.venue.broker.journal.entries("binance") == []
-            grant(world, agent)
-            result = await call(world, agent, market_buy())
-            assert result.status == "success", result.xml
-            assert server.count("binance", "order.create") == 1
-            assert_journal_matches_exchange(world.venue.broker, server)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = await trader(world)
+        result = await call(world, agent, market_buy())
+        assert result.status == "error"
+        assert "<error_code>ACCESS_DENIED</error_code>" in result.xml
+        assert "may not trade live on binance" in result.xml
+        assert "may trade live" in result.xml
+        assert server.count("binance", "order.create") == 0
+        assert world.venue.broker.journal.entries("binance") == []
+        grant(world, agent)
+        result = await call(world, agent, market_buy())
+        assert result.status == "success", result.xml
+        assert server.count("binance", "order.create") == 1
+        assert_journal_matches_exchange(world.venue.broker, server)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 # -- the kill switch trips by itself ---------------------------------------------------------------
@@ -323,31 +309,26 @@ def test_an_agent_not_allowed_to_trade_live_is_refused_with_a_clear_error(
 def test_a_run_of_unknown_order_outcomes_trips_the_kill_switch(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
-    async def scenario() -> None:
-        world = await live_world(tmp_path, server)
-        try:
-            await world.start(decided(None))
-            agent = await trader(world)
-            grant(world, agent)
-            server.fail("binance", "order.create", Fault.lost("status", 503), times=3)
-            for n in range(3):
-                result = await call(world, agent, market_buy())
-                assert result.status == "error", result.xml
-                if n < 2:
-                    await world.bus.drain()
-                    assert world.agents.kill_switch.active() is None
-            await world.bus.drain()
-            trip = world.agents.kill_switch.active()
-            assert trip is not None and trip.cause is TripCause.UNKNOWN_OUTCOMES
-            assert "3 orders in a row on binance" in trip.reason
-            # the orders were booked; reconciliation finds each by client id, none doubled
-            server.now.advance(10_000)
-            await world.venue.driver.round()
-            assert_journal_matches_exchange(world.venue.broker, server)
-        finally:
-            await world.aclose()
+    async def body(world: World) -> None:
+        agent = await trader(world)
+        grant(world, agent)
+        server.fail("binance", "order.create", Fault.lost("status", 503), times=3)
+        for n in range(3):
+            result = await call(world, agent, market_buy())
+            assert result.status == "error", result.xml
+            if n < 2:
+                await world.bus.drain()
+                assert world.agents.kill_switch.active() is None
+        await world.bus.drain()
+        trip = world.agents.kill_switch.active()
+        assert trip is not None and trip.cause is TripCause.UNKNOWN_OUTCOMES
+        assert "3 orders in a row on binance" in trip.reason
+        # the orders were booked; reconciliation finds each by client id, none doubled
+        server.now.advance(10_000)
+        await world.venue.driver.round()
+        assert_journal_matches_exchange(world.venue.broker, server)
 
-    asyncio.run(scenario())
+    run_live(tmp_path, server, body)
 
 
 def test_a_daily_loss_read_from_the_account_trips_the_kill_switch(

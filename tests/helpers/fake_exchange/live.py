@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,3 +103,19 @@ async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+def run_live(
+    folder: Path, server: FakeExchangeServer, body: Callable[[World], Awaitable[None]]
+) -> None:
+    """Run ``body`` on the workspace in ``folder`` on the live venue, started with no
+    unknown-order decision (an order the journal does not know stops it), closed afterwards."""
+    async def scenario() -> None:
+        world = await live_world(folder, server)
+        try:
+            await world.start(decided(None))
+            await body(world)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
