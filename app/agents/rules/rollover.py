@@ -88,10 +88,13 @@ def archive_path(log: LogContent, taken: Sequence[str] | frozenset[str], today: 
     (two logs filled within the same days); ``today`` names a log without entry headers."""
     first = log.entry_times[0][:10] if log.entry_times else today
     last = log.entry_times[-1][:10] if log.entry_times else today
-    stem = f"{ARCHIVE_DIR}/{first}_{last}"
-    path = f"{stem}.md"
-    number = 2
+    return free_name(f"{ARCHIVE_DIR}/{first}_{last}", ".md", taken)
+
+
+def free_name(stem: str, suffix: str, taken: Sequence[str] | frozenset[str] | set[str]) -> str:
+    """``stem + suffix``, or ``stem_2 + suffix``, ``stem_3``... when taken: an archive file is
+    never written over another."""
+    path, number = f"{stem}{suffix}", 2
     while path in taken:
-        path = f"{stem}_{number}.md"
-        number += 1
+        path, number = f"{stem}_{number}{suffix}", number + 1
     return path

@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from app.agents.rules.calls import Answer, b64, call, final, unb64
+from app.agents.rules.rollover import free_name
 from app.agents.rules.sizing import (
     STREAK,
     STREAK_CONFIDENCE,
@@ -509,12 +510,8 @@ def _archive_path(moved: list[TradeRecord], trades: TradesFile, symbol: str) -> 
     """``trades_archive/<first trade's date>_<last close's date>.yaml`` of the trades moved,
     numbered when an earlier roll-over already used the name."""
     first, last = moved[0].opened_at[:10], (moved[-1].closed_at or moved[-1].opened_at)[:10]
-    stem = f"{trades_archive_dir(symbol)}/{first}_{last}"
     taken = set(trades.archived.files) if trades.archived else set()
-    path, number = f"{stem}.yaml", 2
-    while path in taken:
-        path, number = f"{stem}_{number}.yaml", number + 1
-    return path
+    return free_name(f"{trades_archive_dir(symbol)}/{first}_{last}", ".yaml", taken)
 
 
 def _position_size(result: Result | None, symbol: str) -> Decimal:
