@@ -18,6 +18,14 @@ query are left out. Term and chunk counts only ever include chunks visible at th
 The index is derived from the files, so it is never worth an error: an index file SQLite cannot
 read, or that lacks its tables, is deleted and rebuilt from the files when it is opened, and one
 found unreadable later is marked ``damaged`` and rebuilt by the store on its next use.
+
+A backtest's index is *deferred*: its changes are staged in memory and written together before the
+next search (or every ``FLUSH_EVERY`` grouped commits, so memory stays flat). An analyst rewrites
+its assessment at every bar and nothing searches most bars, so writing each version through FTS5
+cost a quarter of a backtest bar. What a search finds is the same either way: staging keeps the rule
+that an unchanged chunk keeps its market time, and writes the chunks in the order eager writing
+would have, so the row ids (market time, then order written) sort the same and every ranking tie
+falls the same way.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.memory.ranking import bm25_rank
@@ -43,6 +51,8 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 RANK_WINDOW = 800
 RARE_TERM_DF = 250
 DF_SAMPLE = 4000
+FLUSH_EVERY = 256  # grouped commits a deferred index may hold its staged changes across
+FLUSH_CHUNKS = 4000  # ... or staged chunks, whichever comes first
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
     "mtime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, newlines INTEGER NOT NULL, "
@@ -84,6 +94,20 @@ class Hit:
     market_ms: int
 
 
+@dataclass(slots=True)
+class _Staged:
+    """One file's index changes a deferred index holds back.
+
+    ``rewritten``: the file's indexed chunks are replaced by ``chunks``; otherwise ``chunks`` are
+    added to them (appends). Each chunk carries its market time and the order it was written in.
+    ``state`` None: the file was removed.
+    """
+
+    rewritten: bool
+    chunks: list[tuple[Chunk, int, int]] = field(default_factory=list)
+    state: FileState | None = None
+
+
 def market_ms_of(rowid: int) -> int:
     return rowid >> SEQ_BITS
 
@@ -97,10 +121,12 @@ def remove_index(db_path: Path) -> None:
 class RecallIndex:
     """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
 
-    def __init__(self, db_path: Path, *, synced: bool = True) -> None:
+    def __init__(self, db_path: Path, *, synced: bool = True, deferred: bool = False) -> None:
         """Open the index, creating it, or rebuilding it (empty) when it is unreadable.
 
         ``synced``: its checkpoints sync to disk (off for a backtest's scratch memory).
+        ``deferred``: changes are staged in memory until a search or a flush (a backtest's
+        scratch memory, which is made again after a crash; see the module's docstring).
         """
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.path = db_path
@@ -118,6 +144,19 @@ class RecallIndex:
             remove_index(db_path)
             self._conn = self._open(db_path, synced)
         self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        self.deferred = deferred
+        self._staged: dict[str, _Staged] = {}
+        self._staged_chunks = 0
+        self._written = 0  # the order chunks were staged in
+        self._groups = 0
+        # a deferred index's append intents (``begin_append``): in memory, written at a flush
+        self._intents: dict[str, tuple[int, int, int, int]] = {}
+        self._intents_changed = False
+        if deferred:
+            for path, *intent in self._conn.execute(
+                "SELECT path, ino, old_size, new_size, market_ms FROM appends"
+            ).fetchall():
+                self._intents[path] = (intent[0], intent[1], intent[2], intent[3])
 
     @staticmethod
     def _open(db_path: Path, synced: bool) -> sqlite3.Connection:
@@ -160,9 +199,10 @@ class RecallIndex:
         return True
 
     def close(self) -> None:
-        """Commit what a grouped commit holds open, then close."""
+        """Write what is staged, commit what a grouped commit holds open, then close."""
         with self.lock:
             try:
+                self._flush()
                 if self._conn.in_transaction:
                     self._conn.execute("COMMIT")
             finally:
@@ -171,11 +211,76 @@ class RecallIndex:
     def commit_group(self) -> None:
         """Commit everything since the last call and hold the next transaction open: from the
         first call on, each change is a savepoint inside it (``MemoryStore`` with grouped
-        commits, a backtest's)."""
+        commits, a backtest's). A deferred index writes what it staged every ``FLUSH_EVERY``
+        calls, or sooner when it holds ``FLUSH_CHUNKS`` chunks."""
         with self.lock:
+            self._groups += 1
+            if self._groups % FLUSH_EVERY == 0 or self._staged_chunks >= FLUSH_CHUNKS:
+                self._flush()
             if self._conn.in_transaction:
                 self._conn.execute("COMMIT")
             self._conn.execute("BEGIN IMMEDIATE")
+
+    def flush(self) -> None:
+        """Write a deferred index's staged changes now (a no-op for an eager index)."""
+        with self.lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the staged changes in one transaction; the caller holds the lock.
+
+        Chunks go in by (market time, order staged): the order an eager index wrote them in, so
+        each gets the row id it would have had there.
+        """
+        if not self.deferred or (not self._staged and not self._intents_changed):
+            return
+        staged, self._staged, self._staged_chunks = self._staged, {}, 0
+        try:
+            self._write_staged(staged)
+        except Exception as exc:
+            # the changes are in the files, which a rebuild reads (``MemoryStore.healing``)
+            self.damaged = True
+            raise sqlite3.DatabaseError(
+                f"the recall index {self.path.name} could not write its staged changes: {exc}"
+            ) from exc
+
+    def _write_staged(self, staged: dict[str, _Staged]) -> None:
+        with self._transaction():
+            inserts: list[tuple[int, int, str, Chunk]] = []
+            for path, change in staged.items():
+                if change.rewritten:
+                    self._delete(path)
+                inserts.extend((ms, order, path, chunk) for chunk, ms, order in change.chunks)
+                if change.state is None:
+                    self._conn.execute("DELETE FROM files WHERE path = ?", (path,))
+                else:
+                    self._save_state(path, change.state)
+            inserts.sort(key=lambda row: (row[0], row[1]))
+            for market_ms, _order, path, chunk in inserts:
+                self._insert(path, [chunk], [market_ms])
+            self._conn.execute("DELETE FROM appends")
+            self._conn.executemany(
+                "INSERT INTO appends(path, ino, old_size, new_size, market_ms) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(path, *intent) for path, intent in self._intents.items()],
+            )
+            self._intents_changed = False
+
+    def _stage(self, path: str, rewritten: bool, chunks: list[Chunk], times: list[int],
+               state: FileState | None) -> None:
+        """Hold one change of a deferred index; the caller holds the lock."""
+        change = self._staged.get(path)
+        if change is None or rewritten:
+            if change is not None:
+                self._staged_chunks -= len(change.chunks)
+            change = self._staged[path] = _Staged(rewritten)
+        for chunk, market_ms in zip(chunks, times, strict=True):
+            change.chunks.append((chunk, market_ms, self._written))
+            self._written += 1
+        self._staged_chunks += len(chunks)
+        change.state = state
+        if self._intents.pop(path, None) is not None:  # as ``_save_state`` does
+            self._intents_changed = True
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -198,6 +303,9 @@ class RecallIndex:
 
     def file_state(self, path: str) -> FileState | None:
         with self.lock:
+            change = self._staged.get(path)
+            if change is not None:
+                return change.state
             row = self._conn.execute(
                 "SELECT size, mtime_ns, ino, newlines, ends_newline FROM files WHERE path = ?",
                 (path,),
@@ -207,6 +315,7 @@ class RecallIndex:
     def indexed_files(self) -> dict[str, FileState]:
         """Every indexed file's state (also re-reads the chunk count other processes may change)."""
         with self.lock:
+            self._flush()
             self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
             rows = self._conn.execute(
                 "SELECT path, size, mtime_ns, ino, newlines, ends_newline FROM files"
@@ -241,6 +350,26 @@ class RecallIndex:
             )
             self._total += 1
 
+    def _kept_times(self, path: str) -> dict[bytes, list[int]]:
+        """Each chunk text the file has now -> its market times, oldest first, as ``_delete``
+        finds them (a deferred index's staged chunks included); the caller holds the lock."""
+        change = self._staged.get(path)
+        rows: list[tuple[int, int, int, bytes]] = []
+        if change is None or not change.rewritten:
+            rows = [
+                (market_ms_of(chunk_id), 0, chunk_id, bytes(digest))
+                for chunk_id, digest in self._conn.execute(
+                    "SELECT id, digest FROM chunks WHERE path = ?", (path,)
+                ).fetchall()
+            ]
+        if change is not None:
+            rows.extend((ms, 1, order, chunk.digest) for chunk, ms, order in change.chunks)
+        rows.sort()
+        old: dict[bytes, list[int]] = defaultdict(list)
+        for market_ms, _staged, _order, digest in rows:
+            old[digest].append(market_ms)
+        return old
+
     def _delete(self, path: str) -> dict[bytes, list[int]]:
         rows = self._conn.execute(
             "SELECT id, digest FROM chunks WHERE path = ?", (path,)
@@ -258,6 +387,11 @@ class RecallIndex:
     ) -> None:
         """Record, before any byte is appended, that ``path`` is growing from ``old_size`` to
         ``new_size``: committed to the WAL, it outlives a killed process (a write-ahead intent)."""
+        if self.deferred:
+            with self.lock:
+                self._intents[path] = (ino, old_size, new_size, market_ms)
+                self._intents_changed = True
+            return
         with self.lock, self._transaction():
             self._conn.execute(
                 "INSERT OR REPLACE INTO appends(path, ino, old_size, new_size, market_ms) "
@@ -267,6 +401,9 @@ class RecallIndex:
 
     def pending_append(self, path: str) -> tuple[int, int, int, int] | None:
         """``(ino, old_size, new_size, market_ms)`` of an append that never finished, if any."""
+        if self.deferred:
+            with self.lock:
+                return self._intents.get(path)
         with self.lock:
             row = self._conn.execute(
                 "SELECT ino, old_size, new_size, market_ms FROM appends WHERE path = ?", (path,)
@@ -274,6 +411,11 @@ class RecallIndex:
         return None if row is None else (row[0], row[1], row[2], row[3])
 
     def clear_append(self, path: str) -> None:
+        if self.deferred:
+            with self.lock:
+                if self._intents.pop(path, None) is not None:
+                    self._intents_changed = True
+            return
         with self.lock, self._transaction():
             self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
 
@@ -303,7 +445,7 @@ class RecallIndex:
         """
         chunks = chunk_text(text)
         with self.lock, self._transaction():
-            old = self._delete(path)
+            old = self._kept_times(path) if self.deferred else self._delete(path)
             times = []
             for chunk in chunks:
                 kept = old.get(chunk.digest)
@@ -313,6 +455,9 @@ class RecallIndex:
                     times.append(max(chunk.header_ms or 0, write_ms))
                 else:
                     times.append(chunk.header_ms if chunk.header_ms is not None else unknown_ms)
+            if self.deferred:
+                self._stage(path, True, chunks, times, state)
+                return
             self._insert(path, chunks, times)
             self._save_state(path, state)
 
@@ -323,11 +468,17 @@ class RecallIndex:
         chunks = chunk_text(text, first_line)
         times = [max(chunk.header_ms or 0, write_ms) for chunk in chunks]
         with self.lock, self._transaction():
+            if self.deferred:
+                self._stage(path, False, chunks, times, state)
+                return
             self._insert(path, chunks, times)
             self._save_state(path, state)
 
     def remove_file(self, path: str) -> None:
         with self.lock, self._transaction():
+            if self.deferred:
+                self._stage(path, True, [], [], None)
+                return
             self._delete(path)
             self._conn.execute("DELETE FROM files WHERE path = ?", (path,))
             self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
@@ -367,6 +518,7 @@ class RecallIndex:
         """
         high = (max(0, until_ms) << SEQ_BITS) | SEQ_MASK
         with self.lock:
+            self._flush()
             total = self._visible(high)
             if total <= 0:
                 return []
@@ -390,4 +542,5 @@ class RecallIndex:
 
     def chunk_count(self) -> int:
         with self.lock:
+            self._flush()
             return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])

@@ -101,8 +101,9 @@ class MemoryStore:
             again): its recall indexes commit only at ``commit`` (once a bar), each change a
             savepoint inside the open transaction, and are not synced to disk; a file is
             rewritten in place instead of through a temporary file and a rename (whole after
-            each write, not across a crash), and an append's write-ahead intent is not
-            committed before its bytes.
+            each write, not across a crash), an append's write-ahead intent is not
+            committed before its bytes, and the recall index is written before each search
+            rather than at each change (``RecallIndex(deferred=True)``).
     """
 
     def __init__(
@@ -164,7 +165,8 @@ class MemoryStore:
                 index = None
             if index is None:
                 index = RecallIndex(
-                    self.root / INDEX_DIR / f"{agent_id}.sqlite3", synced=not self.scratch
+                    self.root / INDEX_DIR / f"{agent_id}.sqlite3", synced=not self.scratch,
+                    deferred=self.scratch,
                 )
                 # what a rebuilt index finds was written before now, whatever the files' times
                 cap = self.clock.now_ms() if rebuild or index.rebuilt else None
@@ -175,7 +177,8 @@ class MemoryStore:
         return index
 
     def healing(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run one operation; if an index turned out unreadable, rebuild it and run it again.
+        """Run one operation; if an index turned out unreadable (or could not write what it had
+        staged), rebuild it and run it again.
 
         Repeating is safe: an index error after the operation changed a file is not raised
         (``_written_but_not_indexed``), so one that escapes came before any change.
@@ -183,7 +186,9 @@ class MemoryStore:
         try:
             return fn(*args)
         except sqlite3.DatabaseError as exc:
-            damaged = [i for i in list(self._indexes.values()) if not i.readable()]
+            damaged = [
+                i for i in list(self._indexes.values()) if i.damaged or not i.readable()
+            ]
             if not damaged:
                 raise
             for index in damaged:

@@ -22,7 +22,7 @@ from app.domain.clock import ReplayClock
 from app.domain.errors import AccessDeniedError
 from app.domain.trading import Mode
 from app.memory.bank import MemoryBank, MemoryLimits
-from app.memory.index import RecallIndex
+from app.memory.index import FLUSH_EVERY, RecallIndex
 from app.orchestration.ids import SeededIds
 from app.orchestration.queue import TaskQueue
 from app.runtime.venue import VenueSpec
@@ -120,23 +120,31 @@ def test_a_backtest_world_commits_a_bar_at_world_commit(tmp_path: Path) -> None:
     assert _count(workspace.db_path, "messages") == 2
 
 
-def test_a_grouped_memory_commits_its_recall_index_at_commit(tmp_path: Path) -> None:
+def test_a_grouped_memory_writes_its_recall_index_before_a_search_and_commits_it_at_commit(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "memory"
     bank = MemoryBank(root, ReplayClock(1_000), limits=MemoryLimits(durable=False), scratch=True)
     agent = "agent-1"
     try:
-        bank.write_file(agent, "notes.md", b"first\n")  # opens the index: every change commits
+        bank.write_file(agent, "notes.md", b"first\n")
         bank.commit()
         bank.write_file(agent, "more.md", b"second\n")
         index = root / ".index" / f"{agent}.sqlite3"
-        assert _count(index, "files") == 1  # the bar's change waits for the commit
+        bank.commit()
+        assert _count(index, "files") == 0  # staged in memory: no search has needed them yet
+        assert bank.recall(agent, "second")  # a search writes what is staged first
+        assert _count(index, "files") == 0  # ... inside the bar's transaction
         bank.commit()
         assert _count(index, "files") == 2
         bank.append_file(agent, "more.md", b"third\n")
-        assert bank.recall(agent, "third")  # the bank itself sees what it has not committed
+        for _bar in range(FLUSH_EVERY):
+            bank.commit()
+        assert _count(index, "chunks") == 3  # written within FLUSH_EVERY commits, searched or not
+        bank.append_file(agent, "more.md", b"fourth\n")
     finally:
-        bank.close()  # commits what is open
-    assert _count(index, "chunks") >= 3
+        bank.close()  # writes what is staged and commits
+    assert _count(index, "chunks") == 4
 
 
 def test_a_scratch_memory_rewrites_a_file_in_place_and_whole(tmp_path: Path) -> None:
@@ -184,9 +192,10 @@ def test_an_index_change_failing_inside_a_group_is_rebuilt_from_the_files(
             raise RuntimeError("the index fails half-way through a change")
 
         monkeypatch.setattr(RecallIndex, "_insert", failing_insert)
-        with pytest.raises(RuntimeError):
-            bank.write_file(agent, "old.md", b"pelican\n")  # chunks deleted, none inserted
+        bank.write_file(agent, "old.md", b"pelican\n")  # staged: the index writes it later
         bank.commit()
+        # the search writes what is staged, which fails half-way (chunks deleted, none
+        # inserted): the index is rebuilt from the files and the search answered from it
         assert [hit.path for hit in bank.recall(agent, "pelican")] == ["old.md"]
         assert bank.recall(agent, "walrus") == []
     finally:
