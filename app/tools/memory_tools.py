@@ -45,7 +45,7 @@ def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
         ) from None
     if hint == "YAML":
         try:
-            yamltext.load(text)
+            yamltext.check(text)
         except yamltext.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

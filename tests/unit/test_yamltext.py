@@ -41,3 +41,26 @@ def test_invalid_yaml_raises_yaml_error_with_the_line() -> None:
         yamltext.load("a: 1\nb: [unclosed\n")
     mark = caught.value.problem_mark  # type: ignore[attr-defined]
     assert mark is not None and mark.line >= 1
+
+
+def test_check_refuses_invalid_yaml_however_many_valid_documents_came_before() -> None:
+    for document in DOCUMENTS * 20:
+        yamltext.check(yamltext.dump(document))
+    with pytest.raises(yamltext.YAMLError):
+        yamltext.check("a: [unclosed\n")
+    with pytest.raises(yamltext.YAMLError):  # a refusal is not remembered as valid
+        yamltext.check("a: [unclosed\n")
+
+
+def test_a_document_just_dumped_is_checked_without_parsing_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = yamltext.dump({"assessed_at": "2019-10-11T01:00:00Z", "bias": "BUY"})
+    parsed: list[str] = []
+    real_load = yamltext.load
+    monkeypatch.setattr(yamltext, "load", lambda t: parsed.append(t) or real_load(t))
+    yamltext.check(text)
+    assert parsed == []
+    yamltext.check("other: 1\n")  # a text never seen is parsed, once
+    yamltext.check("other: 1\n")
+    assert parsed == ["other: 1\n"]
