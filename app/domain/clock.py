@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Protocol
 
 
@@ -44,8 +45,10 @@ class ReplayClock:
         self._now_ms = when_ms
 
 
+@lru_cache(maxsize=4096)
 def ms_to_iso(ms: int) -> str:
-    """Render UTC milliseconds as ISO 8601 with a ``Z`` suffix."""
+    """Render UTC milliseconds as ISO 8601 with a ``Z`` suffix (cached: a step of the agents
+    stamps dozens of records with the same few market times)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
