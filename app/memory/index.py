@@ -199,12 +199,20 @@ class RecallIndex:
         return True
 
     def close(self) -> None:
-        """Write what is staged, commit what a grouped commit holds open, then close."""
+        """Write what is staged, commit what a grouped commit holds open, then close.
+
+        If the staged changes cannot be written (a full disk), the open transaction is rolled
+        back instead: the index is then behind the files, never half-way, and the next open
+        re-indexes the files that changed (their recorded sizes and times no longer match).
+        """
         with self.lock:
             try:
-                self._flush()
+                try:
+                    self._flush()
+                except sqlite3.DatabaseError as exc:
+                    logger.warning("%s; it catches up with the files when next opened", exc)
                 if self._conn.in_transaction:
-                    self._conn.execute("COMMIT")
+                    self._conn.execute("ROLLBACK" if self.damaged else "COMMIT")
             finally:
                 self._conn.close()
 
@@ -233,6 +241,9 @@ class RecallIndex:
         each gets the row id it would have had there.
         """
         if not self.deferred or (not self._staged and not self._intents_changed):
+            return
+        if self.damaged:  # to be rebuilt from the files, which hold every staged change
+            self._staged, self._staged_chunks = {}, 0
             return
         staged, self._staged, self._staged_chunks = self._staged, {}, 0
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,29 @@ def test_an_index_change_failing_inside_a_group_is_rebuilt_from_the_files(
         assert bank.recall(agent, "walrus") == []
     finally:
         bank.close()
+
+
+
+def test_a_backtest_memory_whose_index_cannot_write_at_close_closes_and_is_rebuilt_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "memory"
+    bank = MemoryBank(root, ReplayClock(1_000), scratch=True)
+    agent = "agent-1"
+    bank.write_file(agent, "a.md", b"heron\n")
+    bank.commit()
+    bank.append_file(agent, "log.md", b"ibis\n")
+
+    def full_disk(self: RecallIndex, *args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(RecallIndex, "_insert", full_disk)
+    bank.close()  # the files hold every change; the index is only behind them
+    monkeypatch.undo()
+    # found again as files changed since the index's last commit (stamped with their times)
+    reopened = MemoryBank(root, ReplayClock(int(time.time() * 1000) + 3_600_000))
+    try:
+        assert [hit.path for hit in reopened.recall(agent, "heron")] == ["a.md"]
+        assert [hit.path for hit in reopened.recall(agent, "ibis")] == ["log.md"]
+    finally:
+        reopened.close()
