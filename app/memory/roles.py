@@ -20,6 +20,8 @@ floats, and times ISO 8601 UTC strings. Each analysis-log entry is a ``## <ISO t
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
@@ -332,18 +334,55 @@ class MarketAssessment(_Schema):
         )
 
 
+# Documents recently written or read, by (schema, text). The agents read back, every bar or
+# signal, the files they wrote the step before; the schemas are frozen, updated by copying, and
+# round-trip (``load_yaml(type(d), to_yaml(d)) == d``), so the text's document is handed back
+# instead of parsed again.
+_KNOWN_SIZE = 64
+_known: OrderedDict[tuple[type[BaseModel], str], BaseModel] = OrderedDict()
+_known_lock = threading.Lock()
+
+
+def _remember(model: type[BaseModel], text: str, document: BaseModel) -> None:
+    if not model.model_config.get("frozen"):
+        return
+    with _known_lock:
+        _known[(model, text)] = document
+        _known.move_to_end((model, text))
+        while len(_known) > _KNOWN_SIZE:
+            _known.popitem(last=False)
+
+
 def to_yaml(model: BaseModel) -> str:
     """Serialise a schema as YAML with ``yamltext.dump`` (decimals as strings, order kept)."""
     data: Any = model.model_dump(mode="json")
-    return yamltext.dump(data, width=100)
+    text = yamltext.dump(data, width=100)
+    _remember(type(model), text, model)
+    return text
 
 
 def load_yaml[M: BaseModel](model: type[M], text: str) -> M:
-    """Parse YAML text into a schema.
+    """Parse YAML text into a schema (a text written or read recently is not parsed again).
 
     Raises:
         ValueError: invalid YAML or a document that does not match the schema (pydantic's
             ``ValidationError`` is a ``ValueError``).
+    """
+    with _known_lock:
+        known = _known.get((model, text))
+        if known is not None:
+            _known.move_to_end((model, text))
+            return known  # type: ignore[return-value] - stored under its own schema
+    document = parse_yaml(model, text)
+    _remember(model, text, document)
+    return document
+
+
+def parse_yaml[M: BaseModel](model: type[M], text: str) -> M:
+    """``load_yaml`` without its memory of recent documents: always parses.
+
+    Raises:
+        ValueError: as ``load_yaml``.
     """
     try:
         data = yamltext.load(text)

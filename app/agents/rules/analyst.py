@@ -145,14 +145,6 @@ def _complete_rows(result: Result, now_ms: int, interval_ms: int) -> tuple[dict[
     return tuple(_complete(_points(result), now_ms, interval_ms))
 
 
-@lru_cache(maxsize=CACHED_TASKS)
-def _market_assessment(text: str) -> MarketAssessment:
-    """Parse ``current_market_assessment.yaml`` once per content: each bar reads back the
-    document the bar before wrote. The schema is frozen and updated by copying
-    (``with_symbol``), so a cached instance is never changed."""
-    return load_yaml(MarketAssessment, text)
-
-
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """The settings an assessment depends on (a cache key)."""
@@ -504,7 +496,7 @@ class AnalystPolicy:
                           else None)
             if text.strip():
                 try:
-                    previous = _market_assessment(text)
+                    previous = load_yaml(MarketAssessment, text)
                 except ValueError as exc:
                     note = f" The previous file was unreadable and is replaced ({exc})."[:300]
         stamp = self._assessed_at(t, assessments)

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
 from app.agents.rules.calls import Answer, b64, call, final, unb64
@@ -104,17 +103,9 @@ def _read_trades(step: Step | None, symbol: str) -> Record:
     if not text.strip():
         return Record(empty, "no trade history with this symbol yet")
     try:
-        return Record(_trades_file(text))
+        return Record(load_yaml(TradesFile, text))
     except ValueError as exc:
         return Record(empty, f"trades.yaml is unreadable and is left as it is ({str(exc)[:200]})")
-
-
-@lru_cache(maxsize=8)
-def _trades_file(text: str) -> TradesFile:
-    """Parse ``trades.yaml`` once per content: every turn of a task re-reads the same file, and
-    it grows with every trade, so parsing it each turn made long runs ever slower. The schema is
-    frozen and updated by copying, so a cached instance is never changed."""
-    return load_yaml(TradesFile, text)
 
 
 def _content(result: Result) -> str | None:

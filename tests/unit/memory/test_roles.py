@@ -6,7 +6,10 @@ from decimal import Decimal
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from app import yamltext
 from app.domain.clock import parse_time
 from app.domain.trading import Side
 from app.memory.bank import MemoryBank
@@ -14,6 +17,7 @@ from app.memory.roles import (
     ANALYSIS_LOG,
     MARKET_ASSESSMENT,
     AnalysisEntry,
+    ArchivedTrades,
     MarketAssessment,
     PerformanceSummary,
     Signal,
@@ -22,6 +26,7 @@ from app.memory.roles import (
     TradesFile,
     load_yaml,
     parse_analysis_log,
+    parse_yaml,
     performance_path,
     render_analysis_entry,
     summarise,
@@ -263,3 +268,63 @@ def test_market_assessment_keeps_every_symbol_and_loads_back(bank: MemoryBank) -
 def test_off_schema_documents_are_refused(model, data) -> None:
     with pytest.raises(ValueError):
         load_yaml(model, yaml.safe_dump(data))
+
+
+# -- documents read back are the documents written ------------------------------------------
+
+_TIMES = st.sampled_from(["2024-02-20T14:00:00Z", "2019-10-11T01:00:00Z", "2017-07-01T00:00:00Z"])
+_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(["yes", "null", "1e3", "0x1F", "- item", "a: b", " lead", "#x", "", "~"]),
+)
+_MONEY = st.decimals(min_value=Decimal("0.00000001"), max_value=Decimal("1e9"), places=8)
+_PNL = st.decimals(min_value=Decimal("-1e6"), max_value=Decimal("1e6"), places=4)
+_SHARE = st.decimals(min_value=0, max_value=1, places=3)
+_records = st.builds(
+    TradeRecord, trade_id=st.text(min_size=1, max_size=20), side=st.sampled_from(list(Side)),
+    quantity=_MONEY, entry_price=_MONEY, opened_at=_TIMES,
+    exit_price=st.none() | _MONEY, closed_at=st.none() | _TIMES,
+    realized_pnl=st.none() | _PNL, signal=_TEXT, confidence=st.none() | _SHARE,
+    reasoning=_TEXT, reflection=st.none() | _TEXT, order_ids=st.lists(_TEXT, max_size=3),
+    stop_loss=st.none() | _MONEY, take_profit=st.none() | _MONEY,
+)
+_archives = st.builds(
+    ArchivedTrades, files=st.lists(_TEXT, max_size=3), trades=st.integers(0, 500),
+    net_pnl=_PNL, largest_win=st.none() | _PNL, trailing_losses=st.integers(0, 9),
+)
+_documents = st.one_of(
+    st.builds(TradesFile, symbol=st.just("BTC/USDT"), archived=st.none() | _archives,
+              trades=st.lists(_records, max_size=4)),
+    st.builds(
+        MarketAssessment, updated_at=_TIMES,
+        symbols=st.dictionaries(st.sampled_from(["BTC/USDT", "ETH/USDT"]), st.builds(
+            SymbolAssessment, trend=st.sampled_from(["UP", "DOWN", "SIDEWAYS"]),
+            regime=_TEXT, bias=st.sampled_from(list(Signal)), confidence=_SHARE,
+            support=st.lists(_MONEY, max_size=3), resistance=st.lists(_MONEY, max_size=3),
+            indicators=st.dictionaries(_TEXT, _TEXT, max_size=3), summary=_TEXT,
+            assessed_at=_TIMES), max_size=2),
+    ),
+    st.builds(
+        AnalysisEntry, time=_TIMES, symbol=st.just("BTC/USDT"), interval=st.just("1h"),
+        signal=st.sampled_from(list(Signal)), confidence=_SHARE,
+        indicators=st.dictionaries(_TEXT, _TEXT, max_size=3), observations=_TEXT,
+        reasoning=_TEXT, dispatched_to=st.none() | _TEXT,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=_documents)
+def test_every_role_document_written_parses_back_to_itself(document) -> None:
+    # what lets a document just written be handed back when its text is read again
+    assert parse_yaml(type(document), to_yaml(document)) == document
+
+
+def test_a_document_read_back_after_writing_it_is_not_parsed_again(monkeypatch) -> None:
+    document = TradesFile(symbol="BTC/USDT", trades=[trade("t-1", "12.5")])
+    text = to_yaml(document)
+    monkeypatch.setattr(yamltext, "load", lambda _text: pytest.fail("parsed again"))
+    assert load_yaml(TradesFile, text) is document
+    with pytest.raises(ValueError, match="not valid YAML"):  # other text still is parsed
+        monkeypatch.undo()
+        load_yaml(TradesFile, "symbol: [unclosed\n")
