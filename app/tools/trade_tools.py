@@ -12,6 +12,7 @@ order, and the person's close frees what every agent's plain sells hold back.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -24,16 +25,20 @@ from app.domain.errors import (
     InvalidParameterError,
     KestrelError,
     MissingParameterError,
+    RiskRejection,
+    ToolError,
 )
-from app.domain.trading import ExitKind, Order, OrderType, Side
+from app.domain.trading import ExitKind, Order, OrderStatus, OrderType, Side
 from app.exchange.market_rules import fmt
 from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
+from app.tools.exit_moves import exit_name, is_unknown_outcome, move_refused, putting_back
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
 
 GROUP = "Trading Tools"
+logger = logging.getLogger(__name__)
 
 
 class Guard(Protocol):
@@ -212,12 +217,11 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             released = sum((old.remaining for old in replaced), Decimal(0))
             for req in requests:
                 await broker.precheck(req, released=released)
-        for old in replaced:
-            await _cancel_exit(ctx.agent_id, symbol, old)
+        cancelled = [old for old in replaced if await _cancel_exit(ctx.agent_id, symbol, old)]
         if linked:
             tp, sl = await _place_oco(requests[0], requests[1])
         else:
-            placed = {req.exit_kind: await _place(req) for req in requests}
+            placed = await _place_exits(requests, cancelled, size)
             tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
         # a stop the exchange takes only as a stop-limit (no stop-market there) says so
         stop_limit = sl if sl is not None and sl.order_type is OrderType.STOP_LIMIT else None
@@ -232,20 +236,49 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
             stop_loss_note=stop_limit.reason if stop_limit else None,
         )
 
+    async def _place_exits(
+        requests: list[OrderRequest], cancelled: list[Order], held: Decimal
+    ) -> dict[ExitKind, Order]:
+        """Place the new exits; if one is refused, every cancelled exit that nothing new
+        replaces is placed again (``exit_moves``), and the refusal says what became of each."""
+        placed: dict[ExitKind, Order] = {}
+        for req in requests:
+            try:
+                placed[req.exit_kind] = await _place(req)
+            except (ToolError, RiskRejection) as exc:
+                unreplaced = [old for old in cancelled if old.exit_kind not in placed]
+                if is_unknown_outcome(exc):  # it may rest on the exchange: never doubled
+                    raise move_refused(exc, unreplaced, [], []) from exc
+                restored: list[Order] = []
+                lost: list[tuple[Order, str]] = []
+                for old in unreplaced:
+                    try:
+                        restored.append(await _place(putting_back(old, held)))
+                    except (ToolError, RiskRejection) as again:
+                        lost.append((old, str(again)))
+                        logger.warning("%s %s: the %s cancelled for a move could not be placed "
+                                       "again (%s)", old.agent_id, old.symbol,
+                                       exit_name(old.exit_kind), again)
+                raise move_refused(exc, [], restored, lost) from exc
+        return placed
+
     def _oco_exits(symbol: str) -> bool:
         """Whether the broker places a take profit and a stop loss as one OCO list here."""
         check = getattr(broker, "oco_exits", None)
         return check is not None and bool(check(symbol))
 
-    async def _cancel_exit(agent_id: str, symbol: str, old: Order) -> None:
+    async def _cancel_exit(agent_id: str, symbol: str, old: Order) -> bool:
         """Cancel one order listed open a moment ago; the other leg of an OCO list goes with
-        it on the exchange, so one no longer open by the time it is reached is already gone."""
+        it on the exchange, so one no longer open by the time it is reached is already gone.
+        Whether it ends cancelled (by this call or with its list), not filled."""
         try:
             await broker.cancel_order(agent_id, symbol, old.order_id)
         except InvalidOrderError:
             now = await broker.get_order(agent_id, symbol, old.order_id)
             if now.status.is_open:
                 raise
+            return now.status is OrderStatus.CANCELLED
+        return True
 
     async def _place_oco(take_profit: OrderRequest, stop_loss: OrderRequest) -> tuple[Order, Order]:
         """Both exits as one list, each judged by the Risk Guard like a single order (exits

@@ -19,7 +19,7 @@ from app.domain.trading import OrderType
 from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
 from app.runtime.world import World
-from tests.helpers.fake_exchange import FakeExchangeServer
+from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.client import fake_settings
@@ -227,5 +227,85 @@ def test_closing_a_live_position_whose_stop_holds_the_coins_cancels_it_and_sells
                      if o.side == "SELL"]
         assert sells == [("STOP_LOSS_LIMIT", "CANCELED"), ("MARKET", "FILLED")]
         assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def _stop_at(price: Decimal) -> str:
+    return ("<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
+            f"<stop_loss_price>{price}</stop_loss_price></set_position_tp_sl_orders>")
+
+
+def _sells(server: FakeExchangeServer) -> list[tuple[str, Decimal]]:
+    with server.binance_account.lock:
+        return [(o.status, Decimal(o.stop_price)) for o in server.binance_account.orders
+                if o.side == "SELL"]
+
+
+async def _protected(world: World) -> tuple[Decimal, Decimal]:
+    """A position bought by the person with a stop 5% under the last price; that stop and a
+    higher one 3% under it."""
+    assert (await call(world, PERSON_ID, market_buy("0.01000"))).status == "success"
+    last = await world.venue.broker.last_price("BTC/USDT")
+    old, new = ((last * Decimal(share)).quantize(CENT) for share in ("0.95", "0.97"))
+    first = await call(world, PERSON_ID, _stop_at(old))
+    assert first.status == "success", first.xml
+    return old, new
+
+
+def test_a_stop_move_the_exchange_refuses_puts_the_old_stop_back_and_says_so(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """The old stop is cancelled before the new one is sent (Binance locks its coins); when the
+    exchange then refuses the new one, the position is not left without a stop."""
+    async def body(world: World) -> None:
+        old, new = await _protected(world)
+        server.fail("binance", "order.create", Fault.status(429), times=1)
+        moved = await call(world, PERSON_ID, _stop_at(new))
+        assert moved.status == "error"
+        assert "RATE_LIMITED" in moved.xml
+        assert f"previous stop loss at {old} was cancelled first and has been placed again" \
+            in moved.xml
+        # before: [("CANCELED", old)] and nothing else: no stop at all
+        assert _sells(server) == [("CANCELED", old), ("NEW", old)]
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def test_a_stop_move_refused_twice_says_the_position_has_no_stop_loss_now(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        old, new = await _protected(world)
+        server.fail("binance", "order.create", Fault.status(429), times=2)
+        moved = await call(world, PERSON_ID, _stop_at(new))
+        assert moved.status == "error"
+        assert "could not be placed again" in moved.xml
+        assert "the position has NO stop loss now" in moved.xml
+        assert _sells(server) == [("CANCELED", old)]
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def test_a_stop_move_whose_answer_is_lost_never_puts_the_old_stop_back_beside_it(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """The new stop may rest on the exchange (here it does): putting the old one back would
+    hold two stops selling the same coins, so nothing is put back until it is known."""
+    async def body(world: World) -> None:
+        old, new = await _protected(world)
+        server.fail("binance", "order.create", Fault.lost("drop"), times=1)
+        moved = await call(world, PERSON_ID, _stop_at(new))
+        assert moved.status == "error"
+        assert "outcome is unknown" in moved.xml
+        assert "is not put back while this order's outcome is unknown" in moved.xml
+        assert _sells(server) == [("CANCELED", old), ("NEW", new)]
+        # the reconciler finds the new stop by its client id, a few seconds on: one stop
+        server.now.advance(10_000)
+        await world.venue.driver.round()
+        assert_journal_matches_exchange(world.venue.broker, server)
+        assert _sells(server) == [("CANCELED", old), ("NEW", new)]
 
     run_live(tmp_path, server, body)
