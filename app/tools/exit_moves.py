@@ -52,7 +52,7 @@ def move_refused(
     exc: KestrelError,
     cancelled: list[Order],
     restored: list[Order],
-    lost: list[tuple[Order, str]],
+    lost: list[tuple[Order, KestrelError]],
 ) -> KestrelError:
     """``exc`` (the new exit's refusal) with what became of the exits cancelled before it."""
     sentences: list[str] = []
@@ -69,6 +69,13 @@ def move_refused(
             f"(order {new.order_id}): it protects the position as before."
         )
     for old, why in lost:
+        if is_unknown_outcome(why):
+            sentences.append(
+                f"The previous {_described(old)} was cancelled first; placing it again got no "
+                "answer, so whether it is back is being checked: see get_open_orders before "
+                "setting it again."
+            )
+            continue
         sentences.append(
             f"The previous {_described(old)} was cancelled first and could not be placed again "
             f"({why}): the position has NO {exit_name(old.exit_kind)} now. Set one with "

@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -219,9 +220,9 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 await broker.precheck(req, released=released)
         cancelled = [old for old in replaced if await _cancel_exit(ctx.agent_id, symbol, old)]
         if linked:
-            tp, sl = await _place_oco(requests[0], requests[1])
+            tp, sl = await _place_linked(requests, cancelled, size, key)
         else:
-            placed = await _place_exits(requests, cancelled, size)
+            placed = await _place_exits(requests, cancelled, size, key)
             tp, sl = placed.get(ExitKind.TAKE_PROFIT), placed.get(ExitKind.STOP_LOSS)
         # a stop the exchange takes only as a stop-limit (no stop-market there) says so
         stop_limit = sl if sl is not None and sl.order_type is OrderType.STOP_LIMIT else None
@@ -237,7 +238,7 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         )
 
     async def _place_exits(
-        requests: list[OrderRequest], cancelled: list[Order], held: Decimal
+        requests: list[OrderRequest], cancelled: list[Order], held: Decimal, key: str
     ) -> dict[ExitKind, Order]:
         """Place the new exits; if one is refused, every cancelled exit that nothing new
         replaces is placed again (``exit_moves``), and the refusal says what became of each."""
@@ -247,20 +248,49 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                 placed[req.exit_kind] = await _place(req)
             except (ToolError, RiskRejection) as exc:
                 unreplaced = [old for old in cancelled if old.exit_kind not in placed]
-                if is_unknown_outcome(exc):  # it may rest on the exchange: never doubled
-                    raise move_refused(exc, unreplaced, [], []) from exc
-                restored: list[Order] = []
-                lost: list[tuple[Order, str]] = []
-                for old in unreplaced:
-                    try:
-                        restored.append(await _place(putting_back(old, held)))
-                    except (ToolError, RiskRejection) as again:
-                        lost.append((old, str(again)))
-                        logger.warning("%s %s: the %s cancelled for a move could not be placed "
-                                       "again (%s)", old.agent_id, old.symbol,
-                                       exit_name(old.exit_kind), again)
-                raise move_refused(exc, [], restored, lost) from exc
+                raise await _after_refusal(exc, unreplaced, held, key) from exc
         return placed
+
+    async def _place_linked(
+        requests: list[OrderRequest], cancelled: list[Order], held: Decimal, key: str
+    ) -> tuple[Order, Order]:
+        try:
+            return await _place_oco(requests[0], requests[1])
+        except (ToolError, RiskRejection) as exc:
+            raise await _after_refusal(exc, cancelled, held, key) from exc
+
+    async def _after_refusal(
+        exc: ToolError | RiskRejection, cancelled: list[Order], held: Decimal, key: str
+    ) -> KestrelError:
+        """The new exits' refusal, once the exits cancelled for them are back where they can
+        be: never while the new exit's outcome is unknown (it may rest on the exchange)."""
+        if is_unknown_outcome(exc):
+            return move_refused(exc, cancelled, [], [])
+        restored: list[Order] = []
+        lost: list[tuple[Order, KestrelError]] = []
+        by_kind = {old.exit_kind: old for old in cancelled}
+        if len(cancelled) == 2 and set(by_kind) == {ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS} \
+                and _oco_exits(cancelled[0].symbol):
+            # a list protected the position: it goes back as a list (the exchange would
+            # refuse a second sell of coins the first one holds)
+            pair = [replace(putting_back(by_kind[kind], held), client_order_id=f"{key}:{leg}")
+                    for kind, leg in ((ExitKind.TAKE_PROFIT, "tp-back"),
+                                      (ExitKind.STOP_LOSS, "sl-back"))]
+            try:
+                restored.extend(await _place_oco(pair[0], pair[1]))
+            except (ToolError, RiskRejection) as again:
+                lost.extend((by_kind[kind], again) for kind in (ExitKind.TAKE_PROFIT,
+                                                                  ExitKind.STOP_LOSS))
+        else:
+            for old in cancelled:
+                try:
+                    restored.append(await _place(putting_back(old, held)))
+                except (ToolError, RiskRejection) as again:
+                    lost.append((old, again))
+        for old, why in lost:
+            logger.warning("%s %s: the %s cancelled for a move could not be placed again (%s)",
+                           old.agent_id, old.symbol, exit_name(old.exit_kind), why)
+        return move_refused(exc, [], restored, lost)
 
     def _oco_exits(symbol: str) -> bool:
         """Whether the broker places a take profit and a stop loss as one OCO list here."""

@@ -407,3 +407,30 @@ def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path,
         assert_journal_matches_exchange(world.venue.broker, venue)
 
     run_live(tmp_path, venue, body)
+
+
+def test_a_new_list_the_exchange_refuses_puts_the_old_list_back_as_a_list(tmp_path, venue):
+    """The old list is cancelled before the new one is sent (it holds the coins); refused, the
+    new list would have left the position with neither exit."""
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+        tp, sl, _ = tp_reached(venue)
+        assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+        venue.fail("binance", "orderList.oco", Fault.status(429), times=1)
+        refused = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
+        assert refused.status == "error" and "RATE_LIMITED" in refused.xml
+        assert f"previous take profit at {tp} was cancelled first and has been placed again" \
+            in refused.xml
+        assert f"previous stop loss at {sl} was cancelled first and has been placed again" \
+            in refused.xml
+        with venue.binance_account.lock:
+            resting = sorted((o.type, Decimal(o.price), Decimal(o.stop_price))
+                             for o in venue.binance_account.orders if o.status == "NEW")
+        assert [(kind, price) for kind, price, _ in resting][0] == ("LIMIT_MAKER", tp)
+        assert resting[1][0] == "STOP_LOSS_LIMIT" and resting[1][2] == sl
+        assert venue.count("binance", "orderList.oco") == 3  # placed, refused, put back
+        assert_journal_matches_exchange(world.venue.broker, venue)
+
+    run_live(tmp_path, venue, body)
