@@ -331,14 +331,22 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
         # they would sell. The person's close frees what every agent holds back, an agent's only
         # its own.
         mine = None if ctx.agent_id == PERSON_ID else ctx.agent_id
+        exits = []
         for old in await broker.open_orders(mine, symbol):
-            if old.side is Side.SELL:
-                await _cancel_exit(old.agent_id, symbol, old)
+            if old.side is Side.SELL and await _cancel_exit(old.agent_id, symbol, old) and \
+                    old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS):
+                exits.append(old)
+        held = await _held(symbol)
         req = OrderRequest(
-            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, await _held(symbol),
+            ctx.agent_id, symbol, Side.SELL, OrderType.MARKET, held,
             reduce_only=True, exit_kind=ExitKind.CLOSE, reason=args["reason"] or "close position",
         )
-        return _created(await _place(req))
+        try:
+            return _created(await _place(req))
+        except (ToolError, RiskRejection) as exc:
+            # not closed: the position keeps the exits that protected it
+            key = f"k-{ctx.call_key}" if ctx.call_key else f"auto-{uuid.uuid4().hex[:16]}"
+            raise await _after_refusal(exc, exits, held, key) from exc
 
     specs: Sequence[ToolSpec] = (
         ToolSpec(

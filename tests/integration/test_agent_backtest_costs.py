@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.agents.rules import trader
 from app.domain.trading import Mode
+from app.memory.roles import TradesFile, load_yaml
 from app.memory.store import MemoryStore
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.workspace import Workspace
@@ -68,4 +68,4 @@ def test_a_paper_or_live_workspace_keeps_its_memory_and_audit_durable(
 
 def test_a_growing_trade_record_is_parsed_once_per_content() -> None:
     text = "symbol: BTC/USDT\ntrades: []\n"
-    assert trader._trades_file(text) is trader._trades_file(text)  # noqa: SLF001
+    assert load_yaml(TradesFile, text) is load_yaml(TradesFile, text)

@@ -309,3 +309,23 @@ def test_a_stop_move_whose_answer_is_lost_never_puts_the_old_stop_back_beside_it
         assert _sells(server) == [("CANCELED", old), ("NEW", new)]
 
     run_live(tmp_path, server, body)
+
+
+def test_a_close_the_exchange_refuses_puts_the_stop_it_cancelled_back(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """The close cancels the stop first (it holds the coins); a refused sell would otherwise
+    leave the position open and unprotected."""
+    async def body(world: World) -> None:
+        old, _new = await _protected(world)
+        server.fail("binance", "order.create", Fault.status(429), times=1)
+        closed = await call(world, PERSON_ID, (
+            "<close_position><symbol>BTC/USDT</symbol><reason>done</reason></close_position>"))
+        assert closed.status == "error" and "RATE_LIMITED" in closed.xml
+        assert f"previous stop loss at {old} was cancelled first and has been placed again" \
+            in closed.xml
+        assert _sells(server) == [("CANCELED", old), ("NEW", old)]
+        assert await world.venue.broker.positions("BTC/USDT")  # still open, still protected
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
