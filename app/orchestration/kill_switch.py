@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.config.risk import RiskConfig
-from app.domain.agents import AgentInfo, AgentState, Channel, Urgency
+from app.domain.agents import AgentInfo, AgentState, Urgency
 from app.domain.clock import Clock
 from app.domain.kill_switch import Trip, TripCause
 from app.domain.risk_view import RiskView
@@ -55,14 +55,13 @@ from app.events import (
     ReconciliationMismatch,
 )
 from app.exchange.port import Broker
-from app.orchestration.notify import NotificationService
+from app.orchestration.notify import EVERY_CHANNEL, SENDER, NotificationService
 from app.risk.rules import DAY_MS, amount, daily_loss_breach, drawdown_violation, pct
 from app.store.kill_switch_log import KillSwitchLog
 
 logger = logging.getLogger(__name__)
 
-SENDER = "kestrel"  # the notifications' agent id: they come from Kestrel itself, not an agent
-CHANNELS = (Channel.UI_ALERT, Channel.TRAY, Channel.TELEGRAM, Channel.EMAIL)
+CHANNELS = EVERY_CHANNEL
 PAUSABLE = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
 
 

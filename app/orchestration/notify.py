@@ -229,3 +229,27 @@ def _notification(row: tuple[Any, ...]) -> Notification:
             for s in json.loads(row[7])
         ),
     )
+
+
+SENDER = "kestrel"  # notifications from Kestrel itself, not from an agent
+EVERY_CHANNEL = (Channel.UI_ALERT, Channel.TRAY, Channel.TELEGRAM, Channel.EMAIL)
+
+
+class PersonAlert:
+    """An urgent alert from Kestrel itself on every channel, for parts built before the
+    notification service (the trading tools): ``notifications`` is set once it exists; until
+    then, and in a world without agents, the alert is only logged."""
+
+    def __init__(self) -> None:
+        self.notifications: NotificationService | None = None
+
+    async def send(self, message: str, subject: str) -> None:
+        logger.warning("%s: %s", subject, message)
+        if self.notifications is None:
+            return
+        try:
+            await self.notifications.send(SENDER, EVERY_CHANNEL, message, subject,
+                                          Urgency.CRITICAL)
+        except Exception:  # what the alert is about has happened whether or not it is sent
+            logger.exception("the alert %r could not be stored or sent", subject)
+

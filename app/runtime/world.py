@@ -62,6 +62,7 @@ from app.orchestration.notify import (
     BusNotifier,
     NotificationService,
     Notifier,
+    PersonAlert,
     UnconfiguredNotifier,
 )
 from app.orchestration.questions import QuestionStore
@@ -420,11 +421,12 @@ def _assemble(
     guard = build_guard(settings.risk, risk_recorder,
                         kill_log.active if kill_log is not None else None)
     market, broker = venue.market, venue.broker
+    alert = PersonAlert()  # told where to send once the agents' notifications exist
     registry = ToolRegistry([
         *build_market_tools(market),
         *build_indicator_tools(market, IndicatorEngine()),
         *build_account_tools(broker),
-        *build_trade_tools(broker, guard),
+        *build_trade_tools(broker, guard, alert=alert.send),
         *(build_memory_tools(memory) if memory is not None else ()),
     ])
     recorder = options.recorder
@@ -440,6 +442,7 @@ def _assemble(
     if options.agents:
         assert workspace is not None and memory is not None and checkpointer is not None
         world.agents = _team(world, workspace, options, checkpointer, cleanup)
+        alert.notifications = world.agents.notifications
     return world
 
 

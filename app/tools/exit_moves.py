@@ -94,3 +94,21 @@ def move_refused(
         moved.__cause__ = exc
         return moved
     return exc
+
+
+def subject_of(unprotected: list[Order]) -> str:
+    kinds = " and ".join(dict.fromkeys(exit_name(o.exit_kind) for o in unprotected))
+    return f"Kestrel: {unprotected[0].symbol} has no {kinds} now"
+
+
+def unprotected_alert(unprotected: list[Order], refusal: KestrelError) -> str:
+    """What the person is told when a position is left without an exit it had."""
+    old = unprotected[0]
+    what = ", ".join(_described(o) for o in unprotected)
+    why = refusal.message if isinstance(refusal, ToolError) else str(refusal)
+    return (
+        f"The {old.symbol} position lost its {what}: it was cancelled to be "
+        f"moved, the exchange refused the new order, and it could not be placed again. Set a "
+        f"stop loss in the account panel or close the position. {why}"
+    )
+

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from decimal import Decimal
@@ -34,12 +34,21 @@ from app.exchange.market_rules import fmt
 from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
-from app.tools.exit_moves import exit_name, is_unknown_outcome, move_refused, putting_back
+from app.tools.exit_moves import (
+    is_unknown_outcome,
+    move_refused,
+    putting_back,
+    subject_of,
+    unprotected_alert,
+)
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
 
 GROUP = "Trading Tools"
 logger = logging.getLogger(__name__)
+
+
+Alert = Callable[[str, str], Awaitable[None]]
 
 
 class Guard(Protocol):
@@ -65,8 +74,13 @@ def _decimal(name: str, description: str) -> ParamSpec:
     return ParamSpec(name, ParamType.DECIMAL, description)
 
 
-def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
-    """The order-placing tools bound to one broker and the Risk Guard in front of it."""
+def build_trade_tools(
+    broker: TradingBroker, guard: Guard, *, alert: Alert | None = None
+) -> list[ToolSpec]:
+    """The order-placing tools bound to one broker and the Risk Guard in front of it.
+
+    ``alert(message, subject)`` tells the person, on every channel, when a position is left
+    without an exit it had (``exit_moves``)."""
 
     async def _place(req: OrderRequest) -> Order:
         """The only path to ``broker.create_order``: validate, ask the guard, then place."""
@@ -287,10 +301,11 @@ def build_trade_tools(broker: TradingBroker, guard: Guard) -> list[ToolSpec]:
                     restored.append(await _place(putting_back(old, held)))
                 except (ToolError, RiskRejection) as again:
                     lost.append((old, again))
-        for old, why in lost:
-            logger.warning("%s %s: the %s cancelled for a move could not be placed again (%s)",
-                           old.agent_id, old.symbol, exit_name(old.exit_kind), why)
-        return move_refused(exc, [], restored, lost)
+        refusal = move_refused(exc, [], restored, lost)
+        unprotected = [old for old, why in lost if not is_unknown_outcome(why)]
+        if unprotected and alert is not None:
+            await alert(unprotected_alert(unprotected, refusal), subject_of(unprotected))
+        return refusal
 
     def _oco_exits(symbol: str) -> bool:
         """Whether the broker places a take profit and a stop loss as one OCO list here."""

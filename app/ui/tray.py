@@ -39,7 +39,7 @@ from app.events import (
     QuestionAsked,
     ToolCallCompleted,
 )
-from app.orchestration.kill_switch import SENDER as KILL_SWITCH_SENDER
+from app.orchestration.notify import SENDER as KESTREL_SENDER
 from app.ui.theme import DARK
 
 logger = logging.getLogger(__name__)
@@ -173,7 +173,8 @@ class TrayRouter:
             return None  # UI_ALERT is shown inside the window
         level = {"HIGH": "warning", "CRITICAL": "critical"}.get(event.urgency.upper(), "info")
         title = event.subject or f"Message from {self.name(event.agent_id)}"
-        if event.agent_id == KILL_SWITCH_SENDER:  # the kill switch: its state is the account's
+        if event.agent_id == KESTREL_SENDER:  # Kestrel itself (the kill switch, an exit lost):
+            # what it is about is the account's
             return TrayNotice(title, _clip(event.message), "account", "", level)
         return TrayNotice(title, _clip(event.message), "chat", event.agent_id, level)
 

@@ -285,6 +285,14 @@ def test_a_stop_move_refused_twice_says_the_position_has_no_stop_loss_now(
         assert "the position has NO stop loss now" in moved.xml
         assert _sells(server) == [("CANCELED", old)]
         assert_journal_matches_exchange(world.venue.broker, server)
+        # the person is told on every channel, not only the caller
+        await world.bus.drain()
+        (alert,) = [n for n in world.agents.notifications.recent()
+                    if n.subject == "Kestrel: BTC/USDT has no stop loss now"]
+        assert alert.urgency.value == "CRITICAL"
+        assert f"lost its stop loss at {old}" in alert.message
+        shown = {s.channel.value: s.delivery_status.value for s in alert.statuses}
+        assert shown["UI_ALERT"] == shown["TRAY"] == "SUCCESS"
 
     run_live(tmp_path, server, body)
 
