@@ -334,13 +334,19 @@ def test_a_live_traders_tp_and_sl_are_one_oco_that_closes_the_position_at_the_ta
     run_live(tmp_path, venue, body)
 
 
+async def listed(world: World, venue: FakeExchangeServer) -> tuple[str, Decimal, Decimal]:
+    """A granted agent's position protected by one OCO list: the agent, its TP and SL."""
+    agent = "desk-1"
+    grant(world, agent)
+    assert (await call(world, agent, market_buy("0.01000"))).status == "success"
+    tp, sl, _ = tp_reached(venue)
+    assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+    return agent, tp, sl
+
+
 def test_a_new_tp_and_sl_replace_the_oco_list_already_protecting_the_position(tmp_path, venue):
     async def body(world: World) -> None:
-        agent = "desk-1"
-        grant(world, agent)
-        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
-        tp, sl, _ = tp_reached(venue)
-        assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+        agent, tp, sl = await listed(world, venue)
         # balances read since (the account panel reads them every few seconds): the list
         # holds every coin; the new list placed after the old one's cancel must see them
         assert (await world.venue.broker.refresh_balances())["BTC"].free == 0
@@ -413,11 +419,7 @@ def test_a_new_list_the_exchange_refuses_puts_the_old_list_back_as_a_list(tmp_pa
     """The old list is cancelled before the new one is sent (it holds the coins); refused, the
     new list would have left the position with neither exit."""
     async def body(world: World) -> None:
-        agent = "desk-1"
-        grant(world, agent)
-        assert (await call(world, agent, market_buy("0.01000"))).status == "success"
-        tp, sl, _ = tp_reached(venue)
-        assert (await call(world, agent, tp_sl_call(tp, sl))).status == "success"
+        agent, tp, sl = await listed(world, venue)
         venue.fail("binance", "orderList.oco", Fault.status(429), times=1)
         refused = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
         assert refused.status == "error" and "RATE_LIMITED" in refused.xml
