@@ -96,19 +96,29 @@ def move_refused(
     return exc
 
 
-def subject_of(unprotected: list[Order]) -> str:
-    kinds = " and ".join(dict.fromkeys(exit_name(o.exit_kind) for o in unprotected))
-    return f"Kestrel: {unprotected[0].symbol} has no {kinds} now"
+def subject_of(unprotected: list[tuple[Order, KestrelError]]) -> str:
+    kinds = " and ".join(dict.fromkeys(exit_name(o.exit_kind) for o, _ in unprotected))
+    return f"Kestrel: {unprotected[0][0].symbol} has no {kinds} now"
 
 
-def unprotected_alert(unprotected: list[Order], refusal: KestrelError) -> str:
-    """What the person is told when a position is left without an exit it had."""
-    old = unprotected[0]
-    what = ", ".join(_described(o) for o in unprotected)
-    why = refusal.message if isinstance(refusal, ToolError) else str(refusal)
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = exc.message if isinstance(exc, ToolError) else str(exc)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def unprotected_alert(
+    unprotected: list[tuple[Order, KestrelError]], refused: KestrelError
+) -> str:
+    """What the person is told when a position is left without an exit it had: in a person's
+    words (the agent's error names the tool to call)."""
+    symbol = unprotected[0][0].symbol
+    what = ", ".join(_described(old) for old, _ in unprotected)
+    first = _short(refused)
+    reasons = list(dict.fromkeys(_short(why) for _, why in unprotected))
+    again = "for the same reason" if reasons == [first] else f"too ({'; '.join(reasons)})"
     return (
-        f"The {old.symbol} position lost its {what}: it was cancelled to be "
-        f"moved, the exchange refused the new order, and it could not be placed again. Set a "
-        f"stop loss in the account panel or close the position. {why}"
+        f"The {symbol} position lost its {what}. It was cancelled to be moved, the exchange "
+        f"refused the new order ({first}), and placing it again was refused {again}. Set a "
+        "stop loss in the account panel, or close the position."
     )
-

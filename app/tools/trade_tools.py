@@ -301,11 +301,10 @@ def build_trade_tools(
                     restored.append(await _place(putting_back(old, held)))
                 except (ToolError, RiskRejection) as again:
                     lost.append((old, again))
-        refusal = move_refused(exc, [], restored, lost)
-        unprotected = [old for old, why in lost if not is_unknown_outcome(why)]
+        unprotected = [(old, why) for old, why in lost if not is_unknown_outcome(why)]
         if unprotected and alert is not None:
-            await alert(unprotected_alert(unprotected, refusal), subject_of(unprotected))
-        return refusal
+            await alert(unprotected_alert(unprotected, exc), subject_of(unprotected))
+        return move_refused(exc, [], restored, lost)
 
     def _oco_exits(symbol: str) -> bool:
         """Whether the broker places a take profit and a stop loss as one OCO list here."""

@@ -290,7 +290,10 @@ def test_a_stop_move_refused_twice_says_the_position_has_no_stop_loss_now(
         (alert,) = [n for n in world.agents.notifications.recent()
                     if n.subject == "Kestrel: BTC/USDT has no stop loss now"]
         assert alert.urgency.value == "CRITICAL"
-        assert f"lost its stop loss at {old}" in alert.message
+        assert alert.message.startswith(f"The BTC/USDT position lost its stop loss at {old}.")
+        assert alert.message.endswith(
+            "Set a stop loss in the account panel, or close the position.")
+        assert "set_position_tp_sl_orders" not in alert.message  # the agent's words, not ours
         shown = {s.channel.value: s.delivery_status.value for s in alert.statuses}
         assert shown["UI_ALERT"] == shown["TRAY"] == "SUCCESS"
 
