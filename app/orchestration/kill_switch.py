@@ -62,6 +62,7 @@ from app.store.kill_switch_log import KillSwitchLog
 logger = logging.getLogger(__name__)
 
 CHANNELS = EVERY_CHANNEL
+SUBJECT = "Kestrel: kill switch"  # its notifications' subjects begin so (the window's banner)
 PAUSABLE = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
 
 
@@ -240,7 +241,7 @@ class KillSwitch:
         after = (f" {_count(paused, 'agent')} {'stays' if paused == 1 else 'stay'} paused: "
                  "resume those that should trade." if paused else "")
         done = f"Kill switch reset by {by}: new orders pass the Risk Guard again.{after}"
-        await self._notify(done, "Kestrel: kill switch reset", Urgency.HIGH)
+        await self._notify(done, f"{SUBJECT} reset", Urgency.HIGH)
         return done
 
     async def _act(self, trip: Trip, *, resumed: bool = False) -> str:
@@ -279,7 +280,7 @@ class KillSwitch:
         await self._notify(
             f"Kill switch {trip.describe()}. {when}{done} New orders are refused until a person "
             "resets it in the Kestrel window.",
-            "Kestrel: kill switch tripped", Urgency.CRITICAL,
+            f"{SUBJECT} tripped", Urgency.CRITICAL,
         )
         return done
 

@@ -244,6 +244,7 @@ class MainWindow(QMainWindow):
         from app.runtime.desk import DEMO_SYMBOL
         from app.store.audit_trail import AuditTrailReader
         from app.ui.agents import AgentsPanel
+        from app.ui.alerts import AlertBanner
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
         from app.ui.charts.chart_widget import ChartWidget
@@ -295,7 +296,9 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
+        self.alert_banner = AlertBanner(world.bus, central)
         layout.addWidget(kill.banner)
+        layout.addWidget(self.alert_banner)
         layout.addWidget(self.banner)
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)

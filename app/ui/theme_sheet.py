@@ -134,6 +134,9 @@ QFrame#killBanner {{ background: {t.error_bg}; border-top: 2px solid {t.down};
 QFrame#killBanner QLabel {{ background: transparent; color: {t.text}; }}
 QFrame#killBanner QLabel#killBannerTitle {{ color: {t.down}; font-weight: bold;
     font-size: 11pt; }}
+QFrame#alertBanner {{ background: {t.error_bg}; border-bottom: 2px solid {t.down}; }}
+QFrame#alertBanner QLabel {{ background: transparent; color: {t.text}; }}
+QFrame#alertBanner QLabel#alertBannerTitle {{ color: {t.down}; font-weight: bold; }}
 QLabel#statusHalted {{ background: {t.down}; color: #ffffff; font-weight: bold;
     border-radius: 3px; }}
 QLabel#killDialogTitle {{ font-weight: bold; font-size: 12pt; }}
