@@ -244,8 +244,9 @@ class PersonAlert:
         self.notifications: NotificationService | None = None
 
     async def send(self, message: str, subject: str) -> None:
-        logger.warning("%s: %s", subject, message)
         if self.notifications is None:
+            logger.warning("%s (no notification service to tell the person): %s", subject,
+                           message)
             return
         try:
             await self.notifications.send(SENDER, EVERY_CHANNEL, message, subject,

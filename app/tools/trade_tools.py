@@ -302,8 +302,11 @@ def build_trade_tools(
                 except (ToolError, RiskRejection) as again:
                     lost.append((old, again))
         unprotected = [(old, why) for old, why in lost if not is_unknown_outcome(why)]
-        if unprotected and alert is not None:
-            await alert(unprotected_alert(unprotected, exc), subject_of(unprotected))
+        if unprotected:
+            told = unprotected_alert(unprotected, exc)
+            logger.warning("%s", told)
+            if alert is not None:
+                await alert(told, subject_of(unprotected))
         return move_refused(exc, [], restored, lost)
 
     def _oco_exits(symbol: str) -> bool:
