@@ -19,6 +19,7 @@ from app.domain.errors import OperationalError
 from app.resources import resource_path
 
 SETTINGS_SOURCE = "your settings ([llm] training_cutoff)"
+BLIND_RUN = "blind: the model saw neither the symbol, nor the dates, nor the price level"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,7 @@ def memory_warning(
             f"cutoff ({cutoff.cutoff.isoformat()}, per {cutoff.source}): the model may remember "
             "what this market did next.")
     if blind:
-        return text + (" The run was blind: the model saw neither the symbol, nor the dates, "
-                       "nor the price level.")
+        return f"{text} The run was {BLIND_RUN}."
     return text + " Run it blind (--blind) or over a later period to measure judgement."
 
 
@@ -110,6 +110,18 @@ def unknown_cutoff_note(model: str, start_ms: int, *, blind: bool = False) -> st
             f"{ms_to_iso(start_ms)[:10]}, it may remember what this market did next. Set [llm] "
             "training_cutoff = \"YYYY-MM-DD\" in settings.toml from the model's card")
     if blind:
-        return text + ("; the run was blind: the model saw neither the symbol, nor the dates, "
-                       "nor the price level.")
+        return f"{text}; the run was {BLIND_RUN}."
     return text + ", or run it blind (--blind)."
+
+
+def period_warning(
+    model: str, start_ms: int, override: str = "", *, blind: bool = False
+) -> tuple[str, bool] | None:
+    """What a run of ``model`` from ``start_ms`` warns, for the backtest and the eval reports:
+    the flag when the period starts before its known cutoff (True), the note when its cutoff
+    is unknown (False), None when it starts after a known cutoff."""
+    cutoff = cutoff_for(model, override=override)
+    if cutoff is None:
+        return unknown_cutoff_note(model, start_ms, blind=blind), False
+    flag = memory_warning(cutoff, start_ms, blind=blind)
+    return None if flag is None else (flag, True)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
-from app.agents.cutoffs import cutoff_for, memory_warning, unknown_cutoff_note
+from app.agents.cutoffs import period_warning
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.backtest.report import BacktestResult, write_report
 from app.config import LLMSettings
@@ -275,14 +275,9 @@ def memory_warnings(
     """Per language model of the run: a flag when its training data reaches past ``start_ms``,
     a note when its cutoff is unknown (flags first, then notes)."""
     models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
-    flags, unknown = [], []
-    for model in models:
-        cutoff = cutoff_for(model, override=override)
-        if cutoff is None:
-            unknown.append(unknown_cutoff_note(model, start_ms, blind=blind))
-        elif (flag := memory_warning(cutoff, start_ms, blind=blind)) is not None:
-            flags.append(flag)
-    return tuple(flags), tuple(unknown)
+    warned = [w for m in models if (w := period_warning(m, start_ms, override, blind=blind))]
+    return (tuple(text for text, flag in warned if flag),
+            tuple(text for text, flag in warned if not flag))
 
 
 async def _create_agents(

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import PriceTable
-from app.agents.cutoffs import cutoff_for, memory_warning, unknown_cutoff_note
+from app.agents.cutoffs import period_warning
 from app.agents.llm.port import LLMUsage
 from app.agents.llm.replay import Recording
 from app.config import LLMSettings
@@ -326,13 +326,11 @@ def build_report(
     warnings: list[str] = []
     before_cutoff = False
     if subject.provider != "rule-engine" and runs:
-        cutoff = cutoff_for(subject.model, override=subject.training_cutoff)
         first = min(parse_time(r.start) for r in runs)
-        if cutoff is None:
-            warnings.append(unknown_cutoff_note(subject.model, first, blind=blind))
-        elif (flag := memory_warning(cutoff, first, blind=blind)) is not None:
-            warnings.append(flag)
-            before_cutoff = True
+        warned = period_warning(subject.model, first, subject.training_cutoff, blind=blind)
+        if warned is not None:
+            warnings.append(warned[0])
+            before_cutoff = warned[1]
     subject_data = subject.model_dump(include={"provider", "model", "base_url"})
     return EvalReport({
         "subject": subject_data, "blind": blind, "warnings": warnings,
