@@ -70,6 +70,12 @@ def order_intent(req: OrderRequest, checked: CheckedOrder, held: Decimal) -> Ord
     )
 
 
+def exit_key(ctx: AgentContext) -> str:
+    """The stem of the client ids of the exits a call places: from the tool call, so a repeated
+    call finds what it placed; a call without a key gets a fresh one."""
+    return f"k-{ctx.call_key}" if ctx.call_key else f"auto-{uuid.uuid4().hex[:16]}"
+
+
 def _decimal(name: str, description: str) -> ParamSpec:
     return ParamSpec(name, ParamType.DECIMAL, description)
 
@@ -204,8 +210,7 @@ def build_trade_tools(
                 details={"field": "take_profit_price", "symbol": symbol,
                          "needs": "one exit at a time on this account"},
             )
-        # the exits' own client ids, from the tool call, so a repeated call finds what it placed
-        key = f"k-{ctx.call_key}" if ctx.call_key else f"auto-{uuid.uuid4().hex[:16]}"
+        key = exit_key(ctx)
         requests = []
         if take_profit is not None:
             requests.append(OrderRequest(
@@ -362,8 +367,7 @@ def build_trade_tools(
             return _created(await _place(req))
         except (ToolError, RiskRejection) as exc:
             # not closed: the position keeps the exits that protected it
-            key = f"k-{ctx.call_key}" if ctx.call_key else f"auto-{uuid.uuid4().hex[:16]}"
-            raise await _after_refusal(exc, exits, held, key) from exc
+            raise await _after_refusal(exc, exits, held, exit_key(ctx)) from exc
 
     specs: Sequence[ToolSpec] = (
         ToolSpec(
