@@ -55,13 +55,12 @@ from app.events import (
     ReconciliationMismatch,
 )
 from app.exchange.port import Broker
-from app.orchestration.notify import EVERY_CHANNEL, SENDER, NotificationService
+from app.orchestration.notify import NotificationService, PersonAlert
 from app.risk.rules import DAY_MS, amount, daily_loss_breach, drawdown_violation, pct
 from app.store.kill_switch_log import KillSwitchLog
 
 logger = logging.getLogger(__name__)
 
-CHANNELS = EVERY_CHANNEL
 SUBJECT = "Kestrel: kill switch"  # its notifications' subjects begin so (the window's banner)
 PAUSABLE = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
 
@@ -131,7 +130,7 @@ class KillSwitch:
         agents: whose agents a trip pauses (the ``AgentManager``).
         clock: the market clock (a replay's simulated time, kept with each trip).
         risk: the risk settings: the loss halts' limits and ``[risk.kill_switch]``.
-        notifications: how the person is told; None: not told (tests of the rule alone).
+        notifications: how the person is told; None: only logged (tests of the rule alone).
         bus: where ``KillSwitchTripped`` and ``KillSwitchReset`` are published.
         wall_ms: the wall clock (injected in tests).
     """
@@ -154,7 +153,7 @@ class KillSwitch:
         self.clock = clock
         self.risk = risk
         self.config = risk.kill_switch
-        self.notifications = notifications
+        self.alert = PersonAlert(notifications)
         self.bus = bus
         self._wall_ms = wall_ms
         self._answered = log.answered_keys()
@@ -288,12 +287,7 @@ class KillSwitch:
         return order.reduce_only and not self.config.cancel_exits
 
     async def _notify(self, message: str, subject: str, urgency: Urgency) -> None:
-        if self.notifications is None:
-            return
-        try:
-            await self.notifications.send(SENDER, CHANNELS, message, subject, urgency)
-        except Exception:  # the halt stands whether or not the person could be told
-            logger.exception("the kill switch could not store or send its notification")
+        await self.alert.send(message, subject, urgency)  # the halt stands either way
 
     # -- tripping by itself ----------------------------------------------------------------------
 

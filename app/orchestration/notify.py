@@ -236,21 +236,21 @@ EVERY_CHANNEL = (Channel.UI_ALERT, Channel.TRAY, Channel.TELEGRAM, Channel.EMAIL
 
 
 class PersonAlert:
-    """An urgent alert from Kestrel itself on every channel, for parts built before the
-    notification service (the trading tools): ``notifications`` is set once it exists; until
-    then, and in a world without agents, the alert is only logged."""
+    """An alert from Kestrel itself on every channel (the kill switch, a position left without
+    its stop loss). ``notifications`` may be set after construction, for parts built before
+    the notification service (the trading tools); until then, and in a world without agents,
+    the alert is only logged. Sending never raises: what the alert is about has happened
+    whether or not the person could be told."""
 
-    def __init__(self) -> None:
-        self.notifications: NotificationService | None = None
+    def __init__(self, notifications: NotificationService | None = None) -> None:
+        self.notifications = notifications
 
-    async def send(self, message: str, subject: str) -> None:
+    async def send(self, message: str, subject: str, urgency: Urgency = Urgency.CRITICAL) -> None:
         if self.notifications is None:
             logger.warning("%s (no notification service to tell the person): %s", subject,
                            message)
             return
         try:
-            await self.notifications.send(SENDER, EVERY_CHANNEL, message, subject,
-                                          Urgency.CRITICAL)
-        except Exception:  # what the alert is about has happened whether or not it is sent
+            await self.notifications.send(SENDER, EVERY_CHANNEL, message, subject, urgency)
+        except Exception:
             logger.exception("the alert %r could not be stored or sent", subject)
-
