@@ -10,14 +10,14 @@ Colours come from the theme's sheet (object names), never from here.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QPushButton, QWidget
 
 from app.domain.agents import Channel
 from app.events import EventBus, NotificationRaised
 from app.orchestration.kill_switch import SUBJECT as KILL_SWITCH_SUBJECT
 from app.orchestration.notify import SENDER
 from app.ui.panels.tasks import BusLink
+from app.ui.strip import Strip
 
 
 def shown_in_window(event: NotificationRaised) -> bool:
@@ -26,35 +26,19 @@ def shown_in_window(event: NotificationRaised) -> bool:
             and not event.subject.startswith(KILL_SWITCH_SUBJECT))
 
 
-class AlertBanner(QFrame):
+class AlertBanner(Strip):
     """The strip of Kestrel's own alerts, with Dismiss; hidden while there is none."""
 
     def __init__(self, bus: EventBus | None, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("alertBanner")
-        self.alerts: list[tuple[str, str]] = []  # (subject, message), newest first
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 4, 10, 6)
-        layout.setSpacing(2)
-        top = QHBoxLayout()
-        self.title = QLabel("")
-        self.title.setObjectName("alertBannerTitle")
         self.dismiss_button = QPushButton("Dismiss")
         self.dismiss_button.setObjectName("alertDismiss")
         self.dismiss_button.setToolTip("Hide these alerts (each stays in the notification log).")
+        super().__init__("alertBanner", "", [self.dismiss_button], parent)
         self.dismiss_button.clicked.connect(self.dismiss)
-        top.addWidget(self.title, 1)
-        top.addWidget(self.dismiss_button)
-        self.text = QLabel("")
-        self.text.setObjectName("alertBannerText")
-        self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addLayout(top)
-        layout.addWidget(self.text)
+        self.alerts: list[tuple[str, str]] = []  # (subject, message), newest first
         self.link = BusLink(bus)
         self.link.subscribe(NotificationRaised, self._on_notification)
         self.link.attach(self)
-        self.hide()
 
     def _on_notification(self, event: NotificationRaised) -> None:
         if shown_in_window(event):

@@ -22,8 +22,6 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QFrame,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -40,6 +38,7 @@ from app.events import EventBus, KillSwitchReset, KillSwitchTripped
 from app.orchestration.kill_switch import KillSwitch, TripPreview
 from app.ui.accept_balances import OFFER, AcceptBalancesDialog
 from app.ui.panels.tasks import BusLink, TaskSet
+from app.ui.strip import Strip
 from app.ui.theme import set_look
 
 logger = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ def summary(trip: Trip) -> str:
     return f"tripped {when} UTC by {trip.by}: {trip.reason}"
 
 
-class KillSwitchBanner(QFrame):
+class KillSwitchBanner(Strip):
     """The strip over the chart while the switch is tripped (in place of the desk's banner):
     what, when, who, and Reset. The whole story, market time included, is its tooltip."""
 
@@ -141,34 +140,18 @@ class KillSwitchBanner(QFrame):
     accept_requested = Signal()  # the exchange's balances, after a reconciliation mismatch
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("killBanner")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 4, 10, 6)
-        layout.setSpacing(2)
-        top = QHBoxLayout()
-        self.title = QLabel("TRADING HALTED by the kill switch")
-        self.title.setObjectName("killBannerTitle")
         self.reset_button = QPushButton("Reset kill switch…")
         self.reset_button.setObjectName("killReset")
-        self.reset_button.clicked.connect(self.reset_requested)
         self.accept_button = QPushButton(OFFER)
         self.accept_button.setObjectName("acceptBalances")
         self.accept_button.setToolTip(
             "Reconciliation found balances the journal cannot explain: see the differences and "
             "take the exchange's balances as the journal's new starting point.")
-        self.accept_button.clicked.connect(self.accept_requested)
         self.accept_button.hide()
-        top.addWidget(self.title, 1)
-        top.addWidget(self.accept_button)
-        top.addWidget(self.reset_button)
-        self.text = QLabel("")
-        self.text.setObjectName("killBannerText")
-        self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addLayout(top)
-        layout.addWidget(self.text)
-        self.hide()
+        super().__init__("killBanner", "TRADING HALTED by the kill switch",
+                         [self.accept_button, self.reset_button], parent)
+        self.reset_button.clicked.connect(self.reset_requested)
+        self.accept_button.clicked.connect(self.accept_requested)
 
     def show_trip(self, trip: Trip | None, *, offer_accept: bool = False) -> None:
         self.accept_button.setVisible(trip is not None and offer_accept)
