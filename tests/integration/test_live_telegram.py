@@ -9,8 +9,6 @@ exchange once, the journal equal to the exchange's state. A stranger's tap place
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from app.telegram.start import start_telegram
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
-from tests.helpers.fake_exchange.live import decided, grant, live_world, trader
+from tests.helpers.fake_exchange.live import decided, grant, live_world, trader, until
 from tests.helpers.fake_telegram import FakeTelegram
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
@@ -35,14 +33,6 @@ from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 OWNER = 4242
 STRANGER = 31337
-
-
-async def eventually(condition: Callable[[], Any], within: float = 15.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
 
 
 def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_once(
@@ -77,7 +67,7 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                 def asking() -> list[Any]:
                     return [s for s in bot_api.sent if s.chat_id == OWNER and s.buttons]
 
-                await eventually(asking)
+                await until(asking, within_s=15)
                 message = asking()[-1]
                 assert message.text.startswith(
                     "🔴 LIVE binance (real money) · Approval needed · T"), message.text
@@ -91,17 +81,18 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                 # the rule Trader may size again on the exchange's amount step and ask again:
                 # each new approval is tapped on the phone too, once the last one is answered
                 for _ in range(3):
-                    await eventually(lambda: all(
-                        not bot_api.message(OWNER, m).buttons for m in tapped))
+                    await until(lambda: all(
+                        not bot_api.message(OWNER, m).buttons for m in tapped), within_s=15)
                     await settle(world)
                     if not world.agents.questions.pending():
                         break
-                    await eventually(lambda: [m for m in asking() if m.message_id not in tapped])
+                    await until(lambda: [m for m in asking() if m.message_id not in tapped],
+                                within_s=15)
                     again = next(m for m in asking() if m.message_id not in tapped)
                     assert again.text.startswith("🔴 LIVE binance (real money) · Approval")
                     bot_api.push_button(OWNER, OWNER, again.message_id, again.buttons[0][0][1])
                     tapped.add(again.message_id)
-                await eventually(lambda: server.count("binance", "order.create") >= 1)
+                await until(lambda: server.count("binance", "order.create") >= 1, within_s=15)
                 await world.venue.driver.round()
                 records = world.agents.approvals.all()
                 assert all(r.decision == "approved" for r in records) and records[-1].order_id

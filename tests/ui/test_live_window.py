@@ -109,6 +109,20 @@ async def confirm(qtbot: Any, window: MainWindow, typed: str = "binance") -> Liv
     return dialog
 
 
+async def asked_about_unknown_orders(
+    qtbot: Any, desk: LiveDesk, window: MainWindow
+) -> tuple[asyncio.Task[Any], UnknownOrdersDialog]:
+    """Open the live workspace, confirmed, up to the question about exchange orders the
+    journal does not know: the opening (still waiting) and the question."""
+    task = desk.opening(window)
+    dialog = await confirm(qtbot, window)
+    qtbot.mouseClick(dialog.confirm, Qt.MouseButton.LeftButton)
+    await until(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
+    unknown = dialog_of(window, UnknownOrdersDialog)
+    assert unknown is not None
+    return task, unknown
+
+
 async def open_confirmed(qtbot: Any, desk: LiveDesk, window: MainWindow) -> None:
     task = desk.opening(window)
     dialog = await confirm(qtbot, window)
@@ -186,12 +200,7 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
     async def scenario() -> None:
         order_id = place_on_exchange(server)
         window = live_desk.window()
-        task = live_desk.opening(window)
-        dialog = await confirm(qtbot, window)
-        qtbot.mouseClick(dialog.confirm, Qt.MouseButton.LeftButton)
-        await until(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
-        unknown = dialog_of(window, UnknownOrdersDialog)
-        assert unknown is not None
+        task, unknown = await asked_about_unknown_orders(qtbot, live_desk, window)
         assert unknown.list.count() == 1
         assert f"exchange id {order_id}" in unknown.list.item(0).text()
         assert not window.world.agents.manager._started  # noqa: SLF001 - agents wait
@@ -233,12 +242,7 @@ def test_deciding_later_keeps_every_agent_stopped_and_the_chat_says_why(
     async def scenario() -> None:
         place_on_exchange(server)
         window = live_desk.window()
-        task = live_desk.opening(window)
-        dialog = await confirm(qtbot, window)
-        qtbot.mouseClick(dialog.confirm, Qt.MouseButton.LeftButton)
-        await until(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
-        unknown = dialog_of(window, UnknownOrdersDialog)
-        assert unknown is not None
+        task, unknown = await asked_about_unknown_orders(qtbot, live_desk, window)
         qtbot.mouseClick(unknown.later, Qt.MouseButton.LeftButton)
         with pytest.raises(UnknownOrdersUndecided):
             await task
