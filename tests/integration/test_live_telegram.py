@@ -9,7 +9,6 @@ exchange once, the journal equal to the exchange's state. A stranger's tap place
 from __future__ import annotations
 
 import asyncio
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,14 @@ from app.telegram.start import start_telegram
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
-from tests.helpers.fake_exchange.live import decided, grant, live_world, trader, until
+from tests.helpers.fake_exchange.live import (
+    decided,
+    grant,
+    live_world,
+    send_buy_signal,
+    trader,
+    until,
+)
 from tests.helpers.fake_telegram import FakeTelegram
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
@@ -53,13 +59,7 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                 assert bot is not None and await bot.wait_connected(10), bot
                 agent = await trader(world)
                 grant(world, agent)
-                price = await world.venue.broker.last_price("BTC/USDT")
-                world.agents.queue.enqueue(agent, "NEW_MARKET_ANALYSIS_SIGNAL", {
-                    "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8",
-                    "price": str(price),
-                    "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
-                    "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
-                    "reason": "test signal"}, "agent:analyst-1")
+                await send_buy_signal(world, agent)
                 await settle(world)
                 (question,) = world.agents.questions.pending()
                 assert question.kind is QuestionKind.APPROVAL

@@ -44,6 +44,7 @@ from tests.helpers.fake_exchange.live import (
     live_world,
     market_buy,
     run_live,
+    send_buy_signal,
     trader,
 )
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -370,12 +371,7 @@ def test_a_traders_live_order_waits_for_approval_then_reaches_the_exchange_throu
             assert world.venue.before_agents.summary is not None
             agent = await trader(world)
             grant(world, agent)
-            price = await world.venue.broker.last_price("BTC/USDT")
-            world.agents.queue.enqueue(agent, "NEW_MARKET_ANALYSIS_SIGNAL", {
-                "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
-                "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
-                "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
-                "reason": "test signal"}, "agent:analyst-1")
+            await send_buy_signal(world, agent)
             await settle(world)
             (question,) = world.agents.questions.pending()
             assert question.kind is QuestionKind.APPROVAL

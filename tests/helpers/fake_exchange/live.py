@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,18 @@ async def call(world: World, agent_id: str, xml: str) -> ToolResult:
 def market_buy(quantity: str = "0.01000") -> str:
     return ("<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>MARKET"
             f"</order_type><quantity>{quantity}</quantity></create_order>")
+
+
+async def send_buy_signal(world: World, agent_id: str) -> None:
+    """An analyst's BUY signal for BTC/USDT at the last price to the Trader ``agent_id``: its
+    stop 2% below, its take profit 4% above."""
+    price = await world.venue.broker.last_price("BTC/USDT")
+    assert world.agents is not None
+    world.agents.queue.enqueue(agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
+        "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
+        "stop_loss": str((price * Decimal("0.98")).quantize(Decimal("0.01"))),
+        "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
+        "reason": "test signal"}, "agent:analyst-1")
 
 
 async def trader(world: World, name: str = "T") -> str:
