@@ -63,10 +63,11 @@ class StatusBar(QStatusBar):
         """Stop reading the runtime (its stores are about to close)."""
         self._timer.stop()
 
-    def refresh(self) -> None:
-        now = ms_to_iso(self.world.venue.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
-        self.clock_label.setText(f"Market time {now}")
-        agents = self.world.agents.manager.list_agents()
+    def _agents_text(self) -> str:
+        manager = self.world.agents.manager
+        agents = manager.list_agents()
+        if not manager.started:  # a live account's start-up waits for you
+            return f"Agents: {len(agents)} not started yet"
         running = sum(1 for a in agents if a.state is AgentState.RUNNING)
         waiting = sum(1 for a in agents if a.state is AgentState.WAITING_FOR_USER)
         faulted = sum(1 for a in agents if a.state is AgentState.FAULTED)
@@ -75,9 +76,12 @@ class StatusBar(QStatusBar):
             text += f", {waiting} waiting for you"
         if faulted:
             text += f", {faulted} faulted"
-        if not self.world.agents.manager.started:  # a live account's start-up waits for you
-            text = f"Agents: {len(agents)} not started yet"
-        self.agents_label.setText(text)
+        return text
+
+    def refresh(self) -> None:
+        now = ms_to_iso(self.world.venue.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
+        self.clock_label.setText(f"Market time {now}")
+        self.agents_label.setText(self._agents_text())
         failing = self.world.venue.driver.last_error
         self.connection_label.setText(self.connection if failing is None else
                                       f"{self.connection}: market reads failing, retrying")
