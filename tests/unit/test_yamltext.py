@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app import yamltext
 
@@ -64,3 +66,39 @@ def test_a_document_just_dumped_is_checked_without_parsing_it_again(
     yamltext.check("other: 1\n")  # a text never seen is parsed, once
     yamltext.check("other: 1\n")
     assert parsed == ["other: 1\n"]
+
+LIBYAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_SCALARS = st.one_of(
+    st.text(max_size=140),
+    st.sampled_from(["123", "0.5", "1e3", "yes", "No", "null", "~", "true", "- item", "a: b",
+                     "#hash", "  padded ", "2019-10-11T01:00:00Z", "0o17", "'", '"', ""]),
+    st.integers(), st.booleans(), st.none(),
+)
+_PLAIN = st.recursive(
+    _SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=20), st.integers(), st.booleans()),
+                        children, max_size=4),
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(document=_PLAIN, width=st.sampled_from([None, 20, 100]))
+def test_dump_of_plain_data_is_byte_for_byte_what_pyyaml_writes(document: object,
+                                                                  width: int | None) -> None:
+    """Against the representer with libyaml's emitter, the dumper used before: the emitter is
+    the same either way, the node tree is what is built differently."""
+    expected = yaml.dump(document, Dumper=LIBYAML_DUMPER, sort_keys=False, allow_unicode=True,
+                         default_flow_style=False, width=width)
+    assert yamltext.dump(document, width=width) == expected
+
+
+def test_data_only_the_representer_writes_is_still_written_as_pyyaml_writes() -> None:
+    shared = ["a", "b"]
+    for document in ({"first": shared, "again": shared}, {"price": 0.1, "n": float("inf")}):
+        expected = yaml.dump(document, Dumper=LIBYAML_DUMPER, sort_keys=False, allow_unicode=True)
+        assert yamltext.dump(document) == expected
+    assert "&id001" in yamltext.dump({"first": shared, "again": shared})

@@ -47,7 +47,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import CACHED_TASKS, Result, Step, Transcript
+from app.agents.rules.transcript import CACHED_TASKS, Result, Step, TaskFacts, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (
@@ -197,6 +197,14 @@ def _judge(
     return assess_mean_reversion(readings, rules.overbought, rules.oversold)
 
 
+# (rules, symbol, interval, id(task)) -> (task, snapshot, outcome): the outcomes computed from a
+# task's data block alone, for the task's later turns; the task and snapshot are kept, so the id
+# stays theirs and a hit is checked to be them (oldest dropped first)
+_FROM_TASK_DATA: dict[
+    tuple[_Rules, str, str, int], tuple[TaskFacts, Result, Assessment | _Failed]
+] = {}
+
+
 class AnalystPolicy:
     def __init__(self, model: str, agent_id: str, config: Mapping[str, Any]) -> None:
         self.trend = model == TREND
@@ -312,6 +320,31 @@ class AnalystPolicy:
         return outcome, None
 
     def _calculate(
+        self, t: Transcript, symbol: str, interval: str, snapshot: Result
+    ) -> Answer | Assessment | _Failed:
+        """The assessment of ``symbol``, or the call still needed for it.
+
+        When the task's data block carried every input (no call of the task's own fetched one),
+        the outcome is a function of the task, the snapshot and the rules alone; the later turns
+        of the task (recording, writing, answering) ask again, and get it from
+        ``_FROM_TASK_DATA`` instead of reading the carried results again.
+        """
+        keys = ("klines", "ema", "rsi", "macd", "bbands") if self.trend else (
+            "klines", "rsi", "macd", "bbands")
+        if any(t.tagged(f"{key} {symbol}") is not None for key in keys):
+            return self._calculate_from(t, symbol, interval, snapshot)
+        memo_key = (self.rules, symbol, interval, id(t.task))
+        known = _FROM_TASK_DATA.get(memo_key)
+        if known is not None and known[0] is t.task and known[1] is snapshot:
+            return known[2]
+        outcome = self._calculate_from(t, symbol, interval, snapshot)
+        if not isinstance(outcome, Answer):
+            _FROM_TASK_DATA[memo_key] = (t.task, snapshot, outcome)
+            while len(_FROM_TASK_DATA) > CACHED_RESULTS:
+                del _FROM_TASK_DATA[next(iter(_FROM_TASK_DATA))]
+        return outcome
+
+    def _calculate_from(
         self, t: Transcript, symbol: str, interval: str, snapshot: Result
     ) -> Answer | Assessment | _Failed:
         klines = t.tagged(f"klines {symbol}") or t.carried(

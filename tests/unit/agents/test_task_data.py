@@ -8,7 +8,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.agents.loop import task_message
+from app.agents.rules.analyst import _FROM_TASK_DATA, AnalystPolicy
 from app.agents.rules.transcript import parse_task
 from app.agents.task_data import plan, split_task_data, with_task_data
 from app.agents.template_files import load_templates
@@ -163,3 +166,36 @@ def test_the_same_analysis_without_task_data_makes_the_calls_itself_and_decides_
     assert results["with"] == results["without"] and len(results["with"]) == 4
     assert calls["with"] == calls["without"]  # the same reads, made before the task or in it
     assert steps["with"] * 2 < steps["without"]  # in far fewer model turns
+
+
+def test_the_analyst_assesses_a_task_from_its_carried_data_once_not_at_every_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its later turns (record, rewrite the assessment, answer) ask for the same assessment
+    again; it is the one the first turn computed, not the carried results read again."""
+    assessed: list[str] = []
+    _FROM_TASK_DATA.clear()  # an earlier test's world wrote the same tasks
+    real = AnalystPolicy._calculate_from
+
+    def counting(self: AnalystPolicy, t: Any, *args: Any) -> Any:
+        assessed.append(t.task.task_id)
+        return real(self, t, *args)
+
+    monkeypatch.setattr(AnalystPolicy, "_calculate_from", counting)
+    turns: list[int] = []
+
+    async def body(world: World) -> None:
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+        await settle(world)
+        await advance_hours(world, 3)
+        tasks = world.agents.queue.tasks(agent_id=_analyst(world))
+        turns.extend(
+            sum(1 for m in world.agents.conversations.messages(t.task_id)
+                if m.kind in ("assistant", "final"))
+            for t in tasks
+        )
+        assert sorted(assessed) == sorted(t.task_id for t in tasks)
+
+    _run(tmp_path, body)
+    assert len(turns) == 4 and all(n >= 3 for n in turns)  # asked at every turn, assessed once
