@@ -24,6 +24,7 @@ blindly. The rules themselves are in ``signals.py``.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -200,9 +201,10 @@ def _judge(
 # (rules, symbol, interval, id(task)) -> (task, snapshot, outcome): the outcomes computed from a
 # task's data block alone, for the task's later turns; the task and snapshot are kept, so the id
 # stays theirs and a hit is checked to be them (oldest dropped first)
-_FROM_TASK_DATA: dict[
+# (an OrderedDict: a plain dict's first key is found by walking past every key deleted before it)
+_FROM_TASK_DATA: OrderedDict[
     tuple[_Rules, str, str, int], tuple[TaskFacts, Result, Assessment | _Failed]
-] = {}
+] = OrderedDict()
 
 
 class AnalystPolicy:
@@ -341,7 +343,7 @@ class AnalystPolicy:
         if not isinstance(outcome, Answer):
             _FROM_TASK_DATA[memo_key] = (t.task, snapshot, outcome)
             while len(_FROM_TASK_DATA) > CACHED_RESULTS:
-                del _FROM_TASK_DATA[next(iter(_FROM_TASK_DATA))]
+                _FROM_TASK_DATA.popitem(last=False)
         return outcome
 
     def _calculate_from(
