@@ -474,9 +474,9 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
         RULE_ENGINE_BASELINE,
         AgentBacktestOptions,
         estimate,
-        print_progress,
         run_agent_backtest,
     )
+    from app.runtime.progress import TerminalProgress
     from app.runtime.providers import plan_for_templates
 
     templates = load_templates()
@@ -497,12 +497,16 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
         if not args.yes:
             print("Nothing was run. Add --yes to start this run.", file=sys.stderr)
             return 1
+    progress = None if args.no_progress else TerminalProgress("agents")
     options = AgentBacktestOptions(
         templates=args.agents, cash=Decimal(args.cash), warmup_bars=args.warmup,
-        bars=args.bars, progress=None if args.no_progress else print_progress, llm=llm,
-        allow_gaps=args.allow_gaps, blind=args.blind,
+        bars=args.bars, progress=progress, llm=llm, allow_gaps=args.allow_gaps, blind=args.blind,
     )
-    outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
+    try:
+        outcome = asyncio.run(run_agent_backtest(args.data, options, args.out))
+    finally:  # a run stopped part-way: its error starts on a line of its own
+        if progress is not None:
+            progress.close()
     print(summary_table(outcome.result))
     print_gaps(outcome.result)
     print(f"\nAgents: {', '.join(a.name for a in outcome.agents)}")
@@ -516,7 +520,12 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
         return EXIT_AGENT_FAULTED
     if uses_llm:
         options.llm = RULE_ENGINE_BASELINE
-        baseline = asyncio.run(run_agent_backtest(args.data, options, args.out / "rule_engine"))
+        try:
+            baseline = asyncio.run(
+                run_agent_backtest(args.data, options, args.out / "rule_engine"))
+        finally:
+            if progress is not None:
+                progress.close()
         mine, rules = outcome.result.metrics, baseline.result.metrics
         print("\nSame templates on the built-in rule engine (not an LLM):")
         print(f"  total return  agents {mine.total_return_pct:.2f}%  rule engine "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -324,7 +323,3 @@ async def _create_agents(
             )
     return created
 
-
-def print_progress(done: int, total: int) -> None:
-    if total and (done == total or done % max(1, total // 50) == 0):
-        print(f"\r{done}/{total} bars", end="\n" if done == total else "", file=sys.stderr)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from app.backtest.metrics import compute_metrics
 from app.backtest.report import BacktestResult, write_report
@@ -38,6 +36,7 @@ from app.domain.trading import Mode
 from app.exchange.paper_account import split_symbol
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
+from app.runtime.progress import progress_bar
 from app.runtime.replay import (
     ReplayOutput,
     ReplayProgress,
@@ -223,7 +222,7 @@ async def run_strategy(
         # positional, in field order: one per bar
         await on_bar(BarContext(now, k, closed[k], symbols, intervals, agent, executor))
 
-    bar = _progress_bar(len(timeline), strategy.name) if progress else None
+    bar = progress_bar(len(timeline), strategy.name) if progress else None
 
     def advanced(done: int, total: int) -> None:
         if bar is not None and (done % 256 == 0 or done == total):
@@ -237,11 +236,6 @@ async def run_strategy(
         if bar is not None:
             bar.close()
     return timeline, output, time.perf_counter() - started
-
-
-def _progress_bar(total: int, name: str) -> tqdm[Any]:
-    return tqdm(total=total, desc=f"backtest {name}", unit="bar", file=sys.stderr,
-                mininterval=0.5, dynamic_ncols=True)
 
 
 def collect_result(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -91,6 +92,41 @@ def test_an_error_part_way_through_an_agent_run_keeps_the_report_of_the_bars_tha
     assert summary["bars"] == 11  # the start and the ten bars that ran
     assert summary["stats"]["bars_run"] == 10 and summary["stats"]["bars_planned"] == 40
     assert "IndexError" in (out / ERROR_FILE).read_text(encoding="utf-8")
+
+
+def test_an_agent_run_shows_its_progress_with_its_speed_and_the_time_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP,
+                "--out", tmp_path / "out")
+    printed = capsys.readouterr()
+    assert code == EXIT_OK, printed.err
+    final = printed.err.split("\r")[-1]  # the line as it is left on the terminal
+    assert final.startswith("backtest agents: 100%") and "40/40" in final
+    assert re.search(r"\[\d\d:\d\d<00:00, +[\d.]+(bar/s|s/bar)\]", final), final
+    assert "backtest agents" not in printed.out  # the report on stdout stays clean
+
+
+def test_an_error_part_way_is_printed_on_its_own_line_under_the_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closes = closes_of(BTC_USD_1D)
+    fatal = int(closes[GAP_ROW - 20 + 11])
+    advance = ReplayDriver.advance_to
+
+    def failing(self: ReplayDriver, now_ms: int) -> int:
+        if now_ms == fatal:
+            raise IndexError("index 11 is out of bounds")
+        return advance(self, now_ms)
+
+    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
+    code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP,
+                "--out", tmp_path / "out")
+    lines = capsys.readouterr().err.splitlines()
+    assert code == EXIT_STRATEGY_FAILED
+    (error,) = [line for line in lines if "unexpected error" in line]
+    assert error.startswith("kestrel backtest: ")
+    assert "10/40" in lines[lines.index(error) - 1].split("\r")[-1]  # where it stopped
 
 
 def test_a_cancelled_agent_run_returns_the_bars_it_ran_and_writes_no_report(
