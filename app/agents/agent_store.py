@@ -58,6 +58,21 @@ class AgentStore:
         ).fetchone()
         return None if row is None else _info(row)
 
+    def state(self, agent_id: str) -> AgentState | None:
+        """The agent's state alone (None: no such agent): what the agent loop checks before
+        every step and the manager for idleness, without reading and decoding the whole row."""
+        row = self._db.conn.execute(
+            "SELECT state FROM agents WHERE agent_id=? AND deleted=0", (agent_id,)
+        ).fetchone()
+        return None if row is None else AgentState(row[0])
+
+    def ids_in_state(self, state: AgentState) -> list[str]:
+        rows = self._db.conn.execute(
+            "SELECT agent_id FROM agents WHERE state=? AND deleted=0 ORDER BY created_ms, rowid",
+            (state.value,),
+        ).fetchall()
+        return [row[0] for row in rows]
+
     def require(self, agent_id: str) -> AgentInfo:
         info = self.get(agent_id)
         if info is None:

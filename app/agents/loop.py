@@ -200,8 +200,8 @@ class AgentLoop:
             return await self._act(task, last, messages)
         if last.kind == "question":
             return await self._after_question(task, last, messages)
-        current = self.s.agents.get(self.agent_id)
-        if current is None or current.state in (AgentState.PAUSED, AgentState.STOPPED):
+        state = self.s.agents.state(self.agent_id)
+        if state is None or state in (AgentState.PAUSED, AgentState.STOPPED):
             return TaskOutcome.INTERRUPTED
         step = 1 + sum(1 for m in messages if m.kind in ("assistant", "final"))
         stop = self._limit_reached(task, step, messages)

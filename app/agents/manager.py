@@ -359,10 +359,8 @@ class AgentManager:
         """No agent is working and no running agent has anything ready to work on."""
         if self._busy:
             return False
-        for info in self.s.agents.all():
-            if info.state is AgentState.RUNNING and (
-                info.agent_id in self._resume or self.s.queue.busy(info.agent_id) > 0
-            ):
+        for agent_id in self.s.agents.ids_in_state(AgentState.RUNNING):
+            if agent_id in self._resume or self.s.queue.busy(agent_id) > 0:
                 return False
         return True
 

@@ -293,3 +293,29 @@ def test_a_second_identical_order_with_its_own_client_id_is_placed(tmp_path: Pat
         assert _orders(world, agent_id) == 2
 
     _run(tmp_path, provider, body)
+
+
+def test_work_waiting_for_a_paused_agent_leaves_the_world_idle_until_it_resumes(
+    tmp_path: Path,
+) -> None:
+    """What a backtest waits for before it moves the clock on: a running agent's queued work,
+    never a paused or deleted one's (which would hold the clock forever)."""
+    provider = ScriptedProvider(["Done."])
+
+    async def body(world: World, agent_id: str) -> None:
+        manager, store = world.agents.manager, world.agents.store
+        await manager.control(agent_id, "pause")
+        assert store.state(agent_id) is AgentState.PAUSED
+        assert agent_id not in store.ids_in_state(AgentState.RUNNING)
+        task = manager.send_user_message(agent_id, "work")
+        await settle(world)
+        assert manager.idle() and world.agents.queue.get(task.task_id).status is TaskStatus.QUEUED
+        await manager.control(agent_id, "resume")
+        assert store.ids_in_state(AgentState.RUNNING) == [agent_id]
+        assert not manager.idle()  # its task is waiting for it now
+        await manager.wait_idle()
+        assert world.agents.queue.get(task.task_id).result == "Done."
+        store.delete(agent_id)
+        assert store.state(agent_id) is None and store.ids_in_state(AgentState.RUNNING) == []
+
+    _run(tmp_path, provider, body)
