@@ -119,6 +119,13 @@ def _carried_indicator(
     return step if all(carried.get(k) == v for k, v in wanted.items()) else None
 
 
+def _snapshot(t: Transcript, symbol: str, interval: str) -> Step | None:
+    """The market snapshot of ``symbol``: the engine's own call's, else the task's carried one."""
+    return t.tagged(f"snapshot {symbol}") or t.carried(
+        "get_market_snapshot", symbol=symbol, interval=interval
+    )
+
+
 def _points(result: Result) -> list[etree._Element]:
     root = result.first()
     return list(root) if root is not None else []
@@ -268,7 +275,7 @@ class AnalystPolicy:
         written = t.tagged("write assessment")
         assessments = {s: a for s, a, _ in outcomes if isinstance(a, Assessment)}
         if written is None and assessments:
-            return self._write_assessment(t, read.result, assessments)
+            return self._write_assessment(t, read.result, assessments, interval)
         lines = []
         for symbol, outcome, sent in outcomes:
             lines.append(self._line(symbol, interval, outcome, sent))
@@ -281,9 +288,7 @@ class AnalystPolicy:
         self, t: Transcript, symbol: str, interval: str
     ) -> Answer | tuple[Assessment | _Failed, str | None]:
         """The next call for ``symbol``, or its outcome once every call has been answered."""
-        snap = t.tagged(f"snapshot {symbol}") or t.carried(
-            "get_market_snapshot", symbol=symbol, interval=interval
-        )
+        snap = _snapshot(t, symbol, interval)
         if snap is None:
             return call(
                 "get_market_snapshot", f"snapshot {symbol}",
@@ -522,7 +527,8 @@ class AnalystPolicy:
         )
 
     def _write_assessment(
-        self, t: Transcript, read: Result | None, assessments: Mapping[str, Assessment]
+        self, t: Transcript, read: Result | None, assessments: Mapping[str, Assessment],
+        interval: str,
     ) -> Answer:
         previous: MarketAssessment | None = None
         note = ""
@@ -534,7 +540,7 @@ class AnalystPolicy:
                     previous = load_yaml(MarketAssessment, text)
                 except ValueError as exc:
                     note = f" The previous file was unreadable and is replaced ({exc})."[:300]
-        stamp = self._assessed_at(t, assessments)
+        stamp = self._assessed_at(t, assessments, interval)
         document = previous or MarketAssessment(updated_at=stamp)
         for symbol, a in assessments.items():
             document = document.with_symbol(symbol, SymbolAssessment(
@@ -551,11 +557,13 @@ class AnalystPolicy:
         )
 
     @staticmethod
-    def _assessed_at(t: Transcript, assessments: Mapping[str, Assessment]) -> str:
+    def _assessed_at(t: Transcript, assessments: Mapping[str, Assessment], interval: str) -> str:
+        """The market time of the newest snapshot the assessments were made at (the one the
+        task carried, or the one the engine asked for)."""
         times = [
             int(step.result.attr("time_ms") or 0)
             for symbol in assessments
-            if (step := t.tagged(f"snapshot {symbol}")) is not None and step.result is not None
+            if (step := _snapshot(t, symbol, interval)) is not None and step.result is not None
         ]
         return ms_to_iso(max(times, default=0))
 

@@ -18,6 +18,7 @@ from app.agents.template_files import load_templates
 from app.agents.templates import validate_config
 from app.domain.agents import AgentRole, Task
 from app.domain.clock import ms_to_iso
+from app.memory.roles import MARKET_ASSESSMENT, MarketAssessment, load_yaml
 from app.runtime.world import World
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 
@@ -199,3 +200,23 @@ def test_the_analyst_assesses_a_task_from_its_carried_data_once_not_at_every_tur
 
     _run(tmp_path, body)
     assert len(turns) == 4 and all(n >= 3 for n in turns)  # asked at every turn, assessed once
+
+
+def test_the_assessment_written_from_a_tasks_data_is_dated_at_the_tasks_market_time(
+    tmp_path: Path,
+) -> None:
+    """The snapshot came in the task's data, not from a call of the engine's own: the file
+    said 1970-01-01 (no snapshot found), to the person and to every agent reading it."""
+    async def body(world: World) -> None:
+        orchestrator = await world.ensure_orchestrator()
+        world.agents.manager.send_user_message(orchestrator.agent_id, SETUP_COMMAND)
+        await settle(world)
+        await advance_hours(world, 2)
+        now = ms_to_iso(world.venue.clock.now_ms())
+        assert world.memory is not None
+        path = world.memory.agent_folder(_analyst(world)) / MARKET_ASSESSMENT
+        document = load_yaml(MarketAssessment, path.read_text(encoding="utf-8"))
+        assert document.updated_at == now
+        assert [a.assessed_at for a in document.symbols.values()] == [now]
+
+    _run(tmp_path, body)
