@@ -73,15 +73,16 @@ class Workspace:
                 raise OperationalError(f"cannot create workspace folder {folder}: {exc}") from exc
         return self
 
-    def hold_for_writing(self) -> WriterHold:
-        """Make this process the workspace's one writer (see ``app.store.writer``).
+    def hold_for_writing(self, *, backups: bool = True) -> WriterHold:
+        """Make this process the workspace's one writer (see ``app.store.writer``; ``backups``
+        False for a backtest's own workspace).
 
         Raises:
             WorkspaceBusyError: another process writes it.
             DamagedDatabaseError: its database is damaged (left untouched).
         """
         self.ensure()
-        return hold_for_writing(self.db_path, self.lock_path, self.backup_dir)
+        return hold_for_writing(self.db_path, self.lock_path, self.backup_dir, backups=backups)
 
     def settings(self) -> Settings:
         return load_settings(self.settings_path)

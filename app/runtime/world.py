@@ -353,7 +353,8 @@ def build_world(
         raise ValueError("only a backtest's own workspace may group its commits")
     with contextlib.ExitStack() as cleanup:
         if hold is None and workspace is not None and not options.read_only:
-            hold = workspace.hold_for_writing()
+            # a backtest's own workspace (grouped commits) is its output: not backed up
+            hold = workspace.hold_for_writing(backups=not options.grouped_commits)
         if hold is not None:
             cleanup.callback(hold.release)
         world = _assemble(workspace, spec, options, bus or EventBus(), hold, cleanup)

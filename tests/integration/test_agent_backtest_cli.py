@@ -107,6 +107,19 @@ def test_an_agent_run_shows_its_progress_with_its_speed_and_the_time_left(
     assert "backtest agents" not in printed.out  # the report on stdout stays clean
 
 
+def test_an_agent_runs_workspace_is_its_output_and_is_not_copied_into_backups(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy doubled the run's size on disk (800 MB for two years of hourly bars) and added
+    seconds to its end; running it again makes the same workspace."""
+    out = tmp_path / "out"
+    code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP, "--out", out,
+                "--no-progress")
+    assert code == EXIT_OK, capsys.readouterr().err
+    assert (out / "workspace" / "kestrel.db").stat().st_size > 0
+    assert list(out.rglob("kestrel-*.db")) == []
+
+
 def test_an_error_part_way_is_printed_on_its_own_line_under_the_progress(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
