@@ -207,7 +207,8 @@ def _judge(
 
 # (rules, symbol, interval, id(task)) -> (task, snapshot, outcome): the outcomes computed from a
 # task's data block alone, for the task's later turns; the task and snapshot are kept, so the id
-# stays theirs and a hit is checked to be them (oldest dropped first)
+# stays theirs and a hit is checked to be them. As many as the tasks in progress the parsed
+# tasks' cache holds (each keeps its results' XML trees alive), oldest dropped first
 # (an OrderedDict: a plain dict's first key is found by walking past every key deleted before it)
 _FROM_TASK_DATA: OrderedDict[
     tuple[_Rules, str, str, int], tuple[TaskFacts, Result, Assessment | _Failed]
@@ -347,7 +348,7 @@ class AnalystPolicy:
         outcome = self._calculate_from(t, symbol, interval, snapshot)
         if not isinstance(outcome, Answer):
             _FROM_TASK_DATA[memo_key] = (t.task, snapshot, outcome)
-            while len(_FROM_TASK_DATA) > CACHED_RESULTS:
+            while len(_FROM_TASK_DATA) > CACHED_TASKS:
                 _FROM_TASK_DATA.popitem(last=False)
         return outcome
 
