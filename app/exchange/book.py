@@ -77,12 +77,16 @@ class AccountBook:
     def apply_buy(
         self, agent_id: str, symbol: str, base: str, qty: Decimal, cost: Decimal, fee: Decimal
     ) -> dict[tuple[str, str], tuple[Decimal, Decimal]]:
-        """Book a buy: pay cost and fee in quote, receive base. Returns the changed holdings."""
+        """Book a buy: pay cost and fee in quote, receive base. Returns the changed holdings.
+
+        The fee is part of the position's cost (the average-cost rule the live account's
+        position uses, ``app.ccxt.orders.average_cost``), so a sell's realised P&L is net of
+        both the buy's fee and its own, on paper as on the exchange."""
         self._add(self.quote, -(cost + fee))
         self._add(base, qty)
         book = self.position(symbol)
         new_size = book.size + qty
-        book.avg_price = ((book.size * book.avg_price + cost) / new_size).quantize(AVG_STEP)
+        book.avg_price = ((book.size * book.avg_price + cost + fee) / new_size).quantize(AVG_STEP)
         book.size = new_size
         size, spent = self.holdings.get((agent_id, symbol), (ZERO, ZERO))
         self.holdings[(agent_id, symbol)] = (size + qty, spent + cost + fee)

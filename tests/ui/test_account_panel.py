@@ -97,7 +97,7 @@ def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(world, bus, qt
     assert panel.positions.rowCount() == 1
     assert cell(panel.positions, 0, "Symbol") == "BTC/USD"
     assert cell(panel.positions, 0, "Size") == str(fill.quantity.normalize())
-    assert cell(panel.positions, 0, "Avg price") == f"{position.avg_price:,.2f}"
+    assert cell(panel.positions, 0, "Avg cost") == f"{position.avg_price:,.2f}"
     pnl = panel.positions.rows[0].unrealized_pnl
     assert pnl != 0
     color = cell(panel.positions, 0, "Unrealized P&L", Qt.ItemDataRole.ForegroundRole).color()

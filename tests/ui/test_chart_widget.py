@@ -261,7 +261,7 @@ def test_open_position_shows_entry_take_profit_and_stop_loss_lines(chart: ChartW
     chart.set_position_lines([position], [tp, sl, done])
     lines = chart.view.markers.visible_lines
     assert [price for price, _ in lines] == [8000.0, 9000.0, 7500.0]
-    assert lines[0][1].startswith("Entry 8,000.00")
+    assert lines[0][1].startswith("Avg cost 8,000.00")
     assert lines[1][1] == "TP 9,000.00" and lines[2][1] == "SL 7,500.00"
     # a line's label sits at the right edge, over the newest candles and the trade markers:
     # it is drawn above both, on an opaque ground, so it stays readable

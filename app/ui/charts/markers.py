@@ -109,11 +109,13 @@ def build_markers(
 def position_lines(
     symbol: str, positions: Sequence[Position], orders: Sequence[Order], decimals: int
 ) -> list[PriceLine]:
-    """Entry lines of ``symbol``'s positions and its open take-profit / stop-loss orders."""
+    """The average-cost line of each of ``symbol``'s positions (its buys' fees included, so the
+    line is where selling breaks even before that sale's fee; the fills' own prices are their
+    markers) and its open take-profit / stop-loss orders."""
     lines: list[PriceLine] = []
     for position in positions:
         if position.symbol == symbol and position.size != 0:
-            text = f"Entry {format_price(position.avg_price, decimals)}  size {position.size}"
+            text = f"Avg cost {format_price(position.avg_price, decimals)}  size {position.size}"
             lines.append(PriceLine("entry", position.avg_price, text))
     names = {ExitKind.TAKE_PROFIT: ("take_profit", "TP"), ExitKind.STOP_LOSS: ("stop_loss", "SL")}
     for order in orders:

@@ -35,7 +35,8 @@ def position_columns(price_decimals: Decimals, money: int) -> list[Column[Positi
     return [
         Column("Symbol", lambda p: p.symbol),
         Column("Size", lambda p: format_quantity(p.size), numeric=True, key=lambda p: p.size),
-        Column("Avg price", lambda p: price(p, p.avg_price), numeric=True,
+        # the buys' fees included (as on the exchange): selling there breaks even before its fee
+        Column("Avg cost", lambda p: price(p, p.avg_price), numeric=True,
                key=lambda p: p.avg_price),
         Column("Last", lambda p: price(p, p.current_price), numeric=True,
                key=lambda p: p.current_price),

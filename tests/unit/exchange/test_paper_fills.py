@@ -50,10 +50,12 @@ def test_market_sell_fills_at_next_open_minus_slippage_and_realizes_pnl():
     # bar 2 open 6965.49 x 0.9998 = 6964.096902, rounded down to the tick
     assert fill.price == D("6964.09")
     assert fill.fee == D("3.482045")
-    assert fill.realized_pnl == (D("6964.09") - D("7202.22")) * D("0.5") - D("3.482045")
+    # net of both fees, the buy's as part of the position's cost (as the live account counts it)
+    assert fill.realized_pnl == D("3482.045") - D("3601.11") - D("3.60111") - D("3.482045")
     account = run(rig.broker.account())
     expected_cash = D("10000") - D("3601.11") - D("3.60111") + D("3482.045") - D("3.482045")
     assert account.cash == expected_cash
+    assert account.cash - D("10000") == fill.realized_pnl  # what the round trip made, all of it
     assert account.equity == expected_cash
     assert account.positions == ()
     assert account.total_pnl == expected_cash - D("10000")

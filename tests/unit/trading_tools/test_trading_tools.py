@@ -60,10 +60,14 @@ def test_market_buy_then_balance_positions_and_history_show_the_fill():
     assert attrs(btc) == {"currency": "BTC", "free": "0.5", "used": "0", "total": "0.5"}
     (pos,) = t.data("<get_open_positions/>").children
     weight = (D("0.5") * D("6965.71") / equity * 100).quantize(D("0.01"))
-    assert attrs(pos) == {
-        "symbol": "BTC/USDT", "size": "0.5", "avg_price": "7202.22",
-        "current_price": "6965.71", "unrealized_pnl": "-118.255", "weight_pct": str(weight),
+    cost = (D("3601.11") + D("3.60111")) / D("0.5")  # the fee is part of the position's cost
+    shown = attrs(pos)
+    unrealized = D(shown.pop("unrealized_pnl"))
+    assert shown == {
+        "symbol": "BTC/USDT", "size": "0.5", "avg_price": str(cost.quantize(D("0.01"))),
+        "current_price": "6965.71", "weight_pct": str(weight),
     }
+    assert unrealized == D("0.5") * (D("6965.71") - cost) == equity - 10000  # sold now, all of it
     status = attrs(t.data("<get_order_status><symbol>BTC/USDT</symbol>"
                           "<order_id>P00000001</order_id></get_order_status>"))
     assert status["status"] == "FILLED"
