@@ -269,7 +269,7 @@ def balance_text(a: AccountState) -> str:
 
 
 def _position_line(p: Position) -> str:
-    return (f"  {p.symbol}: {number(p.size)} at avg {number(p.avg_price)}, now "
+    return (f"  {p.symbol}: {number(p.size)} at avg cost {number(p.avg_price)}, now "
             f"{number(p.current_price)}, unrealized {signed(p.unrealized_pnl)} "
             f"({number(p.weight_pct)}% of equity)")
 

@@ -191,7 +191,7 @@ def test_the_owners_account_commands_answer_with_the_accounts_real_data(
             for asset in account.assets:
                 assert f"{asset.currency}: {fmt.number(asset.total)}" in balance
             positions = await ask(server, "/positions")
-            assert f"BTC/USDT: {fmt.number(position.size)} at avg " \
+            assert f"BTC/USDT: {fmt.number(position.size)} at avg cost " \
                    f"{fmt.number(position.avg_price)}" in positions
             orders = await ask(server, "/orders")
             for order in open_orders:
