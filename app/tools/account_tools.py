@@ -182,8 +182,9 @@ def build_account_tools(broker: TradingBroker) -> list[ToolSpec]:
             name="get_open_positions",
             group=GROUP,
             description=(
-                "Open spot positions with size, average entry price, current price, unrealized "
-                "P&L and weight in equity (%)."
+                "Open spot positions with size, average cost per unit (avg_price: the buys' fees "
+                "included, so unrealized P&L is what selling at the current price would make "
+                "before that sale's fee), current price, unrealized P&L and weight in equity (%)."
             ),
             params=(SYMBOL_OPTIONAL,),
             permission=Permission.ACCOUNT,
