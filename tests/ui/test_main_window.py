@@ -160,7 +160,7 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         chart = window.panels["chart"]
         await until(lambda: len(chart.view.markers.visible_lines) == 3)
         drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
-        assert drawn == ["Entry", "SL", "TP"]
+        assert drawn == ["Avg", "SL", "TP"]  # "Avg cost ...", the position's line
         await desk.close(window)
 
         again = await desk.open()  # no clock move and no new fill from here on
