@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.cli.backtest import (
@@ -40,6 +41,22 @@ def _run(*argv: str | Path) -> int:
     parser = argparse.ArgumentParser(prog="kestrel backtest")
     add_backtest_arguments(parser)
     return backtest_command(parser.parse_args([str(a) for a in argv]))
+
+
+def fail_at_the_eleventh_step(monkeypatch: pytest.MonkeyPatch) -> np.ndarray:
+    """Make the 11th step after the start of a NEAR_THE_GAP run fail as an unexpected error;
+    the file's close times."""
+    closes = closes_of(BTC_USD_1D)
+    fatal = int(closes[GAP_ROW - 20 + 11])
+    advance = ReplayDriver.advance_to
+
+    def failing(self: ReplayDriver, now_ms: int) -> int:
+        if now_ms == fatal:
+            raise IndexError("index 11 is out of bounds")
+        return advance(self, now_ms)
+
+    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
+    return closes
 
 
 def test_an_agent_run_over_missing_days_says_how_many_candles_were_missing(
@@ -69,16 +86,7 @@ def test_an_agent_run_over_data_with_gaps_is_refused_without_allow_gaps(
 def test_an_error_part_way_through_an_agent_run_keeps_the_report_of_the_bars_that_ran(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    closes = closes_of(BTC_USD_1D)
-    fatal = int(closes[GAP_ROW - 20 + 11])  # the 11th step after the start fails
-    advance = ReplayDriver.advance_to
-
-    def failing(self: ReplayDriver, now_ms: int) -> int:
-        if now_ms == fatal:
-            raise IndexError("index 11 is out of bounds")
-        return advance(self, now_ms)
-
-    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
+    closes = fail_at_the_eleventh_step(monkeypatch)
     out = tmp_path / "out"
     code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP, "--out", out,
                 "--no-progress")
@@ -123,16 +131,7 @@ def test_an_agent_runs_workspace_is_its_output_and_is_not_copied_into_backups(
 def test_an_error_part_way_is_printed_on_its_own_line_under_the_progress(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    closes = closes_of(BTC_USD_1D)
-    fatal = int(closes[GAP_ROW - 20 + 11])
-    advance = ReplayDriver.advance_to
-
-    def failing(self: ReplayDriver, now_ms: int) -> int:
-        if now_ms == fatal:
-            raise IndexError("index 11 is out of bounds")
-        return advance(self, now_ms)
-
-    monkeypatch.setattr(ReplayDriver, "advance_to", failing)
+    fail_at_the_eleventh_step(monkeypatch)
     code = _run(*AGENTS, "--allow-gaps", "--data", BTC_USD_1D, *NEAR_THE_GAP,
                 "--out", tmp_path / "out")
     lines = capsys.readouterr().err.splitlines()
