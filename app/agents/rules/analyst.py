@@ -24,6 +24,7 @@ blindly. The rules themselves are in ``signals.py``.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -213,6 +214,7 @@ def _judge(
 _FROM_TASK_DATA: OrderedDict[
     tuple[_Rules, str, str, int], tuple[TaskFacts, Result, Assessment | _Failed]
 ] = OrderedDict()
+_FROM_TASK_DATA_LOCK = threading.Lock()  # a backtest may run on a thread beside the desk
 
 
 class AnalystPolicy:
@@ -342,14 +344,16 @@ class AnalystPolicy:
         if any(t.tagged(f"{key} {symbol}") is not None for key in keys):
             return self._calculate_from(t, symbol, interval, snapshot)
         memo_key = (self.rules, symbol, interval, id(t.task))
-        known = _FROM_TASK_DATA.get(memo_key)
+        with _FROM_TASK_DATA_LOCK:
+            known = _FROM_TASK_DATA.get(memo_key)
         if known is not None and known[0] is t.task and known[1] is snapshot:
             return known[2]
         outcome = self._calculate_from(t, symbol, interval, snapshot)
         if not isinstance(outcome, Answer):
-            _FROM_TASK_DATA[memo_key] = (t.task, snapshot, outcome)
-            while len(_FROM_TASK_DATA) > CACHED_TASKS:
-                _FROM_TASK_DATA.popitem(last=False)
+            with _FROM_TASK_DATA_LOCK:
+                _FROM_TASK_DATA[memo_key] = (t.task, snapshot, outcome)
+                while len(_FROM_TASK_DATA) > CACHED_TASKS:
+                    _FROM_TASK_DATA.popitem(last=False)
         return outcome
 
     def _calculate_from(
