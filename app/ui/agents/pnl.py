@@ -8,10 +8,12 @@ each agent's net open quantity per symbol is valued at the broker's last price.
 
 Definitions, so the number means one thing:
 
-* realized = the ledger's realized P&L of the agent's sells minus the fees of its buys, i.e. net
-  of every fee the agent has paid;
-* unrealized = open quantity x last price - its cost, the cost being the agent's own average buy
-  price (fees excluded, they are already in realized);
+* realized = the ledger's realized P&L of the agent's sells, which is net of every fee: both
+  venues count a buy's fee in the position's cost (paper's book, the live journal's average
+  cost), so a sell realizes what the round trip made;
+* unrealized = open quantity x last price - its cost, the cost being what the agent's own buys
+  paid, their fees included (a fee taken in the base asset leaves less quantity instead), so
+  selling at the last price would realize it;
 * a sell larger than what the agent itself bought sold other agents' holdings too (the account is
   shared); the agent's open quantity then stops at zero rather than becoming a short it never had.
 """
@@ -125,12 +127,14 @@ class PnLTracker:
             self._seen.add(row.fill_id)
             book = self._books.setdefault(row.agent_id, _Book())
             book.fills += 1
-            book.fees += row.fee
+            base, _, quote = row.symbol.partition("/")
+            # in the account currency: a fee taken in the base asset is worth its fill's price
+            book.fees += row.fee * (row.price if row.fee_currency == base else 1)
             holding = book.holdings.setdefault(row.symbol, _Holding())
             if row.side is Side.BUY:
-                holding.quantity += row.quantity
-                holding.cost += row.quantity * row.price
-                book.realized -= row.fee
+                holding.quantity += row.quantity - (row.fee if row.fee_currency == base else ZERO)
+                holding.cost += row.quantity * row.price + (
+                    row.fee if row.fee_currency == quote else ZERO)
                 continue
             book.realized += row.realized_pnl
             if holding.quantity > 0:
