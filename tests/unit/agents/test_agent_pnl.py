@@ -2,7 +2,7 @@
 
 Both venues now count a buy's fee in the position's cost, so a sell's realized P&L is net of
 every fee; the agent list subtracted the buys' fees once more (a demo trade that made +64.84
-showed +62.86). A fee taken in the base asset (Binance without BNB) leaves less to sell, and
+showed about +62.85). A fee taken in the base asset (Binance without BNB) leaves less to sell, and
 the list counts the quantity the agent holds.
 """
 
