@@ -263,3 +263,24 @@ def test_the_window_names_the_venue_it_runs_on_in_its_title_account_and_status_b
         assert window.statusBar().connection_label.text() == label
 
     desk.run(scenario)
+
+
+@pytest.mark.parametrize("size", [QSize(1280, 720), QSize(1366, 768)], ids=str)
+def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
+    desk: Desk, size: QSize
+) -> None:
+    """What a desk scans for: at 1280x720 the P&L column ran past the dock's edge (the long
+    analyst name took the room), so the Trader's P&L read "+62" with the rest cut off."""
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        panel = window.panels["agents"]
+        await until(lambda: panel.model.rowCount() == 3)
+        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
+        await panel.refresh()
+        header = panel.view.horizontalHeader()
+        shown = panel.view.viewport().width()
+        pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
+        assert header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
+        assert header.sectionSize(0) >= 80  # names elided at worst, never gone
+
+    desk.run(scenario)

@@ -39,6 +39,8 @@ COST_DECIMALS = 4  # LLM calls cost fractions of a cent
 HEADER_PADDING_PX = 6  # the header section's side padding in the panel style sheet
 MAX_COLUMN_PX = 260  # a long action is elided; the tooltip has it whole
 MAX_STATE_PX = 180  # so a long fault reason cannot push P&L out of a narrow dock
+SCANNED = 3  # name, state, P&L: the columns a narrow dock must show whole
+MIN_NAME_PX = 80
 NOT_STARTED = "not started"
 NOT_STARTED_TIP = ("No agent runs yet: start-up waits for you (exchange orders the journal does "
                    "not know). The state it was saved in applies once it starts.")
@@ -140,7 +142,8 @@ def agent_columns(money: int, currency: str) -> list[AgentColumn]:
     # what a desk scans for comes first (a narrow dock shows name, state and P&L), what
     # describes the agent follows
     return [
-        AgentColumn("Name", lambda r: r.info.name, tooltip=lambda r: f"id {r.agent_id}",
+        AgentColumn("Name", lambda r: r.info.name,
+                    tooltip=lambda r: f"{r.info.name}\nid {r.agent_id}",  # whole when elided
                     key=lambda r: r.info.name.casefold()),
         AgentColumn("State", lambda r: state_text(r.info) if r.started else NOT_STARTED,
                     tooltip=lambda r: state_tooltip(r.info) if r.started else NOT_STARTED_TIP,
@@ -234,7 +237,11 @@ class KeepColorDelegate(QStyledItemDelegate):
 
 def fit_columns(view: QTableView, model: AgentTableModel) -> None:
     """Size each column to its cells and title, capped. The header's own size hint is not used:
-    it reserves room for a sort arrow in every column, which wastes a third of a narrow dock."""
+    it reserves room for a sort arrow in every column, which wastes a third of a narrow dock.
+
+    Name, state and P&L (the first three) must show without scrolling: when they are wider
+    than the view, the name gives up the difference (elided, down to ``MIN_NAME_PX``; its
+    tooltip says it whole)."""
     header = view.horizontalHeader()
     metrics = header.fontMetrics()
     for column, spec in enumerate(model.columns):
@@ -242,3 +249,6 @@ def fit_columns(view: QTableView, model: AgentTableModel) -> None:
         cells = view.sizeHintForColumn(column)
         limit = MAX_STATE_PX if spec.title == "State" else MAX_COLUMN_PX
         header.resizeSection(column, min(max(title, cells) + 8, limit))
+    over = sum(header.sectionSize(c) for c in range(SCANNED)) - view.viewport().width()
+    if over > 0:
+        header.resizeSection(0, max(MIN_NAME_PX, header.sectionSize(0) - over))

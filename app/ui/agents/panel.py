@@ -93,7 +93,7 @@ class AgentsPanel(QWidget):
         self.create_dialog: CreateAgentDialog | None = None
         self.confirm_box: QMessageBox | None = None
         self._busy = False
-        self._fitted = 0
+        self._fitted: tuple[int, int] = (0, 0)
         self.tasks = TaskSet(on_error=self._unexpected)
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=REFRESH_MS, parent=self)
         self.commands = AgentCommands(self)
@@ -195,9 +195,11 @@ class AgentsPanel(QWidget):
     async def refresh(self) -> None:
         """Re-read every agent, its task, usage and P&L, and the selected agent's jobs."""
         self.model.merge(await self.feed.rows())
-        if self._fitted != self.model.rowCount():  # an agent came or went: size to content
+        # an agent came or went, or the dock changed width: size to content and to the dock
+        fitted = (self.model.rowCount(), self.view.viewport().width())
+        if self._fitted != fitted:
             fit_columns(self.view, self.model)
-            self._fitted = self.model.rowCount()
+            self._fitted = fitted
         self._selection_changed()
         self._summarize()
 
