@@ -240,6 +240,15 @@ class AnalystPolicy:
             (self.macd["fast"], self.macd["slow"], self.macd["signal"]),
             self.bbands["length"], self.bbands["std"], self.ema_period,
         )
+        # (tag key, indicator, parameters) of each indicator the assessment reads, in the
+        # order they are asked for; the keys also tell ``_calculate`` which calls of its own
+        # the task may have made
+        self.indicators: list[tuple[str, str, dict[str, Any]]] = [
+            *([("ema", "EMA", {"length": self.ema_period})] if self.trend else []),
+            ("rsi", "RSI", {"length": self.rsi_period}),
+            ("macd", "MACD", dict(self.macd)),
+            ("bbands", "BBANDS", dict(self.bbands)),
+        ]
 
     # -- the plan ------------------------------------------------------------------------------
 
@@ -339,8 +348,7 @@ class AnalystPolicy:
         of the task (recording, writing, answering) ask again, and get it from
         ``_FROM_TASK_DATA`` instead of reading the carried results again.
         """
-        keys = ("klines", "ema", "rsi", "macd", "bbands") if self.trend else (
-            "klines", "rsi", "macd", "bbands")
+        keys = ("klines", *(key for key, _name, _params in self.indicators))
         if any(t.tagged(f"{key} {symbol}") is not None for key in keys):
             return self._calculate_from(t, symbol, interval, snapshot)
         memo_key = (self.rules, symbol, interval, id(t.task))
@@ -370,18 +378,10 @@ class AnalystPolicy:
             )
         if klines.result is None or not klines.result.ok:
             return _Failed("get_historical_klines", klines.result or Result("error"))
-        wanted: list[tuple[str, str, dict[str, Any]]] = []
-        if self.trend:
-            wanted.append(("ema", "EMA", {"length": self.ema_period}))
-        wanted += [
-            ("rsi", "RSI", {"length": self.rsi_period}),
-            ("macd", "MACD", dict(self.macd)),
-            ("bbands", "BBANDS", dict(self.bbands)),
-        ]
         now_ms = int(snapshot.attr("time_ms") or 0)
         interval_ms = INTERVAL_MS[interval]
         results: list[tuple[str, Result]] = []
-        for key, name, params in wanted:
+        for key, name, params in self.indicators:
             got = t.tagged(f"{key} {symbol}") or _carried_indicator(
                 t, name, symbol, interval, params
             )
