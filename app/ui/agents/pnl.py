@@ -26,6 +26,7 @@ from decimal import Decimal
 
 from app.domain.errors import KestrelError
 from app.domain.trading import Fill, Side
+from app.exchange.paper_account import split_symbol
 from app.exchange.port import Broker
 
 ZERO = Decimal(0)
@@ -127,7 +128,7 @@ class PnLTracker:
             self._seen.add(row.fill_id)
             book = self._books.setdefault(row.agent_id, _Book())
             book.fills += 1
-            base, _, quote = row.symbol.partition("/")
+            base, quote = split_symbol(row.symbol, "")
             # in the account currency: a fee taken in the base asset is worth its fill's price
             book.fees += row.fee * (row.price if row.fee_currency == base else 1)
             holding = book.holdings.setdefault(row.symbol, _Holding())
