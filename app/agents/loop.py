@@ -26,13 +26,6 @@ from enum import StrEnum
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
-from app.agents.approval import (
-    APPROVE_REPLY,
-    ORDER_TOOLS,
-    REFUSE_REPLY,
-    approval_reason,
-    is_approval,
-)
 from app.agents.approval_log import ApprovalLog
 from app.agents.context_budget import fit_context
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
@@ -58,6 +51,13 @@ from app.tools.executor import ToolExecutor
 from app.tools.protocol.parser import ParsedResponse
 from app.tools.protocol.render import ToolResult, render_rejected
 from app.tools.spec import AgentContext, validate
+from app.trading.approval import (
+    APPROVE_REPLY,
+    ORDER_TOOLS,
+    REFUSE_REPLY,
+    approval_reason,
+    is_approval,
+)
 
 logger = logging.getLogger(__name__)
 

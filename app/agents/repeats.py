@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from app.agents.approval import ORDER_TOOLS
 from app.agents.conversation_store import StoredMessage
 from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.protocol.parser import ParsedResponse
+from app.trading.approval import ORDER_TOOLS
 
 _ORDER_ID = re.compile(r'order_id="([^"]*)"')
 _SUCCESS = "<status>success</status>"

@@ -24,8 +24,8 @@ from app.events import (
     OrderPlaced,
     OrderRejected,
 )
-from app.exchange.port import OrderRequest
 from app.store.order_journal import JournalEntry, JournalFill, OrderJournal
+from app.trading.port import OrderRequest
 
 
 class Announcer:

@@ -56,6 +56,7 @@ from app.domain.errors import (
     NotFoundError,
     ToolError,
 )
+from app.domain.market_rules import MarketRules, fmt
 from app.domain.risk_view import PendingOrder, PositionView, RiskView
 from app.domain.trading import (
     AccountState,
@@ -69,16 +70,15 @@ from app.domain.trading import (
     Side,
 )
 from app.events import EventSink
-from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import (
+from app.exchange.validation import check_request, check_rules
+from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
+from app.trading.port import (
     STOP_LIMIT_NOTE,
     CheckedOrder,
     EquityPoint,
     OrderRequest,
     require_account_quote,
 )
-from app.exchange.validation import check_request, check_rules
-from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
 
 # ccxt options the broker's exchange object needs, per exchange: no margin pairs or currency
 # lists (private calls Kestrel's spot trading does not need), open orders of every symbol at once.

@@ -13,26 +13,13 @@ live venue.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from app.domain.agents import agent_key
-from app.domain.clock import ms_to_iso
 from app.domain.errors import AccessDeniedError
 from app.store.order_journal import OrderJournal
+from app.trading.live_account import PERSON, LiveGrant
 
-PERSON = "person"
 _PREFIX = "live_grant:"
-
-
-@dataclass(frozen=True, slots=True)
-class LiveGrant:
-    agent_id: str
-    by: str
-    granted_ms: int
-
-    def describe(self) -> str:
-        return f"allowed by {self.by} at {ms_to_iso(self.granted_ms)}"
-
+__all__ = ["PERSON", "LiveGrant", "LiveGrants"]
 
 class LiveGrants:
     """The grants of one exchange's account."""

@@ -40,7 +40,7 @@ from app.config.exchanges import ExchangeSettings
 from app.domain.clock import Clock, WallClock
 from app.domain.errors import InvalidParameterError, NotFoundError, OperationalError
 from app.domain.market import BookLevel, OrderBook, Ticker, interval_ms, is_interval
-from app.exchange.market_rules import MarketRules
+from app.domain.market_rules import MarketRules
 from app.market.port import PrefixSource
 from app.market.series import KlineSeries, to_decimal
 

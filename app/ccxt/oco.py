@@ -28,11 +28,11 @@ from app.ccxt.orders import to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
 from app.ccxt.stops import as_stop_limit
 from app.domain.errors import ExchangeError, InvalidOrderError
+from app.domain.market_rules import fmt
 from app.domain.trading import Order, OrderType, Side
-from app.exchange.market_rules import fmt
-from app.exchange.port import OrderRequest
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalState
+from app.trading.port import OrderRequest
 
 if TYPE_CHECKING:
     from app.ccxt.broker import CcxtBroker

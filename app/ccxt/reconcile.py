@@ -40,9 +40,10 @@ from typing import Any
 from app.ccxt.broker import CcxtBroker
 from app.ccxt.orders import dec
 from app.domain.errors import ToolError
+from app.domain.market_rules import fmt
 from app.domain.trading import ExitKind, OrderType, Side
-from app.exchange.market_rules import fmt
 from app.store.order_journal import JournalEntry, JournalFill, JournalState
+from app.trading.live_account import BalanceCheck, BalanceMismatch, ExchangeOrder
 
 logger = logging.getLogger(__name__)
 ZERO = Decimal(0)
@@ -59,56 +60,18 @@ class ReconcilePolicy:
     sweep_s: float = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class ExchangeOrder:
-    """An order on the exchange that the journal does not know."""
-
-    exchange_order_id: str
-    client_order_id: str
-    symbol: str
-    side: str
-    order_type: str
-    amount: Decimal
-    price: Decimal | None
-    filled: Decimal
-    status: str
-    raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
-
-    @classmethod
-    def of(cls, raw: Mapping[str, Any]) -> ExchangeOrder:
-        return cls(
-            exchange_order_id=str(raw.get("id")), client_order_id=str(raw.get("clientOrderId")
-                                                                       or ""),
-            symbol=str(raw.get("symbol")), side=str(raw.get("side") or "").upper(),
-            order_type=str(raw.get("type") or "").upper(), amount=dec(raw.get("amount")) or ZERO,
-            price=dec(raw.get("price")), filled=dec(raw.get("filled")) or ZERO,
-            status=str(raw.get("status") or ""), raw=raw,
-        )
-
-
 _ACCEPTED = "balances_accepted:"
 
 
-@dataclass(frozen=True, slots=True)
-class BalanceMismatch:
-    asset: str
-    expected: Decimal
-    actual: Decimal
-
-    @property
-    def difference(self) -> Decimal:
-        return self.actual - self.expected
-
-
-@dataclass(frozen=True, slots=True)
-class BalanceCheck:
-    """One reading of the exchange's balances against the journal: what the person is shown
-    before accepting, and what becomes the baseline if they do (with the fills stored by then)."""
-
-    actual: Mapping[str, Decimal]
-    mismatches: tuple[BalanceMismatch, ...]
-    fill_mark: int
-    exchange_ms: int
+def exchange_order(raw: Mapping[str, Any]) -> ExchangeOrder:
+    """An exchange order, as ccxt parsed it, in the journal's terms."""
+    return ExchangeOrder(
+        exchange_order_id=str(raw.get("id")), client_order_id=str(raw.get("clientOrderId") or ""),
+        symbol=str(raw.get("symbol")), side=str(raw.get("side") or "").upper(),
+        order_type=str(raw.get("type") or "").upper(), amount=dec(raw.get("amount")) or ZERO,
+        price=dec(raw.get("price")), filled=dec(raw.get("filled")) or ZERO,
+        status=str(raw.get("status") or ""), raw=raw,
+    )
 
 
 # -- events (past tense; the lead maps them onto the bus) ----------------------------------------
@@ -255,7 +218,7 @@ class Reconciler:
             entry = self.broker.sync.entry_for(raw)
             if entry is None:
                 if str(raw.get("id")) not in ignored:
-                    unknown.append(ExchangeOrder.of(raw))
+                    unknown.append(exchange_order(raw))
                 continue
             seen.add(entry.client_order_id)
             was = entry.state

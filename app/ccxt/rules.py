@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from app.domain.errors import OperationalError
-from app.exchange.market_rules import MarketRules
+from app.domain.market_rules import MarketRules
 
 # ccxt.base.decimal_to_precision's constants, copied so this module needs no ccxt import.
 DECIMAL_PLACES = 2

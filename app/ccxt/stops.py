@@ -20,9 +20,9 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from app.domain.market_rules import MarketRules, fmt
 from app.domain.trading import OrderType, Side
-from app.exchange.market_rules import MarketRules, fmt
-from app.exchange.port import STOP_LIMIT_NOTE, OrderRequest
+from app.trading.port import STOP_LIMIT_NOTE, OrderRequest
 
 DEFAULT_BAND = Decimal("0.005")
 # the exchange's own names of its spot stop-market and stop-limit orders

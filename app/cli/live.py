@@ -20,18 +20,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from app.ccxt.reconcile import ExchangeOrder, Reconciler
 from app.config import VenueSettings
 from app.domain.errors import OperationalError
 from app.runtime.live_startup import (
     DecideUnknown,
     UnknownOrderChoice,
-    describe_mismatch,
-    describe_order,
 )
 from app.runtime.live_venue import confirmation_text
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World
+from app.trading.live_account import ExchangeOrder
 
 Ask = Callable[[str], str | None]
 
@@ -101,7 +99,7 @@ def unknown_decision(args: argparse.Namespace, ask: Ask = terminal_ask) -> Decid
             return UnknownOrderChoice.ADOPT
         if getattr(args, "ignore_unknown", False):
             return UnknownOrderChoice.IGNORE
-        listed = "\n".join(f"  - {describe_order(o)}" for o in orders)
+        listed = "\n".join(f"  - {o.describe()}" for o in orders)
         answer = ask(f"Open orders on {args.exchange} that Kestrel does not know:\n{listed}\n"
                      "adopt (follow them as yours) or ignore (leave them alone)? ")
         word = (answer or "").strip().lower()
@@ -148,14 +146,15 @@ async def settle_mismatch(
 ) -> list[str]:
     """The lines to print about balances the journal cannot explain, with what to do; the
     exchange's balances accepted when the person said so (the flag, or ``accept`` typed)."""
-    reconciler = getattr(world.venue.before_agents, "reconciler", None)
-    if not isinstance(reconciler, Reconciler) or not reconciler.mismatches:
+    live = world.venue.live
+    if live is None or not live.reconciliation.mismatches:
         return []
+    reconciler = live.reconciliation
     venue = reconciler.venue
     check = await reconciler.balance_check()  # read fresh: what is accepted is what is shown
     if check is None or not check.mismatches:
         return [f"The balances on {venue} agree with the journal again."]
-    listed = "\n".join(f"  - {describe_mismatch(m)}" for m in check.mismatches)
+    listed = "\n".join(f"  - {m.describe()}" for m in check.mismatches)
     lines = [f"BALANCES DIFFER on {venue} from what Kestrel's order journal explains:\n{listed}"]
     accept = getattr(args, "accept_exchange_balances", False)
     if not accept:

@@ -1,7 +1,7 @@
 """The ``[approval]`` settings section: which orders wait for the person before the broker.
 
 Only the model lives here, below everything that reads it; the policy that applies it is
-``app.agents.approval``.
+``app.trading.approval``.
 """
 
 from __future__ import annotations

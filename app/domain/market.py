@@ -21,6 +21,14 @@ _UNIT_MS = {
 MONTH_APPROX_MS = 30 * 86_400_000
 
 
+def split_symbol(symbol: str, default_quote: str) -> tuple[str, str]:
+    """``BTC/USDT`` -> (BTC, USDT); ``XRP/USDT:USDT`` -> (XRP, USDT); ``GOOG`` -> (GOOG, quote)."""
+    if "/" not in symbol:
+        return symbol, default_quote
+    base, _, rest = symbol.partition("/")
+    return base, rest.split(":")[0]
+
+
 def interval_ms(interval: str) -> int:
     """Return the length of a ccxt-style interval ("1m", "4h", "1d", "1w"; "1M" approximated).
 

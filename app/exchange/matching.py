@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from app.domain.market_rules import MarketRules
 from app.domain.trading import Order, OrderType, Side
-from app.exchange.market_rules import MarketRules
 
 
 @dataclass(frozen=True, slots=True)

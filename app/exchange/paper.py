@@ -28,6 +28,8 @@ from app.domain.errors import (
     OperationalError,
     ToolError,
 )
+from app.domain.market import split_symbol
+from app.domain.market_rules import MarketRules, default_rules, fmt
 from app.domain.risk_view import RiskView
 from app.domain.trading import (
     AccountState,
@@ -43,15 +45,14 @@ from app.events import EventSink, OrderCancelled, OrderPlaced, OrderRejected
 from app.exchange import valuation
 from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_up
-from app.exchange.market_rules import MarketRules, default_rules, fmt
-from app.exchange.paper_account import PaperAccount, split_symbol
-from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest, require_account_quote
+from app.exchange.paper_account import PaperAccount
 from app.exchange.quote_settlement import QuoteSettlement
 from app.exchange.quotes import QuoteFeed, QuoteWindow
 from app.exchange.settlement import Costs, Settlement
 from app.exchange.validation import check_request, check_rules
 from app.market.port import MarketData
 from app.store.ledger import Ledger, OrderRecord
+from app.trading.port import CheckedOrder, EquityPoint, OrderRequest, require_account_quote
 
 __all__ = ["Costs", "PaperBroker", "venue_name"]
 

@@ -12,18 +12,11 @@ from decimal import Decimal
 
 from app.domain.agents import agent_key
 from app.domain.errors import InvalidOrderError, NotFoundError
+from app.domain.market import split_symbol
 from app.domain.trading import Order, OrderStatus, Side
 from app.exchange.account_stats import AccountStats
 from app.exchange.book import ZERO, AccountBook
 from app.store.ledger import LedgerSnapshot, OrderRecord
-
-
-def split_symbol(symbol: str, default_quote: str) -> tuple[str, str]:
-    """``BTC/USDT`` -> (BTC, USDT); ``XRP/USDT:USDT`` -> (XRP, USDT); ``GOOG`` -> (GOOG, quote)."""
-    if "/" not in symbol:
-        return symbol, default_quote
-    base, _, rest = symbol.partition("/")
-    return base, rest.split(":")[0]
 
 
 class PaperAccount:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from app.domain.market_rules import MarketRules
 from app.domain.trading import Order, OrderType, Side
-from app.exchange.market_rules import MarketRules
 from app.exchange.matching import Match, slipped
 from app.exchange.quotes import Quote
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.domain.clock import Clock
+from app.domain.market_rules import MarketRules
 from app.domain.trading import Fill, Mode
 from app.events import EventSink
-from app.exchange.market_rules import MarketRules
 from app.exchange.matching import Match, priority
 from app.exchange.paper_account import PaperAccount
 from app.exchange.quote_matching import match_quote

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from app.domain.clock import Clock
+from app.domain.market_rules import MarketRules, fmt
 from app.domain.trading import ExitKind, Fill, Mode, OrderStatus, OrderType, Side
 from app.events import EventSink, OrderCancelled, OrderFilled
 from app.exchange import valuation
 from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_down, quote_up
-from app.exchange.market_rules import MarketRules, fmt
 from app.exchange.matching import Bar, Match, match_order, priority
 from app.exchange.paper_account import PaperAccount
 from app.market.series import KlineSeries

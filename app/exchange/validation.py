@@ -9,9 +9,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.domain.errors import InvalidParameterError
+from app.domain.market_rules import MAX_PRICE, MAX_QUANTITY, MarketRules
 from app.domain.trading import OrderType
-from app.exchange.market_rules import MAX_PRICE, MAX_QUANTITY, MarketRules
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 
 
 def check_number(field: str, value: Decimal | None, limit: Decimal) -> None:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.agents.approval import ORDER_TOOLS, approval_reason
 from app.config.approval import ApprovalSettings
 from app.domain.errors import RiskRejection
 from app.domain.trading import Mode
+from app.trading.approval import ORDER_TOOLS, approval_reason
 
 # tools that place orders: served behind the gate
 RISK_TOOLS = frozenset({"create_order", "set_position_tp_sl_orders", "close_position"})

@@ -54,8 +54,8 @@ from app.events import (
     OrderOutcomeUnknown,
     ReconciliationMismatch,
 )
-from app.exchange.port import Broker
 from app.orchestration.notify import NotificationService, PersonAlert
+from app.orchestration.ports import OpenOrders
 from app.risk.rules import DAY_MS, amount, daily_loss_breach, drawdown_violation, pct
 from app.store.kill_switch_log import KillSwitchLog
 
@@ -138,7 +138,7 @@ class KillSwitch:
     def __init__(
         self,
         log: KillSwitchLog,
-        broker: Broker,
+        broker: OpenOrders,
         agents: AgentControl,
         *,
         clock: Clock,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from app.domain.agents import AgentInfo
+from app.domain.trading import Order
 
 
 class AgentDirectory(Protocol):
@@ -51,4 +52,22 @@ class AgentDirectory(Protocol):
         Raises:
             InvalidParameterError: a field is unknown or its value invalid (named in the message).
         """
+        ...
+
+
+class OpenOrders(Protocol):
+    """What the kill switch needs of the account: its open orders, and cancelling one.
+
+    Order entry (``app.trading``) is built on this layer, so the switch names only this much;
+    the runtime hands it the order path, which implements it."""
+
+    async def open_orders(
+        self, agent_id: str | None = None, symbol: str | None = None
+    ) -> list[Order]:
+        ...
+
+    async def cancel_order(
+        self, agent_id: str, symbol: str, order_id: str | None = None,
+        client_order_id: str | None = None,
+    ) -> Order:
         ...

@@ -28,13 +28,13 @@ from typing import Any
 
 from app.domain.errors import KestrelError, NotFoundError, ToolError
 from app.domain.market import BookLevel, OrderBook, Ticker
+from app.domain.market_rules import MarketRules
 from app.domain.risk_view import PositionView, RiskView
 from app.domain.trading import AccountState, AssetBalance, Fill, Order, Position
 from app.events import Event, EventSink, OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
-from app.exchange.market_rules import MarketRules
-from app.exchange.port import CheckedOrder, EquityPoint, OrderRequest, TradingBroker
 from app.market.port import MarketData, PrefixSource
 from app.market.series import KlineSeries
+from app.trading.port import CheckedOrder, EquityPoint, OrderRequest, TradingBroker
 
 WEEK_MS = 7 * 86_400_000
 # blind time of the first candle: 1971-01-07 (a whole number of weeks after the Unix epoch)

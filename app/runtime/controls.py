@@ -8,7 +8,7 @@ position size, the precheck a ticket's review shows).
 
 What differs from an agent's call is who may do what, and that lives in the trade tools: the
 person may cancel any agent's order, and the person's Close frees what every agent's plain sells
-hold back. The agents' approval policy (``app.agents.approval``) asks the person about an agent's
+hold back. The agents' approval policy (``app.trading.approval``) asks the person about an agent's
 order; the person's own order is that person's decision, reviewed in the ticket before it is sent.
 
 While the kill switch is tripped the guard refuses every new entry, the person's included; a
@@ -32,13 +32,13 @@ from app.domain.errors import KestrelError
 from app.domain.numbers import plain
 from app.domain.trading import Order, OrderStatus, Position, Side
 from app.events import EventBus, OrderCancelled, OrderFilled
-from app.exchange.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
 from app.risk.guard import RiskGuard
 from app.runtime.ticket import Ticket, TicketKind
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.render import Element, ToolResult, escape_text
 from app.tools.spec import AgentContext, Permission
 from app.tools.trade_tools import order_intent
+from app.trading.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError
 from app.domain.trading import Fill, Order
 from app.events import OrderFilled
-from app.exchange.port import Broker
+from app.trading.port import Broker
 
 ORDER_FILLED = "ORDER_FILLED"
 # how far back the start-up catch-up looks: older fills were told in an earlier run

@@ -24,11 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.ccxt.live_grants import PERSON
 from app.ccxt.reconcile import (
-    BalanceMismatch,
     BalancesMismatched,
-    ExchangeOrder,
     OrderUnresolved,
     ReconcileEvent,
     Reconciler,
@@ -37,7 +34,7 @@ from app.ccxt.reconcile import (
 )
 from app.domain.errors import OperationalError
 from app.events import Event, EventBus, ReconciliationMismatch, UnknownOrdersAwaitDecision
-from app.exchange.market_rules import fmt
+from app.trading.live_account import PERSON, ExchangeOrder
 
 logger = logging.getLogger(__name__)
 
@@ -57,28 +54,15 @@ class UnknownOrdersUndecided(OperationalError):
     """Orders on the exchange the journal does not know wait for the person's decision."""
 
 
-def describe_order(order: ExchangeOrder) -> str:
-    price = "market" if order.price is None else f"at {fmt(order.price)}"
-    filled = f", {fmt(order.filled)} filled" if order.filled else ""
-    return (f"{order.side} {fmt(order.amount)} {order.symbol} {order.order_type} {price}"
-            f"{filled} (exchange id {order.exchange_order_id}"
-            f"{', client id ' + order.client_order_id if order.client_order_id else ''})")
-
-
-def describe_mismatch(m: BalanceMismatch) -> str:
-    return (f"{m.asset}: the journal explains {fmt(m.expected)}, the exchange holds "
-            f"{fmt(m.actual)} (difference {fmt(m.difference)})")
-
-
 def mismatch_events(venue: str, event: ReconcileEvent) -> list[Event]:
     """The bus's events for one reconciler report (none for a resolved order)."""
     if isinstance(event, BalancesMismatched):
-        detail = "; ".join(describe_mismatch(m) for m in event.mismatches)
+        detail = "; ".join(m.describe() for m in event.mismatches)
         return [ReconciliationMismatch(venue, "balance", detail)]
     if isinstance(event, OrderUnresolved):
         return [ReconciliationMismatch(venue, "unresolved_order", event.message)]
     if isinstance(event, UnknownOrdersFound):
-        return [UnknownOrdersAwaitDecision(venue, tuple(describe_order(o) for o in event.orders))]
+        return [UnknownOrdersAwaitDecision(venue, tuple(o.describe() for o in event.orders))]
     return []
 
 
@@ -127,7 +111,7 @@ class StartupSummary:
         if self.ignored:
             parts.append(f"{len(self.ignored)} unknown exchange orders left alone")
         if r.mismatches:
-            parts.append("balances DIFFER: " + "; ".join(describe_mismatch(m)
+            parts.append("balances DIFFER: " + "; ".join(m.describe()
                                                           for m in r.mismatches))
         return ", ".join(parts)
 
@@ -193,10 +177,10 @@ class LiveStartup:
     ) -> None:
         if self.bus is not None:
             await self.bus.publish(UnknownOrdersAwaitDecision(
-                self.venue, tuple(describe_order(o) for o in orders)))
+                self.venue, tuple(o.describe() for o in orders)))
         choice = None if decide is None else await decide(orders)
         if choice is None:
-            listed = "; ".join(describe_order(o) for o in orders)
+            listed = "; ".join(o.describe() for o in orders)
             raise UnknownOrdersUndecided(
                 f"{len(orders)} open order{'s' if len(orders) != 1 else ''} on {self.venue} "
                 f"{'are' if len(orders) != 1 else 'is'} not in Kestrel's journal: {listed}. "

@@ -36,6 +36,7 @@ from app.runtime.live_startup import BusReports, LiveStartup
 from app.runtime.venue import Venue, VenueSpec
 from app.secrets import SecretStore
 from app.store.order_journal import OrderJournal
+from app.trading.live_account import LiveAccount
 
 SWEEP_S = 30.0
 ACCOUNT_S = 10.0
@@ -166,9 +167,10 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
     clock = LiveClock(spec.time_source)
     journal = OrderJournal(context.workspace)
     venue_id = str(account.id)
+    grants = LiveGrants(journal, venue_id)
     broker = CcxtBroker(
         account, market, journal, quote_currency=spec.quote_currency or "USDT", clock=clock,
-        events=context.events, grants=LiveGrants(journal, venue_id),
+        events=context.events, grants=grants,
         **({} if spec.stop_limit_band is None else {"stop_limit_band": spec.stop_limit_band}),
     )
     reports = BusReports(venue_id, context.bus)
@@ -187,4 +189,5 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
             journal.close()
 
     return Venue("live", live_label(venue_id), clock, market, broker, driver,
-                 closers=[close], before_agents=startup)
+                 closers=[close], before_agents=startup,
+                 live=LiveAccount(venue_id, reconciler, grants))

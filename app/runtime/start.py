@@ -22,8 +22,7 @@ from pathlib import Path
 
 from app.domain.clock import ReplayClock, ms_to_iso
 from app.domain.errors import OperationalError
-from app.domain.market import interval_ms, is_interval
-from app.exchange.paper_account import split_symbol
+from app.domain.market import interval_ms, is_interval, split_symbol
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
 from app.runtime.strategy_backtest import history

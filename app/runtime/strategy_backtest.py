@@ -32,8 +32,8 @@ from app.config import PaperSettings, Settings
 from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError
+from app.domain.market import split_symbol
 from app.domain.trading import Mode
-from app.exchange.paper_account import split_symbol
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
 from app.runtime.progress import progress_bar

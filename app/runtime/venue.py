@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.clock import Clock
-from app.exchange.market_rules import MarketRules
-from app.exchange.port import TradingBroker
+from app.domain.market_rules import MarketRules
 from app.market.port import MarketData
+from app.trading.live_account import LiveAccount
+from app.trading.port import TradingBroker
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -179,6 +180,8 @@ class Venue:
         before_agents: awaited by ``World.start`` before any agent runs, with the person's
             decision about orders the venue finds and does not know (a live account's
             reconciliation); None: nothing to do first.
+        live: a live exchange account's reconciliation and grants, for the fronts; None on
+            every other venue.
     """
 
     kind: VenueKind
@@ -195,6 +198,7 @@ class Venue:
     account: TradingBroker | None = None
     blind: BlindMap | None = None
     before_agents: Callable[[Any], Awaitable[object]] | None = None
+    live: LiveAccount | None = None
 
     @property
     def is_live_account(self) -> bool:

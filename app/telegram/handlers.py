@@ -26,7 +26,6 @@ from telegram.ext import (
     filters,
 )
 
-from app.agents.approval import APPROVE_REPLY, REFUSE_REPLY
 from app.config.telegram import TelegramSettings
 from app.domain.agents import Question, QuestionKind, Task
 from app.domain.errors import KestrelError
@@ -34,6 +33,7 @@ from app.events import ConversationMessageAdded, QuestionAnswered
 from app.redaction import redact
 from app.telegram import format as fmt
 from app.telegram.commands import BotCommands, CommandFailed
+from app.trading.approval import APPROVE_REPLY, REFUSE_REPLY
 
 logger = logging.getLogger(__name__)
 

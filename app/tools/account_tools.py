@@ -9,11 +9,11 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
+from app.domain.market_rules import MarketRules
 from app.domain.trading import Fill, Order
-from app.exchange.market_rules import MarketRules
-from app.exchange.port import TradingBroker
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.trading.port import TradingBroker
 
 GROUP = "Account Tools"
 QUOTE_STEP = Decimal("0.00000001")

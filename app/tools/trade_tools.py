@@ -29,20 +29,20 @@ from app.domain.errors import (
     RiskRejection,
     ToolError,
 )
+from app.domain.market_rules import fmt
 from app.domain.trading import ExitKind, Order, OrderStatus, OrderType, Side
-from app.exchange.market_rules import fmt
-from app.exchange.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import SYMBOL_REQUIRED, amount, money, price
-from app.tools.exit_moves import (
+from app.tools.protocol.render import Element, el
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.trading.exits import (
     is_unknown_outcome,
     move_refused,
     putting_back,
     subject_of,
     unprotected_alert,
 )
-from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.trading.port import STOP_LIMIT_NOTE, CheckedOrder, OrderRequest, TradingBroker
 
 GROUP = "Trading Tools"
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ withdrawal, a trade made on the exchange's website), reconciliation trips the ki
 keeps reporting the gap. Only the person can say "the exchange is right, start from here": the
 banner of the tripped switch offers it, this dialog shows each difference (asset, what the journal
 explains, what the exchange holds) read fresh from the exchange, and accepting makes exactly
-those balances the journal's baseline (``Reconciler.accept_balances``, kept in the journal with
+those balances the journal's baseline (``Reconciliation.accept_balances``, kept in the journal with
 who accepted what). It does not reset the kill switch: that stays the deliberate RESET.
 """
 
@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ccxt.reconcile import BalanceMismatch
-from app.exchange.market_rules import fmt
+from app.domain.market_rules import fmt
+from app.trading.live_account import BalanceMismatch
 
 OFFER = "Accept the exchange's balances…"
 

@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ccxt.reconcile import BalanceCheck, Reconciler
 from app.domain.clock import ms_to_iso
 from app.domain.kill_switch import Trip, TripCause
 from app.events import EventBus, KillSwitchReset, KillSwitchTripped
 from app.orchestration.kill_switch import KillSwitch, TripPreview
+from app.trading.live_account import BalanceCheck, Reconciliation
 from app.ui.accept_balances import OFFER, AcceptBalancesDialog
 from app.ui.panels.tasks import BusLink, TaskSet
 from app.ui.strip import Strip
@@ -195,7 +195,7 @@ class KillSwitchControls(QObject):
         bus: EventBus | None,
         tasks: TaskSet,
         on_change: Callable[[Trip | None], None] | None = None,
-        reconciler: Reconciler | None = None,
+        reconciler: Reconciliation | None = None,
     ) -> None:
         super().__init__(window)
         self.window = window
@@ -319,7 +319,7 @@ class KillSwitchControls(QObject):
             self._preparing = True
             self.tasks.spawn(self._ask_accept(self.reconciler))
 
-    async def _ask_accept(self, reconciler: Reconciler) -> None:
+    async def _ask_accept(self, reconciler: Reconciliation) -> None:
         try:
             check = await reconciler.balance_check()
         finally:
@@ -333,7 +333,7 @@ class KillSwitchControls(QObject):
         self.refresh()
         dialog.open()
 
-    def accept_balances(self, reconciler: Reconciler, check: BalanceCheck) -> None:
+    def accept_balances(self, reconciler: Reconciliation, check: BalanceCheck) -> None:
         reconciler.accept_balances(check, by=BY)
         self.refresh()
 

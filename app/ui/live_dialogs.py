@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ccxt.reconcile import ExchangeOrder
-from app.runtime.live_startup import UnknownOrderChoice, describe_order
+from app.runtime.live_startup import UnknownOrderChoice
 from app.runtime.live_venue import confirmation_text
+from app.trading.live_account import ExchangeOrder
 from app.ui.theme import palette
 
 
@@ -97,7 +97,7 @@ class UnknownOrdersDialog(QDialog):
         text.setWordWrap(True)
         box.addWidget(text)
         self.list = QListWidget()
-        self.list.addItems([describe_order(o) for o in orders])
+        self.list.addItems([o.describe() for o in orders])
         box.addWidget(self.list)
         self.buttons = QDialogButtonBox()
         self.adopt = QPushButton("Adopt: Kestrel follows them as mine")

@@ -230,7 +230,8 @@ class MainWindow(QMainWindow):
         from app.ui.live_dialogs import UnknownOrdersDialog, held_words
 
         assert self.world is not None
-        exchange = str(getattr(self.world.venue.broker, "venue", self.world.venue.label))
+        live = self.world.venue.live
+        exchange = live.exchange if live is not None else self.world.venue.label
         chat = self.panels["chat"].header
         chat.hold(held_words(exchange, len(orders), decided_later=False))
         self.unknown_dialog = UnknownOrdersDialog(exchange, orders, self)
@@ -290,7 +291,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(backtest, "Backtest")
         kill = KillSwitchControls(
             self, team.kill_switch, world.bus, self.tasks,
-            reconciler=getattr(venue.before_agents, "reconciler", None))
+            reconciler=venue.live.reconciliation if venue.live is not None else None)
         self.kill_controls = kill
         central = QWidget()
         layout = QVBoxLayout(central)

@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from app.domain.trading import OrderType, Side  # noqa: E402
-from app.exchange.port import OrderRequest  # noqa: E402
+from app.trading.port import OrderRequest  # noqa: E402
 from tests.helpers.fake_exchange import FakeExchangeServer  # noqa: E402
 from tests.helpers.fake_exchange.broker import close_broker, open_broker  # noqa: E402
 

@@ -31,8 +31,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from app.domain.trading import OrderType, Side  # noqa: E402
-from app.exchange.port import OrderRequest  # noqa: E402
 from app.runtime.live_startup import BusReports, LiveStartup, UnknownOrderChoice  # noqa: E402
+from app.trading.port import OrderRequest  # noqa: E402
 from tests.helpers.fake_exchange import FakeExchangeServer  # noqa: E402
 from tests.helpers.fake_exchange.broker import close_broker, open_broker, reconciler  # noqa: E402
 

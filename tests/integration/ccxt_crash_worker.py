@@ -31,8 +31,8 @@ from app.ccxt.reconcile import ReconcilePolicy, Reconciler
 from app.config.exchanges import ExchangeSettings
 from app.domain.errors import ToolError
 from app.domain.trading import ExitKind, OrderType, Side
-from app.exchange.port import OrderRequest
 from app.store.order_journal import JournalEntry, OrderJournal
+from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange.broker import DUMMY_KEYS
 from tests.helpers.fake_exchange.tape import LinkedClock
 

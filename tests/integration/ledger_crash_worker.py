@@ -21,10 +21,10 @@ from app.domain.clock import ReplayClock
 from app.domain.errors import ToolError
 from app.domain.trading import ExitKind, Fill, Mode, OrderType, Side
 from app.exchange.paper import PaperBroker
-from app.exchange.port import OrderRequest
 from app.market.csv_loader import load_csv
 from app.market.replay import ReplayMarketData
 from app.store.ledger import Ledger
+from app.trading.port import OrderRequest
 
 CASH = Decimal("10000")
 AGENT = "crash-test"

@@ -37,7 +37,7 @@ from tests.helpers.paths import BTC_USD_1H, BTC_USD_1M
 FAST, SLOW = 10, 30
 CASH = 10_000.0
 FEE = 0.001
-STEP = 1e-6  # Kestrel's default amount step (app.exchange.market_rules.MarketRules.step)
+STEP = 1e-6  # Kestrel's default amount step (app.domain.market_rules.MarketRules.step)
 
 
 def _peer_trades(path: Path) -> tuple[list[tuple[int, int]], float, bool]:

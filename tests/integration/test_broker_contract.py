@@ -24,7 +24,7 @@ from app.domain.errors import (
 )
 from app.domain.trading import OrderStatus, OrderType, Side
 from app.events import OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange.broker import close_broker, open_broker
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,

@@ -18,8 +18,8 @@ from app.ccxt.outcome import OrderOutcomeUnknownError
 from app.ccxt.reconcile import OrderResolved, OrderUnresolved
 from app.domain.errors import ErrorCode, ExchangeError, InsufficientFundsError, InvalidOrderError
 from app.domain.trading import OrderStatus, OrderType, Side
-from app.exchange.port import OrderRequest
 from app.store.order_journal import JournalState
+from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange import Fault
 from tests.helpers.fake_exchange.broker import (
     assert_journal_matches_exchange,

@@ -16,11 +16,11 @@ import pytest
 from app.ccxt.outcome import OrderOutcomeUnknownError
 from app.domain.errors import ErrorCode, InvalidOrderError, ToolError
 from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
-from app.exchange.port import OrderRequest
 from app.runtime.controls import OCO_LINE, PersonControls
 from app.runtime.ticket import read_ticket
 from app.runtime.world import World
 from app.store.order_journal import JournalState
+from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import (

@@ -15,9 +15,9 @@ from app.cli.common import EXIT_USAGE
 from app.cli.main import main
 from app.domain.errors import OperationalError
 from app.domain.trading import OrderStatus, OrderType, Side
-from app.exchange.port import OrderRequest
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World
+from app.trading.port import OrderRequest
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
 from tests.helpers.fake_exchange import FakeExchangeServer, FakeNow

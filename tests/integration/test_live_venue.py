@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from app.ccxt.reconcile import ExchangeOrder
 from app.config.risk import RiskConfig
 from app.domain.agents import AgentState, QuestionKind
 from app.domain.errors import OperationalError
@@ -30,6 +29,7 @@ from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
 from app.runtime.world import World, WorldOptions
+from app.trading.live_account import ExchangeOrder
 from app.workspace import Workspace
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault

@@ -16,11 +16,11 @@ from app.domain.clock import parse_time
 from app.domain.kill_switch import TripCause
 from app.domain.trading import OrderStatus
 from app.events import EventBus
-from app.exchange.closed_trades import closed_trades, totals_by_actor
 from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
 from app.runtime.world import World
 from app.tools.spec import AgentContext
+from app.trading.closed_trades import closed_trades, totals_by_actor
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
 

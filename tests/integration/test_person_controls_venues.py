@@ -9,7 +9,6 @@ from decimal import Decimal
 
 from app.config.risk import RiskConfig
 from app.domain.agents import PERSON_ID
-from app.exchange.closed_trades import closed_trades
 from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.runtime.controls import PersonControls
@@ -17,6 +16,7 @@ from app.runtime.ticket import read_ticket
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.trade_tools import build_trade_tools
+from app.trading.closed_trades import closed_trades
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
     server_fixture,

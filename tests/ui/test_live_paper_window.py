@@ -10,8 +10,8 @@ import pytest
 from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.domain.trading import OrderType, Side
-from app.exchange.port import OrderRequest
 from app.secrets import SecretStore
+from app.trading.port import OrderRequest
 from app.ui.settings.settings_dialog import SettingsDialog
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.__main__ import point_workspace

@@ -3,7 +3,7 @@
 Shown only on a live venue. Checked, it says the selected Trader may place REAL orders on the
 exchange; checking it asks first (naming the agent, the exchange and real money), unchecking it
 takes the permission back at once (refusing risk needs no confirmation). The grant itself is kept
-by ``app.ccxt.live_grants``; an agent's orders without it are refused by the broker.
+by the live account's grants; an agent's orders without it are refused by the broker.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.ccxt.live_grants import LiveGrants
 from app.domain.agents import AgentInfo, AgentRole
 from app.domain.clock import Clock
+from app.trading.live_account import Grants
 
 GRANT_BY = "the person (Agents panel)"
 
@@ -32,7 +32,7 @@ class LiveGrantCommand(QObject):
     def __init__(
         self,
         owner: QWidget,
-        grants: LiveGrants,
+        grants: Grants,
         clock: Clock,
         selected: Callable[[], AgentInfo | None],
         told: Callable[[str], None],

@@ -258,10 +258,10 @@ class AgentsPanel(QWidget):
 
     def _live_grant(self) -> LiveGrantCommand | None:
         """The "May trade live" command, on a LIVE account only."""
-        grants = getattr(self.world.venue.broker, "grants", None)
-        if not self.world.venue.is_live_account or grants is None:
+        live = self.world.venue.live
+        if live is None:
             return None
-        return LiveGrantCommand(self, grants, self.world.venue.clock, self._single_selected,
+        return LiveGrantCommand(self, live.grants, self.world.venue.clock, self._single_selected,
                                 self.show_message)
 
     def _single_selected(self) -> AgentInfo | None:

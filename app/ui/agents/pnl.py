@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from app.domain.errors import KestrelError
+from app.domain.market import split_symbol
 from app.domain.trading import Fill, Side
-from app.exchange.paper_account import split_symbol
-from app.exchange.port import Broker
+from app.trading.port import Broker
 
 ZERO = Decimal(0)
 PriceOf = Callable[[str], Awaitable[Decimal]]

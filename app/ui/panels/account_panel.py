@@ -44,8 +44,8 @@ from app.domain.clock import Clock
 from app.domain.errors import KestrelError
 from app.domain.trading import AccountState, Fill, Mode, Order, Position
 from app.events import EventBus, OrderCancelled, OrderFilled, OrderPlaced
-from app.exchange.port import TradingBroker
 from app.runtime.controls import PersonControls
+from app.trading.port import TradingBroker
 from app.ui.panels.account_tables import fill_columns, order_columns, position_columns
 from app.ui.panels.closed_trades import ClosedTradesView, actor_name
 from app.ui.panels.mode_badge import ModeBadge

@@ -1,7 +1,7 @@
 """The account's closed trades: each round trip with its P&L, and the totals per agent.
 
 The fills come through the ``Broker`` port once (all of them: a trip may have opened long ago)
-and then from ``OrderFilled`` events; ``app.exchange.closed_trades`` pairs them, so the list is
+and then from ``OrderFilled`` events; ``app.trading.closed_trades`` pairs them, so the list is
 the same for a paper account on a replay, on live quotes, or a live account. A trip belongs to
 whoever opened it (an agent, or "you"); who closed it shows beside it.
 """
@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 from app.domain.agents import PERSON_ID
 from app.domain.trading import Fill
 from app.events import EventBus, OrderFilled
-from app.exchange.closed_trades import ActorTotals, ClosedTrade, closed_trades, totals_by_actor
-from app.exchange.port import Broker
+from app.trading.closed_trades import ActorTotals, ClosedTrade, closed_trades, totals_by_actor
+from app.trading.port import Broker
 from app.ui.panels.record_model import Column, RecordTableModel
 from app.ui.panels.style import (
     COLORS,

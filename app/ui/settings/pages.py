@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ccxt.credentials import key_names
 from app.config import Settings
 from app.config.email import EmailSettings
 from app.config.telegram import TelegramSettings
 from app.domain.errors import OperationalError
 from app.risk import rules as risk_rules
+from app.runtime.exchange_info import key_names
 from app.secrets import SecretStore
 from app.ui.settings.connection import CheckResult
 from app.ui.settings.keys import (
@@ -295,7 +295,7 @@ class ExchangePage(Page):
             return
 
         async def run() -> None:
-            from app.ccxt.probe import describe_abilities, exchange_abilities
+            from app.runtime.exchange_info import describe_abilities, exchange_abilities
 
             loop = asyncio.get_event_loop()
             try:
@@ -311,7 +311,7 @@ class ExchangePage(Page):
 
     def _test(self) -> None:
         """Load the exchange's markets and read a ticker in a worker thread; say how it went."""
-        from app.ccxt.probe import probe_exchange_blocking
+        from app.runtime.exchange_info import probe_exchange_blocking
 
         exchange = self.exchange.currentText().strip().lower()
         settings = self._settings.exchanges.get(exchange)

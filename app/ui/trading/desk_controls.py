@@ -16,8 +16,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDialog, QToolBar, QToolButton, QWidget
 
 from app.domain.trading import Mode
-from app.exchange.port import TradingBroker
 from app.runtime.controls import Outcome, PersonControls
+from app.trading.port import TradingBroker
 from app.ui.panels.closed_trades import actor_name
 from app.ui.panels.tasks import TaskSet
 from app.ui.trading.confirm import ConfirmDialog, flatten_text

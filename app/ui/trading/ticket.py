@@ -31,9 +31,9 @@ from PySide6.QtWidgets import (
 
 from app.domain.errors import KestrelError
 from app.domain.trading import Mode
-from app.exchange.port import TradingBroker
 from app.runtime.controls import Outcome, PersonControls, Preview
 from app.runtime.ticket import Ticket, TicketError, TicketKind, read_ticket
+from app.trading.port import TradingBroker
 from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.theme import set_look

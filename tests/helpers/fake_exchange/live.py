@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from app.ccxt.credentials import key_names
-from app.ccxt.reconcile import ExchangeOrder
 from app.config import ExchangesSettings, Settings
 from app.orchestration.ids import SeededIds
 from app.runtime.live_startup import UnknownOrderChoice
@@ -28,6 +27,7 @@ from app.runtime.world import World, WorldOptions
 from app.secrets import SecretStore
 from app.tools.protocol.render import ToolResult
 from app.tools.spec import AgentContext
+from app.trading.live_account import ExchangeOrder
 from app.workspace import Workspace
 from tests.helpers.fake_exchange.broker import DUMMY_KEYS, AdvancingSleep
 from tests.helpers.fake_exchange.client import fake_settings

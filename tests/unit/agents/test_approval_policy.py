@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from app.agents.approval import approval_reason, is_approval, order_notional
 from app.config.approval import ApprovalSettings
 from app.domain.trading import Mode
+from app.trading.approval import approval_reason, is_approval, order_notional
 
 
 def _never_asked() -> set[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.ccxt.stops import as_stop_limit, limit_for, needs_stop_limit
+from app.domain.market_rules import MarketRules
 from app.domain.trading import OrderType, Side
-from app.exchange.market_rules import MarketRules
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 
 BINANCE_BTCUSDT = {"info": {"orderTypes": [
     "LIMIT", "LIMIT_MAKER", "MARKET", "STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT"]}}

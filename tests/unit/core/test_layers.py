@@ -6,8 +6,13 @@ lazy or type-only import still ties the lower layer to the upper one. The rules:
 
 - agents hold agents: they never import the runtime (composition, replay loop, backtest runners),
   the CLI or the backtest package; the backtest package's pure pieces never import agents;
-- app/store depends on the domain only (not tools, not risk); the exchange (the Broker port and
-  the paper broker) never imports the risk package; app/config imports nothing above the domain;
+- app/store depends on the domain only (not tools, not risk); the paper broker (app/exchange)
+  never imports the risk package; app/config imports nothing above the domain;
+- order entry (app/trading: ``OrderEntry``, the Broker port) is typed against the port: it never
+  imports an adapter (app/exchange, app/ccxt), the tools or a front; the layers it is built on
+  (domain, config, store, risk, market, indicators, memory, orchestration) never import it;
+- only the runtime imports the live adapter (app/ccxt); the window imports no adapter package
+  at all, and reaches a live account's reconciliation and grants through ``Venue.live``;
 - only app/ui imports Qt;
 - only the fronts (ui, cli, telegram) and the runtime itself import app/runtime: a lower layer
   that needs the world is upside down;
@@ -42,7 +47,17 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     "app.store": (("app.tools", "app.risk"), "the store keeps domain records only"),
     "app.exchange": (("app.risk",), "the broker builds the RiskView the guard reads"),
     "app.config": (("app.",), "settings sit just above the domain"),
+    "app.trading": (("app.exchange", "app.ccxt", "app.tools", "app.agents", "app.mcp",
+                     "app.telegram"),
+                    "order entry is typed against the Broker port; the tools and fronts call it"),
+    "app.ui": (("app.exchange",),
+               "the window holds the ports and the venue's live facet, never an adapter"),
 }
+# the layers below order entry: none of them may import it (it is built on them)
+BELOW_TRADING = ("app.domain", "app.config", "app.store", "app.risk", "app.market",
+                 "app.indicators", "app.memory", "app.orchestration")
+# the live adapter: composed by the runtime only; nothing else imports it
+CCXT_HOMES = ("app.runtime", "app.ccxt")
 CONFIG_MAY_IMPORT = ("app.config", "app.domain")
 
 
@@ -151,6 +166,12 @@ def violations(found: Iterable[Module]) -> list[str]:
         if not _within(m.name, ("app.ui",)):
             problems += [f"{m.name} imports {i}: only app/ui may use Qt"
                          for i in sorted(m.imports) if i.split(".")[0] in QT]
+        if _within(m.name, BELOW_TRADING):
+            problems += [f"{m.name} imports {i}: order entry is built on this layer, not under "
+                         "it" for i in sorted(m.imports) if _within(i, ("app.trading",))]
+        if not _within(m.name, CCXT_HOMES):
+            problems += [f"{m.name} imports {i}: only app/runtime composes the live adapter"
+                         for i in sorted(m.imports) if _within(i, ("app.ccxt",))]
         if not _within(m.name, FRONTS):
             problems += [f"{m.name} imports {i}: only the fronts and the runtime use the runtime"
                          for i in sorted(m.imports) if _within(i, ("app.runtime",))]
@@ -207,11 +228,15 @@ def test_the_checker_sees_each_kind_of_leak() -> None:
         "app.store.leak": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                           "    from app.risk.guard import RiskGuard\n",
         "app.exchange.leak": "import app.risk.config\n",
-        "app.config.leak": "from app.agents.approval import ApprovalSettings\n",
+        "app.config.leak": "from app.trading.approval import ApprovalSettings\n",
         "app.tools.leak": "from PySide6.QtCore import QObject\n",
         "app.orchestration.leak": "from ..runtime import world\n",
         "app.ui.panels.leak": "def f(market: 'ReplayMarketData') -> None: ...\n",
         "app.runtime.leak": "def f(m, R):\n    return isinstance(m, R.PaperBroker)\n",
+        "app.trading.leak": "from app.exchange.paper import venue_name\n",
+        "app.orchestration.leak2": "from app.trading.port import Broker\n",
+        "app.cli.leak": "def f():\n    from app.ccxt.reconcile import Reconciler\n",
+        "app.ui.agents.leak": "from app.exchange.paper import venue_name\n",
     }
     problems = violations(scan(source, name) for name, source in leaky.items())
     assert {p.split(" ", 1)[0] for p in problems} == set(leaky), problems

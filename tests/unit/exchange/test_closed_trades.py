@@ -7,7 +7,7 @@ from dataclasses import replace
 from decimal import Decimal as D
 
 from app.domain.trading import Fill, Side
-from app.exchange.closed_trades import closed_trades, totals_by_actor
+from app.trading.closed_trades import closed_trades, totals_by_actor
 
 _seq = iter(range(1, 10_000))
 

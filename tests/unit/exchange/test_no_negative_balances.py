@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from app.domain.errors import ToolError
 from app.domain.trading import OrderType, Side
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, make_rig
 
 D = Decimal

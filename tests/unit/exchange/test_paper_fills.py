@@ -6,7 +6,7 @@ import asyncio
 from decimal import ROUND_DOWN, Decimal
 
 from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import BAR0_OPEN, DAY, SYMBOL, make_rig
 
 D = Decimal

@@ -15,9 +15,9 @@ from app.domain.errors import (
     InvalidParameterError,
     NotFoundError,
 )
+from app.domain.market_rules import MarketRules
 from app.domain.trading import OrderStatus, OrderType, Side
-from app.exchange.market_rules import MarketRules
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, make_rig
 
 D = Decimal

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from app.domain.market_rules import default_rules
 from app.domain.trading import Order, OrderType, Side
-from app.exchange.market_rules import default_rules
 from app.exchange.quote_matching import match_quote
 from app.exchange.quotes import Quote
 

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from app.domain.errors import InvalidOrderError
+from app.domain.market_rules import MarketRules, default_rules, from_ccxt_market
 from app.domain.trading import Order, OrderType, Side
-from app.exchange.market_rules import MarketRules, default_rules, from_ccxt_market
 from app.exchange.matching import Bar, match_order, priority
 
 D = Decimal

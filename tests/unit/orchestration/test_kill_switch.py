@@ -29,11 +29,11 @@ from app.events import (
     OrderOutcomeUnknown,
     ReconciliationMismatch,
 )
-from app.exchange.port import OrderRequest
 from app.orchestration.ids import SeededIds
 from app.orchestration.kill_switch import KillSwitch
 from app.orchestration.notify import BusNotifier, NotificationService, UnconfiguredNotifier
 from app.store.kill_switch_log import KillSwitchLog, NotTrippedError
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, Rig, make_rig
 from tests.unit.orchestration.fakes import FakeDirectory
 from tests.unit.risk.factories import NOON_MS, view

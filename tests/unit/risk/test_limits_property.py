@@ -48,11 +48,11 @@ from app.domain.errors import KestrelError, RiskRejection
 from app.domain.trading import Side
 from app.exchange.book import quote_down
 from app.exchange.paper import PaperBroker
-from app.exchange.port import OrderRequest
 from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from app.trading.port import OrderRequest
 from tests.helpers.scripted_market import ScriptedMarket, make_scripted_broker, next_bar
 
 D = Decimal

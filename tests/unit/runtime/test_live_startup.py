@@ -5,22 +5,22 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.ccxt.reconcile import (
-    BalanceMismatch,
     BalancesMismatched,
-    ExchangeOrder,
     OrderResolved,
     UnknownOrdersFound,
+    exchange_order,
 )
 from app.events import EventBus, ReconciliationMismatch, UnknownOrdersAwaitDecision
-from app.runtime.live_startup import BusReports, describe_order, mismatch_events
+from app.runtime.live_startup import BusReports, mismatch_events
+from app.trading.live_account import BalanceMismatch
 
-ORDER = ExchangeOrder.of({"id": "77", "clientOrderId": "web-1", "symbol": "BTC/USDT",
+ORDER = exchange_order({"id": "77", "clientOrderId": "web-1", "symbol": "BTC/USDT",
                           "side": "buy", "type": "limit", "amount": 0.01, "price": 62595.5,
                           "filled": 0, "status": "open"})
 
 
 def test_an_unknown_order_is_described_with_what_a_person_recognises() -> None:
-    assert describe_order(ORDER) == (
+    assert ORDER.describe() == (
         "BUY 0.01 BTC/USDT LIMIT at 62595.5 (exchange id 77, client id web-1)")
 
 
@@ -44,4 +44,4 @@ def test_reports_are_held_during_start_up_and_published_at_once_after() -> None:
     reports.held = None
     reports(UnknownOrdersFound((ORDER,)))
     reports(OrderResolved(entry=None))  # type: ignore[arg-type] - resolved: nothing to report
-    assert seen == [UnknownOrdersAwaitDecision("binance", (describe_order(ORDER),))]
+    assert seen == [UnknownOrdersAwaitDecision("binance", (ORDER.describe(),))]

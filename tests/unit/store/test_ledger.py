@@ -10,12 +10,12 @@ import pytest
 
 from app.domain.errors import OperationalError
 from app.domain.trading import OrderStatus, OrderType, Side
-from app.exchange.port import OrderRequest
 from app.risk.types import RiskDecision
 from app.runtime.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
 from app.store import db
 from app.store.ledger import Ledger
 from app.tools.executor import ToolCallRecord
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, make_rig
 
 D = Decimal

@@ -11,10 +11,10 @@ import pytest
 
 from app.domain.trading import Mode, OrderType, Side
 from app.exchange.paper import PaperBroker
-from app.exchange.port import OrderRequest
 from app.runtime.recorders import SqliteToolCallRecorder
 from app.store.ledger import Ledger
 from app.tools.executor import ToolCallRecord
+from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, make_rig
 
 D = Decimal

@@ -17,13 +17,13 @@ from app.config import settings_from_mapping
 from app.config.risk import RiskConfig
 from app.domain.errors import OperationalError
 from app.domain.trading import OrderType, Side
-from app.exchange.port import OrderRequest
 from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from app.trading.port import OrderRequest
 from tests.helpers.scripted_market import make_scripted_broker
 
 D = Decimal

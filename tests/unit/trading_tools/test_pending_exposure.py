@@ -14,7 +14,6 @@ from typing import Any
 
 from app.config.risk import MaxOpenPositionsConfig, RiskConfig
 from app.exchange.paper import PaperBroker
-from app.exchange.port import OrderRequest
 from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder, RiskGuard
 from app.tools.executor import MemoryRecorder, ToolExecutor
@@ -22,6 +21,7 @@ from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from app.trading.port import OrderRequest
 from tests.helpers.scripted_market import make_scripted_broker, next_bar
 
 D = Decimal

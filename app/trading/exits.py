@@ -16,9 +16,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.domain.errors import KestrelError, RiskRejection, ToolError
+from app.domain.market_rules import fmt
 from app.domain.trading import ExitKind, Order, OrderType, Side
-from app.exchange.market_rules import fmt
-from app.exchange.port import OrderRequest
+from app.trading.port import OrderRequest
 
 _NAMES = {ExitKind.TAKE_PROFIT: "take profit", ExitKind.STOP_LOSS: "stop loss"}
 

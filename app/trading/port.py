@@ -14,9 +14,9 @@ from decimal import Decimal
 from typing import Protocol
 
 from app.domain.errors import InvalidOrderError
+from app.domain.market_rules import MarketRules
 from app.domain.risk_view import RiskView
 from app.domain.trading import AccountState, ExitKind, Fill, Mode, Order, OrderType, Position, Side
-from app.exchange.market_rules import MarketRules
 
 # how an order's reason starts when a broker sent a STOP as a stop-limit (the exchange lists no
 # stop-market order there); the tools then show its limit and the trade-off
