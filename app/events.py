@@ -208,7 +208,7 @@ class KillSwitchTripped(Event):
     """
 
     trip_id: int
-    cause: str  # app.risk.kill_switch.TripCause
+    cause: str  # app.domain.kill_switch.TripCause
     reason: str
     by: str
     tripped_ms: int

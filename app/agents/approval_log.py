@@ -1,4 +1,8 @@
-"""The ``approvals`` table: each order the policy held, and the person's decision, kept with it."""
+"""The ``approvals`` table: each order the policy held, and the person's decision, kept with it.
+
+The question an agent's loop asks about a held order offers two replies; ``is_approval`` reads a
+typed answer (Telegram, the chat) the same way as the button.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,15 @@ class ApprovalRecord:
     order_id: str | None
 
 
+APPROVE_WORDS = frozenset({"approve", "approved", "yes", "ok", "go", "confirm", "y"})
+APPROVE_REPLY = "Approve"
+REFUSE_REPLY = "Refuse"
+
+
+def is_approval(answer: str) -> bool:
+    return answer.strip().strip(".!").casefold() in APPROVE_WORDS
+
+
 class ApprovalLog:
     def __init__(
         self, db_path: Path | str | StoreDb, clock: Clock, *, durable: bool = True
@@ -35,14 +48,14 @@ class ApprovalLog:
     def close(self) -> None:
         self._db.close()
 
-    def requested(self, question: Question, call_xml: str, reason: str) -> None:
+    def requested(self, question: Question, tool_name: str, call_xml: str, reason: str) -> None:
         self._db.conn.execute(  # a redelivered task asks again: keep the first request only
             "INSERT INTO approvals (question_id, agent_id, task_id, client_order_id, tool_name, "
             "params_json, reason) SELECT ?,?,?,?,?,?,? WHERE NOT EXISTS "
             "(SELECT 1 FROM approvals WHERE question_id=?)",
             (
                 question.question_id, question.agent_id, question.task_id,
-                question.details.get("call_key"), "create_order",
+                question.details.get("call_key"), tool_name,
                 json.dumps({"call_xml": call_xml}), reason, question.question_id,
             ),
         )

@@ -8,9 +8,11 @@ resumes where it stopped: a stored tool call without its result is executed agai
 call key, which the order and dispatch tools recognise, so nothing is done twice.
 
 The loop stops at a text answer (the task is done; a reply goes back when one was expected), at
-``ask_user_clarification`` or an order the approval policy holds (the task is parked and the agent
-waits, durably, for the person), at the step limit, when a budget is spent, or when the provider
-fails (the agent becomes FAULTED with the reason).
+``ask_user_clarification`` or a call a tool holds for the person's approval (the task is parked
+and the agent waits, durably, for the person; the approved call runs again marked approved), at
+the step limit, when a budget is spent, or when the provider fails (the agent becomes FAULTED with
+the reason). The loop knows nothing of orders: order entry decides what needs approval, and says
+so with a refusal under ``APPROVAL_RULE`` that names its reason.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
-from app.agents.approval_log import ApprovalLog
+from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY, ApprovalLog, is_approval
 from app.agents.context_budget import fit_context
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
 from app.agents.llm.port import (
@@ -38,26 +40,17 @@ from app.agents.llm.port import (
     LLMUsage,
 )
 from app.agents.loop_share import LoopShare, NoShare
-from app.agents.repeats import repeated_order
 from app.agents.task_data import gather, with_task_data
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
-from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import InvalidOrderError, ToolError
+from app.domain.errors import APPROVAL_RULE
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.parser import ParsedResponse
 from app.tools.protocol.render import ToolResult, render_rejected
-from app.tools.spec import AgentContext, validate
-from app.trading.approval import (
-    APPROVE_REPLY,
-    ORDER_TOOLS,
-    REFUSE_REPLY,
-    approval_reason,
-    is_approval,
-)
+from app.tools.spec import AgentContext
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +89,6 @@ class LoopServices:
     bus: EventBus | None
     mode: Mode
     run_id: str
-    approval: ApprovalSettings
-    last_price: Callable[[str], Awaitable[Decimal | None]]
-    traded_symbols: Callable[[], set[str]]
     run_budget_usd: Decimal | None = None
     # the account's currency as the agents see it (the system prompt names it)
     quote_currency: str = "USDT"
@@ -310,26 +300,15 @@ class AgentLoop:
         parsed = self.s.executor.parse(call_message.content)
         ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
         call = parsed.call
-        placed = None if call is None else repeated_order(call, messages, self.s.executor.parse)
-        if call is not None and placed is not None:
-            parsed = ParsedResponse(tool_name=call.name, error=InvalidOrderError(
-                f"This task already placed exactly this order (order {placed}); it was not "
-                "placed again. To check it, call get_order_status. To place a second, identical "
-                "order on purpose, give it its own <client_order_id>.",
-                details={"order_id": placed, "reason": "repeated_in_task"},
-            ))
-            call = None
-        if call is not None and call.name == CLARIFY_TOOL:
-            result = await self.s.executor.execute(ctx, call)
-            if result.status == "success":
-                return self._park(task, call_message.step, result.xml, messages)
-        elif call is not None:
-            reason = await self._approval_needed(ctx, parsed)
-            if reason is not None:
-                return self._ask_approval(task, call_message, reason, messages)
         if call is None and parsed.error is None:  # cannot happen: text is stored as "final"
             raise RuntimeError("an assistant message without a call was stored as a call")
         result = await self.s.executor.execute_parsed(ctx, parsed)
+        if call is not None and call.name == CLARIFY_TOOL and result.status == "success":
+            return self._park(task, call_message.step, result.xml, messages)
+        if result.status == "rejected" and result.rule == APPROVAL_RULE:
+            reason = str(result.details.get("policy_reason") or result.message)
+            return self._ask_approval(task, call_message, call.name if call else "", reason,
+                                      messages)
         self._store_result(task, call_message.step, parsed, result, messages)
         return None
 
@@ -360,27 +339,8 @@ class AgentLoop:
         self.s.agents.record_action(self.agent_id, task.task_id, "waiting for your answer")
         return TaskOutcome.WAITING
 
-    async def _approval_needed(self, ctx: AgentContext, parsed: ParsedResponse) -> str | None:
-        call = parsed.call
-        assert call is not None
-        if call.name not in ORDER_TOOLS:
-            return None  # only orders wait for the person; spare every other call the lookups
-        spec = self.s.executor.registry.get(call.name)
-        if spec is None or spec.permission not in ctx.permissions:
-            return None
-        try:
-            args = validate(spec, call.params)
-        except ToolError:
-            return None  # the executor reports the invalid call
-        symbol = str(args.get("symbol", ""))
-        price = await self.s.last_price(symbol) if symbol else None
-        return approval_reason(
-            self.s.approval, tool=call.name, args=args, mode=self.s.mode, price=price,
-            traded_symbols=self.s.traded_symbols,
-        )
-
     def _ask_approval(
-        self, task: Task, call_message: StoredMessage, reason: str,
+        self, task: Task, call_message: StoredMessage, tool: str, reason: str,
         messages: list[StoredMessage],
     ) -> TaskOutcome:
         call_key = f"{task.task_id}:{call_message.step}"
@@ -391,7 +351,7 @@ class AgentLoop:
             {"call_key": call_key, "call_xml": call_message.content, "reason": reason},
             key=f"approval:{call_key}",
         )
-        self.s.approvals.requested(question, call_message.content, reason)
+        self.s.approvals.requested(question, tool, call_message.content, reason)
         return self._park(
             task, call_message.step,
             f'<approval_requested question_id="{question.question_id}" reason={quoteattr(reason)}'
@@ -414,7 +374,8 @@ class AgentLoop:
             return None
         call_xml = str(question.details.get("call_xml", ""))
         parsed = self.s.executor.parse(call_xml)
-        ctx = replace(self._context(task), call_key=f"{task.task_id}:{question_message.step}")
+        ctx = replace(self._context(task), call_key=f"{task.task_id}:{question_message.step}",
+                      approved=True)
         if is_approval(question.answer):
             result = await self.s.executor.execute_parsed(ctx, parsed)
             order_id = _attr(result, "order_id")

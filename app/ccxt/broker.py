@@ -38,16 +38,16 @@ from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
 from app.ccxt.credentials import ApiKeys
 from app.ccxt.errors import RetryPolicy, Sleep, retry_read
-from app.ccxt.live_grants import LiveGrants
+from app.ccxt.live_grants import PERSON, LiveGrants
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import ZERO, average_cost, to_fills, to_order
 from app.ccxt.outcome import check_answer
 from app.ccxt.sending import OrderSender, StepHook
-from app.ccxt.stops import DEFAULT_BAND, as_stop_limit, needs_stop_limit
+from app.ccxt.stops import DEFAULT_BAND, as_stop_limit, needs_stop_limit, stop_kinds
 from app.config.exchanges import ExchangeSettings
 from app.domain.agents import agent_key
-from app.domain.clock import Clock, WallClock
+from app.domain.clock import Clock, WallClock, ms_to_iso
 from app.domain.errors import (
     AccessDeniedError,
     ExchangeError,
@@ -72,11 +72,16 @@ from app.domain.trading import (
 from app.events import EventSink
 from app.exchange.validation import check_request, check_rules
 from app.store.order_journal import JournalEntry, JournalFill, JournalState, OrderJournal
+from app.trading.lots import lot_book
 from app.trading.port import (
     STOP_LIMIT_NOTE,
+    BrokerAbilities,
     CheckedOrder,
     EquityPoint,
     OrderRequest,
+    OwnedLot,
+    Placement,
+    PlacementState,
     require_account_quote,
 )
 
@@ -121,10 +126,6 @@ class CcxtBroker:
     """
 
     mode = Mode.LIVE
-    # a spot exchange locks a sell order's coins: a take profit and a stop loss cannot both
-    # hold the same position as two orders; where the market takes an OCO list
-    # (``oco_exits``), they are placed as one (``create_oco``)
-    exits_share_coins = False
 
     def __init__(
         self,
@@ -213,9 +214,19 @@ class CcxtBroker:
             return req
         return as_stop_limit(req, self.venue, self.market_rules(symbol), self.stop_limit_band)
 
-    def oco_exits(self, symbol: str) -> bool:
-        """Whether a take profit and a stop loss on ``symbol`` can be one OCO list here."""
-        return oco.oco_allowed(self.exchange, self.canonical_symbol(symbol))
+    def abilities(self, symbol: str) -> BrokerAbilities:
+        """What ``symbol``'s market holds, from the exchange's market data: the stop types it
+        lists, whether it takes an OCO list; a spot exchange locks a resting sell's coins, so
+        two separate exits of one position cannot both rest. Binance's cancel-replace is not
+        sent by Kestrel yet, so it is not declared."""
+        symbol = self.canonical_symbol(symbol)
+        market = (getattr(self.exchange, "markets", None) or {}).get(symbol) or {}
+        stop_market, stop_limit = stop_kinds(self.venue, market)
+        return BrokerAbilities(
+            stop_market=stop_market, stop_limit=stop_limit,
+            oco=oco.oco_allowed(self.exchange, symbol), exits_lock_coins=True,
+            cancel_replace=False, grants=self.grants is not None,
+        )
 
     def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
         """Every check of an OCO list that needs no balance (fields, rules, prices), so a
@@ -244,6 +255,55 @@ class CcxtBroker:
         ):
             return None
         return to_order(entry)
+
+    async def placement(self, agent_id: str, client_order_id: str) -> Placement:
+        """The journal's word on the order, an in-flight one looked up by client id first
+        (never sent again: the reconciler keeps looking while it is not found)."""
+        entry = self.journal.by_agent_order_id(self.venue, agent_id, client_order_id)
+        if entry is None or entry.state.may_send:
+            return Placement(PlacementState.ABSENT)
+        if entry.state.in_flight:
+            try:
+                found = await self.sync.lookup(entry)
+            except ToolError:
+                found = None  # the lookup failed: still unknown, not absent
+            if found is not None:
+                return Placement(PlacementState.PLACED, to_order(await self.sync.apply(entry,
+                                                                                   found)))
+            sent = ms_to_iso(entry.sent_ms or entry.created_ms)
+            return Placement(PlacementState.IN_FLIGHT, to_order(entry), (
+                f"it was sent to {self.venue} at {sent} and its answer was lost "
+                f"({entry.reason or 'no answer'}); it is looked up by client id until it is "
+                "found"))
+        if entry.state is JournalState.NOT_PLACED:
+            return Placement(PlacementState.NOT_PLACED, to_order(entry), (
+                f"it was sent to {self.venue} once, its answer was lost, and it was not found "
+                f"there ({entry.reason}); the person has been told"))
+        return Placement(PlacementState.PLACED, to_order(entry))
+
+    async def lots(self, symbol: str) -> list[OwnedLot]:
+        """Each agent's lot from its own journal fills (``app.trading.lots``), no more than the
+        exchange holds now; the rest of the balance (the person's orders, adopted orders,
+        deposits, coins from before) is the person's."""
+        symbol = self.canonical_symbol(symbol)
+        balances = await self.refresh_balances(max_age_s=self._fresh_s)
+        held = balances.get(self._base(symbol))
+        total = ZERO if held is None else held.total
+        journal_fills = self.journal.fills(self.venue, symbol, limit=None)
+        agents = {e.client_order_id: e.agent_id for e in self.journal.entries(self.venue)}
+        fills = to_fills(journal_fills, agents, {symbol: self._base(symbol)},
+                         self.quote_currency)
+        lots = []
+        left = total
+        for lot in lot_book(fills).open_lots(symbol):
+            if agent_key(lot.owner) == PERSON or left <= 0:
+                continue
+            size = min(lot.size, left)
+            left -= size
+            lots.append(OwnedLot(lot.owner, symbol, size, lot.cost * size / lot.size))
+        if left > 0:
+            lots.append(OwnedLot(PERSON, symbol, left))
+        return lots
 
     async def precheck(self, req: OrderRequest, *, released: Decimal = ZERO) -> CheckedOrder:
         """Every check before the Risk Guard: fields, rules, and funds on fresh balances; what

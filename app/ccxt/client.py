@@ -18,6 +18,7 @@ be closed on that loop: ``await exchange.close()`` (``CcxtMarketData.close`` doe
 from __future__ import annotations
 
 import copy
+import decimal
 import difflib
 import importlib
 from collections.abc import Mapping
@@ -82,7 +83,26 @@ def build_exchange(
     klass = getattr(module, exchange_id)
     exchange = klass(exchange_config(settings or ExchangeSettings()))
     _refuse_malformed_json(exchange, module.BadResponse)
+    _keep_decimal_context(exchange)
     return exchange
+
+
+def _keep_decimal_context(exchange: Any) -> None:
+    """Round prices and amounts for ccxt in a context of their own.
+
+    ccxt's ``decimal_to_precision`` sets the calling thread's decimal context to round half up
+    (and to trap underflow) and leaves it so: after the first order or price ccxt formats, every
+    ``Decimal`` Kestrel rounds on that thread without naming a rounding (P&L, averages, an
+    agent's summary) would round otherwise than before. ccxt calls it through the instance's
+    attribute, so wrapping that keeps the thread's context as it was.
+    """
+    plain = exchange.decimal_to_precision
+
+    def decimal_to_precision(*args: Any, **kwargs: Any) -> Any:
+        with decimal.localcontext():
+            return plain(*args, **kwargs)
+
+    exchange.decimal_to_precision = decimal_to_precision
 
 
 def _refuse_malformed_json(exchange: Any, bad_response: type[Exception]) -> None:

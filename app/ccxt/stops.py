@@ -37,6 +37,18 @@ def listed_order_types(market: Mapping[str, Any]) -> tuple[str, ...] | None:
     return None if types is None else tuple(str(t).upper() for t in types)
 
 
+def stop_kinds(exchange_id: str, market: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether the market holds a stop-market order and a stop-limit order: from the types it
+    lists where Kestrel knows the exchange's names for them; otherwise ccxt decides, and both
+    are taken as held (ccxt refuses what the exchange cannot take, before anything is sent)."""
+    listed = listed_order_types(market)
+    stop_market = STOP_MARKET_TYPES.get(exchange_id)
+    stop_limit = STOP_LIMIT_TYPES.get(exchange_id)
+    if listed is None or stop_market is None or stop_limit is None:
+        return True, True
+    return stop_market in listed, stop_limit in listed
+
+
 def needs_stop_limit(exchange_id: str, market: Mapping[str, Any]) -> bool:
     """True when the market lists order types, a stop-limit among them, but no stop-market."""
     listed = listed_order_types(market)

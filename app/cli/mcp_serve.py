@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-from decimal import Decimal
 from pathlib import Path
 
 from app.domain.clock import parse_time
@@ -46,8 +45,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             f"--agent {args.agent!r} is not a usable agent id (letters, digits, _ . -, at most 64)"
         )
     from app.cli.common import log_to
-    from app.mcp.order_gate import OrderGate
-    from app.mcp.serve import SERVED_PERMISSIONS, build_server, gated_registry, run
+    from app.mcp.serve import SERVED_PERMISSIONS, build_server, run, served_registry
     from app.runtime.recorders import SqliteToolCallRecorder
     from app.runtime.venue import VenueSpec
     from app.runtime.world import WorldOptions, build_world
@@ -61,30 +59,18 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     log_to(workspace)  # standard output is the MCP wire: problems go to stderr and this file
     try:
         settings = world.settings
-        broker = world.venue.broker
-
-        async def last_price(symbol: str) -> Decimal | None:
-            try:
-                return await broker.last_price(broker.canonical_symbol(symbol))
-            except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
-                return None
-
-        def halted() -> str | None:  # the workspace's kill switch (tripped in the window)
-            trip = world.kill_log.active() if world.kill_log is not None else None
-            return None if trip is None else trip.halt_reason()
-
-        gate = OrderGate(settings.approval, broker.mode, last_price, world.ledger.traded_symbols,
-                         halted)
         executor = ToolExecutor(
-            gated_registry(world.registry, gate),
+            served_registry(world.registry),
             SqliteToolCallRecorder(world.ledger),  # the workspace's audit trail
             world.venue.clock,
             default_timeout_s=settings.tools.default_timeout_s,
         )
+        # orders take the one order path (approval policy, kill switch, Risk Guard); what the
+        # approval policy holds is refused with its reason: nobody can be asked from here
         ctx = AgentContext(
             agent_id=args.agent, permissions=frozenset(SERVED_PERMISSIONS), role="external",
             watched_symbols=world.venue.market.symbols(),
-            interval=settings.market.default_interval,
+            interval=settings.market.default_interval, can_ask=False,
         )
         logger.info("serving %d tools over MCP as agent %s", len(executor.registry), args.agent)
         run(build_server(executor, ctx))

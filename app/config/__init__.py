@@ -24,6 +24,7 @@ from app.config.exchanges import ExchangeSettings
 from app.config.mcp import McpSettings
 from app.config.risk import RiskConfig
 from app.config.telegram import TelegramSettings
+from app.config.trading import TradingSettings
 from app.domain.errors import OperationalError
 from app.domain.numbers import PlainDecimal
 
@@ -151,6 +152,7 @@ class Settings(_Section):
     llm: LLMSettings = LLMSettings()
     agents: AgentSettings = AgentSettings()
     approval: ApprovalSettings = ApprovalSettings()
+    trading: TradingSettings = TradingSettings()
     venue: VenueSettings = VenueSettings()
     email: EmailSettings | None = None
     exchanges: ExchangesSettings = Field(

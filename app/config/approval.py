@@ -12,14 +12,20 @@ from app.domain.numbers import PlainDecimal
 
 
 class ApprovalSettings(BaseModel):
+    """Which of the agents' orders wait for the person. Never held: the person's own orders,
+    and the take-profit and stop-loss exits an agent places for its own position. Always held:
+    an agent's sell of more than its own lot."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     live_orders: bool = Field(
-        default=True, description="Every order in LIVE mode waits for the person's approval."
+        default=True,
+        description="Every order an agent places in LIVE mode waits for your approval."
     )
     above_quote: PlainDecimal | None = Field(
         default=None, gt=0,
-        description="Orders worth more than this (quote currency) wait for approval; empty: none.",
+        description=("An agent's order worth more than this (quote currency), a close or a "
+                     "sell included, waits for approval; empty: none."),
     )
     new_symbols: bool = Field(
         default=False, description="The first order in a symbol never traded before waits."

@@ -133,6 +133,11 @@ class ToolTimeoutError(ToolError):
     code = ErrorCode.TIMEOUT
 
 
+# the rule under which a call is refused until a person approves it (order entry's approval
+# policy); an agent's loop parks the task on it and asks the person
+APPROVAL_RULE = "human_approval_required"
+
+
 class RiskRejection(KestrelError):
     """The Risk Guard refused an order: rendered as ``<status>rejected</status>``, not as an error.
 

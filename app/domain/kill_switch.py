@@ -1,6 +1,6 @@
 """A trip of the kill switch, as a plain value: when, why and by whom trading was halted.
 
-The Risk Guard's rule (``app.risk.kill_switch``), the store that keeps the trips
+Order entry's block on new entries (``app.trading.entry``), the store that keeps the trips
 (``app.store.kill_switch_log``), the service that trips and resets it
 (``app.orchestration.kill_switch``) and the views all speak of the same record, so it lives here,
 below all of them.
@@ -25,6 +25,7 @@ class TripCause(StrEnum):
     DRAWDOWN = "drawdown"
     RECONCILIATION = "reconciliation"
     UNKNOWN_OUTCOMES = "unknown_outcomes"
+    UNPROTECTED = "unprotected"  # a position order entry could neither protect nor close
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class Trip:
         return f"tripped {self.when()} by {self.by}: {self.reason}"
 
     def halt_reason(self) -> str:
-        """Why trading is halted, as ``OrderGate.kill_switch`` and the refusals say it."""
+        """Why trading is halted, as order entry's refusals say it."""
         return f"the kill switch was {self.describe()}"
 
 

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from decimal import Decimal
 
-from app.domain.agents import agent_key
+from app.domain.agents import PERSON_ID, agent_key
 from app.domain.clock import Clock
 from app.domain.errors import (
     AccessDeniedError,
@@ -52,9 +52,23 @@ from app.exchange.settlement import Costs, Settlement
 from app.exchange.validation import check_request, check_rules
 from app.market.port import MarketData
 from app.store.ledger import Ledger, OrderRecord
-from app.trading.port import CheckedOrder, EquityPoint, OrderRequest, require_account_quote
+from app.trading.port import (
+    PAPER_ABILITIES,
+    BrokerAbilities,
+    CheckedOrder,
+    EquityPoint,
+    OrderRequest,
+    OwnedLot,
+    Placement,
+    PlacementState,
+    require_account_quote,
+)
 
 __all__ = ["Costs", "PaperBroker", "venue_name"]
+
+# a paper account's take profit and stop loss are two reduce-only orders that share the coins
+_NO_OCO = ("The paper account holds a take profit and a stop loss as two separate orders; it "
+           "takes no OCO list.")
 
 
 def venue_name(venue: str) -> str:
@@ -238,6 +252,40 @@ class PaperBroker:
 
     def find_order(self, agent_id: str, client_order_id: str) -> Order | None:
         return self._account.find(agent_id, client_order_id)
+
+    def abilities(self, symbol: str) -> BrokerAbilities:
+        """A paper account holds stops of both kinds, and its exits share the coins they sell
+        (each is reduce-only), so a take profit and a stop loss rest side by side."""
+        self.canonical_symbol(symbol)
+        return PAPER_ABILITIES
+
+    async def placement(self, agent_id: str, client_order_id: str) -> Placement:
+        """Booked, or never: a paper order has no outcome to wait for."""
+        found = self.find_order(agent_id, client_order_id)
+        if found is None:
+            return Placement(PlacementState.ABSENT)
+        return Placement(PlacementState.PLACED, found)
+
+    async def lots(self, symbol: str) -> list[OwnedLot]:
+        """Each owner's holding of ``symbol`` as the book keeps it (the sells taken by the
+        ``app.trading.lots`` rule); what no holding accounts for is the person's."""
+        symbol = self.canonical_symbol(symbol)
+        book = self._account.book
+        lots = [OwnedLot(owner, symbol, size, cost)
+                for (owner, held_symbol), (size, cost) in sorted(book.holdings.items())
+                if held_symbol == symbol and size > 0]
+        rest = book.position(symbol).size - sum((lot.size for lot in lots), ZERO)
+        if rest > 0:
+            lots.append(OwnedLot(PERSON_ID, symbol, rest))
+        return lots
+
+    def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
+        raise InvalidOrderError(_NO_OCO, details={"needs": "oco"})
+
+    async def create_oco(
+        self, take_profit: OrderRequest, stop_loss: OrderRequest
+    ) -> tuple[Order, Order]:
+        raise InvalidOrderError(_NO_OCO, details={"needs": "oco"})
 
     async def precheck(self, req: OrderRequest, *, released: Decimal = ZERO) -> CheckedOrder:
         """Every check ``create_order`` makes, without placing; what it would place and reserve.

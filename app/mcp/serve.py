@@ -3,8 +3,9 @@
 An external agent (any MCP client) connects over stdio and calls the same ToolSpecs Kestrel's own
 agents call, through the same ``ToolExecutor``: the same validation and Risk Guard, every call in
 the workspace's ``tool_calls`` audit trail under the agent id given (``mcp-client`` by default),
-memory tools sandboxed to that agent's folder. Orders also pass the ``OrderGate`` first (the
-approval policy and the kill switch seam; see ``app.mcp.order_gate``). Each ToolSpec becomes an
+memory tools sandboxed to that agent's folder. Orders take the one order path
+(``app.trading.entry``): the kill switch, the approval policy (an order it holds is refused with
+its reason, since nobody can be asked from here) and the Risk Guard. Each ToolSpec becomes an
 MCP tool whose JSON schema is generated from the spec's parameters; the answer is the tool's
 ``<tool_result>`` envelope as text, exactly what an agent inside Kestrel reads.
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -26,7 +26,6 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from app import __version__
-from app.mcp.order_gate import RISK_TOOLS, OrderGate
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.protocol.render import format_value
@@ -145,26 +144,13 @@ def to_call(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolCall:
     return ToolCall(spec.name, tuple(nodes))
 
 
-def gated_registry(registry: ToolRegistry, gate: OrderGate) -> ToolRegistry:
-    """The served tools, each order tool behind the gate (its handler runs only if it passes)."""
+def served_registry(registry: ToolRegistry) -> ToolRegistry:
+    """The tools an external agent may call: market, indicators, account, trading, memory."""
     served = ToolRegistry()
     for spec in registry:
-        if spec.permission not in SERVED_PERMISSIONS:
-            continue
-        if spec.name in RISK_TOOLS:
-            spec = replace(spec, handler=_gated(spec, gate))
-        served.register(spec)
+        if spec.permission in SERVED_PERMISSIONS:
+            served.register(spec)
     return served
-
-
-def _gated(spec: ToolSpec, gate: OrderGate) -> Any:
-    inner = spec.handler
-
-    async def handler(ctx: AgentContext, params: dict[str, Any]) -> Any:
-        await gate.check(spec.name, params)
-        return await inner(ctx, params)
-
-    return handler
 
 
 def build_server(executor: ToolExecutor, ctx: AgentContext) -> Server[Any]:

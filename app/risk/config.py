@@ -7,12 +7,8 @@ checks them in: cheap, always-decisive rules (symbol, halts) first, sizing rules
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from app.config.risk import RiskConfig
-from app.domain.kill_switch import Trip
 from app.risk.guard import RiskDecisionRecorder, RiskGuard, RiskRule
-from app.risk.kill_switch import KillSwitchRule
 from app.risk.rules import (
     AgentBudget,
     AllowedSymbols,
@@ -27,17 +23,10 @@ from app.risk.rules import (
 )
 
 
-def build_rules(
-    config: RiskConfig, active_trip: Callable[[], Trip | None] | None = None
-) -> list[RiskRule]:
-    """The enabled rules of ``config``, in checking order.
-
-    Args:
-        active_trip: the kill switch's trip in force (``KillSwitchLog.active``); given, the kill
-            switch is the first rule checked. Backtests of a strategy have no kill switch.
-    """
+def build_rules(config: RiskConfig) -> list[RiskRule]:
+    """The enabled rules of ``config``, in checking order. (The kill switch's entry block is
+    order entry's step before the guard: ``app.trading.entry``.)"""
     builders: list[tuple[bool, RiskRule]] = [
-        (active_trip is not None, KillSwitchRule(active_trip or (lambda: None))),
         (config.allowed_symbols.enabled, AllowedSymbols(config.allowed_symbols)),
         (config.max_drawdown_halt.enabled, MaxDrawdownHalt(config.max_drawdown_halt)),
         (config.daily_loss_limit.enabled, DailyLossLimit(config.daily_loss_limit)),
@@ -52,11 +41,6 @@ def build_rules(
     return [rule for enabled, rule in builders if enabled]
 
 
-def build_guard(
-    config: RiskConfig,
-    recorder: RiskDecisionRecorder,
-    active_trip: Callable[[], Trip | None] | None = None,
-) -> RiskGuard:
-    """A guard with every enabled rule of ``config`` (and the kill switch, given its trip in
-    force), recording through ``recorder``."""
-    return RiskGuard(build_rules(config, active_trip), recorder)
+def build_guard(config: RiskConfig, recorder: RiskDecisionRecorder) -> RiskGuard:
+    """A guard with every enabled rule of ``config``, recording through ``recorder``."""
+    return RiskGuard(build_rules(config), recorder)

@@ -153,6 +153,11 @@ class RiskGuard:
                 return rule.name, violation
         return None
 
+    def refuse(self, intent: OrderIntent, view: RiskView, rule: str, reason: str) -> None:
+        """Record a refusal order entry decided before the rules (the kill switch's entry
+        block), so the audit trail of decisions holds every order refused."""
+        self._record(intent, view, accepted=False, rule=rule, reason=reason)
+
     def _record(
         self,
         intent: OrderIntent,

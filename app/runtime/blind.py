@@ -34,7 +34,15 @@ from app.domain.trading import AccountState, AssetBalance, Fill, Order, Position
 from app.events import Event, EventSink, OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
 from app.market.port import MarketData, PrefixSource
 from app.market.series import KlineSeries
-from app.trading.port import CheckedOrder, EquityPoint, OrderRequest, TradingBroker
+from app.trading.port import (
+    BrokerAbilities,
+    CheckedOrder,
+    EquityPoint,
+    OrderRequest,
+    OwnedLot,
+    Placement,
+    TradingBroker,
+)
 
 WEEK_MS = 7 * 86_400_000
 # blind time of the first candle: 1971-01-07 (a whole number of weeks after the Unix epoch)
@@ -423,6 +431,30 @@ class BlindBroker:
         b = self._b
         return replace(checked, symbol=b.symbol(checked.symbol), quantity=b.qty(checked.quantity),
                        reference_price=b.price(checked.reference_price))
+
+    def abilities(self, symbol: str) -> BrokerAbilities:
+        return self._sync(lambda: self._inner.abilities(self._b.real_symbol(symbol)))
+
+    async def placement(self, agent_id: str, client_order_id: str) -> Placement:
+        found = await self._call(self._inner.placement(agent_id, client_order_id))
+        order = None if found.order is None else self._b.order(found.order)
+        return replace(found, order=order, detail=self._b.text(found.detail))
+
+    async def lots(self, symbol: str) -> list[OwnedLot]:
+        found = await self._call(self._inner.lots(self._b.real_symbol(symbol)))
+        return [replace(lot, symbol=self._b.symbol(lot.symbol), size=self._b.qty(lot.size))
+                for lot in found]
+
+    def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
+        self._sync(lambda: self._inner.check_oco(self._request(take_profit),
+                                                 self._request(stop_loss)))
+
+    async def create_oco(
+        self, take_profit: OrderRequest, stop_loss: OrderRequest
+    ) -> tuple[Order, Order]:
+        tp, sl = await self._call(self._inner.create_oco(self._request(take_profit),
+                                                         self._request(stop_loss)))
+        return self._b.order(tp), self._b.order(sl)
 
 
 __all__ = ["BlindBroker", "BlindDriver", "BlindMap", "BlindMarket", "ShiftedClock"]

@@ -1,15 +1,16 @@
 """The person's trading controls: the order ticket, Cancel, Close and Flatten all.
 
 A person's order takes the path every agent's order takes: an XML tool call through the
-``ToolExecutor``, with the Risk Guard in front of the broker, recorded in the audit trail. The
-actor is ``PERSON_ID``: the audit trail, the guard's decisions, the order and its fills all say
-"person". There is no side door to the broker here; the broker is only read (the account, the
-position size, the precheck a ticket's review shows).
+``ToolExecutor`` to the trade tools and ``OrderEntry``, recorded in the audit trail. The actor is
+``PERSON_ID``: the audit trail, the guard's decisions, the order and its fills all say "person".
+There is no side door to the broker here; the ticket's review is order entry's own ``preview``,
+the same steps without sending.
 
-What differs from an agent's call is who may do what, and that lives in the trade tools: the
-person may cancel any agent's order, and the person's Close frees what every agent's plain sells
-hold back. The agents' approval policy (``app.trading.approval``) asks the person about an agent's
-order; the person's own order is that person's decision, reviewed in the ticket before it is sent.
+What differs from an agent's call is who may do what, and that lives in order entry: the person
+may cancel any agent's order, closes the whole position (every owner's lot) and frees what every
+agent's plain sells hold back. The approval policy (``app.trading.approval``) asks the person
+about an agent's order; the person's own order is that person's decision, reviewed in the ticket
+before it is sent.
 
 While the kill switch is tripped the guard refuses every new entry, the person's included; a
 cancel, a close, a sell within the position and TP/SL exits still pass (they only reduce risk).
@@ -28,33 +29,23 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from app.domain.agents import PERSON_ID
-from app.domain.errors import KestrelError
+from app.domain.errors import KestrelError, ToolError
 from app.domain.numbers import plain
 from app.domain.trading import Order, OrderStatus, Position, Side
 from app.events import EventBus, OrderCancelled, OrderFilled
-from app.risk.guard import RiskGuard
 from app.runtime.ticket import Ticket, TicketKind
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.render import Element, ToolResult, escape_text
 from app.tools.spec import AgentContext, Permission
-from app.tools.trade_tools import order_intent
-from app.trading.port import STOP_LIMIT_NOTE, OrderRequest, TradingBroker
+from app.trading.entry import Caller, OrderAsk, OrderEntry
+from app.trading.port import STOP_LIMIT_NOTE, TradingBroker
 
 logger = logging.getLogger(__name__)
 
 PERSON_CONTEXT = AgentContext(
     PERSON_ID, permissions=frozenset({Permission.TRADE, Permission.ACCOUNT}), role="person"
 )
-
-
-# a spot exchange locks a sell order's coins, so two exits cannot hold one position there
-BOTH_EXITS = ("This exchange account cannot hold a take profit and a stop loss for the same "
-              "position at once (the exchange locks the coins for the first sell order, and this "
-              "market takes no linked OCO pair). Give the stop loss alone, or the take profit "
-              "alone.")
-
-OCO_LINE = ("Placed as one OCO order list on the exchange: when one exit fills, the exchange "
-            "cancels the other")
+PERSON = Caller(PERSON_ID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +112,7 @@ class PersonControls:
     """
 
     executor: ToolExecutor
-    broker: TradingBroker
-    guard: RiskGuard
+    orders: OrderEntry
     bus: EventBus | None = None
     on_exits: Callable[[Outcome], None] | None = None
     pending_exits: dict[str, _PendingExits] = field(default_factory=dict)
@@ -133,6 +123,10 @@ class PersonControls:
             self.bus.subscribe(OrderFilled, self._on_filled)
             self.bus.subscribe(OrderCancelled, self._on_cancelled)
 
+    @property
+    def broker(self) -> TradingBroker:
+        return self.orders.broker
+
     def detach(self) -> None:
         if self.bus is not None:
             self.bus.unsubscribe(OrderFilled, self._on_filled)
@@ -140,29 +134,29 @@ class PersonControls:
 
     # -- the ticket ----------------------------------------------------------------------------
 
-    def _request(self, ticket: Ticket) -> OrderRequest:
-        return OrderRequest(
-            PERSON_ID, ticket.symbol, ticket.side, ticket.order_type,
-            ticket.quantity or Decimal(0), price=ticket.price, stop_price=ticket.stop_price,
-            quote_amount=ticket.quote_amount, reason="the person's order ticket",
+    def _ask(self, ticket: Ticket) -> OrderAsk:
+        return OrderAsk(
+            ticket.symbol, ticket.side, ticket.order_type, quantity=ticket.quantity,
+            quote_amount=ticket.quote_amount, price=ticket.price, stop_price=ticket.stop_price,
+            reason="the person's order ticket",
         )
 
     async def preview(self, ticket: Ticket) -> Preview:
-        """What the ticket would do, and whether the broker and the Risk Guard would take it.
-
-        Nothing is placed and the guard records nothing; placing is judged again, as always.
-        """
+        """What the ticket would do, and whether order entry would take it: the same steps
+        without sending (nothing is placed, the guard records nothing; placing is judged
+        again, as always)."""
         ccy = self.broker.quote_currency
         try:
             symbol = self.broker.canonical_symbol(ticket.symbol)
             last = await self.broker.last_price(symbol)
-            if ticket.kind is TicketKind.TP_SL:
-                return self._preview_exits(ticket, symbol, last)
-            req = self._request(ticket)
-            checked = await self.broker.precheck(req)
         except KestrelError as exc:
             return Preview(error=_words(exc))
-        intent = order_intent(req, checked, self.broker.position_size(checked.symbol))
+        if ticket.kind is TicketKind.TP_SL:
+            return await self._preview_exits(ticket, symbol, last)
+        review = await self.orders.preview(PERSON, self._ask(ticket))
+        checked = review.checked
+        if checked is None:
+            return Preview(error=review.error)
         at = ticket.price or ticket.stop_price
         notional = checked.quantity * (at or checked.reference_price)
         lines = [
@@ -173,58 +167,34 @@ class PersonControls:
         if ticket.side is Side.BUY:
             lines.append(f"Holds back {_money(checked.reserve)} {ccy} (fee and slippage "
                          "included)")
-        if checked.note:
-            lines.append(f"Sent {checked.note.removeprefix('sent ')}")
-        if intent.reduces_position:
+        lines.extend(review.notes)
+        if review.reduces:
             lines.append("Reduces the position held: exits are never blocked by the Risk Guard")
-        if self._exits_refused(ticket, symbol):
-            return Preview(tuple(lines), error=BOTH_EXITS)
         if ticket.has_exits:
+            exits = self.orders.exit_review(symbol, ticket.take_profit, ticket.stop_loss)
+            if exits.error is not None:
+                return Preview(tuple(lines), error=exits.error)
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
-            if self._exits_linked(ticket, symbol):
-                lines.append(OCO_LINE)
-        verdict = self.guard.preview(intent, self.broker.risk_view())
-        if verdict is None:
-            return Preview(tuple(lines))
-        rule, violation = verdict
-        return Preview(tuple(lines), rule=rule, refusal=violation.reason)
+            lines.extend(exits.notes)
+        if review.error is not None:
+            return Preview(tuple(lines), error=review.error)
+        if review.rule is not None:
+            return Preview(tuple(lines), rule=review.rule, refusal=review.refusal)
+        return Preview(tuple(lines))
 
-    def _exits_linked(self, ticket: Ticket, symbol: str) -> bool:
-        """Both exits on an account that places them as one OCO list."""
-        return (ticket.take_profit is not None and ticket.stop_loss is not None
-                and not getattr(self.broker, "exits_share_coins", True)
-                and not self._exits_refused(ticket, symbol))
-
-    def _exits_refused(self, ticket: Ticket, symbol: str) -> bool:
-        """A take profit with a stop loss where the exchange holds each sell's coins and the
-        market takes no OCO list (``oco_exits``) to hold both on them once."""
-        if ticket.take_profit is None or ticket.stop_loss is None or getattr(
-                self.broker, "exits_share_coins", True):
-            return False
-        oco_exits = getattr(self.broker, "oco_exits", None)
-        return oco_exits is None or not oco_exits(symbol)
-
-    def _preview_exits(self, ticket: Ticket, symbol: str, last: Decimal) -> Preview:
-        held = self.broker.position_size(symbol)
-        if held <= 0:
-            return Preview(error=f"There is no open {symbol} position to protect.")
-        if self._exits_refused(ticket, symbol):
-            return Preview(error=BOTH_EXITS)
-        if ticket.take_profit is not None and ticket.take_profit <= last:
-            return Preview(error=f"Take profit {plain(ticket.take_profit)} must be above the "
-                                 f"last price {plain(last)}: at or below it, it would sell at "
-                                 "once.")
-        if ticket.stop_loss is not None and ticket.stop_loss >= last:
-            return Preview(error=f"Stop loss {plain(ticket.stop_loss)} must be below the last "
-                                 f"price {plain(last)}: at or above it, it would sell at once.")
+    async def _preview_exits(self, ticket: Ticket, symbol: str, last: Decimal) -> Preview:
+        review = await self.orders.preview_exits(PERSON, symbol, ticket.take_profit,
+                                                 ticket.stop_loss)
+        if review.error is not None:
+            return Preview(error=review.error)
+        held = await self.orders.own_lot(PERSON, symbol)
         lines = [
             f"{_exits_text(ticket)} for the whole {symbol} position ({plain(held)}, last "
             f"{plain(last)})",
             "Replaces the exits you placed before; reduce-only, never blocked by the Risk Guard",
+            *review.notes,
         ]
-        if self._exits_linked(ticket, symbol):
-            lines.append(OCO_LINE)
         return Preview(tuple(lines))
 
     async def submit(self, ticket: Ticket, client_order_id: str = "") -> Outcome:
@@ -330,8 +300,10 @@ def _outcome(result: ToolResult) -> Outcome:
         parts = [f"take profit {tp}" for tp in [item.attr("take_profit_order_id")] if tp]
         parts += [f"stop loss {sl}" for sl in [item.attr("stop_loss_order_id")] if sl]
         note = item.attr("stop_loss_note")
+        left_out = item.attr("note")
         return Outcome("success", f"Exits placed for {item.attr('symbol')}: "
-                                  f"{', '.join(parts)}." + (f" Stop loss {note}." if note else ""))
+                                  f"{', '.join(parts)}." + (f" Stop loss {note}." if note else "")
+                       + (f" {left_out}" if left_out else ""))
     filled = item.attr("filled_quantity") or "0"
     return Outcome(
         "success",
@@ -365,4 +337,4 @@ def _money(value: Decimal) -> str:
 
 
 def _words(exc: KestrelError) -> str:
-    return str(getattr(exc, "message", None) or exc)
+    return exc.message if isinstance(exc, ToolError) else str(exc)

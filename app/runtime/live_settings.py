@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 SECTION_NAMES = {
     "risk": "risk limits", "paper": "paper account", "llm": "LLM provider",
-    "approval": "approval", "agents": "replay speed and run budget", "tools": "tool timeout",
+    "approval": "approval", "trading": "position protection", "agents":
+    "replay speed and run budget", "tools": "tool timeout",
     "email": "e-mail",
     "logging": "logging", "market": "market data", "telegram": "Telegram",
     "mcp": "MCP servers", "exchanges": "exchanges", "venue": "market venue",
@@ -91,13 +92,18 @@ def _apply(world: World, name: str, new: Settings) -> None:
     """Hand one changed section to what reads it."""
     team = world.agents
     if name == "risk":
-        active = world.kill_log.active if world.kill_log is not None else None
-        world.guard.replace_rules(build_rules(new.risk, active))
+        world.guard.replace_rules(build_rules(new.risk))
         if team is not None:
             team.kill_switch.risk, team.kill_switch.config = new.risk, new.risk.kill_switch
         return
     if name == "tools":
         world.executor.set_default_timeout(new.tools.default_timeout_s)
+        return
+    if name == "approval":
+        world.orders.approval = new.approval
+        return
+    if name == "trading":
+        world.orders.kestrel_stops = new.trading.kestrel_stops
         return
     if name == "logging":
         if world.workspace is not None:
@@ -110,8 +116,6 @@ def _apply(world: World, name: str, new: Settings) -> None:
     if name == "llm":
         team.providers.use(new.llm)
         team.manager.refresh_profiles()  # each agent's next task builds its provider anew
-    elif name == "approval":
-        team.services.approval = new.approval
     elif name == "agents":
         team.services.run_budget_usd = new.agents.run_budget_usd
     elif name == "email":

@@ -32,7 +32,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +49,7 @@ from app.config import Settings
 from app.config.approval import ApprovalSettings
 from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
 from app.domain.agents import AgentInfo, AgentRole, Channel
+from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
 from app.events import EventBus, OrderFilled
 from app.indicators.engine import IndicatorEngine
@@ -89,8 +89,10 @@ from app.runtime.venues import VenueContext, open_venue
 from app.secrets import SecretStore
 from app.store.checkpointer import WalCheckpointer
 from app.store.db import GroupedDb
+from app.store.held_stops import HeldStops
 from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
+from app.store.order_requests import OrderRequests
 from app.store.writer import WriterHold
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import MemoryRecorder, ToolCallRecorder, ToolExecutor
@@ -100,6 +102,8 @@ from app.tools.memory_tools import build_memory_tools
 from app.tools.orchestration_tools import build_orchestration_tools
 from app.tools.registry import ToolRegistry
 from app.tools.trade_tools import build_trade_tools
+from app.trading.entry import OrderEntry
+from app.trading.held_stop_watch import watch_held_stops
 from app.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -208,8 +212,9 @@ class World:
     guard: RiskGuard
     registry: ToolRegistry
     executor: ToolExecutor
+    orders: OrderEntry  # the one order path of every front
     hold: WriterHold | None = None  # None: read-only, or a world in memory
-    # the kill switch's trips, which the Risk Guard's first rule reads (None: a world in memory,
+    # the kill switch's trips, whose entry block order entry applies (None: a world in memory,
     # which has no kill switch)
     kill_log: KillSwitchLog | None = None
     agents: AgentTeam | None = None
@@ -289,6 +294,9 @@ class World:
                 self.memory.close()
             if self.kill_log is not None:
                 self.kill_log.close()
+            self.orders.requests.close()
+            if self.orders.held is not None:
+                self.orders.held.close()
             self.ledger.close()
             if self.grouped is not None:
                 self.grouped.finish()
@@ -419,15 +427,31 @@ def _assemble(
     risk_recorder: RiskDecisionRecorder = SqliteRiskRecorder(ledger)
     if announce:
         risk_recorder = AnnouncingRiskRecorder(risk_recorder, bus)
-    guard = build_guard(settings.risk, risk_recorder,
-                        kill_log.active if kill_log is not None else None)
+    guard = build_guard(settings.risk, risk_recorder)
     market, broker = venue.market, venue.broker
     alert = PersonAlert()  # told where to send once the agents' notifications exist
+    target: GroupedDb | Path | str = ":memory:"  # a world in memory, or one that only reads
+    if grouped is not None:
+        target = grouped
+    elif workspace is not None and not options.read_only:
+        target = workspace.db_path
+    requests = OrderRequests(target, durable=options.mode is Mode.LIVE)
+    cleanup.callback(requests.close)
+    held = HeldStops(target, durable=options.mode is Mode.LIVE)
+    cleanup.callback(held.close)
+    orders = OrderEntry(
+        broker, guard, requests, approval=options.approval or settings.approval,
+        halted=kill_log.active if kill_log is not None else (lambda: None),
+        traded_symbols=traded_symbols(venue, ledger), alert=alert.send,
+        kestrel_stops=settings.trading.kestrel_stops, now_ms=venue.clock.now_ms, held=held,
+    )
+    if announce:
+        watch_held_stops(orders, bus)
     registry = ToolRegistry([
         *build_market_tools(market),
         *build_indicator_tools(market, IndicatorEngine()),
-        *build_account_tools(broker),
-        *build_trade_tools(broker, guard, alert=alert.send),
+        *build_account_tools(broker, orders.held_stops),
+        *build_trade_tools(orders),
         *(build_memory_tools(memory) if memory is not None else ()),
     ])
     recorder = options.recorder
@@ -438,8 +462,8 @@ def _assemble(
         recorder = AnnouncingRecorder(recorder, bus)
     executor = ToolExecutor(registry, recorder, venue.clock,
                             default_timeout_s=settings.tools.default_timeout_s)
-    world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor, hold,
-                  kill_log, grouped=grouped)
+    world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor,
+                  orders, hold, kill_log, grouped=grouped)
     if options.agents:
         assert workspace is not None and memory is not None and checkpointer is not None
         world.agents = _team(world, workspace, options, checkpointer, cleanup)
@@ -483,21 +507,12 @@ def _team(
     notifiers.update(options.extra_notifiers or {})
     notifications = NotificationService(db, clock, ids, notifiers, durable=durable)
     cleanup.callback(notifications.close)
-    ledger = world.ledger
-
-    async def last_price(symbol: str) -> Decimal | None:
-        try:
-            return await broker.last_price(broker.canonical_symbol(symbol))
-        except Exception:  # noqa: BLE001 - an unknown symbol: the order tool will say so
-            return None
-
     services = LoopServices(
         clock=clock, executor=world.executor, agents=agents, conversations=conversations,
         queue=queue, questions=questions, approvals=approvals,
         pricer=Pricer(PriceTable.load(workspace.root / "prices.yaml")), bus=bus,
         mode=options.mode, run_id=options.run_id or uuid.uuid4().hex,
-        approval=options.approval or settings.approval, last_price=last_price,
-        traded_symbols=traded_symbols(venue, ledger), run_budget_usd=settings.agents.run_budget_usd,
+        run_budget_usd=settings.agents.run_budget_usd,
         quote_currency=broker.quote_currency,
         disguise=venue.blind.text if venue.blind is not None else None,
         share=options.loop_share or NoShare(),
@@ -540,9 +555,12 @@ def _team(
     venue.driver.speed = settings.agents.replay_speed
     assert world.kill_log is not None
     kill_switch = KillSwitch(
-        world.kill_log, broker, manager, clock=clock, risk=settings.risk,
+        world.kill_log, world.orders, manager, clock=clock, risk=settings.risk,
         notifications=notifications, bus=bus,
     )
+    # a lot order entry can neither protect nor close halts trading
+    world.orders.halt = lambda reason, by: kill_switch.trip(reason, by,
+                                                            cause=TripCause.UNPROTECTED)
     # the loss halts trip the switch after each settle; a backtest measures templates under the
     # halts' refusals and is never halted as a whole
     kill_switch.watch(bus, None if options.mode is Mode.BACKTEST else broker.risk_view)

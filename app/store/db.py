@@ -231,6 +231,23 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (venue, time_ms)
     );
     """,
+    # 6 -> 7: order entry's requests as they were asked (app.store.order_requests), by owner
+    # and client order id: what makes a repeated call the same order on every venue; and the
+    # stops Kestrel holds itself where the exchange can hold none (app.store.held_stops).
+    """
+    CREATE TABLE order_requests (
+        owner TEXT NOT NULL, client_order_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        explicit INTEGER NOT NULL, request TEXT NOT NULL, created_ms INTEGER NOT NULL,
+        PRIMARY KEY (owner, client_order_id)
+    );
+    CREATE INDEX order_requests_task ON order_requests (owner, task_id);
+    CREATE TABLE held_stops (
+        stop_id INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL, symbol TEXT NOT NULL, quantity TEXT NOT NULL,
+        stop_price TEXT NOT NULL, created_ms INTEGER NOT NULL, state TEXT NOT NULL,
+        order_id TEXT, reason TEXT NOT NULL DEFAULT ''
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

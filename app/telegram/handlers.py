@@ -26,6 +26,7 @@ from telegram.ext import (
     filters,
 )
 
+from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY
 from app.config.telegram import TelegramSettings
 from app.domain.agents import Question, QuestionKind, Task
 from app.domain.errors import KestrelError
@@ -33,7 +34,6 @@ from app.events import ConversationMessageAdded, QuestionAnswered
 from app.redaction import redact
 from app.telegram import format as fmt
 from app.telegram.commands import BotCommands, CommandFailed
-from app.trading.approval import APPROVE_REPLY, REFUSE_REPLY
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,13 @@ the tick, amounts to the step) and quote values to 8 decimals, so an agent never
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from app.domain.market_rules import MarketRules
 from app.domain.trading import Fill, Order
+from app.store.held_stops import HeldStop
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
 from app.trading.port import TradingBroker
@@ -77,6 +79,17 @@ def order_element(order: Order, rules: MarketRules) -> Element:
     )
 
 
+def held_element(stop: HeldStop, rules: MarketRules) -> Element:
+    """A stop loss Kestrel holds itself (its market holds no stop order), said to be one."""
+    return el(
+        "held_stop", None, agent_id=stop.owner, symbol=stop.symbol,
+        quantity=amount(stop.quantity, rules), stop_price=price(stop.stop_price, rules),
+        held_by="kestrel",
+        note="Sells at market when the price reaches stop_price; protects only while Kestrel "
+             "runs.",
+    )
+
+
 def trade_element(fill: Fill, rules: MarketRules) -> Element:
     return el(
         "trade",
@@ -97,7 +110,9 @@ def _asset_rules(broker: TradingBroker, asset: str, symbols: dict[str, str]) -> 
     return None if symbol is None else broker.market_rules(symbol)
 
 
-def build_account_tools(broker: TradingBroker) -> list[ToolSpec]:
+def build_account_tools(
+    broker: TradingBroker, held_stops: Callable[[str | None], Sequence[HeldStop]] = lambda _: ()
+) -> list[ToolSpec]:
     """The read-only account tools bound to one broker."""
 
     async def get_account_balance(ctx: AgentContext, args: dict[str, Any]) -> Element:
@@ -149,6 +164,7 @@ def build_account_tools(broker: TradingBroker) -> list[ToolSpec]:
         return el(
             "orders", None,
             *(order_element(o, broker.market_rules(o.symbol)) for o in orders),
+            *(held_element(h, broker.market_rules(h.symbol)) for h in held_stops(symbol)),
         )
 
     async def get_trade_history(ctx: AgentContext, args: dict[str, Any]) -> Element:

@@ -117,6 +117,11 @@ class AgentContext:
     # dispatched tasks) recognise the repeat instead of doing it twice
     task_id: str = ""
     call_key: str = ""
+    # a person approved this very call (the loop asked them after order entry held it)
+    approved: bool = False
+    # a person can be asked to approve what order entry holds (an agent's loop parks the task
+    # and asks); False where nobody can answer (an external agent over kestrel mcp-serve)
+    can_ask: bool = True
 
 
 ToolHandler = Callable[[AgentContext, dict[str, Any]], Awaitable["Element | Sequence[Element]"]]

@@ -6,9 +6,10 @@ any broker (paper, replay, live through the port) into such round trips, in ``De
 
 The account is shared, so a round trip is one actor's holding of one symbol going from nothing to
 something and back to nothing: it belongs to whoever bought (an agent, or the person), and a sell
-is taken from the seller's own holding first, then from the others' in the order of their ids -
-the rule the paper book follows (``app.exchange.book``), so an agent's trip closed by the
-person's "Close" or "Flatten all" still counts as that agent's, closed by the person.
+is taken from the seller's own holding first, then from the others' in the order of their ids
+(``app.trading.lots``, the rule every P&L view and the paper book follow), so an agent's trip
+closed by the person's "Close" or "Flatten all" still counts as that agent's, closed by the
+person.
 
 P&L is net of every fee: proceeds - cost - the fees paid in the quote currency (the buys' and the
 share of the sells'). A fee paid in the base currency (an exchange that charges a buy's fee in
@@ -20,10 +21,11 @@ holdings the fills do not show (history cut short) is left out rather than guess
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
-from app.domain.trading import Fill, Side
+from app.domain.trading import Fill
+from app.trading.lots import Lot, LotBook
 
 ZERO = Decimal(0)
 
@@ -59,79 +61,24 @@ class ActorTotals:
     pnl: Decimal
 
 
-@dataclass(slots=True)
-class _Trip:
-    entry_ms: int
-    open: Decimal = ZERO
-    bought: Decimal = ZERO
-    cost: Decimal = ZERO
-    sold: Decimal = ZERO
-    proceeds: Decimal = ZERO
-    fees: Decimal = ZERO  # every fee, valued in the quote currency (what the person is shown)
-    quote_fees: Decimal = ZERO  # the fees paid in the quote currency (what the P&L subtracts)
-    closers: list[str] = field(default_factory=list)
-
-
-def _base_fee(fill: Fill) -> Decimal:
-    """The fee when it was paid in the base currency (it changes what is held), else zero."""
-    return fill.fee if fill.fee_currency == fill.symbol.split("/", 1)[0] else ZERO
-
-
-def _add_fee(trip: _Trip, fill: Fill, share: Decimal) -> None:
-    base_fee = _base_fee(fill)
-    if base_fee:
-        trip.fees += base_fee * fill.price * share
-    else:
-        trip.fees += fill.fee * share
-        trip.quote_fees += fill.fee * share
-
-
 def closed_trades(fills: Iterable[Fill]) -> list[ClosedTrade]:
     """Every finished round trip in ``fills`` (any order), oldest exit first."""
     trades: list[ClosedTrade] = []
-    holdings: dict[str, dict[str, _Trip]] = {}  # symbol -> actor -> open trip
+    book = LotBook()
     for fill in sorted(fills, key=lambda f: (f.time_ms, f.fill_id)):
-        trips = holdings.setdefault(fill.symbol, {})
-        if fill.side is Side.BUY:
-            trip = trips.get(fill.agent_id)
-            if trip is None:
-                trip = trips[fill.agent_id] = _Trip(fill.time_ms)
-            trip.open += fill.quantity - _base_fee(fill)
-            trip.bought += fill.quantity
-            trip.cost += fill.quantity * fill.price
-            _add_fee(trip, fill, Decimal(1))
-            continue
-        if fill.quantity <= 0:
-            continue
-        owners = [fill.agent_id] + sorted(a for a in trips if a != fill.agent_id)
-        gone = fill.quantity + _base_fee(fill)  # what leaves the holdings
-        left = gone
-        for owner in owners:
-            trip = trips.get(owner)
-            if trip is None or left <= 0:
-                continue
-            take = min(left, trip.open)
-            left -= take
-            trip.open -= take
-            share = take / gone
-            trip.sold += fill.quantity * share
-            trip.proceeds += fill.quantity * share * fill.price
-            _add_fee(trip, fill, share)
-            if fill.agent_id not in trip.closers:
-                trip.closers.append(fill.agent_id)
-            if trip.open == 0:
-                del trips[owner]
-                trades.append(_finish(fill.symbol, owner, trip, fill.time_ms))
+        for taken in book.apply(fill):
+            if taken.closed:
+                trades.append(_finish(taken.lot, fill.time_ms))
     trades.sort(key=lambda t: (t.exit_ms, t.entry_ms, t.symbol, t.opened_by))
     return trades
 
 
-def _finish(symbol: str, owner: str, trip: _Trip, exit_ms: int) -> ClosedTrade:
+def _finish(lot: Lot, exit_ms: int) -> ClosedTrade:
     return ClosedTrade(
-        symbol=symbol, opened_by=owner, closed_by=tuple(trip.closers), entry_ms=trip.entry_ms,
-        exit_ms=exit_ms, quantity=trip.bought, entry_price=trip.cost / trip.bought,
-        exit_price=trip.proceeds / trip.sold, fees=trip.fees,
-        pnl=trip.proceeds - trip.cost - trip.quote_fees,
+        symbol=lot.symbol, opened_by=lot.owner, closed_by=tuple(lot.closers),
+        entry_ms=lot.entry_ms, exit_ms=exit_ms, quantity=lot.bought,
+        entry_price=lot.spent / lot.bought, exit_price=lot.proceeds / lot.sold, fees=lot.fees,
+        pnl=lot.proceeds - lot.spent - lot.quote_fees,
     )
 
 

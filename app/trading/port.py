@@ -1,7 +1,9 @@
-"""The ``Broker`` port: what tools, the runtime and the panels ask of any broker, simulated or real.
+"""The ``Broker`` port: what order entry, the runtime and the panels ask of any broker.
 
 ``PaperBroker`` (backtests, paper trading) and ``CcxtBroker`` (a live account) implement it. Nothing
-above a venue sees which one it talks to, except through ``mode``, which every agent can read.
+above a venue sees which one it talks to, except through ``mode``, which every agent can read, and
+``abilities``: what a market can hold (a stop, a linked pair of exits), declared by the broker as
+data, so order entry decides before anything is sent, never by trying.
 A broker announces what happens to orders (``OrderPlaced``, ``OrderCancelled``, ``OrderFilled``,
 and its own refusals as ``OrderRejected``) through the event sink it is built with; panels and the
 agents' fill routing follow those events and read the rest through this port.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from typing import Protocol
 
 from app.domain.errors import InvalidOrderError
@@ -78,6 +81,72 @@ class CheckedOrder:
     reference_price: Decimal
     reserve: Decimal
     note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAbilities:
+    """What one market of a broker can hold and do, as the broker declares it.
+
+    Attributes:
+        stop_market: it holds a stop that sells at market once touched.
+        stop_limit: it holds a stop that places a limit order once touched (a STOP is sent so
+            where no stop-market exists; its limit and the trade-off are said).
+        oco: it holds a take profit and a stop loss as one linked list (one fills or triggers,
+            the exchange cancels the other).
+        exits_lock_coins: a resting sell holds its coins, so two separate exits of one position
+            cannot rest together (a spot exchange); a paper account's exits share them.
+        cancel_replace: an order can be replaced in one request, with no moment without it.
+        grants: only agents the person allowed may trade here (a live account).
+    """
+
+    stop_market: bool = True
+    stop_limit: bool = True
+    oco: bool = False
+    exits_lock_coins: bool = False
+    cancel_replace: bool = False
+    grants: bool = False
+
+    @property
+    def holds_stop(self) -> bool:
+        return self.stop_market or self.stop_limit
+
+    @property
+    def holds_both_exits(self) -> bool:
+        """A take profit and a stop loss can protect one position at once."""
+        return self.oco or not self.exits_lock_coins
+
+
+PAPER_ABILITIES = BrokerAbilities()
+
+
+class PlacementState(StrEnum):
+    """What a broker knows of an order asked for under a client order id."""
+
+    ABSENT = "absent"  # never booked (or certainly not on the exchange): it may be sent
+    IN_FLIGHT = "in_flight"  # sent; its outcome is still being checked
+    PLACED = "placed"  # booked: the order exists (open or done)
+    NOT_PLACED = "not_placed"  # sent, its answer lost, and not found after every lookup
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A broker's word about one client order id: its state, the order when it exists, and in
+    words what is being checked (an in-flight order) or why it is taken as not placed."""
+
+    state: PlacementState
+    order: Order | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedLot:
+    """The part of a position one owner holds: an agent, or the person (which includes coins
+    Kestrel never bought, such as a deposit). ``cost``: what it cost, buy fees included."""
+
+    owner: str
+    symbol: str
+    size: Decimal
+    cost: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,4 +232,31 @@ class TradingBroker(Broker, Protocol):
         sent (the exits a new exit replaces); they count as free, since an exchange that locks
         a resting sell's coins would otherwise refuse every move of a stop.
         """
+        ...
+
+    def abilities(self, symbol: str) -> BrokerAbilities:
+        """What ``symbol``'s market can hold (from the exchange's static market data)."""
+        ...
+
+    async def placement(self, agent_id: str, client_order_id: str) -> Placement:
+        """What became of the order ``agent_id`` asked for under ``client_order_id``; an order
+        whose outcome is unknown is looked up once first."""
+        ...
+
+    async def lots(self, symbol: str) -> list[OwnedLot]:
+        """Who holds which part of the ``symbol`` position (``app.trading.lots``), read fresh;
+        what no agent bought is the person's. Empty when nothing is held."""
+        ...
+
+    def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
+        """Every check of an OCO list that needs no balance, so a caller replacing a
+        position's exits knows the pair is valid before the old exits go. Only called where
+        ``abilities(symbol).oco``."""
+        ...
+
+    async def create_oco(
+        self, take_profit: OrderRequest, stop_loss: OrderRequest
+    ) -> tuple[Order, Order]:
+        """Place a take profit and a stop loss as one OCO list. Only called where
+        ``abilities(symbol).oco``."""
         ...

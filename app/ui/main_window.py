@@ -269,7 +269,7 @@ class MainWindow(QMainWindow):
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
-        self.person = PersonControls(world.executor, venue.broker, world.guard, world.bus)
+        self.person = PersonControls(world.executor, world.orders, world.bus)
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
                                venue.label, controls=self.person, agent_name=self._agent_name)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names)

@@ -21,4 +21,5 @@ def server_fixture(fake_exchange):
     fake_exchange.requests.clear()
     fake_exchange.now.set(START_MS)
     fake_exchange.binance_account.reset()  # each test starts with the account's first balances
+    fake_exchange.reset_markets()  # and with every market listed as recorded
     return fake_exchange

@@ -16,10 +16,11 @@ import pytest
 from app.ccxt.outcome import OrderOutcomeUnknownError
 from app.domain.errors import ErrorCode, InvalidOrderError, ToolError
 from app.domain.trading import ExitKind, OrderStatus, OrderType, Side
-from app.runtime.controls import OCO_LINE, PersonControls
+from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
 from app.runtime.world import World
 from app.store.order_journal import JournalState
+from app.trading.entry import OCO_LINE
 from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
@@ -125,7 +126,7 @@ def test_a_take_profit_and_a_stop_loss_are_one_oco_list_holding_the_coins_once(
 ):
     async def scenario(broker):
         tp, sl, _ = tp_reached(venue)
-        assert broker.oco_exits("BTC/USDT")
+        assert broker.abilities("BTC/USDT").oco
         take, stop = await broker.create_oco(*exits(tp, sl))
         assert take.status is OrderStatus.SUBMITTED and take.price == tp
         assert stop.order_type is OrderType.STOP_LIMIT and stop.stop_price == sl
@@ -391,7 +392,7 @@ def test_closing_a_position_held_by_an_oco_list_cancels_the_list_and_sells_once(
 
 def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path, venue):
     async def body(world: World) -> None:
-        person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
+        person = PersonControls(world.executor, world.orders, world.bus)
         tp, sl, _ = tp_reached(venue)
         ticket = read_ticket({
             "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",

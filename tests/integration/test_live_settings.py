@@ -65,7 +65,7 @@ def test_saved_settings_reach_the_running_world_and_name_what_waits(tmp_path: Pa
             assert getattr(after, "base_url", "").startswith("http://127.0.0.1:9")
             assert after.default_model == "gpt-x", "an agent keeps the model it was created with"
             assert after.timeout_s == 5
-            assert team.services.approval.above_quote == Decimal(100)
+            assert world.orders.approval.above_quote == Decimal(100)
             assert team.services.run_budget_usd == Decimal(3)
             assert world.venue.driver.speed == 10.0
             assert world.executor._default_timeout_s == 7.0  # noqa: SLF001

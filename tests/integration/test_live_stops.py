@@ -101,7 +101,7 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
         world = await live_world(tmp_path, server, settings=settings)
         try:
             await world.start(decided(None))
-            person = PersonControls(world.executor, world.venue.broker, world.guard, world.bus)
+            person = PersonControls(world.executor, world.orders, world.bus)
             last = await world.venue.broker.last_price("BTC/USDT")
             stop = (last * Decimal("1.03")).quantize(CENT)  # a buy stop above the market
             ticket = read_ticket({
@@ -122,19 +122,21 @@ def test_the_persons_ticket_stop_on_live_is_a_stop_limit_with_the_band_from_sett
                 "STOP_LOSS_LIMIT", "BUY", stop, limit)
             (card,) = await world.venue.broker.open_orders(PERSON_ID)
             assert card.order_type is OrderType.STOP_LIMIT and card.price == limit
-            # a market that takes no OCO list cannot hold both exits: said before placing
+            # a market that takes no OCO list cannot hold both exits: the stop loss alone will
+            # protect the position, and the ticket says so before placing
             world.venue.broker.exchange.markets["BTC/USDT"]["info"]["ocoAllowed"] = False
             both = await person.preview(read_ticket({
                 "symbol": "BTC/USDT", "side": "BUY", "kind": "MARKET", "amount": "0.01",
                 "unit": "base", "take_profit": str(stop * 2), "stop_loss": str(last / 2)}))
-            assert not both.passes and "OCO" in (both.error or "")
+            (said,) = [line for line in both.lines if line.startswith("The take profit")]
+            assert "is not placed" in said and "OCO" in said and "stop loss alone" in said
         finally:
             await world.aclose()
 
     asyncio.run(scenario())
 
 
-def test_both_exits_where_the_market_takes_no_oco_are_refused_before_anything_changes(
+def test_both_exits_where_the_market_takes_no_oco_leave_the_stop_loss_alone_protecting_it(
     tmp_path: Path, server: FakeExchangeServer
 ) -> None:
     async def body(world: World) -> None:
@@ -147,21 +149,22 @@ def test_both_exits_where_the_market_takes_no_oco_are_refused_before_anything_ch
         last = await world.venue.broker.last_price("BTC/USDT")
         sl = (last * Decimal("0.95")).quantize(CENT)
         tp = (last * Decimal("1.05")).quantize(CENT)
-        first = await call(world, agent, (
-            "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
-            f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
-        assert first.status == "success", first.xml
         both = await call(world, agent, (
             "<set_position_tp_sl_orders><symbol>BTC/USDT</symbol>"
             f"<take_profit_price>{tp}</take_profit_price>"
             f"<stop_loss_price>{sl}</stop_loss_price></set_position_tp_sl_orders>"))
-        assert both.status == "error"
-        assert "locks the coins for the first sell order" in both.xml
-        assert "takes no linked pair (OCO order list)" in both.xml
-        assert "Nothing was changed" in both.xml
-        with server.binance_account.lock:  # the stop placed first still protects it
+        assert both.status == "success", both.xml
+        (done,) = both.data
+        assert done.attr("take_profit_order_id") is None
+        assert done.attr("stop_loss_order_id") is not None
+        note = done.attr("note") or ""
+        assert f"take profit at {tp} is not placed" in note and "no OCO list" in note
+        assert "stop loss alone protects it" in note
+        with server.binance_account.lock:  # the stop alone, and nothing sent that was refused
             open_now = [o.type for o in server.binance_account.orders if o.status == "NEW"]
+            refused = [r for r in server.requests if r.endpoint == "order.create"]
         assert open_now == ["STOP_LOSS_LIMIT"]
+        assert len(refused) == 2  # the buy and the stop
 
     run_live(tmp_path, server, body)
 

@@ -71,6 +71,7 @@ from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer
 from tests.helpers.fake_smtp import QuotingSmtp
 from tests.helpers.fake_telegram import BOT_ID, FakeTelegram
 from tests.helpers.leaks import files_under, leak_patterns, read_all
+from tests.helpers.orders import order_entry
 from tests.helpers.paths import BTC_USDT_1H
 from tests.helpers.secret_flows import (
     MCP_CALL,
@@ -244,12 +245,14 @@ async def order_on(server: FakeExchangeServer, venue: str, workspace: Workspace,
                             retry=RetryPolicy(retries=1, base_s=0.0), sleep=RecordedSleep(),
                             balance_fresh_s=0.0)
         registry = ToolRegistry()
-        for spec in build_trade_tools(broker, RiskGuard([], SqliteRiskRecorder(ledger))):
+        entry = order_entry(broker, RiskGuard([], SqliteRiskRecorder(ledger)))
+        for spec in build_trade_tools(entry):
             registry.register(spec)
         executor = ToolExecutor(registry, SqliteToolCallRecorder(ledger), server.now)
         server.fail(venue, endpoint, Fault.echo(), times=None)
+        # the live order as the agent's loop sends it once the person approved it
         ctx = AgentContext(agent_id=f"trader-{venue}", permissions=ALL_PERMISSIONS,
-                           role="trader", watched_symbols=("BTC/USDT",))
+                           role="trader", watched_symbols=("BTC/USDT",), approved=True)
         result = await executor.execute_text(ctx, ORDER.format(key=f"{venue}-1"))
         assert result is not None
         files = {f"{path} (while the {venue} order's database was open)": path.read_bytes()

@@ -40,7 +40,7 @@ def world(tmp_path, bus) -> Iterator[World]:
 
 
 def controls(world: World, bus: EventBus) -> PersonControls:
-    return PersonControls(world.executor, world.venue.broker, world.guard, bus)
+    return PersonControls(world.executor, world.orders, bus)
 
 
 async def agent_call(world: World, xml: str, agent: str = "trader-1") -> str:

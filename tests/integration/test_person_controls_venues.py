@@ -17,6 +17,7 @@ from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.trade_tools import build_trade_tools
 from app.trading.closed_trades import closed_trades
+from tests.helpers.orders import order_entry
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     fake_exchange_fixture,
     server_fixture,
@@ -34,8 +35,9 @@ def test_the_person_cancels_buys_and_closes_on_either_broker(go) -> None:
         decisions = MemoryDecisionRecorder()
         guard = build_guard(RiskConfig(), decisions)
         calls = MemoryRecorder()
-        executor = ToolExecutor(ToolRegistry(build_trade_tools(broker, guard)), calls)
-        person = PersonControls(executor, broker, guard)
+        orders = order_entry(broker, guard)
+        executor = ToolExecutor(ToolRegistry(build_trade_tools(orders)), calls)
+        person = PersonControls(executor, orders)
 
         agents_order = await broker.create_order(await venue.limit_far_below("agent-1"))
         cancelled = await person.cancel(agents_order)

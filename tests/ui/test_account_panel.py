@@ -54,7 +54,7 @@ def world(tmp_path, qloop, bus) -> Iterator[World]:
 
 
 def make_panel(qtbot, qloop, world, bus, mode: Mode = Mode.PAPER) -> AccountPanel:
-    controls = PersonControls(world.executor, world.venue.broker, world.guard, bus)
+    controls = PersonControls(world.executor, world.orders, bus)
     panel = AccountPanel(world.venue.broker, world.venue.clock, mode, bus, world.venue.label,
                          controls=controls)
     qtbot.addWidget(panel)

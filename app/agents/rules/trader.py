@@ -379,7 +379,11 @@ class TraderPolicy:
         if saved is None:
             return self._write_trades(symbol, record.trades.upsert(filled), "record",
                                       f"Recording the fill of order {order_id}.")
-        if protected:
+        left_out = protect.result.attr("note") if protected and protect.result else None
+        if protected and left_out:
+            message = (f"Bought {plain(quantity)} {symbol} at {plain(price)}; stop-loss "
+                       f"{plain(stop)} set. {left_out}")
+        elif protected:
             message = (f"Bought {plain(quantity)} {symbol} at {plain(price)}; take-profit "
                        f"{plain(target)}, stop-loss {plain(stop)} set.")
         else:

@@ -1,32 +1,29 @@
-"""Each agent's P&L from its own fills: realized as booked, unrealized at the last price.
+"""Each agent's P&L from the lots it holds and held: realized as sold, unrealized at the last price.
 
-The broker books one account; the agent list wants to know what each agent's orders made. Each
-fill carries the agent, the fee and the realized P&L the book computed for each sell (after that
-sell's fee). This module adds them up per agent: the account's fills are read once through the
-``Broker`` port, and every later one arrives as an ``OrderFilled`` event, so nothing is read twice;
-each agent's net open quantity per symbol is valued at the broker's last price.
+The broker books one account; the agent list wants to know what each agent's money made. The
+account's fills are read once through the ``Broker`` port, and every later one arrives as an
+``OrderFilled`` event, so nothing is read twice. They are booked as lots with an owner
+(``app.trading.lots``), the attribution Closed trades uses too, so the two never disagree:
 
-Definitions, so the number means one thing:
-
-* realized = the ledger's realized P&L of the agent's sells, which is net of every fee: both
-  venues count a buy's fee in the position's cost (paper's book, the live journal's average
-  cost), so a sell realizes what the round trip made;
-* unrealized = open quantity x last price - its cost, the cost being what the agent's own buys
-  paid, their fees included (a fee taken in the base asset leaves less quantity instead), so
-  selling at the last price would realize it;
-* a sell larger than what the agent itself bought sold other agents' holdings too (the account is
-  shared); the agent's open quantity then stops at zero rather than becoming a short it never had.
+* realized = the P&L of what came out of the agent's own lots, whoever sold it (the agent, or the
+  person's Close), net of every fee: a buy's quote fee is in its lot's cost, a sell's fee is
+  shared among the lots it came out of; a sale of another owner's lot (the person's, with the
+  person's approval) is that owner's P&L, not the seller's;
+* unrealized = the agent's open lots at the last price, less what they cost (their buys' fees
+  included; a fee taken in the base asset leaves less quantity instead), so selling at the last
+  price would realize it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
 from app.domain.errors import KestrelError
 from app.domain.market import split_symbol
-from app.domain.trading import Fill, Side
+from app.domain.trading import Fill
+from app.trading.lots import LotBook
 from app.trading.port import Broker
 
 ZERO = Decimal(0)
@@ -34,17 +31,10 @@ PriceOf = Callable[[str], Awaitable[Decimal]]
 
 
 @dataclass(slots=True)
-class _Holding:
-    quantity: Decimal = ZERO
-    cost: Decimal = ZERO
-
-
-@dataclass(slots=True)
 class _Book:
     realized: Decimal = ZERO
     fees: Decimal = ZERO
     fills: int = 0
-    holdings: dict[str, _Holding] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +86,7 @@ class PnLTracker:
         self._price_of = price_of
         self._seen: set[str] = set()
         self._books: dict[str, _Book] = {}
+        self._lots = LotBook()
         self._history_read = False
         self._early: list[Fill] = []  # fills announced while the history is being read
 
@@ -115,9 +106,16 @@ class PnLTracker:
             self._history_read = True
             early, self._early = self._early, []
             self.apply(early)
-        symbols = {s for b in self._books.values() for s, h in b.holdings.items() if h.quantity}
-        prices = {symbol: await self._price(symbol) for symbol in sorted(symbols)}
-        return {agent_id: _result(book, prices) for agent_id, book in self._books.items()}
+        held = self._lots.open_lots()
+        prices = {symbol: await self._price(symbol) for symbol in sorted({lot.symbol for lot
+                                                                          in held})}
+        open_of: dict[str, list[OpenQuantity]] = {}
+        for lot in held:
+            open_of.setdefault(lot.owner, []).append(
+                OpenQuantity(lot.symbol, lot.size, lot.cost, prices.get(lot.symbol)))
+        return {agent_id: AgentPnL(book.realized, book.fees, book.fills,
+                                   tuple(open_of.get(agent_id, ())))
+                for agent_id, book in self._books.items()}
 
     def apply(self, fills: Iterable[Fill]) -> None:
         """Add fills, oldest first, to the sums; a fill already added is skipped (the history
@@ -126,36 +124,22 @@ class PnLTracker:
             if row.fill_id in self._seen:
                 continue
             self._seen.add(row.fill_id)
-            book = self._books.setdefault(row.agent_id, _Book())
+            book = self._book(row.agent_id)
             book.fills += 1
-            base, quote = split_symbol(row.symbol, "")
+            base, _quote = split_symbol(row.symbol, "")
             # in the account currency: a fee taken in the base asset is worth its fill's price
             book.fees += row.fee * (row.price if row.fee_currency == base else 1)
-            holding = book.holdings.setdefault(row.symbol, _Holding())
-            if row.side is Side.BUY:
-                holding.quantity += row.quantity - (row.fee if row.fee_currency == base else ZERO)
-                holding.cost += row.quantity * row.price + (
-                    row.fee if row.fee_currency == quote else ZERO)
-                continue
-            book.realized += row.realized_pnl
-            if holding.quantity > 0:
-                taken = min(row.quantity, holding.quantity)
-                holding.cost -= holding.cost * taken / holding.quantity
-                holding.quantity -= taken
-                if holding.quantity == 0:
-                    holding.cost = ZERO
+            for taken in self._lots.apply(row):
+                self._book(taken.owner).realized += taken.realized
+
+    def _book(self, owner: str) -> _Book:
+        book = self._books.get(owner)
+        if book is None:
+            book = self._books[owner] = _Book()
+        return book
 
     async def _price(self, symbol: str) -> Decimal | None:
         try:
             return await self._price_of(symbol)
         except KestrelError:  # a symbol no longer listed, or no candle visible yet
             return None
-
-
-def _result(book: _Book, prices: dict[str, Decimal | None]) -> AgentPnL:
-    open_quantities = tuple(
-        OpenQuantity(symbol, h.quantity, h.cost, prices.get(symbol))
-        for symbol, h in sorted(book.holdings.items())
-        if h.quantity
-    )
-    return AgentPnL(book.realized, book.fees, book.fills, open_quantities)

@@ -100,6 +100,7 @@ class SymbolRules:
     min_qty: Decimal
     min_notional: Decimal
     order_types: tuple[str, ...]
+    oco_allowed: bool = True
 
 
 def symbol_rules(info: Mapping[str, Any]) -> SymbolRules:
@@ -111,6 +112,7 @@ def symbol_rules(info: Mapping[str, Any]) -> SymbolRules:
         min_qty=Decimal(filters["LOT_SIZE"]["minQty"]),
         min_notional=Decimal(filters["NOTIONAL"]["minNotional"]),
         order_types=tuple(info["orderTypes"]),
+        oco_allowed=info.get("ocoAllowed", False) in (True, "true"),
     )
 
 
@@ -136,6 +138,11 @@ class FakeBinanceAccount:
         self._next_order = 1_000_000
         self._next_trade = 5_000_000
         self.reset()
+
+    def relist(self, symbol: str, info: Mapping[str, Any]) -> None:
+        """Take ``symbol``'s rules anew from its exchangeInfo (its order types, OCO allowed)."""
+        with self.lock:
+            self.rules[symbol] = symbol_rules(info)
 
     def reset(self, balances: Mapping[str, str] | None = None) -> None:
         with self.lock:

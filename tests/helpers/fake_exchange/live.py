@@ -51,20 +51,27 @@ def live_settings(server: FakeExchangeServer, **sections: Any) -> Settings:
                     **sections)
 
 
-def live_spec(server: FakeExchangeServer, *, confirmed: str = "binance") -> VenueSpec:
+def live_spec(
+    server: FakeExchangeServer, *, confirmed: str = "binance", aging: bool = False
+) -> VenueSpec:
+    """The live venue on the fake Binance; ``aging``: the market's caches (tickers, candles)
+    age with the fake time, so a price read after ``server.now.advance`` is the new one."""
     spec = VenueSpec.live_account("binance", ("BTC/USDT", "ETH/USDT"), "USDT",
                                   confirmed=confirmed)
-    return replace(spec, time_source=server.now, sleep=AdvancingSleep(server.now))
+    spec = replace(spec, time_source=server.now, sleep=AdvancingSleep(server.now))
+    if aging:
+        spec = replace(spec, market_options={"monotonic": lambda: server.now.now_ms() / 1000})
+    return spec
 
 
 async def live_world(
     folder: Path, server: FakeExchangeServer, *, secrets: SecretStore | None = None,
-    settings: Settings | None = None, **options: Any,
+    settings: Settings | None = None, aging: bool = False, **options: Any,
 ) -> World:
     """The workspace in ``folder`` on the live venue (not started: ``await world.start(...)``)."""
     options.setdefault("ids", SeededIds("live"))
     return await open_world(
-        Workspace.at(folder).ensure(), live_spec(server),
+        Workspace.at(folder).ensure(), live_spec(server, aging=aging),
         WorldOptions(settings=settings or live_settings(server),
                      secrets=secrets or keyring_with_keys(), **options),
     )
@@ -79,7 +86,10 @@ def decided(choice: UnknownOrderChoice | None, seen: list[Any] | None = None):
 
 
 async def call(world: World, agent_id: str, xml: str) -> ToolResult:
-    result = await world.executor.execute_text(AgentContext(agent_id=agent_id), xml)
+    """An agent's tool call as its loop makes it once the person has approved it (these tests
+    are about the exchange; the approval policy has its own)."""
+    ctx = AgentContext(agent_id=agent_id, approved=True)
+    result = await world.executor.execute_text(ctx, xml)
     assert result is not None
     return result
 
@@ -107,7 +117,8 @@ async def trader(world: World, name: str = "T") -> str:
 
 
 def grant(world: World, agent_id: str) -> None:
-    world.venue.broker.grants.grant(agent_id, "the person", world.venue.clock.now_ms())
+    assert world.venue.live is not None
+    world.venue.live.grants.grant(agent_id, "the person", world.venue.clock.now_ms())
 
 
 async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
@@ -119,12 +130,13 @@ async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
 
 
 def run_live(
-    folder: Path, server: FakeExchangeServer, body: Callable[[World], Awaitable[None]]
+    folder: Path, server: FakeExchangeServer, body: Callable[[World], Awaitable[None]],
+    *, aging: bool = False,
 ) -> None:
     """Run ``body`` on the workspace in ``folder`` on the live venue, started with no
     unknown-order decision (an order the journal does not know stops it), closed afterwards."""
     async def scenario() -> None:
-        world = await live_world(folder, server)
+        world = await live_world(folder, server, aging=aging)
         try:
             await world.start(decided(None))
             await body(world)

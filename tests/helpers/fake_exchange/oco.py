@@ -25,6 +25,8 @@ def create_oco(account: FakeBinanceAccount, params: Mapping[str, str]) -> dict[s
         account.match()
         symbol = account._symbol(params)
         rules = account.rules[symbol]
+        if not rules.oco_allowed:
+            raise Refused(400, -2010, "OCO orders are not supported for this symbol.")
         side = params.get("side", "")
         if side != "SELL":
             raise Refused(400, -1013, "The fake exchange books SELL OCO lists only.")

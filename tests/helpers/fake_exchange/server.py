@@ -31,6 +31,10 @@ booked, its answer lost): ``Fault.lost("drop")`` (the connection closes), ``Faul
 503)``, ``Fault.lost("garbage")`` (200 with an HTML page), ``Fault.lost("truncated")`` (200 with
 cut JSON) and ``Fault.lost("hang")``. ``server.binance_account`` is the account.
 
+``server.list_order_types(symbol, types, oco=...)`` lists a market with only some order types
+(and without OCO lists), as Binance lists BTCUSDT with no STOP_LOSS; the account refuses the
+others as Binance does.
+
 ``Fault.echo()`` refuses a signed request with a 401 that quotes its credentials back, as a
 verbose gateway or a misconfigured proxy does: Binance's (endpoint as above) quotes the API-key
 header and the signature; OKX's private endpoints (endpoint ``private``; they answer nothing else
@@ -40,6 +44,7 @@ here but an empty currency list) quote the API key, the passphrase and the signa
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import threading
 from collections.abc import Mapping
@@ -149,6 +154,7 @@ class FakeExchangeServer(LocalServer):
         self.venues = {"binance": binance, "okx": Okx(self.state)}
         self.binance_account = FakeBinanceAccount(
             self.state, binance.infos, binance.shape)
+        self._listed = copy.deepcopy(binance.infos)  # what ``reset_markets`` lists again
         self._faults: dict[tuple[str, str], list[_Armed]] = {}
         self._lock = threading.Lock()
         self._release: asyncio.Event | None = None
@@ -190,6 +196,29 @@ class FakeExchangeServer(LocalServer):
             local = "ws" if scheme.startswith("ws") else "http"
             return f"{local}://127.0.0.1:{self.port}/{venue}/{path}"
         return urls
+
+    def list_order_types(
+        self, symbol: str, order_types: tuple[str, ...], *, oco: bool | None = None
+    ) -> None:
+        """Serve ``symbol`` (e.g. "BTC/USDT") on Binance with only these ``orderTypes`` (and
+        ``ocoAllowed`` when given) in exchangeInfo, as Binance lists a market's abilities, and
+        refuse the rest as Binance does (-2010). A client reads it when it loads the markets."""
+        binance = self.venues["binance"]
+        assert isinstance(binance, Binance)
+        info = binance.infos[symbol]
+        info["orderTypes"] = list(order_types)
+        if oco is not None:
+            info["ocoAllowed"] = oco
+        self.binance_account.relist(symbol, info)
+
+    def reset_markets(self) -> None:
+        """List every market with its recorded order types and OCO again."""
+        binance = self.venues["binance"]
+        assert isinstance(binance, Binance)
+        for symbol, info in self._listed.items():
+            binance.infos[symbol].clear()
+            binance.infos[symbol].update(copy.deepcopy(info))
+            self.binance_account.relist(symbol, binance.infos[symbol])
 
     def fail(self, venue: str, endpoint: str, fault: Fault, times: int | None = 1) -> None:
         """Arm ``fault`` for the next ``times`` requests to ``endpoint`` ("*": any endpoint)."""

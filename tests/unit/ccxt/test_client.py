@@ -1,5 +1,8 @@
 """Building a ccxt exchange from settings: defaults, overrides, unknown ids, ccxt missing."""
 
+import decimal
+from decimal import Decimal
+
 import pytest
 
 from app.ccxt import client
@@ -74,3 +77,16 @@ def test_deep_merge_does_not_touch_its_inputs():
     base = {"a": {"b": 1, "c": [1]}}
     out = deep_merge(base, {"a": {"b": 2}})
     assert out == {"a": {"b": 2, "c": [1]}} and base == {"a": {"b": 1, "c": [1]}}
+
+
+def test_formatting_an_order_for_the_exchange_leaves_kestrels_rounding_as_it_was() -> None:
+    """ccxt rounds prices in the thread's decimal context and would leave it rounding half up:
+    every P&L Kestrel rounds afterwards would round otherwise."""
+    exchange = build_exchange("binance")
+    exchange.markets = {"BTC/USDT": {"precision": {"price": 0.01, "amount": 0.00001}}}
+    exchange.precisionMode = 4  # TICK_SIZE
+    with decimal.localcontext() as before:
+        assert exchange.price_to_precision("BTC/USDT", 9321.055) == "9321.06"
+        assert decimal.getcontext().rounding == decimal.ROUND_HALF_EVEN == before.rounding
+        assert not decimal.getcontext().traps[decimal.Underflow]
+        assert Decimal("2.5").quantize(Decimal(1)) == Decimal(2)

@@ -53,6 +53,7 @@ from app.risk.guard import MemoryDecisionRecorder
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
 from app.trading.port import OrderRequest
+from tests.helpers.orders import order_entry
 from tests.helpers.scripted_market import ScriptedMarket, make_scripted_broker, next_bar
 
 D = Decimal
@@ -171,7 +172,7 @@ class GuardedAccount(RuleBasedStateMachine):
         self.config = RiskConfig.model_validate(config)
         self.broker, self.market, _ = make_scripted_broker(PRICES, cash=CASH)
         self.guard = build_guard(self.config, MemoryDecisionRecorder())
-        tools = build_trade_tools(LateVenue(self.broker), self.guard)
+        tools = build_trade_tools(order_entry(LateVenue(self.broker), self.guard))
         self.tools = {spec.name: spec.handler for spec in tools}
         self.loop = asyncio.new_event_loop()
         self._observe()

@@ -20,6 +20,7 @@ from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import Rig, make_rig
 
 
@@ -38,6 +39,14 @@ class NotionalGuard:
                 {"notional": str(intent.notional), "limit": str(self.limit)},
             )
         yield
+
+    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, str] | None:
+        if not intent.reduces_position and intent.notional > self.limit:
+            return "max_order_notional", f"Order value {intent.notional} > limit {self.limit}"
+        return None
+
+    def refuse(self, intent: OrderIntent, view: RiskView, rule: str, reason: str) -> None:
+        self.seen.append(intent)
 
 
 @dataclass
@@ -61,6 +70,6 @@ def make_tool_rig(limit: str = "100000", visible: int = 1, **kwargs) -> ToolRig:
     rig = make_rig(visible=visible, **kwargs)
     guard = NotionalGuard(Decimal(limit))
     registry = ToolRegistry(
-        build_account_tools(rig.broker) + build_trade_tools(rig.broker, guard)
+        build_account_tools(rig.broker) + build_trade_tools(order_entry(rig.broker, guard))
     )
     return ToolRig(rig, guard, ToolExecutor(registry, MemoryRecorder(), rig.clock))

@@ -17,6 +17,7 @@ from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import make_rig
 
 WALL = 1_800_000_000_000
@@ -26,8 +27,9 @@ def test_entries_are_refused_while_tripped_and_exits_are_not(tmp_path: Path) -> 
     db = tmp_path / "kestrel.db"
     rig = make_rig(db=db, visible=1)
     log = KillSwitchLog(db)
-    guard = build_guard(RiskConfig(), SqliteRiskRecorder(rig.ledger), log.active)
-    registry = ToolRegistry(build_account_tools(rig.broker) + build_trade_tools(rig.broker, guard))
+    guard = build_guard(RiskConfig(), SqliteRiskRecorder(rig.ledger))
+    registry = ToolRegistry(build_account_tools(rig.broker) + build_trade_tools(
+        order_entry(rig.broker, guard, halted=log.active)))
     executor = ToolExecutor(registry, MemoryRecorder(), rig.clock)
 
     def call(xml: str):

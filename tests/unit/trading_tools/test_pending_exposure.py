@@ -22,6 +22,7 @@ from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
 from app.trading.port import OrderRequest
+from tests.helpers.orders import order_entry
 from tests.helpers.scripted_market import make_scripted_broker, next_bar
 
 D = Decimal
@@ -33,7 +34,8 @@ def _buy(symbol: str, quote: str) -> str:
 
 
 def _executor(broker: Any, guard: RiskGuard) -> ToolExecutor:
-    return ToolExecutor(ToolRegistry(build_trade_tools(broker, guard)), MemoryRecorder())
+    tools = build_trade_tools(order_entry(broker, guard))
+    return ToolExecutor(ToolRegistry(tools), MemoryRecorder())
 
 
 def _run(executor: ToolExecutor, xml: str, agent: str = "trader-1") -> ToolResult:

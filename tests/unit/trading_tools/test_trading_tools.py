@@ -137,11 +137,21 @@ def test_risk_guard_rejection_reaches_no_broker():
 def test_repeated_client_order_id_returns_the_same_order():
     t = make_tool_rig()
     first = t.data(buy(extra="<client_order_id>dup</client_order_id>"))
-    again = t.data(buy(qty="0.7", extra="<client_order_id>dup</client_order_id>"))
+    again = t.data(buy(extra="<client_order_id>dup</client_order_id>"))
     assert attrs(first)["order_id"] == attrs(again)["order_id"]
     assert len(t.guard.seen) == 1
     assert len(t.rig.ledger.load().orders) == 1
     assert len(t.rig.step()) == 1
+
+
+def test_a_client_order_id_used_for_another_order_is_refused_naming_both():
+    t = make_tool_rig()
+    t.data(buy(extra="<client_order_id>dup</client_order_id>"))
+    other = t.call(buy(qty="0.7", extra="<client_order_id>dup</client_order_id>"))
+    assert other.error_code is not None and other.error_code.value == "INVALID_ORDER"
+    assert "BUY 0.5 BTC/USDT" in other.message and "BUY 0.7 BTC/USDT" in other.message
+    assert "its own id" in other.message
+    assert len(t.rig.ledger.load().orders) == 1
 
 
 def test_limit_order_open_orders_cancel_and_errors():

@@ -12,13 +12,15 @@ from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from app.tools.trade_tools import build_trade_tools
+from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import make_rig
 
 
 def test_weight_limit_rejects_with_reason_and_every_decision_and_call_is_recorded():
     rig = make_rig(visible=1)
     guard = build_guard(RiskConfig(), SqliteRiskRecorder(rig.ledger))
-    registry = ToolRegistry(build_account_tools(rig.broker) + build_trade_tools(rig.broker, guard))
+    registry = ToolRegistry(build_account_tools(rig.broker)
+                            + build_trade_tools(order_entry(rig.broker, guard)))
     executor = ToolExecutor(registry, SqliteToolCallRecorder(rig.ledger), rig.clock)
     ctx = AgentContext(agent_id="a1")
 
