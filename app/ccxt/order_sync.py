@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from app.ccxt.client_ids import ClientIdRules
-from app.ccxt.orders import ZERO, changes_from, fills_from
+from app.ccxt.orders import ZERO, changes_from, fee_of, fills_from
 from app.ccxt.outcome import check_answer
 from app.domain.clock import Clock
 from app.domain.errors import NotFoundError
@@ -44,11 +44,26 @@ class OrderSync:
         self._read = read
         self._on_fills = on_fills
 
-    def _add_fills(self, entry: JournalEntry, fills: list[JournalFill]) -> None:
-        """Store fills of ``entry``'s order; the new ones are told to ``on_fills``."""
+    def _add_fills(self, entry: JournalEntry, fills: list[JournalFill]) -> JournalEntry:
+        """Store fills of ``entry``'s order; the new ones are told to ``on_fills``, after the
+        entry's fee has taken them in. Returns the entry as now stored."""
         new = self.journal.add_fills(fills)
-        if new and self._on_fills is not None:
+        if not new:
+            return entry
+        entry = self._fee_from_fills(entry)
+        if self._on_fills is not None:
             self._on_fills(entry, new)
+        return entry
+
+    def _fee_from_fills(self, entry: JournalEntry) -> JournalEntry:
+        """The entry's fee as its stored fills say. An order read by lookup or from the open
+        orders carries no fee of its own (only a create answer lists its fills), so the fills
+        are what the fee is kept from, whichever way they were learnt."""
+        fee, currency = fee_of(self.journal.fills(
+            self.venue, client_order_id=entry.client_order_id))
+        if not currency or (fee, currency) == (entry.fee, entry.fee_currency):
+            return entry
+        return self.journal.update(entry, fee=fee, fee_currency=currency)
 
     async def lookup(self, entry: JournalEntry) -> Mapping[str, Any] | None:
         """The exchange's order with ``entry``'s client order id, or ``None`` when it has none."""
@@ -76,8 +91,7 @@ class OrderSync:
         """Write what the exchange says of an order to the journal, with every fill it has:
         the answer's own trades, and the trade history for any part they do not cover."""
         entry = self.record(entry, raw)
-        await self.record_fills(entry, raw)
-        return entry
+        return await self.record_fills(entry, raw)
 
     def record(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
         """Write what the exchange says of an order (its state, ids, amounts) to the journal."""
@@ -86,28 +100,32 @@ class OrderSync:
             changes["reason"] = ""  # found: the lookup's story is over
         return self.journal.update(entry, **changes)
 
-    async def record_fills(self, entry: JournalEntry, raw: Mapping[str, Any]) -> None:
+    async def record_fills(self, entry: JournalEntry, raw: Mapping[str, Any]) -> JournalEntry:
         """Store the fills of an order the exchange reported: its answer's trades, and the
-        trade history for any part they do not cover."""
+        trade history for any part they do not cover. Returns the entry as now stored (its
+        fee from its fills)."""
         when = raw.get("lastTradeTimestamp") or raw.get("timestamp") or self.clock.now_ms()
-        self._add_fills(entry, fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
-        await self.complete_fills(entry)
+        entry = self._add_fills(
+            entry, fills_from(raw.get("trades") or [], self.venue, entry, int(when)))
+        entry = await self.complete_fills(entry)
+        return self._fee_from_fills(entry)
 
-    async def complete_fills(self, entry: JournalEntry) -> None:
-        """Fetch the order's trades when the journal holds less than the exchange executed."""
+    async def complete_fills(self, entry: JournalEntry) -> JournalEntry:
+        """Fetch the order's trades when the journal holds less than the exchange executed;
+        returns the entry as now stored."""
         if entry.exchange_order_id is None or entry.filled_quantity <= 0:
-            return
+            return entry
         have = sum((f.quantity for f in self.journal.fills(
             self.venue, client_order_id=entry.client_order_id)), ZERO)
         if have >= entry.filled_quantity:
-            return
+            return entry
         trades = await self._read(
             lambda: self.exchange.fetch_my_trades(
                 entry.symbol, None, None, {"orderId": entry.exchange_order_id}),
             f"fetching the trades of order {entry.exchange_order_id}",
         )
         mine = [t for t in trades if str(t.get("order")) == entry.exchange_order_id]
-        self._add_fills(entry, fills_from(mine, self.venue, entry))
+        return self._add_fills(entry, fills_from(mine, self.venue, entry))
 
     async def fetch_open(self, symbol: str | None = None) -> list[Mapping[str, Any]]:
         return await self._read(lambda: self.exchange.fetch_open_orders(symbol),

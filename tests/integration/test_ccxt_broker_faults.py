@@ -367,3 +367,24 @@ def test_a_balance_the_journal_cannot_explain_is_reported_not_absorbed(venue, tm
         assert (await rec.check_balances()).mismatches == []
 
     run(venue, tmp_path, scenario)
+
+
+def test_an_order_found_by_lookup_after_a_lost_answer_keeps_the_fee_its_trades_say(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t17:1"))
+        report = await settle(broker, venue)
+        (found,) = report.resolved
+        (trade,) = venue.binance_account.trades
+        assert found.state is JournalState.FILLED
+        assert (found.fee, found.fee_currency) == (Decimal(trade["commission"]), "BTC")
+        entry = broker.journal.get("binance", found.client_order_id)
+        assert (entry.fee, entry.fee_currency) == (Decimal("0.00001"), "BTC")
+        order = await broker.get_order(AGENT, "BTC/USDT", found.exchange_order_id)
+        assert (order.fee, order.fee_currency) == (Decimal("0.00001"), "BTC")
+
+    run(venue, tmp_path, scenario)
