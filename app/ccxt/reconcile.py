@@ -4,10 +4,14 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
 
 - **In-flight orders** (SENDING, UNKNOWN) are looked up by client order id, the first time a few
   seconds after they were sent (an exchange may not show an order it has just accepted), then
-  every few seconds up to a limit. Found: the journal takes the exchange's state and fills. Not
-  found after the limit: NOT_PLACED, and the person is told (``OrderUnresolved``), because a
-  lost answer that is really lost must be looked at by a human; a later sweep that finds the
-  order after all re-attaches it. Never resent.
+  every few seconds for a window of time from sending (``ReconcilePolicy.lookup_window_s``, 10
+  minutes: an order an exchange shows late must not be given up while it may still appear).
+  Found: the journal takes the exchange's state and fills. Not found within the window:
+  NOT_PLACED, and the person is told (``OrderUnresolved``), because a lost answer that is really
+  lost must be looked at by a human. Never resent. A NOT_PLACED order that turns up later (in the
+  open orders, a lookup, or as the order of a trade in the history) is re-attached with its fills
+  and the person is told it was found (``OrderResolved``); ``OrderSync`` does the re-attaching
+  wherever the order turns up and tells the reconciler (``on_found``).
 - **Open orders** are swept: the exchange's open orders update their entries; entries the
   journal holds open that the exchange no longer lists are read once (filled or cancelled while
   away); open orders the journal does not know are listed for the person to ``adopt`` or
@@ -16,12 +20,13 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
   per trade id.
 - **Balances** (and so spot positions) come from the exchange and are compared with what the
   journal explains: the balances when reconciliation first ran, plus every fill stored and made
-  since. A
-  difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is the
-  person's explicit "the exchange is right, start from here".
+  since. A difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is
+  the person's explicit "the exchange is right, start from here".
 
 NEW entries at start-up never left the process (the request is only made after SENDING is
 committed), so they become NOT_SENT without asking the exchange; the same tool call may send them.
+Start-up waits for in-flight orders a bounded time (``startup_wait_s``); those still unknown are
+left to the running reconciler's lookups, so agents do not wait out a whole lookup window.
 
 Events go to ``notify`` (the lead wires it to the bus); ``unknown_run`` is the run of
 create_order outcomes left unknown in a row, for the kill switch.
@@ -52,11 +57,23 @@ SLICE_S = 0.05
 
 @dataclass(frozen=True, slots=True)
 class ReconcilePolicy:
-    """When in-flight orders are looked up, and how often the sweeps run (seconds)."""
+    """When in-flight orders are looked up, and how often the sweeps run (seconds).
+
+    Attributes:
+        first_check_s: the first lookup, this long after the order was sent.
+        interval_s: the lookups after it, this far apart.
+        lookup_window_s: an order not found this long after it was sent is NOT_PLACED. Ten
+            minutes: exchanges have shown accepted orders that late under load, and giving up
+            earlier loses the fills of an order that was booked after all.
+        startup_wait_s: how long start-up waits for in-flight orders before the agents run;
+            the rest are looked up while they do.
+        sweep_s: the full sweep (open orders, missed fills, balances), this far apart.
+    """
 
     first_check_s: float = 3.0
     interval_s: float = 5.0
-    max_checks: int = 6
+    lookup_window_s: float = 600.0
+    startup_wait_s: float = 30.0
     sweep_s: float = 30.0
 
 
@@ -79,14 +96,15 @@ def exchange_order(raw: Mapping[str, Any]) -> ExchangeOrder:
 
 @dataclass(frozen=True, slots=True)
 class OrderResolved:
-    """An order whose outcome was unknown was found on the exchange."""
+    """An order whose outcome was unknown (in flight, or NOT_PLACED: then ``entry.escalated``,
+    the person was told it was not placed) was found on the exchange."""
 
     entry: JournalEntry
 
 
 @dataclass(frozen=True, slots=True)
 class OrderUnresolved:
-    """An order's outcome stayed unknown after every lookup: a person must look."""
+    """An order's outcome stayed unknown through its lookup window: a person must look."""
 
     entry: JournalEntry
     message: str
@@ -113,6 +131,7 @@ class ReconcileReport:
     not_sent: list[JournalEntry] = field(default_factory=list)
     resolved: list[JournalEntry] = field(default_factory=list)
     unresolved: list[JournalEntry] = field(default_factory=list)
+    pending: list[JournalEntry] = field(default_factory=list)  # in flight, still looked up
     refreshed: list[JournalEntry] = field(default_factory=list)
     unknown_orders: list[ExchangeOrder] = field(default_factory=list)
     fills_added: int = 0
@@ -147,6 +166,8 @@ class Reconciler:
         self._notify = notify or (lambda event: None)
         self._sleep = sleep
         self.mismatches: tuple[BalanceMismatch, ...] = ()  # the last balance check's
+        self._found: list[JournalEntry] = []  # found since the last report took them
+        broker.sync.on_found = self._on_found
 
     @property
     def unknown_run(self) -> int:
@@ -156,18 +177,34 @@ class Reconciler:
     def _now(self) -> int:
         return self.broker.clock.now_ms()
 
+    def _on_found(self, entry: JournalEntry) -> None:
+        """An entry whose outcome was unknown was found, by whichever read: tell the person."""
+        self._found.append(entry)
+        self._notify(OrderResolved(entry))
+
+    def _take_found(self, report: ReconcileReport) -> ReconcileReport:
+        report.resolved.extend(self._found)
+        self._found.clear()
+        return report
+
     # -- in-flight orders ----------------------------------------------------------------------
+
+    def _window_end_ms(self, entry: JournalEntry) -> int:
+        return (entry.sent_ms or entry.created_ms) + int(self.policy.lookup_window_s * 1000)
 
     def _due_ms(self, entry: JournalEntry) -> int:
         if entry.checks == 0 or entry.last_checked_ms is None:
-            return (entry.sent_ms or entry.created_ms) + int(self.policy.first_check_s * 1000)
-        return entry.last_checked_ms + int(self.policy.interval_s * 1000)
+            due = (entry.sent_ms or entry.created_ms) + int(self.policy.first_check_s * 1000)
+        else:
+            due = entry.last_checked_ms + int(self.policy.interval_s * 1000)
+        return min(due, self._window_end_ms(entry))  # one last lookup as the window closes
 
     def in_flight(self) -> list[JournalEntry]:
         return self.journal.entries(self.venue, [JournalState.SENDING, JournalState.UNKNOWN])
 
     async def check_in_flight(self, report: ReconcileReport | None = None) -> ReconcileReport:
-        """Look up every in-flight order that is due; escalate those past the limit."""
+        """Look up every in-flight order that is due; an order still not found when its lookup
+        window has closed is NOT_PLACED, and the person is told."""
         report = report or ReconcileReport()
         now = self._now()
         for entry in self.in_flight():
@@ -181,24 +218,27 @@ class Reconciler:
                 self.journal.update(entry, last_checked_ms=now)
                 continue
             if raw is not None:
-                entry = await self.broker.sync.apply(entry, raw)
-                report.resolved.append(entry)
-                self._notify(OrderResolved(entry))
+                await self.broker.sync.apply(entry, raw)  # found: ``_on_found`` reports it
                 continue
             entry = self.journal.update(entry, checks=entry.checks + 1, last_checked_ms=now)
-            if entry.checks >= self.policy.max_checks:
-                why = (f"not found on {self.venue} by client order id after {entry.checks} "
-                       f"lookups over {(now - (entry.sent_ms or entry.created_ms)) / 1000:.0f} s")
-                entry = self.journal.update(entry, state=JournalState.NOT_PLACED,
-                                            escalated=True, reason=why, updated_ms=now)
-                report.unresolved.append(entry)
-                self._notify(OrderUnresolved(entry, (
-                    f"{entry.agent_id}'s {entry.side.value} {entry.quantity} {entry.symbol} "
-                    f"order (client id {entry.agent_order_id}) was sent but its answer was lost, "
-                    f"and it was {why}. Kestrel takes it as not placed and will not resend it. "
-                    f"Check the exchange's order history for {entry.client_order_id}."
-                )))
-        return report
+            if now >= self._window_end_ms(entry):
+                self._give_up(entry, now, report)
+        return self._take_found(report)
+
+    def _give_up(self, entry: JournalEntry, now: int, report: ReconcileReport) -> None:
+        window = span(self.policy.lookup_window_s)
+        why = (f"not found on {self.venue} by client order id within its {window} lookup "
+               f"window ({entry.checks} lookup{'s' if entry.checks != 1 else ''})")
+        entry = self.journal.update(entry, state=JournalState.NOT_PLACED, escalated=True,
+                                    reason=why, updated_ms=now)
+        report.unresolved.append(entry)
+        self._notify(OrderUnresolved(entry, (
+            f"{entry.agent_id}'s {entry.side.value} {entry.quantity} {entry.symbol} order "
+            f"(client id {entry.agent_order_id}) was sent but its answer was lost, and it was "
+            f"{why}. Kestrel takes it as not placed and will not resend it; should it turn up "
+            "later, it is re-attached and you are told. Check the exchange's order history "
+            f"for {entry.client_order_id}."
+        )))
 
     def _next_due_s(self) -> float | None:
         pending = self.in_flight()
@@ -221,11 +261,7 @@ class Reconciler:
                     unknown.append(exchange_order(raw))
                 continue
             seen.add(entry.client_order_id)
-            was = entry.state
-            entry = await self.broker.sync.apply(entry, raw)
-            if was.in_flight or was is JournalState.NOT_PLACED:
-                report.resolved.append(entry)
-                self._notify(OrderResolved(entry))
+            await self.broker.sync.apply(entry, raw)  # a NOT_PLACED one found: ``_on_found``
         states = [s for s in JournalState if s.on_exchange_open]
         for entry in self.journal.entries(self.venue, states):
             if entry.client_order_id in seen:
@@ -236,10 +272,11 @@ class Reconciler:
         if unknown:
             report.unknown_orders.extend(unknown)
             self._notify(UnknownOrdersFound(tuple(unknown)))
-        return report
+        return self._take_found(report)
 
     async def catch_up_fills(self, report: ReconcileReport | None = None) -> ReconcileReport:
-        """Fills since the last trade seen, per symbol the journal trades."""
+        """Fills since the last trade seen, per symbol the journal trades (an unknown or
+        NOT_PLACED order whose trade turns up is re-attached by ``OrderSync``)."""
         report = report or ReconcileReport()
         before = len(self.journal.fills(self.venue))
         for symbol in self.journal.symbols(self.venue):
@@ -248,7 +285,7 @@ class Reconciler:
             if not entry.state.final or entry.filled_quantity > 0:
                 await self.broker.sync.complete_fills(entry)
         report.fills_added += len(self.journal.fills(self.venue)) - before
-        return report
+        return self._take_found(report)
 
     # -- balances ------------------------------------------------------------------------------
 
@@ -345,9 +382,9 @@ class Reconciler:
     async def startup(self) -> ReconcileReport:
         """Settle every unfinished entry before any agent runs; return what needs a person.
 
-        In-flight orders are looked up until each is found or has used its lookups, waiting
-        between rounds (so this takes up to ``first_check_s + interval_s x (max_checks - 1)``
-        when an order really is lost).
+        In-flight orders are looked up, waiting between rounds, until each is found or NOT_PLACED
+        or ``startup_wait_s`` has passed; those still unknown then are in ``report.pending``
+        (the running reconciler keeps looking them up through their window).
         """
         report = ReconcileReport()
         for entry in self.journal.entries(self.venue, [JournalState.NEW]):
@@ -361,10 +398,14 @@ class Reconciler:
         return report
 
     async def settle_in_flight(self, report: ReconcileReport) -> None:
+        until = self._now() + int(self.policy.startup_wait_s * 1000)
         while True:
             await self.check_in_flight(report)
             wait = self._next_due_s()
             if wait is None:
+                return
+            if self._now() + wait * 1000 > until:
+                report.pending.extend(self.in_flight())
                 return
             await self._sleep(max(wait, SLICE_S))
 
@@ -410,6 +451,15 @@ class Reconciler:
     def ignore(self, order: ExchangeOrder) -> None:
         """Leave an exchange order alone: it is not listed again."""
         self.journal.ignore(self.venue, order.exchange_order_id, order.symbol, self._now())
+
+
+def span(seconds: float) -> str:
+    """A duration in words: "45 s", "10 min", "1.5 h"."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 def fill_deltas(fill: JournalFill) -> dict[str, Decimal]:

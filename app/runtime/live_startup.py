@@ -3,8 +3,9 @@
 ``LiveStartup.run(decide)`` is the live venue's ``before_agents``:
 
 1. every unfinished journal entry is resolved (``Reconciler.startup``: never-sent ones marked
-   NOT_SENT, in-flight ones looked up by client id until found or given up, open ones swept,
-   missed fills caught up from the trade history, balances compared with the journal);
+   NOT_SENT, in-flight ones looked up by client id until found, given up, or start-up's wait is
+   over (the rest are looked up while the agents run), open ones swept, missed fills caught up
+   from the trade history, balances compared with the journal);
 2. orders on the exchange the journal does not know are put to the person (``decide``: the
    window's dialog, ``kestrel run --adopt-unknown/--ignore-unknown``): adopted (followed, owned
    by the person) or left alone. Without a decision the agents do not start: an
@@ -104,6 +105,8 @@ class StartupSummary:
             parts.append(f"{len(r.resolved)} in-flight found")
         if r.unresolved:
             parts.append(f"{len(r.unresolved)} NOT found (the person must look)")
+        if r.pending:
+            parts.append(f"{len(r.pending)} in-flight still being looked up")
         if r.fills_added:
             parts.append(f"{r.fills_added} missed fills caught up")
         if self.adopted:
