@@ -21,7 +21,11 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
 - **Balances** (and so spot positions) come from the exchange and are compared with what the
   journal explains: the balances when reconciliation first ran, plus every fill stored and made
   since. A difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is
-  the person's explicit "the exchange is right, start from here".
+  the person's explicit "the exchange is right, start from here". A difference that orders still
+  in flight could account for (``in_flight``: each between no fill and a full fill with its fee)
+  is not reported yet: it is judged again once they are resolved, so a check that happens to run
+  while an order fills raises no false alarm, and a gap that outlives them, or that no such
+  order could make, is reported as before.
 
 NEW entries at start-up never left the process (the request is only made after SENDING is
 committed), so they become NOT_SENT without asking the exchange; the same tool call may send them.
@@ -43,6 +47,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt.broker import CcxtBroker
+from app.ccxt.in_flight import MAY_STILL_FILL, Reach, order_reach, unfilled
 from app.ccxt.orders import dec
 from app.domain.errors import ToolError
 from app.domain.market_rules import fmt
@@ -68,6 +73,10 @@ class ReconcilePolicy:
         startup_wait_s: how long start-up waits for in-flight orders before the agents run;
             the rest are looked up while they do.
         sweep_s: the full sweep (open orders, missed fills, balances), this far apart.
+        fill_price_band: how far from the last price (or an order's own prices) an order in
+            flight may fill, as a fraction, when the balance check judges what it could explain.
+        fee_allowance: the largest fee a fill may pay, as a fraction of what it trades, for
+            the same judgement (1%: above any spot taker fee).
     """
 
     first_check_s: float = 3.0
@@ -75,6 +84,8 @@ class ReconcilePolicy:
     lookup_window_s: float = 600.0
     startup_wait_s: float = 30.0
     sweep_s: float = 30.0
+    fill_price_band: Decimal = Decimal("0.05")
+    fee_allowance: Decimal = Decimal("0.01")
 
 
 _ACCEPTED = "balances_accepted:"
@@ -303,7 +314,8 @@ class Reconciler:
     async def balance_check(self) -> BalanceCheck | None:
         """The exchange's balances read now and how they differ from what the journal explains
         (nothing is reported: the window shows this before the person accepts it). None when
-        there was no baseline yet: this reading became it."""
+        there was no baseline yet: this reading became it. A difference orders still in flight
+        could account for is left out until they are resolved (see the module docstring)."""
         balances = await self.broker.refresh_balances()
         actual = {asset: b.total for asset, b in balances.items()}
         check = BalanceCheck(actual, (), self.journal.fill_mark(self.venue), self._exchange_now())
@@ -312,13 +324,45 @@ class Reconciler:
             self._set_baseline(check)
             return None
         expected = self._expected(int(baseline_ms))
-        mismatches = tuple(
+        gaps = tuple(
             BalanceMismatch(asset, expected.get(asset, ZERO), actual.get(asset, ZERO))
             for asset in sorted(set(expected) | set(actual))
             if expected.get(asset, ZERO) != actual.get(asset, ZERO)
         )
+        reach = await self._in_flight_reach() if gaps else {}
+        mismatches = tuple(m for m in gaps if not reach.get(m.asset, Reach()).covers(
+            m.difference))
+        waiting = [m.describe() for m in gaps if m not in mismatches]
+        if waiting:
+            logger.info("%s: balances differ by what orders in flight may have filled; judged "
+                        "again once they are resolved: %s", self.venue, "; ".join(waiting))
         self.mismatches = mismatches
         return replace(check, mismatches=mismatches)
+
+    async def _in_flight_reach(self) -> dict[str, Reach]:
+        """How far the orders whose fills the journal may not hold in full yet could move each
+        asset (``app.ccxt.in_flight``), their fills priced within ``fill_price_band`` of the
+        last price and of the orders' own prices."""
+        stored: dict[str, tuple[Decimal, Decimal]] = {}  # client id -> quantity, cost
+        for fill in self.journal.fills(self.venue):
+            quantity, cost = stored.get(fill.client_order_id, (ZERO, ZERO))
+            stored[fill.client_order_id] = (quantity + fill.quantity, cost + fill.cost)
+        band, fee = self.policy.fill_price_band, self.policy.fee_allowance
+        last: dict[str, Decimal] = {}
+        reach: dict[str, Reach] = {}
+        for entry in self.journal.entries(self.venue, MAY_STILL_FILL):
+            quantity, cost = stored.get(entry.client_order_id, (ZERO, ZERO))
+            left = unfilled(entry, quantity)
+            if left <= 0:
+                continue
+            if entry.symbol not in last:
+                last[entry.symbol] = await self.broker.last_price(entry.symbol)
+            prices = [p for p in (entry.price, entry.stop_price, entry.average_price,
+                                  last[entry.symbol]) if p]
+            low, high = min(prices) * (1 - band), max(prices) * (1 + band)
+            for asset, more in order_reach(entry, left, cost, low, high, fee).items():
+                reach[asset] = reach.get(asset, Reach()) + more
+        return reach
 
     def _exchange_now(self) -> int:
         # on the exchange's clock, as the fill times it is compared with

@@ -15,7 +15,13 @@ from decimal import Decimal
 import pytest
 
 from app.ccxt.outcome import OrderOutcomeUnknownError
-from app.ccxt.reconcile import OrderResolved, OrderUnresolved, ReconcilePolicy, Reconciler
+from app.ccxt.reconcile import (
+    BalancesMismatched,
+    OrderResolved,
+    OrderUnresolved,
+    ReconcilePolicy,
+    Reconciler,
+)
 from app.domain.errors import ErrorCode, ExchangeError, InsufficientFundsError, InvalidOrderError
 from app.domain.trading import OrderStatus, OrderType, Side
 from app.store.order_journal import JournalState
@@ -508,5 +514,81 @@ def test_trades_of_orders_that_are_not_kestrels_stay_foreign(venue, tmp_path):
         assert report.foreign_trades == 1 and report.resolved == []
         assert [e.agent_order_id for e in broker.journal.entries("binance")] == ["k-t21:1"]
         assert (await rec.catch_up_fills()).foreign_trades == 0  # the cursor moved past it
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_fill_of_an_order_invisible_for_a_minute_after_its_lost_answer_is_never_lost(
+    venue, tmp_path
+):
+    """The order is booked and filled, its answer lost, and no read shows it (nor its trade)
+    for a minute: the watch keeps looking it up, the sweeps meanwhile raise no balance alarm,
+    and it ends FILLED with its fill, the balances explained, nothing sent twice."""
+    async def scenario(broker):
+        events = []
+        rec = live_reconciler(broker, venue, events)
+        await rec.startup()
+        venue.binance_account.hide_new_s = 60.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t22:1"))
+        await watch(rec, venue, 15 * 60)
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t22:1")
+        assert entry.state is JournalState.FILLED and entry.filled_quantity == Decimal("0.01")
+        assert [type(e) for e in events] == [OrderResolved]  # no unresolved order, no mismatch
+        assert venue.count("binance", "order.create") == 1
+        assert (await rec.check_balances()).mismatches == []
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_balance_check_while_an_order_is_in_flight_waits_for_it_instead_of_reporting(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        venue.binance_account.hide_new_s = 6.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t23:1"))
+        assert venue.binance_account.total("BTC") == Decimal("0.00999")  # filled already
+        assert (await rec.check_balances()).mismatches == []
+        assert events == []
+        venue.now.advance(6000)
+        await rec.check_in_flight()
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t23:1")
+        assert entry.state is JournalState.FILLED
+        assert (await rec.check_balances()).mismatches == []
+        assert [type(e) for e in events] == [OrderResolved]
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_balance_gap_no_order_in_flight_could_make_is_reported_at_once(venue, tmp_path):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        account = venue.binance_account
+        account.hide_new_s = 6.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t24:1"))  # 0.01 BTC: about 700 USDT
+        with account.lock:
+            account.balances["USDT"][0] -= Decimal("5000")  # beyond what the order could cost
+            account.balances["ETH"][0] += Decimal("1")  # an asset the order does not trade
+        mismatches = (await rec.check_balances()).mismatches
+        assert [m.asset for m in mismatches] == ["ETH", "USDT"]  # BTC: the order's, waited out
+        assert isinstance(events[-1], BalancesMismatched)
+        assert list(events[-1].mismatches) == mismatches
+        venue.now.advance(6000)
+        await rec.check_in_flight()  # the order is found: its fill explains BTC and its cost
+        mismatches = (await rec.check_balances()).mismatches
+        assert [(m.asset, m.difference) for m in mismatches] == [
+            ("ETH", Decimal("1")), ("USDT", Decimal("-5000"))]
 
     run(venue, tmp_path, scenario)
