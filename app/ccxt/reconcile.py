@@ -112,6 +112,16 @@ class OrderResolved:
 
     entry: JournalEntry
 
+    @property
+    def message(self) -> str:
+        """The order and what the exchange says of it, for the person."""
+        e = self.entry
+        filled = f", {fmt(e.filled_quantity)} filled" if e.filled_quantity else ""
+        average = f" at {fmt(e.average_price)}" if e.filled_quantity and e.average_price else ""
+        return (f"{e.agent_id}'s {e.side.value} {fmt(e.quantity)} {e.symbol} order (client id "
+                f"{e.agent_order_id}, exchange id {e.exchange_order_id}) was found on {e.venue}: "
+                f"{e.state.value}{filled}{average}. Kestrel follows it again with its fills.")
+
 
 @dataclass(frozen=True, slots=True)
 class OrderUnresolved:

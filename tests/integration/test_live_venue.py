@@ -25,7 +25,7 @@ from app.domain.agents import AgentState, QuestionKind
 from app.domain.errors import OperationalError
 from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
-from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
+from app.events import KillSwitchTripped, NotificationRaised, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
 from app.runtime.world import World, WorldOptions
@@ -378,6 +378,68 @@ def test_a_run_of_unknown_order_outcomes_trips_the_kill_switch(
         assert_journal_matches_exchange(world.venue.broker, server)
 
     run_live(tmp_path, server, body)
+
+
+@pytest.mark.parametrize("trips", [True, False])
+def test_an_order_unknown_through_its_lookup_window_trips_the_kill_switch_as_set_then_is_found(
+    tmp_path: Path, server: FakeExchangeServer, trips: bool
+) -> None:
+    """Booked, its answer lost, and no read shows it for twelve minutes: it is looked up for
+    ten, then given up (the switch trips, or with on_unresolved_order off the person is only
+    alerted); when it shows at last it is re-attached and the person told it was found."""
+    risk = RiskConfig.model_validate({"kill_switch": {"on_unresolved_order": trips}})
+
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server, settings=live_settings(server, risk=risk))
+        alerts: list[NotificationRaised] = []
+        world.bus.subscribe(NotificationRaised, alerts.append)
+
+        async def minutes(count: int) -> None:
+            for _ in range(count):
+                server.now.advance(60_000)
+                await world.venue.driver.round()
+            await world.bus.drain()
+
+        def told(subject: str) -> list[str]:
+            return [a.message for a in alerts if a.channel == "UI_ALERT" and a.subject == subject]
+
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            price = await world.venue.broker.last_price("BTC/USDT")
+            server.binance_account.hide_new_s = 720.0
+            server.fail("binance", "order.create", Fault.lost("status", 503))
+            result = await call(world, agent, (
+                "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
+                f"</order_type><price>{(price * Decimal('0.92')).quantize(Decimal('0.01'))}"
+                "</price><quantity>0.01000</quantity></create_order>"))
+            assert result.status == "error", result.xml
+            await minutes(9)
+            assert world.agents.kill_switch.active() is None  # still being looked up
+            await minutes(2)
+            journal = world.venue.broker.journal
+            (entry,) = journal.entries("binance")
+            assert entry.state.value == "NOT_PLACED"
+            trip = world.agents.kill_switch.active()
+            if trips:
+                assert trip is not None and trip.cause is TripCause.RECONCILIATION
+                assert "within its 10 min lookup window" in trip.reason
+            else:
+                assert trip is None
+                (alert,) = told("Kestrel: order outcome unknown on binance")
+                assert "within its 10 min lookup window" in alert and "not tripped" in alert
+            await minutes(2)  # the order shows at last
+            (entry,) = journal.entries("binance")
+            assert entry.state.value == "OPEN"
+            (found,) = told("Kestrel: order found on binance")
+            assert "was found on binance: OPEN" in found
+            assert server.count("binance", "order.create") == 1
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_a_daily_loss_read_from_the_account_trips_the_kill_switch(
