@@ -1,13 +1,18 @@
 """How far orders still in flight could move an account's balances, for the balance check.
 
-A balance read while an order is in flight (sent and not yet found, resting on the book, or
-filled on the exchange with fills the journal has not stored yet) differs from what the journal
-explains by whatever part of that order has filled meanwhile. That difference is not a mismatch
-yet: the order resolves seconds later and the journal catches up. Each such order can move each
-asset of its market anywhere between not filling at all and filling in full, fee included
-(``Reach``); a difference within the sum of those ranges is waited out, and the next check after
-the orders are resolved tells whether it was theirs. A difference beyond them, or in an asset no
-such order trades, is a mismatch at once. Pure functions: the reconciler gathers the prices.
+A balance read while an order is in flight (sent and not yet found, or filled on the exchange
+with fills the journal has not stored yet) differs from what the journal explains by whatever
+part of that order has filled meanwhile. That difference is not a mismatch yet: the order
+resolves seconds later and the journal catches up. Each such order can move each asset of its
+market anywhere between not filling at all and filling in full, fee included (``Reach``); a
+difference within the sum of those ranges is waited out, and the next check after the orders are
+resolved tells whether it was theirs. A difference beyond them, or in an asset no such order
+trades, is a mismatch at once.
+
+An order found on the exchange is not counted at its full size: the reconciler reads it again
+right after the balances, so only what the exchange says it executed beyond the stored fills is
+uncertain, and the fills learnt by that read (made just before or just after the balances were
+read). A take profit resting for days hides nothing. Pure functions: the reconciler reads.
 """
 
 from __future__ import annotations
@@ -44,13 +49,19 @@ class Reach:
 
 
 def unfilled(entry: JournalEntry, stored: Decimal) -> Decimal:
-    """The part of ``entry`` the exchange may have filled beyond the ``stored`` fills: what is
-    left of an order in flight or on the book, what a closed order executed beyond them."""
-    if entry.state.in_flight or entry.state.on_exchange_open:
+    """The part of ``entry`` the exchange may have filled beyond the ``stored`` fills: all of an
+    order in flight (not found yet), what one found executed beyond them by its latest read."""
+    if entry.state.in_flight:
         return max(entry.quantity - stored, ZERO)
     if entry.state in MAY_STILL_FILL:
         return max(entry.filled_quantity - stored, ZERO)
     return ZERO
+
+
+def either_way(deltas: dict[str, Decimal]) -> dict[str, Reach]:
+    """The reach of a fill stored after the balances were read, which the reading may or may not
+    hold already: the journal counts its ``deltas``, the balances maybe not."""
+    return {asset: Reach(min(ZERO, -delta), max(ZERO, -delta)) for asset, delta in deltas.items()}
 
 
 def order_reach(

@@ -22,10 +22,11 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
   journal explains: the balances when reconciliation first ran, plus every fill stored and made
   since. A difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is
   the person's explicit "the exchange is right, start from here". A difference that orders still
-  in flight could account for (``in_flight``: each between no fill and a full fill with its fee)
-  is not reported yet: it is judged again once they are resolved, so a check that happens to run
-  while an order fills raises no false alarm, and a gap that outlives them, or that no such
-  order could make, is reported as before.
+  in flight could account for (``in_flight``: each between no fill and a full fill with its fee;
+  the orders on the book are read again right after the balances, so only fills made around the
+  reading count for them) is not reported yet: it is judged again once they are resolved, so a
+  check that happens to run while an order fills raises no false alarm, and a gap that outlives
+  them, or that no such order could make, is reported as before.
 
 NEW entries at start-up never left the process (the request is only made after SENDING is
 committed), so they become NOT_SENT without asking the exchange; the same tool call may send them.
@@ -47,7 +48,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt.broker import CcxtBroker
-from app.ccxt.in_flight import MAY_STILL_FILL, Reach, order_reach, unfilled
+from app.ccxt.in_flight import MAY_STILL_FILL, Reach, either_way, order_reach, unfilled
 from app.ccxt.orders import dec
 from app.domain.errors import ToolError
 from app.domain.market_rules import fmt
@@ -333,33 +334,62 @@ class Reconciler:
         if baseline_ms is None:
             self._set_baseline(check)
             return None
-        expected = self._expected(int(baseline_ms))
-        gaps = tuple(
+        gaps = self._gaps(int(baseline_ms), actual)
+        if gaps:  # the orders on the book, read again: fills made around the reading stored
+            await self.broker.open_orders()
+            await self._complete_closed()
+            learnt = self.journal.fills_after(self.venue, check.fill_mark)
+            gaps = self._gaps(int(baseline_ms), actual)
+            reach = await self._in_flight_reach(learnt) if gaps else {}
+            mismatches = tuple(m for m in gaps if not reach.get(m.asset, Reach()).covers(
+                m.difference))
+            waiting = [m.describe() for m in gaps if m not in mismatches]
+            if waiting:
+                logger.info("%s: balances differ by what orders in flight may have filled; "
+                            "judged again once they are resolved: %s", self.venue,
+                            "; ".join(waiting))
+        else:
+            mismatches = ()
+        self.mismatches = mismatches
+        return replace(check, mismatches=mismatches)
+
+    def _gaps(self, baseline_ms: int, actual: Mapping[str, Decimal]) -> tuple[
+            BalanceMismatch, ...]:
+        """Every asset whose balance differs from what the journal explains now."""
+        expected = self._expected(baseline_ms)
+        return tuple(
             BalanceMismatch(asset, expected.get(asset, ZERO), actual.get(asset, ZERO))
             for asset in sorted(set(expected) | set(actual))
             if expected.get(asset, ZERO) != actual.get(asset, ZERO)
         )
-        reach = await self._in_flight_reach() if gaps else {}
-        mismatches = tuple(m for m in gaps if not reach.get(m.asset, Reach()).covers(
-            m.difference))
-        waiting = [m.describe() for m in gaps if m not in mismatches]
-        if waiting:
-            logger.info("%s: balances differ by what orders in flight may have filled; judged "
-                        "again once they are resolved: %s", self.venue, "; ".join(waiting))
-        self.mismatches = mismatches
-        return replace(check, mismatches=mismatches)
 
-    async def _in_flight_reach(self) -> dict[str, Reach]:
-        """How far the orders whose fills the journal may not hold in full yet could move each
-        asset (``app.ccxt.in_flight``), their fills priced within ``fill_price_band`` of the
-        last price and of the orders' own prices."""
-        stored: dict[str, tuple[Decimal, Decimal]] = {}  # client id -> quantity, cost
+    def _stored(self) -> dict[str, tuple[Decimal, Decimal]]:
+        """Quantity and cost of the stored fills, per client order id."""
+        stored: dict[str, tuple[Decimal, Decimal]] = {}
         for fill in self.journal.fills(self.venue):
             quantity, cost = stored.get(fill.client_order_id, (ZERO, ZERO))
             stored[fill.client_order_id] = (quantity + fill.quantity, cost + fill.cost)
+        return stored
+
+    async def _complete_closed(self) -> None:
+        """The trades of closed orders that executed more than the journal holds."""
+        stored = self._stored()
+        closed = [JournalState.FILLED, JournalState.CANCELED, JournalState.EXPIRED]
+        for entry in self.journal.entries(self.venue, closed):
+            if entry.filled_quantity > stored.get(entry.client_order_id, (ZERO, ZERO))[0]:
+                await self.broker.sync.complete_fills(entry)
+
+    async def _in_flight_reach(self, learnt: list[JournalFill]) -> dict[str, Reach]:
+        """How far the orders whose fills the journal may not hold in full yet could move each
+        asset (``app.ccxt.in_flight``), their fills priced within ``fill_price_band`` of the
+        last price and of the orders' own prices, and the fills ``learnt`` since the reading."""
+        reach: dict[str, Reach] = {}
+        for fill in learnt:
+            for asset, more in either_way(fill_deltas(fill)).items():
+                reach[asset] = reach.get(asset, Reach()) + more
+        stored = self._stored()
         band, fee = self.policy.fill_price_band, self.policy.fee_allowance
         last: dict[str, Decimal] = {}
-        reach: dict[str, Reach] = {}
         for entry in self.journal.entries(self.venue, MAY_STILL_FILL):
             quantity, cost = stored.get(entry.client_order_id, (ZERO, ZERO))
             left = unfilled(entry, quantity)

@@ -592,3 +592,34 @@ def test_a_balance_gap_no_order_in_flight_could_make_is_reported_at_once(venue, 
             ("ETH", Decimal("1")), ("USDT", Decimal("-5000"))]
 
     run(venue, tmp_path, scenario)
+
+
+def test_a_resting_order_that_fills_just_before_the_balances_are_read_is_no_mismatch(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        last = await broker.last_price("BTC/USDT")
+        venue.binance_account.fill_cap = Decimal("0.004")  # a partial fill each minute
+        await broker.create_order(limit_buy("k-t25:1", "0.01", f"{last + 200:.2f}"))
+        venue.now.advance(60_000)  # its next fill comes with the next read of the account
+        assert (await rec.check_balances()).mismatches == []
+        assert events == []
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_resting_on_the_book_does_not_hide_a_balance_gap(venue, tmp_path):
+    async def scenario(broker):
+        rec = reconciler(broker, venue)
+        await rec.startup()
+        await broker.create_order(limit_buy("k-t26:1", "0.01", "50000.00"))  # 500 USDT held
+        with venue.binance_account.lock:
+            venue.binance_account.balances["USDT"][0] -= Decimal("300")
+        mismatches = (await rec.check_balances()).mismatches
+        assert [(m.asset, m.difference) for m in mismatches] == [("USDT", Decimal("-300"))]
+
+    run(venue, tmp_path, scenario)

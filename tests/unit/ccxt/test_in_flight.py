@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
-from app.ccxt.in_flight import Reach, order_reach, unfilled
+from app.ccxt.in_flight import Reach, either_way, order_reach, unfilled
 from app.domain.trading import OrderType, Side
 from app.store.order_journal import JournalEntry, JournalState
 
@@ -41,10 +41,17 @@ def test_a_sell_may_remove_its_coins_and_bring_in_their_price() -> None:
 
 
 def test_only_the_part_the_journal_holds_no_fills_of_may_still_move_the_balances() -> None:
-    assert unfilled(entry(), D(0)) == D("0.01")
-    assert unfilled(entry(state=JournalState.PARTIALLY_FILLED), D("0.004")) == D("0.006")
+    assert unfilled(entry(), D(0)) == D("0.01")  # not found yet: all of it
+    resting = entry(state=JournalState.PARTIALLY_FILLED, filled_quantity=D("0.004"))
+    assert unfilled(resting, D("0.004")) == 0  # read again just now: nothing beyond its fills
+    assert unfilled(replace(resting, filled_quantity=D("0.008")), D("0.004")) == D("0.004")
     filled = entry(state=JournalState.FILLED, filled_quantity=D("0.01"))
     assert unfilled(filled, D("0.01")) == 0  # every fill stored: it moves nothing any more
     assert unfilled(filled, D(0)) == D("0.01")  # closed, its fills not stored yet
     assert unfilled(entry(state=JournalState.NOT_PLACED), D(0)) == 0
     assert unfilled(entry(state=JournalState.REJECTED), D(0)) == 0
+
+
+def test_a_fill_learnt_after_the_balances_were_read_may_or_may_not_be_in_them() -> None:
+    reach = either_way({"BTC": D("0.00999"), "USDT": D("-700")})
+    assert reach == {"BTC": Reach(D("-0.00999"), D(0)), "USDT": Reach(D(0), D("700"))}
