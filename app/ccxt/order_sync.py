@@ -233,11 +233,14 @@ class OrderSync:
         except NotFoundError:
             raw = None
         if raw is None:
-            age_ms = self.clock.now_ms() - int(trade.get("timestamp") or 0)
-            if self._may_be_ours(symbol, trade) and age_ms < UNSEEN_ORDER_HOLD_MS:
-                logger.info("%s: trade %s of order %s whose order is not readable yet: the "
-                            "trade history waits for it", self.venue, trade.get("id"), order_id)
+            if not self._may_be_ours(symbol, trade):
+                return None
+            if self.clock.now_ms() - int(trade.get("timestamp") or 0) < UNSEEN_ORDER_HOLD_MS:
+                logger.info("%s: no read shows order %s of trade %s yet: the trade history "
+                            "waits for it", self.venue, order_id, trade.get("id"))
                 return _HOLD
+            logger.warning("%s: no read shows order %s of trade %s an hour after the trade; "
+                           "the trade is counted foreign", self.venue, order_id, trade.get("id"))
             return None
         cid = str(raw.get("clientOrderId") or "")
         entry = self.journal.get(self.venue, cid) if cid else None

@@ -320,7 +320,7 @@ class Reconciler:
         if check.mismatches:
             report.mismatches.extend(check.mismatches)
             self._notify(BalancesMismatched(check.mismatches))
-        return report
+        return self._take_found(report)  # the check reads the open orders again
 
     async def balance_check(self) -> BalanceCheck | None:
         """The exchange's balances read now and how they differ from what the journal explains

@@ -360,12 +360,14 @@ class KillSwitch:
 
     async def on_mismatch(self, event: ReconciliationMismatch) -> str | None:
         unresolved = event.kind == UNRESOLVED_ORDER
-        if not self.config.on_reconciliation_mismatch or (
-                unresolved and not self.config.on_unresolved_order):
+        off = ("on_reconciliation_mismatch" if not self.config.on_reconciliation_mismatch
+               else "on_unresolved_order" if unresolved and not self.config.on_unresolved_order
+               else None)
+        if off is not None:
             if unresolved:  # not a trip, but a person must still look
                 await self._notify(
-                    f"{event.detail} The kill switch was not tripped ([risk.kill_switch] "
-                    "on_unresolved_order is off): trading goes on.",
+                    f"{event.detail} The kill switch was not tripped ([risk.kill_switch] {off} "
+                    "is off): trading goes on.",
                     f"Kestrel: order outcome unknown on {event.venue}", Urgency.HIGH)
             return None
         return await self._auto_trip(
