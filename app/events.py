@@ -249,13 +249,29 @@ class ReconciliationMismatch(Event):
     journal, orders on the exchange it does not know, an order whose outcome stayed unknown.
 
     Attributes:
-        kind: ``balance``, ``unknown_orders`` or ``unresolved_order``.
+        kind: ``balance``, ``unknown_orders`` or ``unresolved_order`` (an order whose outcome
+            stayed unknown through its lookup window; the kill switch trips on it as
+            ``[risk.kill_switch] on_unresolved_order`` says).
         detail: what differs, in words with the numbers (also what makes two reports the same
             mismatch: one already answered by a trip does not trip the switch again).
     """
 
     venue: str
     kind: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnresolvedOrderFound(Event):
+    """An order a live broker's reconciliation had given up on (its answer lost and not found
+    within its lookup window: the person was told it was not placed) turned up on the exchange
+    after all; the journal follows it again, with its fills.
+
+    Attributes:
+        detail: the order and what the exchange says of it, in words.
+    """
+
+    venue: str
     detail: str
 
 

@@ -12,8 +12,9 @@ Placing an order, in order:
    id, never by sending again.
 
 A tool call repeated after a crash carries the same client id: the journal answers it (the order
-it placed, a lookup if its outcome is unknown), and only an order certainly never booked (never
-sent, or refused) may be sent again. Reads (orders, balances, trades) are retried with backoff.
+it placed, a lookup if its outcome is unknown or it was given up as NOT_PLACED), and only an order
+certainly never booked (never sent, or refused) may be sent again. Reads (orders, balances,
+trades) are retried with backoff.
 
 Reading orders and trades into the journal is ``OrderSync``'s job (``broker.sync``), shared with
 the ``Reconciler``. Balances and positions come from the exchange; prices and rules from
@@ -398,11 +399,14 @@ class CcxtBroker:
                 return await self.sending.settle_now(
                     entry, None, "an earlier attempt's outcome is still being checked")
             if entry.state is JournalState.NOT_PLACED:
+                found = await self.sync.lookup(entry)  # it may have turned up since
+                if found is not None:
+                    return to_order(await self.sync.apply(entry, found))
                 raise ExchangeError(
                     f"The order with client_order_id {agent_order_id!r} was sent once, its "
-                    f"outcome was lost, and it was not found on {self.venue} after "
-                    f"{entry.checks} lookups ({entry.reason}). The person has been told; it is "
-                    "not sent again under this id. Check get_open_orders, then decide anew.",
+                    f"outcome was lost, and it was {entry.reason or 'not found'}. The person "
+                    "has been told; it is not sent again under this id. Check get_open_orders, "
+                    "then decide anew.",
                     details={"client_order_id": agent_order_id, "state": entry.state.value},
                 )
             if not entry.state.may_send:

@@ -223,7 +223,7 @@ async def _send(broker: CcxtBroker, legs: OcoLegs) -> tuple[Order, Order]:
         raw = reports[entry.client_order_id]
         entry = broker.sync.record(entry, raw)
         broker.announce.placed(to_order(entry))
-        await broker.sync.record_fills(entry, raw)
+        entry = await broker.sync.record_fills(entry, raw)
         out.append(to_order(entry))
     return out[0], out[1]
 

@@ -87,6 +87,17 @@ def changes_from(raw: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     return changes
 
 
+def fee_of(fills: Iterable[JournalFill]) -> tuple[Decimal, str]:
+    """An order's fee from its fills: the sum of the fees in the currency of its first charged
+    fill, and that currency ((0, "") when no fill was charged). The journal keeps one fee per
+    order; fills keep each fee in full."""
+    fills = [f for f in fills if f.fee]
+    if not fills:
+        return ZERO, ""
+    currency = fills[0].fee_currency
+    return sum((f.fee for f in fills if f.fee_currency == currency), ZERO), currency
+
+
 def fills_from(
     trades: Iterable[Mapping[str, Any]], venue: str, entry: JournalEntry, default_ms: int = 0
 ) -> list[JournalFill]:

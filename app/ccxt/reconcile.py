@@ -4,10 +4,14 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
 
 - **In-flight orders** (SENDING, UNKNOWN) are looked up by client order id, the first time a few
   seconds after they were sent (an exchange may not show an order it has just accepted), then
-  every few seconds up to a limit. Found: the journal takes the exchange's state and fills. Not
-  found after the limit: NOT_PLACED, and the person is told (``OrderUnresolved``), because a
-  lost answer that is really lost must be looked at by a human; a later sweep that finds the
-  order after all re-attaches it. Never resent.
+  every few seconds for a window of time from sending (``ReconcilePolicy.lookup_window_s``, 10
+  minutes: an order an exchange shows late must not be given up while it may still appear).
+  Found: the journal takes the exchange's state and fills. Not found within the window:
+  NOT_PLACED, and the person is told (``OrderUnresolved``), because a lost answer that is really
+  lost must be looked at by a human. Never resent. A NOT_PLACED order that turns up later (in the
+  open orders, a lookup, or as the order of a trade in the history) is re-attached with its fills
+  and the person is told it was found (``OrderResolved``); ``OrderSync`` does the re-attaching
+  wherever the order turns up and tells the reconciler (``on_found``).
 - **Open orders** are swept: the exchange's open orders update their entries; entries the
   journal holds open that the exchange no longer lists are read once (filled or cancelled while
   away); open orders the journal does not know are listed for the person to ``adopt`` or
@@ -16,12 +20,18 @@ Four jobs, each also run once at start-up before any agent runs (``startup``):
   per trade id.
 - **Balances** (and so spot positions) come from the exchange and are compared with what the
   journal explains: the balances when reconciliation first ran, plus every fill stored and made
-  since. A
-  difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is the
-  person's explicit "the exchange is right, start from here".
+  since. A difference is reported (``BalanceMismatch``), never absorbed; ``accept_balances`` is
+  the person's explicit "the exchange is right, start from here". A difference that orders still
+  in flight could account for (``in_flight``: each between no fill and a full fill with its fee;
+  the orders on the book are read again right after the balances, so only fills made around the
+  reading count for them) is not reported yet: it is judged again once they are resolved, so a
+  check that happens to run while an order fills raises no false alarm, and a gap that outlives
+  them, or that no such order could make, is reported as before.
 
 NEW entries at start-up never left the process (the request is only made after SENDING is
 committed), so they become NOT_SENT without asking the exchange; the same tool call may send them.
+Start-up waits for in-flight orders a bounded time (``startup_wait_s``); those still unknown are
+left to the running reconciler's lookups, so agents do not wait out a whole lookup window.
 
 Events go to ``notify`` (the lead wires it to the bus); ``unknown_run`` is the run of
 create_order outcomes left unknown in a row, for the kill switch.
@@ -38,6 +48,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt.broker import CcxtBroker
+from app.ccxt.in_flight import MAY_STILL_FILL, Reach, either_way, order_reach, unfilled
 from app.ccxt.orders import dec
 from app.domain.errors import ToolError
 from app.domain.market_rules import fmt
@@ -52,12 +63,30 @@ SLICE_S = 0.05
 
 @dataclass(frozen=True, slots=True)
 class ReconcilePolicy:
-    """When in-flight orders are looked up, and how often the sweeps run (seconds)."""
+    """When in-flight orders are looked up, and how often the sweeps run (seconds).
+
+    Attributes:
+        first_check_s: the first lookup, this long after the order was sent.
+        interval_s: the lookups after it, this far apart.
+        lookup_window_s: an order not found this long after it was sent is NOT_PLACED. Ten
+            minutes: exchanges have shown accepted orders that late under load, and giving up
+            earlier loses the fills of an order that was booked after all.
+        startup_wait_s: how long start-up waits for in-flight orders before the agents run;
+            the rest are looked up while they do.
+        sweep_s: the full sweep (open orders, missed fills, balances), this far apart.
+        fill_price_band: how far from the last price (or an order's own prices) an order in
+            flight may fill, as a fraction, when the balance check judges what it could explain.
+        fee_allowance: the largest fee a fill may pay, as a fraction of what it trades, for
+            the same judgement (1%: above any spot taker fee).
+    """
 
     first_check_s: float = 3.0
     interval_s: float = 5.0
-    max_checks: int = 6
+    lookup_window_s: float = 600.0
+    startup_wait_s: float = 30.0
     sweep_s: float = 30.0
+    fill_price_band: Decimal = Decimal("0.05")
+    fee_allowance: Decimal = Decimal("0.01")
 
 
 _ACCEPTED = "balances_accepted:"
@@ -79,14 +108,25 @@ def exchange_order(raw: Mapping[str, Any]) -> ExchangeOrder:
 
 @dataclass(frozen=True, slots=True)
 class OrderResolved:
-    """An order whose outcome was unknown was found on the exchange."""
+    """An order whose outcome was unknown (in flight, or NOT_PLACED: then ``entry.escalated``,
+    the person was told it was not placed) was found on the exchange."""
 
     entry: JournalEntry
+
+    @property
+    def message(self) -> str:
+        """The order and what the exchange says of it, for the person."""
+        e = self.entry
+        filled = f", {fmt(e.filled_quantity)} filled" if e.filled_quantity else ""
+        average = f" at {fmt(e.average_price)}" if e.filled_quantity and e.average_price else ""
+        return (f"{e.agent_id}'s {e.side.value} {fmt(e.quantity)} {e.symbol} order (client id "
+                f"{e.agent_order_id}, exchange id {e.exchange_order_id}) was found on {e.venue}: "
+                f"{e.state.value}{filled}{average}. Kestrel follows it again with its fills.")
 
 
 @dataclass(frozen=True, slots=True)
 class OrderUnresolved:
-    """An order's outcome stayed unknown after every lookup: a person must look."""
+    """An order's outcome stayed unknown through its lookup window: a person must look."""
 
     entry: JournalEntry
     message: str
@@ -113,6 +153,7 @@ class ReconcileReport:
     not_sent: list[JournalEntry] = field(default_factory=list)
     resolved: list[JournalEntry] = field(default_factory=list)
     unresolved: list[JournalEntry] = field(default_factory=list)
+    pending: list[JournalEntry] = field(default_factory=list)  # in flight, still looked up
     refreshed: list[JournalEntry] = field(default_factory=list)
     unknown_orders: list[ExchangeOrder] = field(default_factory=list)
     fills_added: int = 0
@@ -147,6 +188,8 @@ class Reconciler:
         self._notify = notify or (lambda event: None)
         self._sleep = sleep
         self.mismatches: tuple[BalanceMismatch, ...] = ()  # the last balance check's
+        self._found: list[JournalEntry] = []  # found since the last report took them
+        broker.sync.on_found = self._on_found
 
     @property
     def unknown_run(self) -> int:
@@ -156,18 +199,34 @@ class Reconciler:
     def _now(self) -> int:
         return self.broker.clock.now_ms()
 
+    def _on_found(self, entry: JournalEntry) -> None:
+        """An entry whose outcome was unknown was found, by whichever read: tell the person."""
+        self._found.append(entry)
+        self._notify(OrderResolved(entry))
+
+    def _take_found(self, report: ReconcileReport) -> ReconcileReport:
+        report.resolved.extend(self._found)
+        self._found.clear()
+        return report
+
     # -- in-flight orders ----------------------------------------------------------------------
+
+    def _window_end_ms(self, entry: JournalEntry) -> int:
+        return (entry.sent_ms or entry.created_ms) + int(self.policy.lookup_window_s * 1000)
 
     def _due_ms(self, entry: JournalEntry) -> int:
         if entry.checks == 0 or entry.last_checked_ms is None:
-            return (entry.sent_ms or entry.created_ms) + int(self.policy.first_check_s * 1000)
-        return entry.last_checked_ms + int(self.policy.interval_s * 1000)
+            due = (entry.sent_ms or entry.created_ms) + int(self.policy.first_check_s * 1000)
+        else:
+            due = entry.last_checked_ms + int(self.policy.interval_s * 1000)
+        return min(due, self._window_end_ms(entry))  # one last lookup as the window closes
 
     def in_flight(self) -> list[JournalEntry]:
         return self.journal.entries(self.venue, [JournalState.SENDING, JournalState.UNKNOWN])
 
     async def check_in_flight(self, report: ReconcileReport | None = None) -> ReconcileReport:
-        """Look up every in-flight order that is due; escalate those past the limit."""
+        """Look up every in-flight order that is due; an order still not found when its lookup
+        window has closed is NOT_PLACED, and the person is told."""
         report = report or ReconcileReport()
         now = self._now()
         for entry in self.in_flight():
@@ -181,24 +240,27 @@ class Reconciler:
                 self.journal.update(entry, last_checked_ms=now)
                 continue
             if raw is not None:
-                entry = await self.broker.sync.apply(entry, raw)
-                report.resolved.append(entry)
-                self._notify(OrderResolved(entry))
+                await self.broker.sync.apply(entry, raw)  # found: ``_on_found`` reports it
                 continue
             entry = self.journal.update(entry, checks=entry.checks + 1, last_checked_ms=now)
-            if entry.checks >= self.policy.max_checks:
-                why = (f"not found on {self.venue} by client order id after {entry.checks} "
-                       f"lookups over {(now - (entry.sent_ms or entry.created_ms)) / 1000:.0f} s")
-                entry = self.journal.update(entry, state=JournalState.NOT_PLACED,
-                                            escalated=True, reason=why, updated_ms=now)
-                report.unresolved.append(entry)
-                self._notify(OrderUnresolved(entry, (
-                    f"{entry.agent_id}'s {entry.side.value} {entry.quantity} {entry.symbol} "
-                    f"order (client id {entry.agent_order_id}) was sent but its answer was lost, "
-                    f"and it was {why}. Kestrel takes it as not placed and will not resend it. "
-                    f"Check the exchange's order history for {entry.client_order_id}."
-                )))
-        return report
+            if now >= self._window_end_ms(entry):
+                self._give_up(entry, now, report)
+        return self._take_found(report)
+
+    def _give_up(self, entry: JournalEntry, now: int, report: ReconcileReport) -> None:
+        window = span(self.policy.lookup_window_s)
+        why = (f"not found on {self.venue} by client order id within its {window} lookup "
+               f"window ({entry.checks} lookup{'s' if entry.checks != 1 else ''})")
+        entry = self.journal.update(entry, state=JournalState.NOT_PLACED, escalated=True,
+                                    reason=why, updated_ms=now)
+        report.unresolved.append(entry)
+        self._notify(OrderUnresolved(entry, (
+            f"{entry.agent_id}'s {entry.side.value} {entry.quantity} {entry.symbol} order "
+            f"(client id {entry.agent_order_id}) was sent but its answer was lost, and it was "
+            f"{why}. Kestrel takes it as not placed and will not resend it; should it turn up "
+            "later, it is re-attached and you are told. Check the exchange's order history "
+            f"for {entry.client_order_id}."
+        )))
 
     def _next_due_s(self) -> float | None:
         pending = self.in_flight()
@@ -221,11 +283,7 @@ class Reconciler:
                     unknown.append(exchange_order(raw))
                 continue
             seen.add(entry.client_order_id)
-            was = entry.state
-            entry = await self.broker.sync.apply(entry, raw)
-            if was.in_flight or was is JournalState.NOT_PLACED:
-                report.resolved.append(entry)
-                self._notify(OrderResolved(entry))
+            await self.broker.sync.apply(entry, raw)  # a NOT_PLACED one found: ``_on_found``
         states = [s for s in JournalState if s.on_exchange_open]
         for entry in self.journal.entries(self.venue, states):
             if entry.client_order_id in seen:
@@ -236,10 +294,11 @@ class Reconciler:
         if unknown:
             report.unknown_orders.extend(unknown)
             self._notify(UnknownOrdersFound(tuple(unknown)))
-        return report
+        return self._take_found(report)
 
     async def catch_up_fills(self, report: ReconcileReport | None = None) -> ReconcileReport:
-        """Fills since the last trade seen, per symbol the journal trades."""
+        """Fills since the last trade seen, per symbol the journal trades (an unknown or
+        NOT_PLACED order whose trade turns up is re-attached by ``OrderSync``)."""
         report = report or ReconcileReport()
         before = len(self.journal.fills(self.venue))
         for symbol in self.journal.symbols(self.venue):
@@ -248,7 +307,7 @@ class Reconciler:
             if not entry.state.final or entry.filled_quantity > 0:
                 await self.broker.sync.complete_fills(entry)
         report.fills_added += len(self.journal.fills(self.venue)) - before
-        return report
+        return self._take_found(report)
 
     # -- balances ------------------------------------------------------------------------------
 
@@ -261,12 +320,13 @@ class Reconciler:
         if check.mismatches:
             report.mismatches.extend(check.mismatches)
             self._notify(BalancesMismatched(check.mismatches))
-        return report
+        return self._take_found(report)  # the check reads the open orders again
 
     async def balance_check(self) -> BalanceCheck | None:
         """The exchange's balances read now and how they differ from what the journal explains
         (nothing is reported: the window shows this before the person accepts it). None when
-        there was no baseline yet: this reading became it."""
+        there was no baseline yet: this reading became it. A difference orders still in flight
+        could account for is left out until they are resolved (see the module docstring)."""
         balances = await self.broker.refresh_balances()
         actual = {asset: b.total for asset, b in balances.items()}
         check = BalanceCheck(actual, (), self.journal.fill_mark(self.venue), self._exchange_now())
@@ -274,14 +334,75 @@ class Reconciler:
         if baseline_ms is None:
             self._set_baseline(check)
             return None
-        expected = self._expected(int(baseline_ms))
-        mismatches = tuple(
+        gaps = self._gaps(int(baseline_ms), actual)
+        if gaps:  # the orders on the book, read again: fills made around the reading stored
+            await self.broker.open_orders()
+            await self._complete_closed()
+            learnt = self.journal.fills_after(self.venue, check.fill_mark)
+            gaps = self._gaps(int(baseline_ms), actual)
+            reach = await self._in_flight_reach(learnt) if gaps else {}
+            mismatches = tuple(m for m in gaps if not reach.get(m.asset, Reach()).covers(
+                m.difference))
+            waiting = [m.describe() for m in gaps if m not in mismatches]
+            if waiting:
+                logger.info("%s: balances differ by what orders in flight may have filled; "
+                            "judged again once they are resolved: %s", self.venue,
+                            "; ".join(waiting))
+        else:
+            mismatches = ()
+        self.mismatches = mismatches
+        return replace(check, mismatches=mismatches)
+
+    def _gaps(self, baseline_ms: int, actual: Mapping[str, Decimal]) -> tuple[
+            BalanceMismatch, ...]:
+        """Every asset whose balance differs from what the journal explains now."""
+        expected = self._expected(baseline_ms)
+        return tuple(
             BalanceMismatch(asset, expected.get(asset, ZERO), actual.get(asset, ZERO))
             for asset in sorted(set(expected) | set(actual))
             if expected.get(asset, ZERO) != actual.get(asset, ZERO)
         )
-        self.mismatches = mismatches
-        return replace(check, mismatches=mismatches)
+
+    def _stored(self) -> dict[str, tuple[Decimal, Decimal]]:
+        """Quantity and cost of the stored fills, per client order id."""
+        stored: dict[str, tuple[Decimal, Decimal]] = {}
+        for fill in self.journal.fills(self.venue):
+            quantity, cost = stored.get(fill.client_order_id, (ZERO, ZERO))
+            stored[fill.client_order_id] = (quantity + fill.quantity, cost + fill.cost)
+        return stored
+
+    async def _complete_closed(self) -> None:
+        """The trades of closed orders that executed more than the journal holds."""
+        stored = self._stored()
+        closed = [JournalState.FILLED, JournalState.CANCELED, JournalState.EXPIRED]
+        for entry in self.journal.entries(self.venue, closed):
+            if entry.filled_quantity > stored.get(entry.client_order_id, (ZERO, ZERO))[0]:
+                await self.broker.sync.complete_fills(entry)
+
+    async def _in_flight_reach(self, learnt: list[JournalFill]) -> dict[str, Reach]:
+        """How far the orders whose fills the journal may not hold in full yet could move each
+        asset (``app.ccxt.in_flight``), their fills priced within ``fill_price_band`` of the
+        last price and of the orders' own prices, and the fills ``learnt`` since the reading."""
+        reach: dict[str, Reach] = {}
+        for fill in learnt:
+            for asset, more in either_way(fill_deltas(fill)).items():
+                reach[asset] = reach.get(asset, Reach()) + more
+        stored = self._stored()
+        band, fee = self.policy.fill_price_band, self.policy.fee_allowance
+        last: dict[str, Decimal] = {}
+        for entry in self.journal.entries(self.venue, MAY_STILL_FILL):
+            quantity, cost = stored.get(entry.client_order_id, (ZERO, ZERO))
+            left = unfilled(entry, quantity)
+            if left <= 0:
+                continue
+            if entry.symbol not in last:
+                last[entry.symbol] = await self.broker.last_price(entry.symbol)
+            prices = [p for p in (entry.price, entry.stop_price, entry.average_price,
+                                  last[entry.symbol]) if p]
+            low, high = min(prices) * (1 - band), max(prices) * (1 + band)
+            for asset, more in order_reach(entry, left, cost, low, high, fee).items():
+                reach[asset] = reach.get(asset, Reach()) + more
+        return reach
 
     def _exchange_now(self) -> int:
         # on the exchange's clock, as the fill times it is compared with
@@ -345,9 +466,9 @@ class Reconciler:
     async def startup(self) -> ReconcileReport:
         """Settle every unfinished entry before any agent runs; return what needs a person.
 
-        In-flight orders are looked up until each is found or has used its lookups, waiting
-        between rounds (so this takes up to ``first_check_s + interval_s x (max_checks - 1)``
-        when an order really is lost).
+        In-flight orders are looked up, waiting between rounds, until each is found or NOT_PLACED
+        or ``startup_wait_s`` has passed; those still unknown then are in ``report.pending``
+        (the running reconciler keeps looking them up through their window).
         """
         report = ReconcileReport()
         for entry in self.journal.entries(self.venue, [JournalState.NEW]):
@@ -361,10 +482,14 @@ class Reconciler:
         return report
 
     async def settle_in_flight(self, report: ReconcileReport) -> None:
+        until = self._now() + int(self.policy.startup_wait_s * 1000)
         while True:
             await self.check_in_flight(report)
             wait = self._next_due_s()
             if wait is None:
+                return
+            if self._now() + wait * 1000 > until:
+                report.pending.extend(self.in_flight())
                 return
             await self._sleep(max(wait, SLICE_S))
 
@@ -410,6 +535,15 @@ class Reconciler:
     def ignore(self, order: ExchangeOrder) -> None:
         """Leave an exchange order alone: it is not listed again."""
         self.journal.ignore(self.venue, order.exchange_order_id, order.symbol, self._now())
+
+
+def span(seconds: float) -> str:
+    """A duration in words: "45 s", "10 min", "1.5 h"."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 def fill_deltas(fill: JournalFill) -> dict[str, Decimal]:

@@ -104,7 +104,7 @@ class OrderSender:
         self.unknown_run = 0
         entry = self.sync.record(entry, answer)
         self.announce.placed(to_order(entry))  # before its fills, as the exchange saw it
-        await self.sync.record_fills(entry, answer)
+        entry = await self.sync.record_fills(entry, answer)
         return to_order(entry)
 
     async def _create_request(self, entry: JournalEntry) -> Any:

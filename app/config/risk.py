@@ -97,6 +97,8 @@ class KillSwitchConfig(BaseModel):
             the account's equity after each settle (only while that rule is enabled).
         on_reconciliation_mismatch: trip when a live broker's reconciliation reports a
             difference with the exchange it cannot explain.
+        on_unresolved_order: trip when an order's outcome stayed unknown through its whole
+            lookup window (see the field's description).
         unknown_outcomes_limit: trip when this many orders in a row were sent to an exchange
             and their outcome stayed unknown (0: never).
         cancel_exits: a trip also cancels reduce-only take-profit and stop-loss exits. Off by
@@ -107,6 +109,18 @@ class KillSwitchConfig(BaseModel):
 
     on_loss_halt: bool = True
     on_reconciliation_mismatch: bool = True
+    on_unresolved_order: bool = Field(default=True, description=(
+        "What happens when an order was sent to a live exchange, its answer was lost, and it "
+        "was still not found by its client order id when its lookup window (10 minutes from "
+        "sending) closed. On (the default): the kill switch trips, because after ten minutes "
+        "of lookups the order may still exist on the exchange (booked, and filling) while "
+        "Kestrel trades on as if it did not: real money at risk until a person has checked the "
+        "exchange's order history. Off: the person is alerted on every channel and trading "
+        "goes on; choose this when a short exchange outage should not halt the desk, knowing "
+        "that a fill of such an order still shows as a balance mismatch. The window absorbs "
+        "ordinary delays (an exchange that shows a new order late), so a single lost answer "
+        "whose order appears within it never trips the switch. Only while "
+        "on_reconciliation_mismatch is on."))
     unknown_outcomes_limit: int = Field(default=3, ge=0, le=1000)
     cancel_exits: bool = False
 
@@ -125,7 +139,8 @@ class RiskConfig(BaseModel):
         limit_price_band: limit/stop prices within ±10% of the last price.
         min_cash_reserve: none.
         agent_budget: no per-agent cap unless allotments are given.
-        kill_switch: trips on the loss halts, a reconciliation mismatch and 3 unknown order
+        kill_switch: trips on the loss halts, a reconciliation mismatch (an order whose
+            outcome stayed unknown through its lookup window included) and 3 unknown order
             outcomes in a row; a trip keeps take-profit and stop-loss exits.
     """
 

@@ -18,7 +18,10 @@ It trips by itself on:
   (``check_account``, given the broker's ``RiskView``: the runtime calls it after each clock
   advance; a live venue calls it after each account update), rather than on the first order
   the halt refuses: a halt reached while no agent is trading is a halt all the same;
-- a reconciliation mismatch a live broker reports (``ReconciliationMismatch`` on the bus);
+- a reconciliation mismatch a live broker reports (``ReconciliationMismatch`` on the bus); an
+  order whose outcome stayed unknown through its lookup window (kind ``unresolved_order``) trips
+  it only as ``[risk.kill_switch] on_unresolved_order`` says, and is otherwise told to the person
+  as an alert; that such an order was found after all (``UnresolvedOrderFound``) is told too;
 - a run of orders whose outcome stayed unknown (``OrderOutcomeUnknown`` with its ``consecutive``
   count reaching ``unknown_outcomes_limit``).
 
@@ -53,6 +56,7 @@ from app.events import (
     KillSwitchTripped,
     OrderOutcomeUnknown,
     ReconciliationMismatch,
+    UnresolvedOrderFound,
 )
 from app.orchestration.notify import NotificationService, PersonAlert
 from app.orchestration.ports import OpenOrders
@@ -62,6 +66,7 @@ from app.store.kill_switch_log import KillSwitchLog
 logger = logging.getLogger(__name__)
 
 SUBJECT = "Kestrel: kill switch"  # its notifications' subjects begin so (the window's banner)
+UNRESOLVED_ORDER = "unresolved_order"  # the ``ReconciliationMismatch`` kind of a given-up order
 PAUSABLE = (AgentState.RUNNING, AgentState.WAITING_FOR_USER)
 
 
@@ -297,6 +302,7 @@ class KillSwitch:
         broker (``AccountRefreshed``)."""
         bus.subscribe(OrderOutcomeUnknown, self.on_unknown_outcome)
         bus.subscribe(ReconciliationMismatch, self.on_mismatch)
+        bus.subscribe(UnresolvedOrderFound, self.on_order_found)
         if account_view is not None:
             self._account_view = account_view
             bus.subscribe(ClockAdvanced, self._on_clock)
@@ -353,12 +359,28 @@ class KillSwitch:
             "Kestrel (unknown order outcomes)")
 
     async def on_mismatch(self, event: ReconciliationMismatch) -> str | None:
-        if not self.config.on_reconciliation_mismatch:
+        unresolved = event.kind == UNRESOLVED_ORDER
+        off = ("on_reconciliation_mismatch" if not self.config.on_reconciliation_mismatch
+               else "on_unresolved_order" if unresolved and not self.config.on_unresolved_order
+               else None)
+        if off is not None:
+            if unresolved:  # not a trip, but a person must still look
+                await self._notify(
+                    f"{event.detail} The kill switch was not tripped ([risk.kill_switch] {off} "
+                    "is off): trading goes on.",
+                    f"Kestrel: order outcome unknown on {event.venue}", Urgency.HIGH)
             return None
         return await self._auto_trip(
             TripCause.RECONCILIATION, f"reconciliation:{event.venue}:{event.kind}:{event.detail}",
             f"Reconciliation with {event.venue} found a mismatch ({event.kind}): {event.detail}",
             f"Kestrel (reconciliation with {event.venue})")
+
+    async def on_order_found(self, event: UnresolvedOrderFound) -> None:
+        """An order the person was told was not placed turned up after all: say so (a trip
+        made for it stays until a person resets it)."""
+        await self._notify(
+            f"{event.detail} It had been reported as not placed; check it against what you did "
+            "since.", f"Kestrel: order found on {event.venue}", Urgency.HIGH)
 
     async def _auto_trip(self, cause: TripCause, key: str, reason: str, by: str) -> str | None:
         if self.is_tripped() or key in self._answered:

@@ -3,15 +3,18 @@
 ``LiveStartup.run(decide)`` is the live venue's ``before_agents``:
 
 1. every unfinished journal entry is resolved (``Reconciler.startup``: never-sent ones marked
-   NOT_SENT, in-flight ones looked up by client id until found or given up, open ones swept,
-   missed fills caught up from the trade history, balances compared with the journal);
+   NOT_SENT, in-flight ones looked up by client id until found, given up, or start-up's wait is
+   over (the rest are looked up while the agents run), open ones swept, missed fills caught up
+   from the trade history, balances compared with the journal);
 2. orders on the exchange the journal does not know are put to the person (``decide``: the
    window's dialog, ``kestrel run --adopt-unknown/--ignore-unknown``): adopted (followed, owned
    by the person) or left alone. Without a decision the agents do not start: an
    ``UnknownOrdersUndecided`` error lists the orders and says how to decide;
 3. what cannot be explained, a balance that differs from the journal or an order whose outcome
    stayed unknown, is published as ``ReconciliationMismatch`` and awaited, so the kill switch
-   has tripped (and said so) before the first agent runs. Nothing is papered over.
+   has tripped (and said so) before the first agent runs. Nothing is papered over. An order the
+   person was told was not placed and that turned up after all is published as
+   ``UnresolvedOrderFound`` (the person is told).
 
 While the venue runs, ``BusReports`` turns the reconciler's reports into the same events.
 """
@@ -26,6 +29,7 @@ from enum import StrEnum
 
 from app.ccxt.reconcile import (
     BalancesMismatched,
+    OrderResolved,
     OrderUnresolved,
     ReconcileEvent,
     Reconciler,
@@ -33,7 +37,14 @@ from app.ccxt.reconcile import (
     UnknownOrdersFound,
 )
 from app.domain.errors import OperationalError
-from app.events import Event, EventBus, ReconciliationMismatch, UnknownOrdersAwaitDecision
+from app.events import (
+    Event,
+    EventBus,
+    ReconciliationMismatch,
+    UnknownOrdersAwaitDecision,
+    UnresolvedOrderFound,
+)
+from app.orchestration.kill_switch import UNRESOLVED_ORDER
 from app.trading.live_account import PERSON, ExchangeOrder
 
 logger = logging.getLogger(__name__)
@@ -55,14 +66,17 @@ class UnknownOrdersUndecided(OperationalError):
 
 
 def mismatch_events(venue: str, event: ReconcileEvent) -> list[Event]:
-    """The bus's events for one reconciler report (none for a resolved order)."""
+    """The bus's events for one reconciler report (none for an order found while its outcome
+    was still being checked: the agent learns of it from its order)."""
     if isinstance(event, BalancesMismatched):
         detail = "; ".join(m.describe() for m in event.mismatches)
         return [ReconciliationMismatch(venue, "balance", detail)]
     if isinstance(event, OrderUnresolved):
-        return [ReconciliationMismatch(venue, "unresolved_order", event.message)]
+        return [ReconciliationMismatch(venue, UNRESOLVED_ORDER, event.message)]
     if isinstance(event, UnknownOrdersFound):
         return [UnknownOrdersAwaitDecision(venue, tuple(o.describe() for o in event.orders))]
+    if isinstance(event, OrderResolved) and getattr(event.entry, "escalated", False):
+        return [UnresolvedOrderFound(venue, event.message)]  # the person was told otherwise
     return []
 
 
@@ -104,6 +118,8 @@ class StartupSummary:
             parts.append(f"{len(r.resolved)} in-flight found")
         if r.unresolved:
             parts.append(f"{len(r.unresolved)} NOT found (the person must look)")
+        if r.pending:
+            parts.append(f"{len(r.pending)} in-flight still being looked up")
         if r.fills_added:
             parts.append(f"{r.fills_added} missed fills caught up")
         if self.adopted:

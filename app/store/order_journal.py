@@ -10,8 +10,8 @@ before the request, and every answer or lookup moves it on::
     NEW -> SENDING -> ACCEPTED | REJECTED | UNKNOWN
                       ACCEPTED | UNKNOWN -> OPEN | PARTIALLY_FILLED | FILLED | CANCELED | EXPIRED
     NEW at start-up -> NOT_SENT (nothing left the process; the same tool call may send it)
-    UNKNOWN, not found after the lookup limit -> NOT_PLACED (the person is told; a later sweep
-                      that finds it after all re-attaches it)
+    UNKNOWN, not found within its lookup window -> NOT_PLACED (the person is told; found later
+                      after all, by any read, it is re-attached and the person told so)
 
 Fills are keyed by the exchange's trade id, so a fill learnt twice (from the order's answer and
 from the trade history) is stored once. It lives in ``app/store`` beside the ledger because it is

@@ -38,7 +38,7 @@ from tests.helpers.fake_exchange.tape import LinkedClock
 
 AGENT = "crash-agent"
 HELD = Decimal("0.00999")  # 0.01 BTC bought, less the 0.1% fee the fake Binance takes in BTC
-POLICY = ReconcilePolicy(first_check_s=0.3, interval_s=0.3, max_checks=3, sweep_s=0)
+POLICY = ReconcilePolicy(first_check_s=0.3, interval_s=0.3, lookup_window_s=0.9, sweep_s=0)
 
 
 async def open_broker(

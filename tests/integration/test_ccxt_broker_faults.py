@@ -15,13 +15,20 @@ from decimal import Decimal
 import pytest
 
 from app.ccxt.outcome import OrderOutcomeUnknownError
-from app.ccxt.reconcile import OrderResolved, OrderUnresolved
+from app.ccxt.reconcile import (
+    BalancesMismatched,
+    OrderResolved,
+    OrderUnresolved,
+    ReconcilePolicy,
+    Reconciler,
+)
 from app.domain.errors import ErrorCode, ExchangeError, InsufficientFundsError, InvalidOrderError
 from app.domain.trading import OrderStatus, OrderType, Side
 from app.store.order_journal import JournalState
 from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange import Fault
 from tests.helpers.fake_exchange.broker import (
+    AdvancingSleep,
     assert_journal_matches_exchange,
     close_broker,
     open_broker,
@@ -60,6 +67,24 @@ def run(server, tmp_path, scenario, **options):
             await close_broker(broker, market)
 
     return asyncio.run(main())
+
+
+def live_reconciler(broker, server, events):
+    """A reconciler with the live venue's policy (its lookup window, its start-up wait)."""
+    return Reconciler(broker, notify=events.append, policy=ReconcilePolicy(),
+                      sleep=AdvancingSleep(server.now))
+
+
+async def watch(rec, server, seconds, sweep_s=30):
+    """The live venue's watch on fake time: each second the in-flight orders that are due are
+    looked up; every ``sweep_s`` the full sweep runs (open orders, missed fills, balances)."""
+    for second in range(1, seconds + 1):
+        server.now.advance(1000)
+        await rec.check_in_flight()
+        if second % sweep_s == 0:
+            report = await rec.sweep()
+            await rec.catch_up_fills(report)
+            await rec.check_balances(report)
 
 
 async def settle(broker, server, events=None):
@@ -365,5 +390,236 @@ def test_a_balance_the_journal_cannot_explain_is_reported_not_absorbed(venue, tm
         assert (await rec.check_balances()).mismatches == mismatches  # still, until accepted
         rec.accept_balances()
         assert (await rec.check_balances()).mismatches == []
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_found_by_lookup_after_a_lost_answer_keeps_the_fee_its_trades_say(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        await reconciler(broker, venue).startup()
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t17:1"))
+        report = await settle(broker, venue)
+        (found,) = report.resolved
+        (trade,) = venue.binance_account.trades
+        assert found.state is JournalState.FILLED
+        assert (found.fee, found.fee_currency) == (Decimal(trade["commission"]), "BTC")
+        entry = broker.journal.get("binance", found.client_order_id)
+        assert (entry.fee, entry.fee_currency) == (Decimal("0.00001"), "BTC")
+        order = await broker.get_order(AGENT, "BTC/USDT", found.exchange_order_id)
+        assert (order.fee, order.fee_currency) == (Decimal("0.00001"), "BTC")
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_never_booked_is_looked_up_through_its_window_before_it_is_not_placed(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        events = []
+        rec = live_reconciler(broker, venue, events)
+        await rec.startup()
+        venue.fail("binance", "order.create", Fault.status(503))  # refused before booking
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t18:1"))
+        await watch(rec, venue, 9 * 60)
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t18:1")
+        assert entry.state is JournalState.UNKNOWN and events == []
+        looked_up = venue.count("binance", "order.get")
+        await watch(rec, venue, 60)
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t18:1")
+        assert entry.state is JournalState.NOT_PLACED
+        assert venue.count("binance", "order.get") > looked_up  # looked up to the end
+        (unresolved,) = events
+        assert isinstance(unresolved, OrderUnresolved)
+        assert "within its 10 min lookup window" in unresolved.message
+        assert venue.binance_account.orders == []
+        assert venue.count("binance", "order.create") == 1
+
+    run(venue, tmp_path, scenario)
+
+
+def test_start_up_waits_a_bounded_time_for_an_order_in_flight_then_the_watch_finds_it(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        venue.binance_account.hide_new_s = 120.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(limit_buy("k-t19:1"))
+        events = []
+        rec = live_reconciler(broker, venue, events)
+        sent_ms = venue.now.now_ms()
+        report = await rec.startup()
+        assert venue.now.now_ms() - sent_ms <= 30_000  # fake time: the agents start then
+        assert [e.agent_order_id for e in report.pending] == ["k-t19:1"]
+        assert report.unresolved == [] and events == []
+        await watch(rec, venue, 120)
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t19:1")
+        assert entry.state is JournalState.OPEN
+        assert [type(e) for e in events] == [OrderResolved]
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_not_placed_order_whose_trade_turns_up_is_reattached_with_its_fill_and_told(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        account = venue.binance_account
+        events = []
+        rec = reconciler(broker, venue, events)  # its lookup window: 8 s
+        await rec.startup()
+        account.hide_new_s = 120.0
+        account.hide_trades_s = 0.0  # the trade shows at once; no read finds its order yet
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t20:1"))
+        for _ in range(4):
+            venue.now.advance(2000)
+            await rec.check_in_flight()
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t20:1")
+        assert entry.state is JournalState.NOT_PLACED
+        assert [type(e) for e in events] == [OrderUnresolved]
+        venue.now.advance(30_000)
+        report = await rec.catch_up_fills()  # the trade is listed, its order not yet
+        assert report.foreign_trades == 0
+        assert broker.journal.fills("binance", client_order_id=entry.client_order_id) == []
+        venue.now.advance(90_000)
+        report = await rec.catch_up_fills()
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t20:1")
+        assert entry.state is JournalState.FILLED and entry.filled_quantity == Decimal("0.01")
+        assert report.foreign_trades == 0
+        assert [e.agent_order_id for e in report.resolved] == ["k-t20:1"]
+        assert isinstance(events[-1], OrderResolved) and events[-1].entry.escalated
+        assert (await rec.check_balances()).mismatches == []
+        assert_journal_matches_exchange(broker, venue)
+        assert venue.count("binance", "order.create") == 1
+
+    run(venue, tmp_path, scenario)
+
+
+def test_trades_of_orders_that_are_not_kestrels_stay_foreign(venue, tmp_path):
+    async def scenario(broker):
+        rec = reconciler(broker, venue)
+        await broker.create_order(market_buy("k-t21:1"))
+        with venue.binance_account.lock:  # bought on the exchange's website
+            venue.binance_account.create({"symbol": "BTCUSDT", "side": "BUY", "type": "MARKET",
+                                          "quantity": "0.01", "newClientOrderId": "web_1"})
+        report = await rec.catch_up_fills()
+        assert report.foreign_trades == 1 and report.resolved == []
+        assert [e.agent_order_id for e in broker.journal.entries("binance")] == ["k-t21:1"]
+        assert (await rec.catch_up_fills()).foreign_trades == 0  # the cursor moved past it
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_fill_of_an_order_invisible_for_a_minute_after_its_lost_answer_is_never_lost(
+    venue, tmp_path
+):
+    """The order is booked and filled, its answer lost, and no read shows it (nor its trade)
+    for a minute: the watch keeps looking it up, the sweeps meanwhile raise no balance alarm,
+    and it ends FILLED with its fill, the balances explained, nothing sent twice."""
+    async def scenario(broker):
+        events = []
+        rec = live_reconciler(broker, venue, events)
+        await rec.startup()
+        venue.binance_account.hide_new_s = 60.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t22:1"))
+        await watch(rec, venue, 15 * 60)
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t22:1")
+        assert entry.state is JournalState.FILLED and entry.filled_quantity == Decimal("0.01")
+        assert [type(e) for e in events] == [OrderResolved]  # no unresolved order, no mismatch
+        assert venue.count("binance", "order.create") == 1
+        assert (await rec.check_balances()).mismatches == []
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_balance_check_while_an_order_is_in_flight_waits_for_it_instead_of_reporting(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        venue.binance_account.hide_new_s = 6.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t23:1"))
+        assert venue.binance_account.total("BTC") == Decimal("0.00999")  # filled already
+        assert (await rec.check_balances()).mismatches == []
+        assert events == []
+        venue.now.advance(6000)
+        await rec.check_in_flight()
+        entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t23:1")
+        assert entry.state is JournalState.FILLED
+        assert (await rec.check_balances()).mismatches == []
+        assert [type(e) for e in events] == [OrderResolved]
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_balance_gap_no_order_in_flight_could_make_is_reported_at_once(venue, tmp_path):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        account = venue.binance_account
+        account.hide_new_s = 6.0
+        venue.fail("binance", "order.create", Fault.lost("status", 503))
+        with pytest.raises(OrderOutcomeUnknownError):
+            await broker.create_order(market_buy("k-t24:1"))  # 0.01 BTC: about 700 USDT
+        with account.lock:
+            account.balances["USDT"][0] -= Decimal("5000")  # beyond what the order could cost
+            account.balances["ETH"][0] += Decimal("1")  # an asset the order does not trade
+        mismatches = (await rec.check_balances()).mismatches
+        assert [m.asset for m in mismatches] == ["ETH", "USDT"]  # BTC: the order's, waited out
+        assert isinstance(events[-1], BalancesMismatched)
+        assert list(events[-1].mismatches) == mismatches
+        venue.now.advance(6000)
+        await rec.check_in_flight()  # the order is found: its fill explains BTC and its cost
+        mismatches = (await rec.check_balances()).mismatches
+        assert [(m.asset, m.difference) for m in mismatches] == [
+            ("ETH", Decimal("1")), ("USDT", Decimal("-5000"))]
+
+    run(venue, tmp_path, scenario)
+
+
+def test_a_resting_order_that_fills_just_before_the_balances_are_read_is_no_mismatch(
+    venue, tmp_path
+):
+    async def scenario(broker):
+        events = []
+        rec = reconciler(broker, venue, events)
+        await rec.startup()
+        last = await broker.last_price("BTC/USDT")
+        venue.binance_account.fill_cap = Decimal("0.004")  # a partial fill each minute
+        await broker.create_order(limit_buy("k-t25:1", "0.01", f"{last + 200:.2f}"))
+        venue.now.advance(60_000)  # its next fill comes with the next read of the account
+        assert (await rec.check_balances()).mismatches == []
+        assert events == []
+        assert_journal_matches_exchange(broker, venue)
+
+    run(venue, tmp_path, scenario)
+
+
+def test_an_order_resting_on_the_book_does_not_hide_a_balance_gap(venue, tmp_path):
+    async def scenario(broker):
+        rec = reconciler(broker, venue)
+        await rec.startup()
+        await broker.create_order(limit_buy("k-t26:1", "0.01", "50000.00"))  # 500 USDT held
+        with venue.binance_account.lock:
+            venue.binance_account.balances["USDT"][0] -= Decimal("300")
+        mismatches = (await rec.check_balances()).mismatches
+        assert [(m.asset, m.difference) for m in mismatches] == [("USDT", Decimal("-300"))]
 
     run(venue, tmp_path, scenario)

@@ -25,7 +25,7 @@ from app.domain.agents import AgentState, QuestionKind
 from app.domain.errors import OperationalError
 from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
-from app.events import KillSwitchTripped, UnknownOrdersAwaitDecision
+from app.events import KillSwitchTripped, NotificationRaised, UnknownOrdersAwaitDecision
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
 from app.runtime.world import World, WorldOptions
@@ -280,6 +280,54 @@ def test_a_position_bought_with_the_fee_taken_in_the_coin_can_be_protected_and_c
     run_live(tmp_path, server, body)
 
 
+def test_a_balance_check_while_an_order_is_in_flight_does_not_trip_the_kill_switch(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    """The order is filled on the exchange, its answer lost and not yet visible: the balances
+    differ by its fill until the watch finds it, and that is no mismatch."""
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        server.binance_account.hide_new_s = 8.0
+        server.fail("binance", "order.create", Fault.lost("status", 503))
+        result = await call(world, agent, market_buy())
+        assert result.status == "error", result.xml
+        reconciler = world.venue.before_agents.reconciler
+        assert (await reconciler.check_balances()).mismatches == []
+        await world.bus.drain()
+        assert world.agents.kill_switch.active() is None
+        server.now.advance(10_000)
+        await world.venue.driver.round()  # the watch finds the order
+        assert (await reconciler.check_balances()).mismatches == []
+        await world.bus.drain()
+        assert world.agents.kill_switch.active() is None
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def test_a_balance_gap_beyond_what_an_order_in_flight_could_make_trips_the_kill_switch(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        server.binance_account.hide_new_s = 8.0
+        server.fail("binance", "order.create", Fault.lost("status", 503))
+        result = await call(world, agent, market_buy())  # 0.01 BTC: about 700 USDT
+        assert result.status == "error", result.xml
+        with server.binance_account.lock:
+            server.binance_account.balances["USDT"][0] -= Decimal("5000")
+        await world.venue.before_agents.reconciler.check_balances()
+        await world.bus.drain()
+        trip = world.agents.kill_switch.active()
+        assert trip is not None and trip.cause is TripCause.RECONCILIATION
+        assert "USDT: the journal explains 100000" in trip.reason
+        assert "BTC" not in trip.reason  # the order's own fill is not called a mismatch
+
+    run_live(tmp_path, server, body)
+
+
 # -- opt-in per agent ------------------------------------------------------------------------------
 
 
@@ -330,6 +378,68 @@ def test_a_run_of_unknown_order_outcomes_trips_the_kill_switch(
         assert_journal_matches_exchange(world.venue.broker, server)
 
     run_live(tmp_path, server, body)
+
+
+@pytest.mark.parametrize("trips", [True, False])
+def test_an_order_unknown_through_its_lookup_window_trips_the_kill_switch_as_set_then_is_found(
+    tmp_path: Path, server: FakeExchangeServer, trips: bool
+) -> None:
+    """Booked, its answer lost, and no read shows it for twelve minutes: it is looked up for
+    ten, then given up (the switch trips, or with on_unresolved_order off the person is only
+    alerted); when it shows at last it is re-attached and the person told it was found."""
+    risk = RiskConfig.model_validate({"kill_switch": {"on_unresolved_order": trips}})
+
+    async def scenario() -> None:
+        world = await live_world(tmp_path, server, settings=live_settings(server, risk=risk))
+        alerts: list[NotificationRaised] = []
+        world.bus.subscribe(NotificationRaised, alerts.append)
+
+        async def minutes(count: int) -> None:
+            for _ in range(count):
+                server.now.advance(60_000)
+                await world.venue.driver.round()
+            await world.bus.drain()
+
+        def told(subject: str) -> list[str]:
+            return [a.message for a in alerts if a.channel == "UI_ALERT" and a.subject == subject]
+
+        try:
+            await world.start(decided(None))
+            agent = "desk-1"
+            grant(world, agent)
+            price = await world.venue.broker.last_price("BTC/USDT")
+            server.binance_account.hide_new_s = 720.0
+            server.fail("binance", "order.create", Fault.lost("status", 503))
+            result = await call(world, agent, (
+                "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
+                f"</order_type><price>{(price * Decimal('0.92')).quantize(Decimal('0.01'))}"
+                "</price><quantity>0.01000</quantity></create_order>"))
+            assert result.status == "error", result.xml
+            await minutes(9)
+            assert world.agents.kill_switch.active() is None  # still being looked up
+            await minutes(2)
+            journal = world.venue.broker.journal
+            (entry,) = journal.entries("binance")
+            assert entry.state.value == "NOT_PLACED"
+            trip = world.agents.kill_switch.active()
+            if trips:
+                assert trip is not None and trip.cause is TripCause.RECONCILIATION
+                assert "within its 10 min lookup window" in trip.reason
+            else:
+                assert trip is None
+                (alert,) = told("Kestrel: order outcome unknown on binance")
+                assert "within its 10 min lookup window" in alert and "not tripped" in alert
+            await minutes(2)  # the order shows at last
+            (entry,) = journal.entries("binance")
+            assert entry.state.value == "OPEN"
+            (found,) = told("Kestrel: order found on binance")
+            assert "was found on binance: OPEN" in found
+            assert server.count("binance", "order.create") == 1
+            assert_journal_matches_exchange(world.venue.broker, server)
+        finally:
+            await world.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_a_daily_loss_read_from_the_account_trips_the_kill_switch(

@@ -18,8 +18,11 @@ Fees: 0.1% of what is received, in the received asset (Binance's rule without BN
 
 Knobs a test sets (under ``lock``): ``fill_cap``, ``book_levels`` (fewer levels: market orders
 fill partly), ``hide_new_s`` (a new order is invisible to every read for that many fake
-seconds), ``check_timestamps`` (refuse a signed request whose timestamp is off the fake now by
-more than its recvWindow, code -1021).
+seconds: lookups, open and all orders, and its trades in myTrades), ``hide_trades_s`` (None:
+a hidden order's trades stay hidden as long as the order; a number: they show in myTrades that
+many fake seconds after the order was placed, so 0 shows a trade whose order no read finds yet,
+as an exchange whose order index lags its trade history does), ``check_timestamps`` (refuse a
+signed request whose timestamp is off the fake now by more than its recvWindow, code -1021).
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ class FakeBinanceAccount:
         self.fill_cap: Decimal | None = None
         self.book_levels = 20
         self.hide_new_s = 0.0
+        self.hide_trades_s: float | None = None
         self.check_timestamps = False
         self._next_order = 1_000_000
         self._next_trade = 5_000_000
@@ -154,6 +158,7 @@ class FakeBinanceAccount:
             self.fill_cap = None
             self.book_levels = 20
             self.hide_new_s = 0.0
+            self.hide_trades_s = None
             self.check_timestamps = False
 
     # -- what tests read ---------------------------------------------------------------------
@@ -174,6 +179,11 @@ class FakeBinanceAccount:
 
     def _visible(self, order: FakeOrder) -> bool:
         return self._now() >= order.time_ms + int(self.hide_new_s * 1000)
+
+    def _trade_visible(self, trade: Mapping[str, Any]) -> bool:
+        hide = self.hide_new_s if self.hide_trades_s is None else self.hide_trades_s
+        order = next((o for o in self.orders if o.order_id == trade["orderId"]), None)
+        return order is None or self._now() >= order.time_ms + int(hide * 1000)
 
     def _balance(self, asset: str) -> list[Decimal]:
         return self.balances.setdefault(asset, [ZERO, ZERO])
@@ -439,7 +449,8 @@ class FakeBinanceAccount:
             symbol = self._symbol(params)
             market_id = params["symbol"]
             limit = min(int(params.get("limit", "500")), 1000)
-            found = [t for t in self.trades if t["symbol"] == market_id]
+            found = [t for t in self.trades
+                     if t["symbol"] == market_id and self._trade_visible(t)]
             if "fromId" in params:
                 found = [t for t in found if t["id"] >= int(params["fromId"])]
                 return found[:limit]

@@ -78,7 +78,7 @@ def reconciler(broker: CcxtBroker, server: FakeExchangeServer, events: list | No
                policy: ReconcilePolicy | None = None) -> Reconciler:
     return Reconciler(broker, notify=(events.append if events is not None else None),
                       policy=policy or ReconcilePolicy(first_check_s=2, interval_s=2,
-                                                       max_checks=4, sweep_s=0),
+                                                       lookup_window_s=8, sweep_s=0),
                       sleep=AdvancingSleep(server.now))
 
 

@@ -26,8 +26,10 @@ from app.events import (
     EventBus,
     KillSwitchReset,
     KillSwitchTripped,
+    NotificationRaised,
     OrderOutcomeUnknown,
     ReconciliationMismatch,
+    UnresolvedOrderFound,
 )
 from app.orchestration.ids import SeededIds
 from app.orchestration.kill_switch import KillSwitch
@@ -322,4 +324,58 @@ def test_a_mismatch_does_not_trip_it_when_that_is_turned_off(tmp_path: Path) -> 
         on_reconciliation_mismatch=False)))
     desk.switch.watch(desk.bus)
     asyncio.run(desk.bus.publish(ReconciliationMismatch("binance", "unknown_orders", "2")))
+    assert not desk.switch.is_tripped()
+
+
+GIVEN_UP = ReconciliationMismatch(
+    "binance", "unresolved_order", "trader's BUY 0.01 BTC/USDT order (client id k-1) was sent "
+    "but its answer was lost, and it was not found on binance by client order id within its "
+    "10 min lookup window (121 lookups).")
+
+
+def alerts_of(desk: Desk) -> list[NotificationRaised]:
+    seen: list[NotificationRaised] = []
+    desk.bus.subscribe(NotificationRaised, lambda e: seen.append(e) if e.channel == "UI_ALERT"
+                       else None)
+    return seen
+
+
+def test_an_order_given_up_after_its_lookup_window_trips_it_by_default(tmp_path: Path) -> None:
+    assert KillSwitchConfig().on_unresolved_order is True
+    desk = make_desk(tmp_path)
+    desk.switch.watch(desk.bus)
+    asyncio.run(desk.bus.publish(GIVEN_UP))
+    trip = desk.switch.active()
+    assert trip is not None and trip.cause is TripCause.RECONCILIATION
+    assert "within its 10 min lookup window" in trip.reason
+
+
+def test_with_on_unresolved_order_off_a_given_up_order_is_told_and_trading_goes_on(
+    tmp_path: Path,
+) -> None:
+    desk = make_desk(tmp_path, RiskConfig(kill_switch=KillSwitchConfig(
+        on_unresolved_order=False)))
+    desk.switch.watch(desk.bus)
+    alerts = alerts_of(desk)
+    asyncio.run(desk.bus.publish(GIVEN_UP))
+    assert not desk.switch.is_tripped()
+    (alert,) = alerts
+    assert alert.subject == "Kestrel: order outcome unknown on binance"
+    assert GIVEN_UP.detail in alert.message and "not tripped" in alert.message
+    # a balance that differs still trips it: the setting is about unresolved orders only
+    asyncio.run(desk.bus.publish(
+        ReconciliationMismatch("binance", "balance", "USDT: journal 1000, exchange 940")))
+    assert desk.switch.is_tripped()
+
+
+def test_an_order_reported_not_placed_and_found_after_all_is_told(tmp_path: Path) -> None:
+    desk = make_desk(tmp_path)
+    desk.switch.watch(desk.bus)
+    alerts = alerts_of(desk)
+    asyncio.run(desk.bus.publish(UnresolvedOrderFound(
+        "binance", "trader's BUY 0.01 BTC/USDT order (client id k-1, exchange id 7) was found "
+        "on binance: FILLED, 0.01 filled at 70000.")))
+    (alert,) = alerts
+    assert alert.subject == "Kestrel: order found on binance"
+    assert "FILLED, 0.01 filled" in alert.message and "reported as not placed" in alert.message
     assert not desk.switch.is_tripped()
