@@ -19,9 +19,11 @@ import pytest
 
 from app.ccxt.broker import CcxtBroker
 from app.ccxt.errors import RequestsPausedError
+from app.ccxt.gate import gate_for
 from app.ccxt.market import CcxtMarketData
 from app.domain.errors import ErrorCode, TemporaryError
 from app.domain.trading import OrderStatus, OrderType, Side
+from app.runtime.live_venue import AccountWatch
 from app.store.order_journal import JournalState
 from app.trading.port import OrderRequest
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
@@ -29,6 +31,7 @@ from tests.helpers.fake_exchange.broker import (
     assert_journal_matches_exchange,
     close_broker,
     open_broker,
+    reconciler,
 )
 from tests.helpers.fake_exchange.client import open_market
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -144,6 +147,29 @@ def test_the_order_whose_answer_is_the_ban_is_rejected_and_ends_the_unknown_run(
             entry = broker.journal.by_agent_order_id("binance", AGENT, "k-ban:4")
             assert entry is not None and entry.state is JournalState.REJECTED
             assert broker.unknown_run == 0  # the exchange answered: a definite refusal
+        finally:
+            await close_broker(broker, market)
+
+    asyncio.run(scenario())
+
+
+def test_the_account_watcher_skips_its_poll_during_a_ban_without_failing(
+    server: FakeExchangeServer, tmp_path: Any
+) -> None:
+    async def scenario() -> None:
+        broker, market = await open_broker(server, tmp_path / "kestrel.db")
+        try:
+            watch = AccountWatch(broker, reconciler(broker, server),
+                                 hold=gate_for("binance").held)
+            await watch()
+            await meet_the_ban(server, market)
+            asked = len(server.requests)
+            for _ in range(5):
+                await watch()  # no error: nothing asked
+            assert len(server.requests) == asked
+            server.now.set(START_MS + BAN_S * 1000)
+            await watch()
+            assert server.count("binance", "account") > 0
         finally:
             await close_broker(broker, market)
 
