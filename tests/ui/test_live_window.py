@@ -379,3 +379,19 @@ def test_during_a_ban_the_status_bar_says_until_when_requests_are_paused(
 
     live_desk.run(scenario)
 
+
+def test_a_ban_met_by_a_read_the_window_started_is_said_in_the_status_bar_not_as_a_crash(
+    live_desk: LiveDesk, qtbot: Any, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        window = live_desk.window()
+        await open_confirmed(qtbot, live_desk, window)
+        await window.tasks.wait()
+        server.ban("binance", 120)
+        window.tasks.spawn(window.panels["account"].refresh())  # as the window does on opening
+        await window.tasks.wait()
+        assert window.errors.reports == []  # no "unexpected error" report, no traceback
+        assert window.statusBar().currentMessage().startswith(
+            "binance has banned requests until 06:39:15 UTC (HTTP 418, Retry-After 120 s)")
+
+    live_desk.run(scenario)
