@@ -286,6 +286,22 @@ class AccountRefreshed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ExchangeBanned(Event):
+    """An exchange banned (HTTP 418) or rate-limited (429) this client's requests: Kestrel sends
+    it nothing, reads or orders, until ``until_ms`` (published when the pause starts or grows).
+
+    Attributes:
+        status: 418 (a ban) or 429 (a rate limit).
+        reason: the exchange's own words in the answer.
+    """
+
+    venue: str
+    until_ms: int
+    status: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownOrdersAwaitDecision(Event):
     """Reconciliation found orders on the exchange that the journal does not know; the person
     decides whether each is adopted (followed, owned by the person) or left alone.

@@ -21,6 +21,17 @@ def _secrets_learnt_in_a_test_are_forgotten_after_it() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _exchange_pauses_do_not_outlive_a_test() -> Iterator[None]:
+    """The exchanges' gates are process-wide: a ban one test provoked would hold the requests
+    of every later test (fixtures of the fake exchange reset them on its fake time)."""
+    from app.ccxt.gate import GATES
+
+    GATES.reset()
+    yield
+    GATES.reset()
+
+
+@pytest.fixture(autouse=True)
 def _logging_set_up_in_a_test_is_undone_after_it() -> Iterator[None]:
     """Code under test configures the root logger as if it owned the process (see
     ``tests.helpers.logs``)."""

@@ -11,6 +11,10 @@ and its parsers then turn that into empty or ``None``-filled results without rai
 exchange built here refuses such a reply with ccxt's own ``BadResponse`` instead
 (``_refuse_malformed_json``), so it is retried and reported like any unreadable answer.
 
+Every exchange built here passes its requests through its exchange's gate (``gate.py``): after a
+418 ban or a 429 rate limit, nothing more is sent to that exchange, from any of Kestrel's exchange
+objects, until the pause the exchange stated is over.
+
 The exchange's aiohttp session is created lazily, on the event loop of its first request, and must
 be closed on that loop: ``await exchange.close()`` (``CcxtMarketData.close`` does it).
 """
@@ -24,6 +28,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from app.ccxt import gate
 from app.config.exchanges import ExchangeSettings
 from app.domain.errors import OperationalError
 
@@ -84,6 +89,7 @@ def build_exchange(
     exchange = klass(exchange_config(settings or ExchangeSettings()))
     _refuse_malformed_json(exchange, module.BadResponse)
     _keep_decimal_context(exchange)
+    gate.install(exchange)  # outermost: a held request does not even reach the JSON check
     return exchange
 
 

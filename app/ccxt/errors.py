@@ -11,7 +11,10 @@ Note: ``RateLimitExceeded`` is not a subclass of ``DDoSProtection`` in current c
 ``NetworkError`` subclasses), so each has its own row.
 
 Only reads are retried (``retry_read``): a write that timed out may have reached the exchange, and
-retrying it blindly could place an order twice.
+retrying it blindly could place an order twice. A read is never retried while its exchange's gate
+is closed (``gate.py``: a 418 ban or a 429 with its Retry-After): it waits a short pause out, and
+gives up at once with the gate's ``RequestsPausedError`` when the pause is longer than the policy's
+``max_wait_s``.
 
 The exchange's own words are kept in the message (they say what is wrong), redacted here, where
 they enter: a gateway or proxy that refuses a signed request may quote the API key or the
@@ -61,6 +64,19 @@ class ExchangeRateLimitedError(RateLimitedError, TemporaryError):
     """The exchange refused for too many requests; ``retry_after_s`` when it said how long."""
 
     retry_after_s: float | None = None
+
+
+class RequestsPausedError(ExchangeRateLimitedError):
+    """The exchange banned (HTTP 418) or rate-limited (429) this client, and its gate
+    (``app.ccxt.gate``) holds every request until ``retry_after_s`` from now.
+
+    Attributes:
+        answered: False when nothing was sent (the gate refused the request): an order refused
+            so was certainly not booked. True for the request whose answer closed the gate: it
+            was sent, and the exchange refused it before booking anything.
+    """
+
+    answered: bool = False
 
 
 class ExchangeBadResponseError(ExchangeError, TemporaryError):
@@ -374,6 +390,17 @@ async def retry_read[T](
             return await call()
         except asyncio.CancelledError:
             raise
+        except RequestsPausedError as paused:
+            # the exchange's gate is closed: a retry before it opens would be refused unsent, so
+            # the read waits it out when that is short, and otherwise gives up with its error
+            wait_s = paused.retry_after_s or 0.0
+            if attempt >= policy.retries or wait_s > policy.max_wait_s:
+                raise
+            attempt += 1
+            wait = max(policy.backoff_s(attempt), wait_s)
+            logger.info("%s: %s paused (HTTP %s), retry %d of %d in %.2f s", exchange_id, what,
+                        paused.details.get("status"), attempt, policy.retries, wait)
+            await sleep(wait)
         except Exception as exc:
             if not (is_ccxt_error(exc) or isinstance(exc, _PARSE_FAILURES)):
                 raise

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.ccxt.client_ids import derive
-from app.ccxt.errors import translate
+from app.ccxt.errors import RequestsPausedError, translate
 from app.ccxt.orders import to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
 from app.ccxt.stops import as_stop_limit
@@ -186,6 +186,10 @@ async def _send(broker: CcxtBroker, legs: OcoLegs) -> tuple[Order, Order]:
     except asyncio.CancelledError:
         for entry in entries:
             broker.sending.mark_unknown(entry, "the OCO request was cancelled while in flight")
+        raise
+    except RequestsPausedError as error:  # held by the exchange's gate: neither leg booked
+        for entry in entries:
+            broker.sending.paused(entry, error)
         raise
     except Exception as exc:
         outcome = sort_failure(exc, broker.id_rules)

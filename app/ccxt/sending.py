@@ -4,8 +4,10 @@ The request is sent once, carrying the client id the intent was journaled under;
 ``create_order`` is never retried. The outcome is sorted once (``outcome``): a refusal is
 REJECTED with the exchange's reason in the error envelope; an answer that does not name the
 order, or no answer at all, leaves the order UNKNOWN and the agent is told its outcome is being
-checked; a refused duplicate client id means the order exists and is looked up. ``unknown_run``
-counts consecutive sends whose outcome was unknown (the kill switch reads it).
+checked; a refused duplicate client id means the order exists and is looked up. An order held by
+the exchange's gate (a ban or a rate limit, ``gate.py``) was certainly not booked: NOT_SENT when
+nothing left, REJECTED when its own answer closed the gate (``paused``). ``unknown_run`` counts
+consecutive sends whose outcome was unknown (the kill switch reads it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from app.ccxt.announce import Announcer
 from app.ccxt.client_ids import ClientIdRules
-from app.ccxt.errors import translate
+from app.ccxt.errors import RequestsPausedError, translate
 from app.ccxt.order_sync import OrderSync
 from app.ccxt.orders import to_order
 from app.ccxt.outcome import Outcome, check_answer, sort_failure, unknown_outcome
@@ -74,6 +76,9 @@ class OrderSender:
         except asyncio.CancelledError:
             self.mark_unknown(entry, "the request was cancelled while in flight")
             raise
+        except RequestsPausedError as error:
+            self.paused(entry, error)
+            raise
         except Exception as exc:
             outcome = sort_failure(exc, self.id_rules)
             if outcome is Outcome.REJECTED:
@@ -119,6 +124,24 @@ class OrderSender:
                 entry.symbol, float(entry.quote_amount), params)
         return await self.exchange.create_order(
             entry.symbol, kind, side, float(entry.quantity), price, params)
+
+    def paused(self, entry: JournalEntry, error: RequestsPausedError) -> JournalEntry:
+        """Journal an order the exchange's gate held: never booked, so never UNKNOWN.
+
+        Held before it left: NOT_SENT, the attempt taken back (no request left this process),
+        and the run of unknown outcomes left as it is (nothing was learnt about the exchange).
+        Its own answer closed the gate (418, 429): REJECTED, as any refusal, which ends the run.
+        The same tool call may send it again once the gate opens.
+        """
+        now = self.clock.now_ms()
+        logger.info("%s: order %s (%s) not placed: %s", self.venue, entry.agent_order_id,
+                    entry.client_order_id, error.message)
+        if error.answered:
+            self.unknown_run = 0
+            return self.journal.update(entry, state=JournalState.REJECTED, reason=error.message,
+                                       updated_ms=now)
+        return self.journal.update(entry, state=JournalState.NOT_SENT, reason=error.message,
+                                   attempts=max(entry.attempts - 1, 0), updated_ms=now)
 
     def mark_unknown(self, entry: JournalEntry, why: str) -> JournalEntry:
         logger.warning("%s: order %s (%s) outcome unknown: %s", self.venue,

@@ -11,6 +11,10 @@ A failed read (the network, the exchange) does not stop the driver: it is logged
 ``last_error`` for the window to show, and the next tick tries again; settling and jobs go on
 with the last quotes read (an order only ever fills against a quote read after it was placed).
 
+While the exchange holds requests (a ban or a rate limit, ``hold`` says until when), the driver
+does not read at all: asking during a ban only lengthens it. ``held`` says so for the window, and
+settling and jobs go on with the last reads until the pause ends.
+
 Typed against the ports and two callables only, so the paper-on-live-quotes venue and the live
 venue share it: the venue builder passes what reads and what settles.
 """
@@ -41,6 +45,9 @@ class LiveDriver:
         bus: where ``ClockAdvanced`` goes, and whose ``OrderPlaced`` wakes the driver.
         tick_s: seconds between two rounds when nothing wakes the driver.
         sleep: waits between rounds (tests inject one that moves a fake clock instead).
+        hold: why the market may not be read now, in words (the exchange's pause: "binance:
+            requests paused until 12:34:56 UTC (ban, HTTP 418)"), None when it may; None: never
+            held.
     """
 
     def __init__(
@@ -52,6 +59,7 @@ class LiveDriver:
         bus: EventBus | None = None,
         tick_s: float = DEFAULT_TICK_S,
         sleep: Sleep | None = None,
+        hold: Callable[[], str | None] | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError(f"tick_s must be positive, got {tick_s}")
@@ -64,6 +72,8 @@ class LiveDriver:
         self._settle = settle
         self._refresh = refresh
         self._sleep = sleep
+        self._hold = hold
+        self._held_said: str | None = None
         self._services: list[Callable[[int], object]] = []
         self._last_ms = clock.now_ms()
         self._wake = asyncio.Event()
@@ -126,12 +136,18 @@ class LiveDriver:
                 continue
             await self.round()
 
+    @property
+    def held(self) -> str | None:
+        """Why the market is not read now (the exchange paused requests), None when it is."""
+        return None if self._hold is None else self._hold()
+
     # -- one round -----------------------------------------------------------------------------
 
     async def round(self) -> int:
-        """Read the market, then settle and run the services now; return the fills."""
+        """Read the market (unless the exchange holds requests), then settle and run the
+        services now; return the fills."""
         self.rounds += 1
-        if self._refresh is not None:
+        if self._refresh is not None and self._may_read():
             try:
                 await self._refresh()
             except asyncio.CancelledError:
@@ -143,6 +159,17 @@ class LiveDriver:
                     logger.info("live market reads work again")
                 self.last_error = None
         return self.advance_to(self.clock.now_ms())
+
+    def _may_read(self) -> bool:
+        """False while the exchange holds requests (said once in the log per pause); the pause
+        then stands for the read that met it, whose failure is no longer shown."""
+        held = self.held
+        if held is not None:
+            if held != self._held_said:
+                logger.info("live market reads wait: %s", held)
+            self.last_error = None
+        self._held_said = held
+        return held is None
 
     def wake(self) -> None:
         """Run the next round now instead of at the next tick."""

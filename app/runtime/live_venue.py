@@ -11,6 +11,9 @@ Parts: ``LiveClock`` (wall time, never back) + ``CcxtMarketData`` (public data) 
 the journal stores them), the balances read (``AccountRefreshed``: the kill switch judges the
 loss halts on them) and, every ``sweep_s``, the full sweep (unknown orders, missed fills, the
 balance check). Before any agent runs, ``LiveStartup`` reconciles (``Venue.before_agents``).
+While the exchange holds requests (a 418 ban or a 429 rate limit, ``app.ccxt.gate``), the driver
+and ``AccountWatch`` skip their polls instead of failing every tick, the status bar says until
+when, and ``ExchangeBanned`` goes to the bus.
 
 Connecting is network I/O on the world's loop (``connect_live``); building is not
 (``open_live``), as for the live-paper venue.
@@ -25,6 +28,7 @@ from typing import Any
 
 from app.ccxt.broker import CcxtBroker, build_broker_exchange
 from app.ccxt.credentials import load_keys
+from app.ccxt.gate import gate_for
 from app.ccxt.live_grants import LiveGrants
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.reconcile import ReconcilePolicy, Reconciler
@@ -111,6 +115,8 @@ class AccountWatch:
 
     The account itself (balances valued at last prices; the day's start and the peak equity the
     loss halts are judged on) is read every ``account_s``; the balances alone on the other ticks.
+    Nothing is read while ``hold`` says the exchange holds requests (asking during a ban lengthens
+    it); the next poll after the pause catches up.
     """
 
     def __init__(
@@ -121,8 +127,10 @@ class AccountWatch:
         sweep_s: float = SWEEP_S,
         account_s: float = ACCOUNT_S,
         monotonic: Callable[[], float] = time.monotonic,
+        hold: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.broker = broker
+        self.hold = hold
         self.reconciler = reconciler
         self.sweep_s = sweep_s
         self.account_s = account_s
@@ -131,6 +139,8 @@ class AccountWatch:
         self._last_account: float | None = None
 
     async def __call__(self) -> None:
+        if self.hold() is not None:
+            return
         await self.reconciler.check_in_flight()
         now = self._mono()
         if self._last_sweep is None or now - self._last_sweep >= self.sweep_s:
@@ -176,12 +186,17 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
     reports = BusReports(venue_id, context.bus)
     reconciler = Reconciler(broker, notify=reports, policy=ReconcilePolicy(),
                             **({} if spec.sleep is None else {"sleep": spec.sleep}))
-    watch = AccountWatch(broker, reconciler)
+    gate = gate_for(venue_id)
+    watch = AccountWatch(broker, reconciler, hold=gate.held)
     driver = LiveDriver(clock, lambda: (), refresh=watch, bus=context.bus, tick_s=spec.tick_s,
-                        sleep=spec.sleep)
+                        sleep=spec.sleep, hold=gate.held)
     startup = LiveStartup(reconciler, reports)
+    if context.events is not None:
+        gate.watch(context.events)
 
     async def close() -> None:
+        if context.events is not None:
+            gate.unwatch(context.events)
         try:
             await broker.close()
             await market.close()

@@ -67,6 +67,7 @@ class ReplayDriver:
         self.speed = 60.0
         self.paused = False
         self.last_error: str | None = None  # a replay reads no market: nothing can fail
+        self.held: str | None = None  # nor be held by an exchange
         self._services: list[Callable[[int], object]] = []
 
     def on_advance(self, service: Callable[[int], object]) -> None:

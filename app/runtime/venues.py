@@ -146,10 +146,21 @@ def open_live_paper(spec: VenueSpec, context: VenueContext) -> Venue:
         rules={s: market.rules(s) for s in market.symbols()}, events=context.events,
         quotes=feed, venue=f"live-paper:{market.exchange_id}",
     )
+    from app.ccxt.gate import gate_for
+
+    gate = gate_for(market.exchange_id)  # a ban of the exchange holds its quotes too
     driver = LiveDriver(clock, broker.settle, refresh=feed.refresh, bus=context.bus,
-                        tick_s=spec.tick_s, sleep=spec.sleep)
+                        tick_s=spec.tick_s, sleep=spec.sleep, hold=gate.held)
+    if context.events is not None:
+        gate.watch(context.events)
+
+    async def close() -> None:
+        if context.events is not None:
+            gate.unwatch(context.events)
+        await market.close()
+
     return Venue("live-paper", live_paper_label(market.exchange_id), clock, market, broker,
-                 driver, closers=[market.close],
+                 driver, closers=[close],
                  reconfigure=lambda old, new: paper_costs(broker, old, new))
 
 

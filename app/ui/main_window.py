@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from app.domain.agents import AgentRole, AgentState
 from app.domain.clock import ms_to_iso
-from app.domain.errors import KestrelError, OperationalError
+from app.domain.errors import KestrelError, OperationalError, TemporaryError
 from app.events import EventBus
 from app.secrets import SecretStore
 from app.ui import window_layout
@@ -550,6 +550,12 @@ class MainWindow(QMainWindow):
     # -- errors and closing --------------------------------------------------------------------
 
     def _task_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, TemporaryError):
+            # a read the window started failed for now (the network, an exchange's ban or rate
+            # limit): its message says what and until when; it is no crash to report
+            logger.warning("a read of the window failed: %s", exc)
+            self.statusBar().showMessage(str(exc), 15_000)
+            return
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.errors.report(f"{type(exc).__name__}: {exc}", details)
 

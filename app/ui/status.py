@@ -1,4 +1,5 @@
-"""The status bar: market clock (simulated time in a replay), data connection, agents at work,
+"""The status bar: market clock (simulated time in a replay), data connection (while the exchange
+holds requests after a ban or a rate limit: until when), agents at work,
 LLM spend today and the trading mode, which is always visible (LIVE in its own colour); while the
 kill switch is tripped, a red TRADING HALTED badge beside the mode."""
 
@@ -82,11 +83,18 @@ class StatusBar(QStatusBar):
         now = ms_to_iso(self.world.venue.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
         self.clock_label.setText(f"Market time {now}")
         self.agents_label.setText(self._agents_text())
-        failing = self.world.venue.driver.last_error
-        self.connection_label.setText(self.connection if failing is None else
-                                      f"{self.connection}: market reads failing, retrying")
-        self.connection_label.setToolTip(failing or "")
-        set_look(self.connection_label, "" if failing is None else "warning")
+        driver = self.world.venue.driver
+        held, failing = driver.held, driver.last_error
+        if held is not None:  # the exchange paused requests: nothing is asked until then
+            self.connection_label.setText(held)
+            self.connection_label.setToolTip(
+                f"{held}. Kestrel sends the exchange nothing, reads or orders, before then: "
+                "asking during a ban only makes it longer.")
+        else:
+            self.connection_label.setText(self.connection if failing is None else
+                                          f"{self.connection}: market reads failing, retrying")
+            self.connection_label.setToolTip(failing or "")
+        set_look(self.connection_label, "" if held is None and failing is None else "warning")
         trip = self.world.agents.kill_switch.active()
         self.halted_label.setVisible(trip is not None)
         self.halted_label.setToolTip(

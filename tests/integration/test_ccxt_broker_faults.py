@@ -275,7 +275,8 @@ def test_a_rate_limit_on_create_is_a_rejection_with_the_exchanges_reason(venue, 
         entry = broker.journal.by_agent_order_id("binance", AGENT, "k-t10:1")
         assert entry.state is JournalState.REJECTED and "Too many requests" in entry.reason
         assert broker.unknown_run == 0
-        # a refused order was never booked: the same call may send it
+        # a refused order was never booked: the same call may send it, once the pause is over
+        venue.now.advance(int(caught.value.retry_after_s * 1000))
         order = await broker.create_order(limit_buy("k-t10:1"))
         assert order.status is OrderStatus.SUBMITTED
         await settle(broker, venue)

@@ -7,7 +7,8 @@ import pytest
 
 from app.domain.errors import ErrorCode, TemporaryError, ToolError
 from tests.helpers.fake_exchange import Fault
-from tests.helpers.fake_exchange.client import RecordedSleep, open_market
+from tests.helpers.fake_exchange.broker import AdvancingSleep
+from tests.helpers.fake_exchange.client import open_market
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     VENUES,
     fake_exchange_fixture,
@@ -16,8 +17,10 @@ from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
 
 
 def read_ticker(server, venue, *, timeout_s=5.0):
-    """Open the adapter, read one ticker; return (ticker or error, waits, ticker requests)."""
-    sleep = RecordedSleep()
+    """Open the adapter, read one ticker; return (ticker or error, waits, ticker requests).
+
+    Each retry wait moves the fake time instead of passing (an exchange's pause runs on it)."""
+    sleep = AdvancingSleep(server.now)
 
     async def scenario():
         market = await open_market(server, venue, sleep=sleep, timeout_s=timeout_s)
@@ -42,13 +45,15 @@ def test_a_429_with_retry_after_is_waited_out_then_the_read_succeeds(server, ven
 
 @pytest.mark.parametrize("venue", VENUES)
 def test_a_429_that_persists_is_rate_limited_after_the_retries(server, venue):
+    """Without Retry-After, each 429 pauses the exchange for the default 5 s: every retry
+    waits the pause out (none is sent inside it), and the last refusal says until when."""
     server.fail(venue, "ticker", Fault.status(429), times=None)
     error, waits, asked = read_ticker(server, venue)
     assert isinstance(error, ToolError) and isinstance(error, TemporaryError)
     assert error.code is ErrorCode.RATE_LIMITED
-    assert asked == 4 and waits == [0.5, 1.0, 2.0]
-    assert error.message.startswith(f"{venue}: fetching the BTC/USDT ticker failed after 3 ")
-    assert "Wait before asking again" in error.message
+    assert asked == 4 and waits == [5.0, 5.0, 5.0]
+    assert error.message.startswith(f"{venue} has rate-limited requests until ")
+    assert "(HTTP 429, no Retry-After: Kestrel's default pause, 5 s left)" in error.message
 
 
 @pytest.mark.parametrize("venue", VENUES)

@@ -241,7 +241,9 @@ def test_a_rate_limited_oco_is_refused_and_nothing_is_placed(venue, tmp_path):
         assert open_on_exchange(venue) == {}
         assert venue.binance_account.balances["BTC"] == [HELD, Decimal(0)]
         assert_journal_matches_exchange(broker, venue)
-        # refused, so the same call may send it again: it is placed once
+        # refused, so the same call may send it again once the pause it asked for is over:
+        # it is placed once
+        venue.now.advance(1000)
         await broker.create_oco(*exits(tp, sl))
         assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
         assert_journal_matches_exchange(broker, venue)
@@ -421,7 +423,8 @@ def test_a_new_list_the_exchange_refuses_puts_the_old_list_back_as_a_list(tmp_pa
     new list would have left the position with neither exit."""
     async def body(world: World) -> None:
         agent, tp, sl = await listed(world, venue)
-        venue.fail("binance", "orderList.oco", Fault.status(429), times=1)
+        # a refusal that asks for no pause (Retry-After: 0): the old list may go back at once
+        venue.fail("binance", "orderList.oco", Fault.status(429, retry_after=0), times=1)
         refused = await call(world, agent, tp_sl_call(tp + 1, sl - 1))
         assert refused.status == "error" and "RATE_LIMITED" in refused.xml
         assert f"previous take profit at {tp} was cancelled first and has been placed again" \

@@ -263,7 +263,8 @@ def test_a_stop_move_the_exchange_refuses_puts_the_old_stop_back_and_says_so(
     exchange then refuses the new one, the position is not left without a stop."""
     async def body(world: World) -> None:
         old, new = await _protected(world)
-        server.fail("binance", "order.create", Fault.status(429), times=1)
+        # a refusal that asks for no pause (Retry-After: 0), so the old stop may go back at once
+        server.fail("binance", "order.create", Fault.status(429, retry_after=0), times=1)
         moved = await call(world, PERSON_ID, _stop_at(new))
         assert moved.status == "error"
         assert "RATE_LIMITED" in moved.xml
@@ -281,7 +282,8 @@ def test_a_stop_move_refused_twice_says_the_position_has_no_stop_loss_now(
 ) -> None:
     async def body(world: World) -> None:
         old, new = await _protected(world)
-        server.fail("binance", "order.create", Fault.status(429), times=2)
+        # refusals that ask for no pause (Retry-After: 0): the old stop is sent back, and refused
+        server.fail("binance", "order.create", Fault.status(429, retry_after=0), times=2)
         moved = await call(world, PERSON_ID, _stop_at(new))
         assert moved.status == "error"
         assert "could not be placed again" in moved.xml
@@ -332,7 +334,8 @@ def test_a_close_the_exchange_refuses_puts_the_stop_it_cancelled_back(
     leave the position open and unprotected."""
     async def body(world: World) -> None:
         old, _new = await _protected(world)
-        server.fail("binance", "order.create", Fault.status(429), times=1)
+        # a refusal that asks for no pause (Retry-After: 0), so the old stop may go back at once
+        server.fail("binance", "order.create", Fault.status(429, retry_after=0), times=1)
         closed = await call(world, PERSON_ID, (
             "<close_position><symbol>BTC/USDT</symbol><reason>done</reason></close_position>"))
         assert closed.status == "error" and "RATE_LIMITED" in closed.xml

@@ -20,16 +20,25 @@ from pathlib import Path
 
 import pytest
 
+from app.ccxt.errors import RequestsPausedError
 from app.config.risk import RiskConfig
 from app.domain.agents import AgentState, QuestionKind
 from app.domain.errors import OperationalError
 from app.domain.kill_switch import TripCause
-from app.domain.trading import Mode
-from app.events import KillSwitchTripped, NotificationRaised, UnknownOrdersAwaitDecision
+from app.domain.trading import Mode, OrderType, Side
+from app.events import (
+    ExchangeBanned,
+    KillSwitchTripped,
+    NotificationRaised,
+    OrderOutcomeUnknown,
+    UnknownOrdersAwaitDecision,
+)
 from app.runtime.live_startup import UnknownOrderChoice, UnknownOrdersUndecided
 from app.runtime.open_world import open_world
 from app.runtime.world import World, WorldOptions
+from app.store.order_journal import JournalState
 from app.trading.live_account import ExchangeOrder
+from app.trading.port import OrderRequest
 from app.workspace import Workspace
 from tests.helpers.agents import settle
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
@@ -440,6 +449,72 @@ def test_an_order_unknown_through_its_lookup_window_trips_the_kill_switch_as_set
             await world.aclose()
 
     asyncio.run(scenario())
+
+
+def test_orders_held_by_a_ban_are_not_placed_and_never_trip_the_unknown_outcome_run(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        agent = "desk-1"
+        grant(world, agent)
+        unknown: list[OrderOutcomeUnknown] = []
+        world.bus.subscribe(OrderOutcomeUnknown, unknown.append)
+        server.fail("binance", "order.create", Fault.lost("status", 503), times=2)
+        for _ in range(2):  # two lost answers: one more unknown outcome would trip the switch
+            result = await call(world, agent, market_buy())
+            assert "outcome is unknown" in result.xml, result.xml
+        broker = world.venue.broker
+        assert broker.unknown_run == 2
+        server.ban("binance", 120)
+        await world.venue.driver.round()  # the account watcher's poll meets the ban
+        sent = server.count("binance", "order.create")
+        for n in range(3):
+            with pytest.raises(RequestsPausedError, match="binance has banned requests until "
+                               "06:39:15 UTC .HTTP 418, Retry-After 120 s.; nothing is sent"):
+                await broker.create_order(OrderRequest(
+                    agent, "BTC/USDT", Side.BUY, OrderType.MARKET, Decimal("0.01"),
+                    client_order_id=f"held-{n}"))
+        result = await call(world, agent, market_buy())  # what an agent is told
+        assert "RATE_LIMITED" in result.xml and "banned requests until 06:39:15 UTC" in result.xml
+        assert server.count("binance", "order.create") == sent  # none left
+        held = [e for e in broker.journal.entries("binance")
+                if e.agent_order_id.startswith("held-")]
+        assert [e.state for e in held] == [JournalState.NOT_SENT] * 3
+        assert broker.unknown_run == 2
+        await world.bus.drain()
+        assert len(unknown) == 2
+        assert world.agents.kill_switch.active() is None
+
+    run_live(tmp_path, server, body)
+
+
+def test_during_a_ban_the_live_driver_polls_nothing_and_the_desk_is_told_until_when(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        banned: list[ExchangeBanned] = []
+        world.bus.subscribe(ExchangeBanned, banned.append)
+        driver = world.venue.driver
+        await driver.round()
+        assert driver.held is None and driver.last_error is None
+        server.ban("binance", 120)
+        await driver.round()  # one poll meets the ban
+        await world.bus.drain()
+        (event,) = banned
+        assert (event.venue, event.until_ms, event.status) == ("binance", START_MS + 120_000, 418)
+        assert "Way too many requests" in event.reason
+        assert driver.held == "binance: requests paused until 06:39:15 UTC (ban, HTTP 418)"
+        asked = len(server.requests)
+        for _ in range(7):
+            server.now.advance(1000)  # a tick each
+            await driver.round()
+        assert len(server.requests) == asked  # no poll while banned
+        server.now.set(START_MS + 120_000)
+        assert driver.held is None
+        await driver.round()
+        assert len(server.requests) > asked and driver.last_error is None
+
+    run_live(tmp_path, server, body)
 
 
 def test_a_daily_loss_read_from_the_account_trips_the_kill_switch(

@@ -16,6 +16,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox
 
+from app.ccxt.gate import GATES
 from app.domain.errors import OperationalError
 from app.domain.trading import Mode
 from app.runtime.live_startup import UnknownOrdersUndecided
@@ -51,6 +52,7 @@ def server_fixture(exchange: FakeExchangeServer) -> FakeExchangeServer:
     exchange.requests.clear()
     exchange.now.set(START_MS)
     exchange.binance_account.reset()
+    GATES.reset(clock=exchange.now)
     return exchange
 
 
@@ -346,5 +348,50 @@ def test_refusing_to_allow_live_trading_keeps_the_agent_refused(
                          Qt.MouseButton.LeftButton)
         assert not agents.live_grant.action.isChecked()
         assert world.venue.broker.grants.get(info.agent_id) is None
+
+    live_desk.run(scenario)
+
+
+def test_during_a_ban_the_status_bar_says_until_when_requests_are_paused(
+    live_desk: LiveDesk, qtbot: Any, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        window = live_desk.window()
+        await open_confirmed(qtbot, live_desk, window)
+        world = window.world
+        assert world is not None
+        await window.tasks.wait()  # the panels' first reads are done
+        label = window.statusBar().findChild(QLabel, "status_connection")
+        usual = label.text()
+        server.ban("binance", 120)
+        await world.venue.driver.round()  # the account watcher's poll meets the ban
+        await until(lambda: label.text() != usual)
+        assert label.text() == "binance: requests paused until 06:39:15 UTC (ban, HTTP 418)"
+        assert "sends the exchange nothing, reads or orders, before then" in label.toolTip()
+        asked = len(server.requests)
+        await world.venue.driver.round()
+        assert len(server.requests) == asked
+        server.now.set(START_MS + 120_000)  # the ban is over
+        await until(lambda: label.text() == usual)
+        await world.venue.driver.round()
+        assert len(server.requests) > asked
+        assert label.text() == usual
+
+    live_desk.run(scenario)
+
+
+def test_a_ban_met_by_a_read_the_window_started_is_said_in_the_status_bar_not_as_a_crash(
+    live_desk: LiveDesk, qtbot: Any, server: FakeExchangeServer
+) -> None:
+    async def scenario() -> None:
+        window = live_desk.window()
+        await open_confirmed(qtbot, live_desk, window)
+        await window.tasks.wait()
+        server.ban("binance", 120)
+        window.tasks.spawn(window.panels["account"].refresh())  # as the window does on opening
+        await window.tasks.wait()
+        assert window.errors.reports == []  # no "unexpected error" report, no traceback
+        assert window.statusBar().currentMessage().startswith(
+            "binance has banned requests until 06:39:15 UTC (HTTP 418, Retry-After 120 s)")
 
     live_desk.run(scenario)

@@ -12,6 +12,7 @@ API::
         server.now                      # FakeNow: the fake time; also the adapter's Clock
         server.ccxt_config("binance")   # {"urls": {"api": {...}}} for ExchangeSettings.ccxt_config
         server.fail("binance", "klines", Fault.status(503), times=2)
+        server.ban("binance", 120)      # every request answered 418 (see Bans below)
         server.requests                 # [Request(venue, endpoint, path, query, headers)]
         server.count("binance", "klines")
         server.streams                  # the Binance kline websocket (see ws.py)
@@ -35,6 +36,15 @@ cut JSON) and ``Fault.lost("hang")``. ``server.binance_account`` is the account.
 (and without OCO lists), as Binance lists BTCUSDT with no STOP_LOSS; the account refuses the
 others as Binance does.
 
+Bans (``server.ban(venue, seconds)``, lifted by ``clear_faults``): as Binance bans an IP, every
+REST request to the venue, public or private, is answered HTTP 418 with ``Retry-After`` (the whole
+seconds left) and Binance's -1003 "banned until" body, for ``seconds`` of fake time. Like
+Binance, whose bans "scale in duration for repeat offenders, from 2 minutes to 3 days", the fake
+punishes a client that keeps asking: the first request during a ban is only told how long is
+left; every later one doubles what is left of it (capped at 3 days). ``server.banned_until(venue)``
+says when it ends now (None: not banned). Requests during a ban are recorded like any other; the
+kline websocket is not banned.
+
 ``Fault.echo()`` refuses a signed request with a 401 that quotes its credentials back, as a
 verbose gateway or a misconfigured proxy does: Binance's (endpoint as above) quotes the API-key
 header and the signature; OKX's private endpoints (endpoint ``private``; they answer nothing else
@@ -46,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,6 +72,7 @@ from tests.helpers.fake_exchange.ws import BinanceKlineStreams
 from tests.helpers.local_server import LocalServer
 
 HANG_S = 60.0
+MAX_BAN_MS = 3 * 86_400_000  # Binance's longest IP ban
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +125,12 @@ class Fault:
 
 
 @dataclass(slots=True)
+class _Ban:
+    until_ms: int
+    told: bool = False  # a request was already answered 418: the next ones lengthen it
+
+
+@dataclass(slots=True)
 class _Armed:
     fault: Fault
     times: int | None
@@ -156,6 +174,7 @@ class FakeExchangeServer(LocalServer):
             self.state, binance.infos, binance.shape)
         self._listed = copy.deepcopy(binance.infos)  # what ``reset_markets`` lists again
         self._faults: dict[tuple[str, str], list[_Armed]] = {}
+        self._bans: dict[str, _Ban] = {}
         self._lock = threading.Lock()
         self._release: asyncio.Event | None = None
         self.ws_hooks: list[Any] = []  # extra route installers (the websocket fake)
@@ -228,6 +247,34 @@ class FakeExchangeServer(LocalServer):
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._bans.clear()
+
+    def ban(self, venue: str, seconds: float) -> None:
+        """Ban every request to ``venue`` for ``seconds`` of fake time (see the module
+        docstring: 418 with Retry-After, lengthened by requests that keep coming)."""
+        with self._lock:
+            self._bans[venue] = _Ban(self.now.now_ms() + int(seconds * 1000))
+
+    def banned_until(self, venue: str) -> int | None:
+        """When the ban of ``venue`` ends, in fake ms (None: not banned now)."""
+        with self._lock:
+            ban = self._bans.get(venue)
+            return ban.until_ms if ban is not None and self.now.now_ms() < ban.until_ms else None
+
+    def _banned(self, venue_name: str) -> web.Response | None:
+        """The 418 answer to a request during a ban, the ban lengthened if it is not the first."""
+        with self._lock:
+            ban = self._bans.get(venue_name)
+            now = self.now.now_ms()
+            if ban is None or now >= ban.until_ms:
+                return None
+            if ban.told:
+                ban.until_ms = now + min(2 * (ban.until_ms - now), MAX_BAN_MS)
+            ban.told = True
+            until = ban.until_ms
+        venue = self.venues[venue_name]
+        after = str(math.ceil((until - now) / 1000))
+        return _json(418, venue.banned(until), {"Retry-After": after})
 
     def take_fault(self, venue: str, endpoint: str) -> Fault | None:
         with self._lock:
@@ -260,6 +307,9 @@ class FakeExchangeServer(LocalServer):
         endpoint = venue.endpoints[path]
         query = dict(request.query)
         self.requests.append(Request(venue_name, endpoint, path, query))
+        banned = self._banned(venue_name)
+        if banned is not None:
+            return banned
         fault = self.take_fault(venue_name, endpoint)
         if fault is not None:
             early = await self._apply(fault, venue)
@@ -278,6 +328,9 @@ class FakeExchangeServer(LocalServer):
         if request.method == "POST":
             params.update({k: str(v) for k, v in (await request.post()).items()})
         self.requests.append(Request("binance", endpoint, path, params, _auth_headers(request)))
+        banned = self._banned("binance")
+        if banned is not None:
+            return banned
         if not request.headers.get("X-MBX-APIKEY"):
             return _json(401, {"code": -2014, "msg": "API-key format invalid."})
         if "signature" not in params or "timestamp" not in params:
@@ -307,6 +360,9 @@ class FakeExchangeServer(LocalServer):
         if request.can_read_body:
             params["body"] = await request.text()  # JSON: an object, or a list (batch orders)
         self.requests.append(Request("okx", "private", path, params, _auth_headers(request)))
+        banned = self._banned("okx")
+        if banned is not None:
+            return banned
         fault = self.take_fault("okx", "private")
         headers = request.headers
         if fault is not None and fault.kind == "echo":

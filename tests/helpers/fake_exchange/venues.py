@@ -232,6 +232,11 @@ class Binance:
         return 429, {"code": -1003, "msg": "Too many requests; current limit is 6000 per minute."}
 
     @staticmethod
+    def banned(until_ms: int) -> Any:
+        return {"code": -1003, "msg": f"Way too many requests; IP(127.0.0.1) banned until "
+                f"{until_ms}. Please use the websocket for live updates to avoid bans."}
+
+    @staticmethod
     def server_error(status: int) -> tuple[int, Any]:
         return status, {"code": -1001, "msg": "Internal error; unable to process your request."}
 
@@ -338,6 +343,11 @@ class Okx:
     @staticmethod
     def rate_limited(retry_after: str | None) -> tuple[int, Any]:
         return 429, {"code": "50011", "msg": "Too Many Requests", "data": []}
+
+    @staticmethod
+    def banned(until_ms: int) -> Any:
+        return {"code": "50011", "msg": f"Too Many Requests; banned until {until_ms}",
+                "data": []}
 
     @staticmethod
     def server_error(status: int) -> tuple[int, Any]:

@@ -7,7 +7,13 @@ import pytest
 from ccxt.base import errors as ccxt_errors
 
 from app.ccxt import errors
-from app.ccxt.errors import RetryPolicy, retry_after_s, retry_read, translate
+from app.ccxt.errors import (
+    RequestsPausedError,
+    RetryPolicy,
+    retry_after_s,
+    retry_read,
+    translate,
+)
 from app.domain.errors import (
     ErrorCode,
     InsufficientFundsError,
@@ -241,3 +247,41 @@ def test_a_refusal_quoting_the_api_key_is_redacted_where_it_enters(
     assert key not in error.message and key[:8] not in error.message
     assert MARKER in error.message and "Invalid API-key" in error.message
     assert key not in error.details["exchange_message"]
+
+
+def paused(retry_after_s: float) -> RequestsPausedError:
+    error = RequestsPausedError("binance has banned requests until ...", details={"status": 418})
+    error.retry_after_s = retry_after_s
+    return error
+
+
+def test_a_read_held_by_a_long_pause_gives_up_at_once_with_the_gates_error():
+    calls = []
+
+    async def call():
+        calls.append(1)
+        raise paused(120.0)
+
+    async def sleep(seconds):
+        raise AssertionError("a retry inside the pause would only be refused")
+
+    with pytest.raises(RequestsPausedError, match="banned requests until"):
+        asyncio.run(retry_read(call, "binance", what="x", sleep=sleep))
+    assert calls == [1]
+
+
+def test_a_read_held_by_a_short_pause_waits_it_out_then_retries():
+    waits = []
+    attempts = iter([paused(4.0), None])
+
+    async def call():
+        exc = next(attempts)
+        if exc is not None:
+            raise exc
+        return "ok"
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    assert asyncio.run(retry_read(call, "binance", what="x", sleep=sleep)) == "ok"
+    assert waits == [4.0]

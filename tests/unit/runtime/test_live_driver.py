@@ -107,3 +107,29 @@ def test_a_live_market_refuses_a_replay_speed_and_ignores_the_setting():
     assert driver.speed == 1.0
     with pytest.raises(ValueError, match="real time"):
         driver.set_speed(60)
+
+
+def test_while_the_exchange_holds_requests_a_round_reads_nothing_but_still_settles():
+    clock = SteppedClock(1_000)
+    reads: list[int] = []
+    hold: list[str] = []
+
+    async def refresh() -> None:
+        reads.append(1)
+        if hold:
+            raise ConnectionError("the read that met the ban")
+
+    settled: list[int] = []
+    driver = LiveDriver(clock, lambda: settled.append(1) or [], refresh=refresh,
+                        hold=lambda: hold[0] if hold else None)
+
+    async def rounds() -> None:
+        hold.append("binance: requests paused until 00:02:01 UTC (ban, HTTP 418)")
+        await driver.round()
+        await driver.round()
+        assert driver.held == hold[0] and driver.last_error is None
+        hold.clear()
+        await driver.round()
+
+    asyncio.run(rounds())
+    assert reads == [1] and len(settled) == 3 and driver.held is None
