@@ -3,6 +3,8 @@
 They build the same agent world as the window, on the offline market in paper mode (backtest
 mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
 measure templates without a display. Output is plain lines: who did what, at which market time.
+The summary reads the account through the venue's broker: on a live venue, the exchange account
+and its order journal, not the workspace's paper ledger.
 
 Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
 (``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
@@ -49,7 +51,6 @@ from app.config import VenueSettings
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.numbers import plain
-from app.domain.trading import AccountState
 from app.events import (
     AgentStateChanged,
     ClockAdvanced,
@@ -265,7 +266,7 @@ async def _run(args: argparse.Namespace) -> int:
         # a tick moves at most one candle of the finest data, so no close is skipped
         await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
         await world.agents.manager.wait_idle()
-        faults = _print_summary(world, await world.venue.broker.account() if account else None)
+        faults = await _print_summary(world)
     finally:
         if telegram is not None:
             await telegram.aclose()
@@ -273,15 +274,16 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(world: World, live: AccountState | None = None) -> list[Fault]:
+async def _print_summary(world: World) -> list[Fault]:
     """The run's summary, opening with any faulted agent; returns the faults.
 
-    Args:
-        live: a live account as its exchange reports it (the workspace's paper ledger is not
-            the account then).
+    The account is read through the venue's broker: on a live venue that is the exchange
+    account (its balances, equity and open orders, the journal's fills), never the workspace's
+    paper ledger.
     """
-    state = world.ledger.load()
-    fills = world.ledger.fills()
+    broker = world.venue.broker
+    account = await broker.account()
+    fills = await broker.trades(limit=None)
     usage = world.agents.conversations.usage(run_id=world.agents.run_id)
     agents = world.agents.manager.list_agents()
     faults = faults_of(agents)
@@ -292,11 +294,14 @@ def _print_summary(world: World, live: AccountState | None = None) -> list[Fault
     for info in agents:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
-    balances = ", ".join(f"{a} {plain(v)}" for a, v in sorted(state.balances.items()))
-    if live is not None:
-        balances = "LIVE " + ", ".join(f"{b.currency} {plain(b.total)}" for b in live.assets)
+    balances = ", ".join(f"{b.currency} {plain(b.total)}" for b in account.assets)
+    if world.venue.is_live_account:
+        balances = f"LIVE {balances}"
+    orders = len(account.open_orders)
     calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
-    print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
+    print(f"Balances: {balances}. Equity {plain(account.equity)} {account.quote_currency}, "
+          f"{orders} open order{'s' if orders != 1 else ''}. This run: {calls}, "
+          f"cost ${usage.cost}.")
     return faults
 
 
@@ -361,7 +366,7 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
         print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}.")
         return
     if line == "/agents":
-        _print_summary(world)
+        await _print_summary(world)
         return
     if line == "/resume":
         await _resume_agents(world)

@@ -1,0 +1,116 @@
+"""The shell reaches the live account, honestly: ``kestrel tool``, ``chat`` and ``run`` on a
+workspace that trades a real exchange account, against the fake Binance on 127.0.0.1.
+
+The commands run in this process (``run_main``); the account's keys are in a keyring held in
+memory, set as the process's keyring the way the OS keyring is. A workspace trades live once its
+order journal has entries: the tests place them as the person would in the window (the live
+world built as the app builds it), then use the shell.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import keyring
+import pytest
+
+from app.trading.live_account import PERSON
+from app.ui.settings_io import save_settings
+from tests.helpers.cli import run_main
+from tests.helpers.fake_exchange import FakeExchangeServer
+from tests.helpers.fake_exchange.live import (
+    call,
+    keyring_with_keys,
+    live_settings,
+    market_buy,
+    run_live,
+)
+from tests.helpers.memory_keyring import MemoryKeyring
+from tests.integration.ccxt_fixtures import START_MS
+
+LIVE = ("--venue", "live", "--exchange", "binance", "--confirm-live", "binance")
+SETUP = "watch BTC/USDT on 1m every 1m with a trend analyst and a trader"
+BALANCE = "<get_account_balance></get_account_balance>"
+
+
+@pytest.fixture(name="server")
+def server_fixture() -> Iterator[FakeExchangeServer]:
+    with FakeExchangeServer(START_MS) as server:
+        yield server
+
+
+@pytest.fixture(name="keys", autouse=True)
+def keys_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryKeyring]:
+    """The fake account's keys in the process's keyring (and none in the environment)."""
+    for name in ("KESTREL_BINANCE_API_KEY", "KESTREL_BINANCE_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    backend = keyring_with_keys().backend
+    assert isinstance(backend, MemoryKeyring)
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(previous)
+
+
+def live_workspace(folder: Path, server: FakeExchangeServer, *, bought: bool = False) -> str:
+    """A workspace that trades on the fake binance account: the person's limit buy rests there
+    (placed as in the window), after a market buy of 0.01 BTC when ``bought``; returns the limit
+    order's id."""
+    save_settings(folder / "settings.toml", live_settings(server))
+    placed: list[str] = []
+
+    async def buy(world) -> None:  # noqa: ANN001 - the helper's World
+        if bought:
+            filled = await call(world, PERSON, market_buy())
+            assert filled.ok, filled.xml
+        price = (await world.venue.broker.last_price("BTC/USDT")) * Decimal("0.95")
+        result = await call(world, PERSON, (
+            "<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
+            f"</order_type><quantity>0.01000</quantity><price>{price:.2f}</price>"
+            "</create_order>"))
+        assert result.ok, result.xml
+        found = re.search(r'order_id="([^"]+)"', result.xml)
+        assert found is not None, result.xml
+        placed.append(found[1])
+
+    run_live(folder, server, buy)
+    return placed[0]
+
+
+def exchange_balances(server: FakeExchangeServer) -> str:
+    """The fake account's balances as the summary writes them (free and locked together)."""
+    with server.binance_account.lock:
+        held = {a: sum(v, Decimal(0)) for a, v in server.binance_account.balances.items()}
+    return ", ".join(f"{a} {v.normalize():f}" for a, v in sorted(held.items()) if v)
+
+
+def cancel(order_id: str) -> str:
+    return (f"<cancel_order><symbol>BTC/USDT</symbol><order_id>{order_id}</order_id>"
+            "</cancel_order>")
+
+
+def paper_ledger_opened(folder: Path) -> bool:
+    conn = sqlite3.connect(folder / "kestrel.db")
+    try:
+        return conn.execute("SELECT COUNT(*) FROM meta WHERE key = 'initialized'").fetchone()[0] > 0
+    finally:
+        conn.close()
+
+
+def test_the_kestrel_run_summary_on_a_live_venue_reads_the_exchange_account(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_workspace(tmp_path, server, bought=True)
+
+    code = run_main(["run", "--workspace", str(tmp_path), *LIVE, "--for", "1s"])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "; 1 fills in total." in out  # the journal's fill, not the paper ledger's none
+    assert f"Balances: LIVE {exchange_balances(server)}. Equity " in out, out
+    assert re.search(r"Equity \d+(\.\d+)? USDT, 1 open order\. This run:", out), out
+    assert not paper_ledger_opened(tmp_path)
