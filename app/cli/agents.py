@@ -40,8 +40,8 @@ from app.agents.faults import (
 )
 from app.cli.common import log_to, print_gaps
 from app.cli.live import (
+    LiveGrantsByName,
     add_live_arguments,
-    apply_grants,
     live_banner,
     live_spec,
     settle_mismatch,
@@ -242,12 +242,12 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             check_world_setup(world, args.setup)
         TerminalNarrator(world)
-        await world.start(unknown_decision(args) if account else None)
-        for line in apply_grants(world, getattr(args, "allow_live", [])):
-            print(line)
-        if account:
-            for line in await settle_mismatch(world, args):
-                print(line)
+        grants = LiveGrantsByName(world, args.allow_live)
+        if args.setup:  # the agents it names may be the setup's own, not made yet
+            grants.follow()
+        await _start(world, args, grants)
+        if not args.setup:
+            grants.require_all()
         telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
         if account:
@@ -259,6 +259,8 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
             await world.agents.manager.wait_idle()
+            grants.stop()
+            grants.require_all()
         end = world.venue.clock.now_ms() + duration
         if world.venue.end_ms is not None:
             end = min(end, world.venue.end_ms)
@@ -272,6 +274,20 @@ async def _run(args: argparse.Namespace) -> int:
             await telegram.aclose()
         await world.aclose()
     return EXIT_AGENT_FAULTED if faults else 0
+
+
+async def _start(world: World, args: argparse.Namespace, grants: LiveGrantsByName) -> None:
+    """Start the world's agents, after what a live account needs first: the agents
+    ``--allow-live`` names granted, reconciliation (orders the journal does not know decided by
+    the flags or at the terminal), and balances the journal cannot explain said with what to
+    do (or accepted, on the person's word)."""
+    for line in grants.grant_existing():
+        print(line)
+    account = world.venue.is_live_account
+    await world.start(unknown_decision(args) if account else None)
+    if account:
+        for line in await settle_mismatch(world, args):
+            print(line)
 
 
 async def _print_summary(world: World) -> list[Fault]:

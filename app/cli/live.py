@@ -4,8 +4,9 @@ Live is opt-in twice here as in the window. The workspace: ``--venue live --exch
 opens the live venue only with ``--confirm-live binance`` (the exchange named again), or, at a
 terminal, the
 person typing the exchange's name after reading what is at stake. Each agent: ``--allow-live
-NAME`` marks the agent called NAME "may trade live" on that exchange (kept; repeatable); any other
-agent's orders are refused there. Before any agent starts, reconciliation settles the journal with
+NAME`` marks the agent called NAME "may trade live" on that exchange (kept; repeatable), also one
+that ``--setup`` creates under that name (as it is created, before it runs); any other agent's
+orders are refused there. Before any agent starts, reconciliation settles the journal with
 the exchange; open orders there that Kestrel does not know are listed, and the agents start only
 once the person chose ``--adopt-unknown`` or ``--ignore-unknown`` (or answered at the terminal).
 Balances that differ from what the journal explains trip the kill switch; the differences are
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from app.config import VenueSettings
 from app.domain.errors import OperationalError
+from app.events import AgentStateChanged
 from app.runtime.live_startup import (
     DecideUnknown,
     UnknownOrderChoice,
@@ -46,7 +48,8 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                            "without it, a terminal asks")
     live.add_argument("--allow-live", action="append", default=[], metavar="AGENT",
                       help="live: allow the agent with this name (or id) to place orders on the "
-                           "exchange (kept; repeatable)")
+                           "exchange (kept; repeatable); an agent --setup creates under this "
+                           "name is allowed as it is created")
     unknown = live.add_mutually_exclusive_group()
     unknown.add_argument("--adopt-unknown", action="store_true",
                          help="live: open orders on the exchange Kestrel does not know are "
@@ -108,29 +111,78 @@ def unknown_decision(args: argparse.Namespace, ask: Ask = terminal_ask) -> Decid
     return decide
 
 
-def apply_grants(world: World, names: Sequence[str], by: str = "the person (--allow-live)"
-                 ) -> list[str]:
-    """Mark the named agents "may trade live" on the world's exchange; return what was done.
+class LiveGrantsByName:
+    """``--allow-live NAME``: the agents called NAME (or with that id) marked "may trade live"
+    on the world's exchange. Those that exist are granted by ``grant_existing``; while
+    ``follow`` is on, an agent created under such a name is granted as it is created, before
+    it first runs: a new workspace's agents exist only once ``--setup`` (or the chat) made them.
 
     Raises:
-        OperationalError: a name matches no agent of the workspace.
+        OperationalError: names given for a venue that is not a live account.
     """
-    grants = getattr(world.venue.broker, "grants", None)
-    if not names:
-        return []
-    if grants is None or world.agents is None:
-        raise OperationalError("--allow-live applies to the live venue only (--venue live)")
-    agents = world.agents.manager.list_agents()
-    done = []
-    for name in names:
-        found = [a for a in agents if name.casefold() in (a.name.casefold(), a.agent_id.casefold())]
-        if not found:
-            known = ", ".join(a.name for a in agents) or "none yet"
-            raise OperationalError(f"--allow-live {name}: no agent is called so (agents: {known})")
-        for info in found:
-            grants.grant(info.agent_id, by, world.venue.clock.now_ms())
-            done.append(f"{info.name} may trade live on {grants.venue}")
-    return done
+
+    def __init__(self, world: World, names: Sequence[str],
+                 by: str = "the person (--allow-live)", out: Callable[[str], None] = print
+                 ) -> None:
+        self.world = world
+        self.names = list(names)
+        self.by = by
+        self.out = out
+        self.matched: set[str] = set()
+        self.grants = getattr(world.venue.broker, "grants", None)
+        if self.names and (self.grants is None or world.agents is None):
+            raise OperationalError("--allow-live applies to the live venue only (--venue live)")
+
+    @property
+    def pending(self) -> list[str]:
+        """The names no agent had yet."""
+        return [n for n in self.names if n not in self.matched]
+
+    def grant_existing(self) -> list[str]:
+        """Grant every agent of the workspace a name matches; return what was done."""
+        if not self.names:
+            return []
+        assert self.world.agents is not None
+        return [line for info in self.world.agents.manager.list_agents()
+                for line in self._grant_if_named(info.agent_id, info.name)]
+
+    def require_all(self) -> None:
+        """Refuse a name that matched no agent.
+
+        Raises:
+            OperationalError: naming it and the workspace's agents.
+        """
+        if not self.pending:
+            return
+        assert self.world.agents is not None
+        known = ", ".join(a.name for a in self.world.agents.manager.list_agents()) or "none yet"
+        raise OperationalError(f"--allow-live {self.pending[0]}: no agent is called so "
+                               f"(agents: {known})")
+
+    def follow(self) -> None:
+        if self.names:
+            self.world.bus.subscribe(AgentStateChanged, self._on_agent)
+
+    def stop(self) -> None:
+        self.world.bus.unsubscribe(AgentStateChanged, self._on_agent)
+
+    def _on_agent(self, event: AgentStateChanged) -> None:
+        """An agent was created: granted now, synchronously, before its first step."""
+        if event.state != "created" or self.world.agents is None:
+            return
+        info = self.world.agents.store.get(event.agent_id)
+        if info is not None:
+            for line in self._grant_if_named(info.agent_id, info.name):
+                self.out(line)
+
+    def _grant_if_named(self, agent_id: str, name: str) -> list[str]:
+        named = [n for n in self.names
+                 if n.casefold() in (name.casefold(), agent_id.casefold())]
+        if not named or self.grants is None:
+            return []
+        self.matched.update(named)
+        self.grants.grant(agent_id, self.by, self.world.venue.clock.now_ms())
+        return [f"{name} may trade live on {self.grants.venue}"]
 
 
 def live_banner(world: World) -> str:

@@ -114,3 +114,38 @@ def test_the_kestrel_run_summary_on_a_live_venue_reads_the_exchange_account(
     assert f"Balances: LIVE {exchange_balances(server)}. Equity " in out, out
     assert re.search(r"Equity \d+(\.\d+)? USDT, 1 open order\. This run:", out), out
     assert not paper_ledger_opened(tmp_path)
+
+
+def test_allow_live_grants_the_trader_a_setup_creates_in_a_new_workspace(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_settings(tmp_path / "settings.toml", live_settings(server))
+
+    code = run_main(["run", "--workspace", str(tmp_path), *LIVE, "--setup", SETUP,
+                     "--allow-live", "BTC/USDT Trader", "--for", "1s"])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "BTC/USDT Trader may trade live on binance" in out
+    conn = sqlite3.connect(tmp_path / "kestrel.db")
+    try:
+        granted = conn.execute("SELECT agent_id FROM agents WHERE name = 'BTC/USDT Trader' "
+                               "AND ('live_grant:' || lower(agent_id)) IN (SELECT key FROM "
+                               "journal_meta WHERE venue = 'binance' AND value != '')")
+        assert len(granted.fetchall()) == 1
+    finally:
+        conn.close()
+
+
+def test_allow_live_naming_an_agent_the_setup_did_not_create_is_refused(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_settings(tmp_path / "settings.toml", live_settings(server))
+
+    code = run_main(["run", "--workspace", str(tmp_path), *LIVE, "--setup", SETUP,
+                     "--allow-live", "Nobody", "--for", "1s"])
+
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "--allow-live Nobody: no agent is called so (agents: " in err
+    assert "BTC/USDT Trader" in err and "Traceback" not in err
