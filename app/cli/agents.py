@@ -1,10 +1,11 @@
 """Headless agent commands: ``kestrel run``, ``kestrel chat`` and ``kestrel backtest --agents``.
 
-They build the same agent world as the window, on the offline market in paper mode (backtest
-mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
-measure templates without a display. Output is plain lines: who did what, at which market time.
-The summary reads the account through the venue's broker: on a live venue, the exchange account
-and its order journal, not the workspace's paper ledger.
+They build the same agent world as the window, on the venue the command line or the workspace's
+``[venue]`` setting chooses (the offline replay by default, paper; ``app.cli.live`` for a live
+account), or in backtest mode for a backtest, so a person or a script can watch agents work,
+talk to the Orchestrator or measure templates without a display. Output is plain lines: who did
+what, at which market time. The summary reads the account through the venue's broker: on a live
+venue, the exchange account and its order journal, not the workspace's paper ledger.
 
 Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
 (``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
@@ -42,12 +43,12 @@ from app.cli.common import log_to, print_gaps
 from app.cli.live import (
     LiveGrantsByName,
     add_live_arguments,
+    add_venue_arguments,
+    chosen_venue,
     live_banner,
-    live_spec,
     settle_mismatch,
     unknown_decision,
 )
-from app.config import VenueSettings
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.numbers import plain
@@ -92,19 +93,7 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=30,
                         help="a new workspace starts at most this many days before the data "
                              "ends (30)")
-    parser.add_argument("--venue", choices=("replay", "live-paper", "live"),
-                        help="replay: the offline replay of kline files; live-paper: paper "
-                             "trading on an exchange's live quotes (network, no keys); live: "
-                             "REAL orders on your exchange account (keys from the OS keyring; "
-                             "confirm with --confirm-live); default: the workspace's [venue] "
-                             "setting (replay)")
-    parser.add_argument("--exchange", metavar="ID",
-                        help="live kinds: the ccxt id of the exchange, e.g. binance; default: "
-                             "the workspace's [venue] setting")
-    parser.add_argument("--symbol", dest="symbols", action="append", default=[],
-                        metavar="SYMBOL",
-                        help="live kinds: a market to follow (repeatable), e.g. BTC/USDT; "
-                             "default: the workspace's [venue] setting")
+    add_venue_arguments(parser)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,32 +112,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
-
-
-def venue_spec(args: argparse.Namespace, settings: VenueSettings) -> VenueSpec | None:
-    """The live venue the command line (over the workspace's ``[venue]`` setting) asks for;
-    None for the replay.
-
-    Raises:
-        ValueError: live options given for the replay.
-    """
-    kind = args.venue or settings.kind
-    if kind == "live":  # real money: only when asked for on the command line, confirmed
-        return live_spec(args, settings)
-    if kind == "replay":
-        if args.exchange or args.symbols:
-            raise ValueError("--exchange and --symbol choose a live market: add "
-                             "--venue live-paper")
-        return None
-    return VenueSpec.live_paper(args.exchange or settings.exchange,
-                                tuple(args.symbols) or settings.symbols)
+    add_live_arguments(parser)
 
 
 async def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
     try:
-        live = venue_spec(args, workspace.settings().venue)
+        live = chosen_venue(args, workspace)
     except BaseException:
         hold.release()
         raise
@@ -333,7 +304,13 @@ async def _chat(args: argparse.Namespace) -> int:
     flowing: asyncio.Task[None] | None = None
     try:
         TerminalNarrator(world)
-        await world.start()
+        grants = LiveGrantsByName(world, args.allow_live)
+        grants.follow()  # the person may create the agents they named in this chat
+        await _start(world, args, grants)
+        for name in grants.pending:
+            print(f"No agent is called {name} yet: it may trade live once this chat creates it.")
+        if world.venue.is_live_account:
+            print(live_banner(world))
         if not world.venue.offline:  # a live market's time flows by itself: fills, due jobs
             flowing = asyncio.ensure_future(world.venue.driver.run_paced())
         orchestrator = await world.ensure_orchestrator()

@@ -9,6 +9,8 @@ world built as the app builds it), then use the shell.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -29,8 +31,11 @@ from tests.helpers.fake_exchange.live import (
     market_buy,
     run_live,
 )
+from tests.helpers.fake_exchange.tape import wall_ms
 from tests.helpers.memory_keyring import MemoryKeyring
 from tests.integration.ccxt_fixtures import START_MS
+from tests.integration.live_paper import live_world as live_paper_world
+from tests.integration.test_live_cli import place_on_exchange
 
 LIVE = ("--venue", "live", "--exchange", "binance", "--confirm-live", "binance")
 SETUP = "watch BTC/USDT on 1m every 1m with a trend analyst and a trader"
@@ -149,3 +154,125 @@ def test_allow_live_naming_an_agent_the_setup_did_not_create_is_refused(
     assert code == 2
     assert "--allow-live Nobody: no agent is called so (agents: " in err
     assert "BTC/USDT Trader" in err and "Traceback" not in err
+
+
+def test_a_tool_call_on_a_live_workspace_without_the_live_flags_is_refused_with_the_command(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    order_id = live_workspace(tmp_path, server)
+
+    code = run_main(["tool", "--workspace", str(tmp_path), cancel(order_id)])
+
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert out == ""
+    assert "this workspace trades LIVE on your binance account" in err
+    assert "its order journal holds 1 order on binance" in err
+    assert (f"To act on your binance account: kestrel tool --workspace {tmp_path} "
+            f"'{cancel(order_id)}' --venue live --exchange binance --confirm-live binance") in err
+    assert "Traceback" not in err
+    assert server.count("binance", "order.cancel") == 0
+    assert not paper_ledger_opened(tmp_path)  # no paper account was made to act on
+
+
+def test_a_tool_call_with_the_live_flags_cancels_the_order_on_the_exchange(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    order_id = live_workspace(tmp_path, server)
+
+    code = run_main(["tool", "--workspace", str(tmp_path), cancel(order_id), *LIVE])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert re.search(rf'<order_cancelled order_id="{order_id}" status="CANCELLED"', out), out
+    assert "LIVE binance (real money): REAL orders with REAL money" in err
+    assert server.count("binance", "order.cancel") == 1
+    assert server.binance_account.open_orders({}) == []
+    assert not paper_ledger_opened(tmp_path)
+
+
+
+def test_a_live_tool_call_waits_for_the_persons_decision_on_unknown_exchange_orders(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_workspace(tmp_path, server)
+    order_id = place_on_exchange(server)  # placed on the exchange's website
+
+    code = run_main(["tool", "--workspace", str(tmp_path), market_buy(), *LIVE])
+
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert f"exchange id {order_id}" in err and "--adopt-unknown" in err
+    assert out == ""
+    assert server.count("binance", "order.create") == 1  # the workspace's own limit buy only
+
+
+def test_kestrel_chat_on_a_live_workspace_needs_the_live_flags_then_reads_the_live_account(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    live_workspace(tmp_path, server, bought=True)
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("/quit\n"))
+    refused = run_main(["chat", "--workspace", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert refused == 2, out + err
+    assert "this workspace trades LIVE on your binance account" in err
+    assert (f"kestrel chat --workspace {tmp_path} --venue live --exchange binance "
+            "--confirm-live binance") in err
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("/agents\n/quit\n"))
+    code = run_main(["chat", "--workspace", str(tmp_path), *LIVE])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "LIVE binance (real money): REAL orders with REAL money" in out
+    assert "on LIVE binance (real money)" in out
+    assert f"Balances: LIVE {exchange_balances(server)}. Equity " in out, out
+    assert ", 1 open order." in out
+    assert not paper_ledger_opened(tmp_path)
+
+
+@pytest.fixture(name="wall_exchange")
+def wall_exchange_fixture() -> Iterator[FakeExchangeServer]:
+    now = wall_ms()
+    with FakeExchangeServer(now) as server:
+        server.now.run_with_wall_clock(now)
+        yield server
+
+
+def test_a_tool_call_on_a_workspace_paper_trading_live_quotes_names_the_venue_to_use(
+    tmp_path: Path, wall_exchange: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def open_and_close() -> None:  # its paper account opens on binance's live quotes
+        world = await live_paper_world(tmp_path, wall_exchange)
+        await world.aclose()
+
+    asyncio.run(open_and_close())
+    save_settings(tmp_path / "settings.toml", live_settings(wall_exchange))  # [venue]: replay
+
+    refused = run_main(["tool", "--workspace", str(tmp_path), BALANCE])
+    out, err = capsys.readouterr()
+    assert refused == 2, out + err
+    assert "this workspace paper-trades on binance's live quotes" in err
+    assert (f"To act on that paper account: kestrel tool --workspace {tmp_path} '{BALANCE}' "
+            "--venue live-paper --exchange binance") in err
+
+    code = run_main(["tool", "--workspace", str(tmp_path), BALANCE, "--venue", "live-paper",
+                     "--exchange", "binance"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert 'cash="10000"' in out and 'mode="PAPER"' in out
+
+
+def test_venue_replay_opens_the_paper_account_of_a_live_workspace_on_purpose(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_workspace(tmp_path, server)
+    requests = len(server.requests)
+
+    code = run_main(["tool", "--workspace", str(tmp_path), "--venue", "replay", BALANCE])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert 'mode="PAPER"' in out
+    assert len(server.requests) == requests  # the exchange is not asked
