@@ -1,8 +1,11 @@
 """Headless agent commands: ``kestrel run``, ``kestrel chat`` and ``kestrel backtest --agents``.
 
-They build the same agent world as the window, on the offline market in paper mode (backtest
-mode for a backtest), so a person or a script can watch agents work, talk to the Orchestrator or
-measure templates without a display. Output is plain lines: who did what, at which market time.
+They build the same agent world as the window, on the venue the command line or the workspace's
+``[venue]`` setting chooses (the offline replay by default, paper; ``app.cli.live`` for a live
+account), or in backtest mode for a backtest, so a person or a script can watch agents work,
+talk to the Orchestrator or measure templates without a display. Output is plain lines: who did
+what, at which market time. The summary reads the account through the venue's broker: on a live
+venue, the exchange account and its order journal, not the workspace's paper ledger.
 
 Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
 (``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
@@ -38,18 +41,17 @@ from app.agents.faults import (
 )
 from app.cli.common import log_to, print_gaps
 from app.cli.live import (
+    LiveGrantsByName,
     add_live_arguments,
-    apply_grants,
+    add_venue_arguments,
+    chosen_venue,
     live_banner,
-    live_spec,
     settle_mismatch,
     unknown_decision,
 )
-from app.config import VenueSettings
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
 from app.domain.numbers import plain
-from app.domain.trading import AccountState
 from app.events import (
     AgentStateChanged,
     ClockAdvanced,
@@ -91,19 +93,7 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=30,
                         help="a new workspace starts at most this many days before the data "
                              "ends (30)")
-    parser.add_argument("--venue", choices=("replay", "live-paper", "live"),
-                        help="replay: the offline replay of kline files; live-paper: paper "
-                             "trading on an exchange's live quotes (network, no keys); live: "
-                             "REAL orders on your exchange account (keys from the OS keyring; "
-                             "confirm with --confirm-live); default: the workspace's [venue] "
-                             "setting (replay)")
-    parser.add_argument("--exchange", metavar="ID",
-                        help="live kinds: the ccxt id of the exchange, e.g. binance; default: "
-                             "the workspace's [venue] setting")
-    parser.add_argument("--symbol", dest="symbols", action="append", default=[],
-                        metavar="SYMBOL",
-                        help="live kinds: a market to follow (repeatable), e.g. BTC/USDT; "
-                             "default: the workspace's [venue] setting")
+    add_venue_arguments(parser)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,32 +112,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
-
-
-def venue_spec(args: argparse.Namespace, settings: VenueSettings) -> VenueSpec | None:
-    """The live venue the command line (over the workspace's ``[venue]`` setting) asks for;
-    None for the replay.
-
-    Raises:
-        ValueError: live options given for the replay.
-    """
-    kind = args.venue or settings.kind
-    if kind == "live":  # real money: only when asked for on the command line, confirmed
-        return live_spec(args, settings)
-    if kind == "replay":
-        if args.exchange or args.symbols:
-            raise ValueError("--exchange and --symbol choose a live market: add "
-                             "--venue live-paper")
-        return None
-    return VenueSpec.live_paper(args.exchange or settings.exchange,
-                                tuple(args.symbols) or settings.symbols)
+    add_live_arguments(parser)
 
 
 async def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
     try:
-        live = venue_spec(args, workspace.settings().venue)
+        live = chosen_venue(args, workspace)
     except BaseException:
         hold.release()
         raise
@@ -241,12 +213,12 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             check_world_setup(world, args.setup)
         TerminalNarrator(world)
-        await world.start(unknown_decision(args) if account else None)
-        for line in apply_grants(world, getattr(args, "allow_live", [])):
-            print(line)
-        if account:
-            for line in await settle_mismatch(world, args):
-                print(line)
+        grants = LiveGrantsByName(world, args.allow_live)
+        if args.setup:  # the agents it names may be the setup's own, not made yet
+            grants.follow()
+        await _start(world, args, grants)
+        if not args.setup:
+            grants.require_all()
         telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
         orchestrator = await world.ensure_orchestrator()
         if account:
@@ -258,6 +230,8 @@ async def _run(args: argparse.Namespace) -> int:
         if args.setup:
             world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
             await world.agents.manager.wait_idle()
+            grants.stop()
+            grants.require_all()
         end = world.venue.clock.now_ms() + duration
         if world.venue.end_ms is not None:
             end = min(end, world.venue.end_ms)
@@ -265,7 +239,7 @@ async def _run(args: argparse.Namespace) -> int:
         # a tick moves at most one candle of the finest data, so no close is skipped
         await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
         await world.agents.manager.wait_idle()
-        faults = _print_summary(world, await world.venue.broker.account() if account else None)
+        faults = await _print_summary(world)
     finally:
         if telegram is not None:
             await telegram.aclose()
@@ -273,15 +247,30 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_AGENT_FAULTED if faults else 0
 
 
-def _print_summary(world: World, live: AccountState | None = None) -> list[Fault]:
+async def _start(world: World, args: argparse.Namespace, grants: LiveGrantsByName) -> None:
+    """Start the world's agents, after what a live account needs first: the agents
+    ``--allow-live`` names granted, reconciliation (orders the journal does not know decided by
+    the flags or at the terminal), and balances the journal cannot explain said with what to
+    do (or accepted, on the person's word)."""
+    for line in grants.grant_existing():
+        print(line)
+    account = world.venue.is_live_account
+    await world.start(unknown_decision(args) if account else None)
+    if account:
+        for line in await settle_mismatch(world, args):
+            print(line)
+
+
+async def _print_summary(world: World) -> list[Fault]:
     """The run's summary, opening with any faulted agent; returns the faults.
 
-    Args:
-        live: a live account as its exchange reports it (the workspace's paper ledger is not
-            the account then).
+    The account is read through the venue's broker: on a live venue that is the exchange
+    account (its balances, equity and open orders, the journal's fills), never the workspace's
+    paper ledger.
     """
-    state = world.ledger.load()
-    fills = world.ledger.fills()
+    broker = world.venue.broker
+    account = await broker.account()
+    fills = await broker.trades(limit=None)
     usage = world.agents.conversations.usage(run_id=world.agents.run_id)
     agents = world.agents.manager.list_agents()
     faults = faults_of(agents)
@@ -292,11 +281,14 @@ def _print_summary(world: World, live: AccountState | None = None) -> list[Fault
     for info in agents:
         print(f"  {info.name:<28} {info.role.value:<12} {info.state.value:<16} "
               f"{info.last_action}")
-    balances = ", ".join(f"{a} {plain(v)}" for a, v in sorted(state.balances.items()))
-    if live is not None:
-        balances = "LIVE " + ", ".join(f"{b.currency} {plain(b.total)}" for b in live.assets)
+    balances = ", ".join(f"{b.currency} {plain(b.total)}" for b in account.assets)
+    if world.venue.is_live_account:
+        balances = f"LIVE {balances}"
+    orders = len(account.open_orders)
     calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
-    print(f"Balances: {balances}. This run: {calls}, cost ${usage.cost}.")
+    print(f"Balances: {balances}. Equity {plain(account.equity)} {account.quote_currency}, "
+          f"{orders} open order{'s' if orders != 1 else ''}. This run: {calls}, "
+          f"cost ${usage.cost}.")
     return faults
 
 
@@ -312,7 +304,13 @@ async def _chat(args: argparse.Namespace) -> int:
     flowing: asyncio.Task[None] | None = None
     try:
         TerminalNarrator(world)
-        await world.start()
+        grants = LiveGrantsByName(world, args.allow_live)
+        grants.follow()  # the person may create the agents they named in this chat
+        await _start(world, args, grants)
+        for name in grants.pending:
+            print(f"No agent is called {name} yet: it may trade live once this chat creates it.")
+        if world.venue.is_live_account:
+            print(live_banner(world))
         if not world.venue.offline:  # a live market's time flows by itself: fills, due jobs
             flowing = asyncio.ensure_future(world.venue.driver.run_paced())
         orchestrator = await world.ensure_orchestrator()
@@ -361,7 +359,7 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
         print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}.")
         return
     if line == "/agents":
-        _print_summary(world)
+        await _print_summary(world)
         return
     if line == "/resume":
         await _resume_agents(world)

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     tool = sub.add_parser(
         "tool",
         help="run one XML tool call and print its <tool_result>",
-        description="Run one tool call against the offline market and print the result envelope.",
+        description="Run one tool call against the workspace's market (the offline replay, or "
+                    "--venue live / live-paper) and print the result envelope.",
     )
     add_tool_arguments(tool)
     tools = sub.add_parser(
@@ -285,6 +286,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_OK
+    args.argv = arguments  # what a refusal quotes back when it gives the command to use
     setup_logging(None)
     try:
         return COMMANDS[args.command](args)

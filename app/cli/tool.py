@@ -9,6 +9,18 @@ agent's permissions), runs in the world with its agents (not started).
 A workspace has one writer. When another process holds it, ``kestrel tool`` still answers a
 market, indicator or account tool, read-only: from the account as the holder last committed it,
 without settling it or recording the call; any other tool exits with ``EXIT_WORKSPACE_BUSY``.
+
+``--venue live --exchange ID --confirm-live ID`` (``kestrel run``'s flags and confirmation) runs
+the call on the exchange account, in the live world with its agents (not started): the order
+journal, reconciliation before the call (unknown exchange orders decided by ``--adopt-unknown``
+or ``--ignore-unknown``; balances the journal cannot explain trip the kill switch), the Risk
+Guard. The operator's calls are the person's there (agent id ``person``: the person confirmed
+the exchange); an agent's need its live grant. ``--venue live-paper`` runs it on the paper
+account on the exchange's live quotes. Without ``--venue`` the workspace's ``[venue]`` setting
+decides, and a workspace whose records show it trading elsewhere (its order journal, its paper
+account's venue) is refused with the command to use: a call never lands on another account
+than the person's without saying so. Messages about the venue go to standard error; standard
+output stays the ``<tool_result>``.
 """
 
 from __future__ import annotations
@@ -26,11 +38,22 @@ from app.cli.common import (
     log_to,
     workspace_of,
 )
+from app.cli.live import (
+    add_live_arguments,
+    add_venue_arguments,
+    chosen_venue,
+    live_banner,
+    settle_mismatch,
+    unknown_decision,
+)
 from app.domain.clock import ms_to_iso, parse_time
+from app.runtime.open_world import open_world
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
 from app.store.lock import WorkspaceBusyError
 from app.tools.spec import ALL_PERMISSIONS, AgentContext, Permission
+from app.trading.live_account import PERSON
+from app.workspace import Workspace
 
 # tools that only read: they may run on a workspace another process writes. Memory tools are not
 # among them: reading memory catches the agent's recall index up with the files (a write).
@@ -45,6 +68,8 @@ def add_tool_arguments(parser: argparse.ArgumentParser) -> None:
                              "permissions, role and symbols); default: the operator, with "
                              "every tool, orchestration tools included")
     add_market_options(parser)
+    add_venue_arguments(parser)
+    add_live_arguments(parser, grants=False)
 
 
 def _world(args: argparse.Namespace, *, read_only: bool = False) -> World:
@@ -67,6 +92,13 @@ def _read_call(text: str) -> bytes:
 
 def cmd_tool(args: argparse.Namespace) -> int:
     raw = _read_call(args.call)
+    workspace = workspace_of(args)
+    live = chosen_venue(args, workspace)
+    if live is not None:
+        if args.at or args.data:
+            raise ValueError(f"--at and --data are for the replay; {live.kind} runs on the "
+                             "exchange's market as it is now")
+        return asyncio.run(_run_live(args, workspace, live, raw))
     try:
         world = _world(args)
     except WorkspaceBusyError as busy:
@@ -83,6 +115,35 @@ def cmd_tool(args: argparse.Namespace) -> int:
     return _run_as_agent(args, raw)
 
 
+async def _run_live(
+    args: argparse.Namespace, workspace: Workspace, spec: VenueSpec, raw: bytes
+) -> int:
+    """Run the call on a live market (``spec``): on the live world, with its agents (not
+    started) so that its kill switch trips on what reconciliation cannot explain."""
+    world = await open_world(workspace, spec, WorldOptions())
+    log_to(workspace)
+    try:
+        account = world.venue.is_live_account
+        await world.prepare(unknown_decision(args) if account else None)
+        if account:
+            for line in await settle_mismatch(world, args):
+                print(line, file=sys.stderr)
+            print(live_banner(world), file=sys.stderr)
+        assert world.agents is not None
+        trip = world.agents.kill_switch.active()
+        if trip is not None:
+            print(f"kestrel: the kill switch is tripped (it was {trip.describe()}): the Risk "
+                  "Guard refuses every new order; closing and cancelling still work.",
+                  file=sys.stderr)
+        if args.agent == OPERATOR:
+            ctx = _operator(world, PERSON if account else OPERATOR)
+        else:
+            ctx = _agent_context(world, args.agent)
+        return await _execute_async(world, ctx, raw)
+    finally:
+        await world.aclose()
+
+
 def _known(world: World, raw: bytes) -> bool:
     """The call names a tool of the world without agents (else: an orchestration or MCP tool,
     or a name only the agents' world can refuse in the agents' words)."""
@@ -95,28 +156,35 @@ def _run_as_agent(args: argparse.Namespace, raw: bytes) -> int:
     """Run the call in the world with agents: as the agent ``--agent`` names (its permissions,
     role and symbols), or with every tool, orchestration tools included, under the operator's
     name or an id that names no agent (said on standard error)."""
-    from app.cli.agent_view import agents_world, find_agent
+    from app.cli.agent_view import agents_world
 
     with agents_world(args) as world:
         if args.agent == OPERATOR:
             return _run_tool(world, args, raw)
-        assert world.agents is not None
-        info = find_agent(world, args.agent)
-        if info is None:  # an id of the person's choosing: the operator's tools under it
-            agents = world.agents.manager.list_agents()
-            known = ", ".join(f"{a.agent_id} ({a.name})" for a in agents)
-            print(f"kestrel: no agent {args.agent!r} in this workspace (its agents: "
-                  f"{known or 'none'}); the call runs as {args.agent!r} with every tool",
-                  file=sys.stderr)
-            return _run_tool(world, args, raw)
-        profile = world.agents.manager.profile_for(replace(info, provider="rule-engine"))
-        symbols = info.config.get("symbols") or ()
-        ctx = AgentContext(
-            agent_id=info.agent_id, permissions=profile.permissions, role=info.role.value,
-            watched_symbols=tuple(str(s) for s in symbols),
-            interval=str(info.config.get("interval", "1h")),
-        )
-        return _execute(world, ctx, raw)
+        return _execute(world, _agent_context(world, args.agent), raw)
+
+
+def _agent_context(world: World, name: str) -> AgentContext:
+    """The agent ``name`` (id or name) of the world: its permissions, role and symbols; an id
+    that names no agent gets the operator's tools under it (said on standard error)."""
+    from app.cli.agent_view import find_agent
+
+    assert world.agents is not None
+    info = find_agent(world, name)
+    if info is None:  # an id of the person's choosing: the operator's tools under it
+        agents = world.agents.manager.list_agents()
+        known = ", ".join(f"{a.agent_id} ({a.name})" for a in agents)
+        print(f"kestrel: no agent {name!r} in this workspace (its agents: "
+              f"{known or 'none'}); the call runs as {name!r} with every tool",
+              file=sys.stderr)
+        return _operator(world, name)
+    profile = world.agents.manager.profile_for(replace(info, provider="rule-engine"))
+    symbols = info.config.get("symbols") or ()
+    return AgentContext(
+        agent_id=info.agent_id, permissions=profile.permissions, role=info.role.value,
+        watched_symbols=tuple(str(s) for s in symbols),
+        interval=str(info.config.get("interval", "1h")),
+    )
 
 
 def _run_read_only(
@@ -141,16 +209,24 @@ def _run_read_only(
 
 
 def _run_tool(world: World, args: argparse.Namespace, raw: bytes) -> int:
-    ctx = AgentContext(
-        agent_id=args.agent,
+    return _execute(world, _operator(world, args.agent), raw)
+
+
+def _operator(world: World, agent_id: str) -> AgentContext:
+    """Every tool, under ``agent_id``."""
+    return AgentContext(
+        agent_id=agent_id,
         permissions=ALL_PERMISSIONS,
         role="operator",
         watched_symbols=world.venue.market.symbols(),
     )
-    return _execute(world, ctx, raw)
 
 
 def _execute(world: World, ctx: AgentContext, raw: bytes) -> int:
+    return asyncio.run(_execute_async(world, ctx, raw))
+
+
+async def _execute_async(world: World, ctx: AgentContext, raw: bytes) -> int:
     parsed = world.executor.parse(raw)
     if parsed.is_text:
         print(
@@ -159,7 +235,7 @@ def _execute(world: World, ctx: AgentContext, raw: bytes) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    result = asyncio.run(world.executor.execute_parsed(ctx, parsed))
+    result = await world.executor.execute_parsed(ctx, parsed)
     print(result.xml)
     return EXIT_OK if result.ok else EXIT_TOOL_FAILED
 

@@ -233,6 +233,21 @@ class World:
             if self.memory is not None:
                 self.memory.commit()
 
+    async def prepare(self, decide_unknown: DecideUnknown | None = None) -> None:
+        """What must happen before anything acts on the account, agents started or not (a
+        one-off tool call on a live account too): the venue's ``before_agents`` (a live
+        account reconciles with its exchange; orders there the journal does not know are put
+        to the person), whose mismatches trip the kill switch, and the completion of a trip
+        the last run committed but did not finish (it pauses that run's agents).
+
+        Raises:
+            UnknownOrdersUndecided: such orders exist and no decision was given.
+        """
+        if self.venue.before_agents is not None:
+            await self.venue.before_agents(decide_unknown)
+        if self.agents is not None:
+            await self.agents.kill_switch.complete_unfinished()
+
     async def start(self, decide_unknown: DecideUnknown | None = None) -> None:
         """Start the agents (a world without agents has nothing to start), after what the venue
         must do first: a live account reconciles with its exchange, and orders there that the
@@ -244,10 +259,7 @@ class World:
         team = self.agents
         if team is None:
             return
-        if self.venue.before_agents is not None:
-            await self.venue.before_agents(decide_unknown)
-        # a trip the last run committed but did not finish pauses its agents before they start
-        await team.kill_switch.complete_unfinished()
+        await self.prepare(decide_unknown)
         await team.manager.start()
         await team.fills.catch_up(self.venue.broker)
         # what exists now (modules, market data, caches) lives as long as the app: keep it out
