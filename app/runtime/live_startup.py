@@ -155,6 +155,10 @@ class LiveStartup:
         self._mono = monotonic
         self.summary: StartupSummary | None = None
 
+    def describe(self) -> str | None:
+        """The start-up's summary in words; None before it has run."""
+        return None if self.summary is None else self.summary.describe()
+
     async def __call__(self, decide: DecideUnknown | None) -> StartupSummary:
         return await self.run(decide)
 

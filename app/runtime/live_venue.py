@@ -205,4 +205,4 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
 
     return Venue("live", live_label(venue_id), clock, market, broker, driver,
                  closers=[close], before_agents=startup,
-                 live=LiveAccount(venue_id, reconciler, grants))
+                 live=LiveAccount(venue_id, reconciler, grants, startup.describe))

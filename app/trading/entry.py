@@ -61,6 +61,7 @@ from app.domain.market import split_symbol
 from app.domain.market_rules import fmt
 from app.domain.risk_view import RiskView
 from app.domain.trading import ExitKind, Order, OrderStatus, OrderType, Side
+from app.risk.guard import Violation
 from app.risk.types import OrderIntent
 from app.store.held_stops import HeldStop, HeldStops, HeldStopState
 from app.store.order_requests import OrderRequests, RequestRecord
@@ -97,7 +98,7 @@ class Guard(Protocol):
         it is placed, during which the guard counts it as pending."""
         ...
 
-    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, object] | None:
+    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, Violation] | None:
         ...
 
     def refuse(self, intent: OrderIntent, view: RiskView, rule: str, reason: str) -> None:
@@ -443,7 +444,7 @@ class OrderEntry:
         if verdict is not None:
             rule, violation = verdict
             return Review(checked, intent.reduces_position, rule=rule,
-                          refusal=str(getattr(violation, "reason", violation)), notes=notes)
+                          refusal=violation.reason, notes=notes)
         return Review(checked, intent.reduces_position, notes=notes)
 
     def exit_review(

@@ -8,7 +8,7 @@ the ccxt adapter implements them, and only the runtime names it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -119,8 +119,13 @@ class Grants(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LiveAccount:
-    """A live venue's account as the fronts reach it (``Venue.live``)."""
+    """A live venue's account as the fronts reach it (``Venue.live``).
+
+    ``startup``: what the reconciliation before the agents found and did, in words (None until
+    it has run).
+    """
 
     exchange: str
     reconciliation: Reconciliation
     grants: Grants
+    startup: Callable[[], str | None] = lambda: None

@@ -175,6 +175,21 @@ def test_a_tool_call_on_a_live_workspace_without_the_live_flags_is_refused_with_
     assert not paper_ledger_opened(tmp_path)  # no paper account was made to act on
 
 
+def test_mcp_serve_refuses_a_live_workspace_rather_than_serving_a_paper_ledger(
+    tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_workspace(tmp_path, server)
+
+    code = run_main(["mcp-serve", "--workspace", str(tmp_path)])
+
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "serves the offline replay" in err and "LIVE account on binance" in err
+    assert "its order journal holds 1 order on binance" in err
+    assert "Traceback" not in err
+    assert not paper_ledger_opened(tmp_path)
+
+
 def test_a_tool_call_with_the_live_flags_cancels_the_order_on_the_exchange(
     tmp_path: Path, server: FakeExchangeServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

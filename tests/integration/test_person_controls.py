@@ -20,6 +20,7 @@ from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
 from app.runtime.world import World
 from app.tools.spec import AgentContext
+from app.trading.agent_pnl import PnLTracker
 from app.trading.closed_trades import closed_trades, totals_by_actor
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
@@ -213,5 +214,35 @@ def test_tp_and_sl_of_a_buy_ticket_are_placed_once_the_buy_fills(world, bus) -> 
         assert exits["TAKE_PROFIT"].price == tp and exits["STOP_LOSS"].stop_price == sl
         assert {o.agent_id for o in exits.values()} == {PERSON_ID}
         assert not person.pending_exits
+
+    asyncio.run(scenario())
+
+
+def test_an_agents_lot_closed_by_the_person_is_the_agents_pnl_in_the_list_and_closed_trades(
+    world, bus
+) -> None:
+    """Whose position is it: the agent list and Closed trades attribute each lot's P&L to its
+    owner by one rule, whoever sold it (here the person's Close sold both lots)."""
+    async def scenario() -> None:
+        person = controls(world, bus)
+        buy = read_ticket({"symbol": "BTC/USD", "side": "BUY", "kind": "MARKET",
+                           "amount": "0.05", "unit": "base"})
+        assert (await person.submit(buy)).ok
+        await agent_call(world, "<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
+                                "<quantity>0.03</quantity></create_order>")
+        next_bar(world)
+        next_bar(world, 6)
+        assert (await person.close("BTC/USD")).ok
+        next_bar(world)
+        fills = await world.venue.broker.trades(None, None)
+        by_owner = totals_by_actor(closed_trades(fills))
+        tracker = PnLTracker(world.venue.broker, world.venue.broker.last_price)
+        listed = await tracker.update()
+        assert set(by_owner) == {"person", "trader-1"}
+        for owner, totals in by_owner.items():
+            assert listed[owner].realized == totals.pnl, owner
+        assert listed["trader-1"].fills == 1  # its buy; the sale of its lot was the person's
+        cash = world.venue.broker.ledger.load().balances["USD"]
+        assert sum((t.pnl for t in by_owner.values()), Decimal(0)) == cash - Decimal(10_000)
 
     asyncio.run(scenario())

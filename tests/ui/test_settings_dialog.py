@@ -22,6 +22,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from keyring.backends import fail
 from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtWidgets import QLabel
 
 from app.ccxt.credentials import ApiKeys, load_keys
 from app.config import load_settings
@@ -534,3 +535,19 @@ def test_a_typed_smtp_password_quoted_back_by_the_test_e_mail_is_not_shown(
     assert shown.startswith("✗") and "refused the login of desk" in shown, shown
     assert leaks(shown.encode(), password) == [], shown
     assert "AUTH LOGIN [redacted]" in shown, shown
+
+
+def test_the_approval_page_says_what_is_never_held_and_protection_can_be_left_to_kestrel(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    said = " ".join(label.text() for label in dialog.approval_page.findChildren(QLabel))
+    assert "closes and sells included" in said
+    assert "Never held: your own orders" in said and "its own position" in said
+    box = dialog.trading_page.forms["trading"].widget("kestrel_stops")
+    assert "only while Kestrel runs" in " ".join(
+        label.text() for label in dialog.trading_page.findChildren(QLabel)) + box.toolTip()
+    box.setChecked(True)  # type: ignore[attr-defined]
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert dialog.banner.text().startswith("Saved")
+    assert load_settings(workspace.settings_path).trading.kestrel_stops is True

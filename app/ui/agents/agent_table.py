@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem,
 
 from app.agents.conversation_store import UsageTotals
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Task
+from app.trading.agent_pnl import AgentPnL
 from app.ui.agents.lifecycle import (
     ATTENTION,
     engine_text,
@@ -31,7 +32,6 @@ from app.ui.agents.lifecycle import (
     state_text,
     state_tooltip,
 )
-from app.ui.agents.pnl import AgentPnL
 from app.ui.panels.record_model import Column, Index, RecordTableModel
 from app.ui.panels.style import COLORS, format_fixed, format_quantity, format_time, pnl_color
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from app.agents.conversation_store import UsageTotals
 from app.events import LLMCallRecorded, OrderFilled
+from app.trading.agent_pnl import PnLTracker
 from app.ui.agents.agent_table import AgentRow
-from app.ui.agents.pnl import PnLTracker
 
 if TYPE_CHECKING:
     from app.runtime.world import World

@@ -33,8 +33,10 @@ from PySide6.QtWidgets import (
 from app.config import AgentSettings, PaperSettings, Settings
 from app.config.approval import ApprovalSettings
 from app.config.risk import RiskConfig
+from app.config.trading import TradingSettings
 from app.domain.errors import OperationalError
 from app.secrets import SecretStore
+from app.trading.approval import EXEMPTIONS
 from app.ui.panels.style import set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.settings.mcp_page import McpPage
@@ -107,7 +109,11 @@ class SettingsDialog(QDialog):
             docs=risk_docs())
         self.approval_page = SectionPage(
             "Approval", "approval", ApprovalSettings, s.approval,
-            "Orders that wait for your approval before they reach the broker.")
+            "Agents' orders that wait for your approval before they reach the broker, closes "
+            f"and sells included. {EXEMPTIONS}")
+        self.trading_page = SectionPage(
+            "Protection", "trading", TradingSettings, s.trading,
+            "How a position is protected where the exchange cannot hold a stop-loss order.")
         self.paper_page = SectionPage(
             "Paper account", "paper", PaperSettings, s.paper,
             "The simulated account agents trade on: starting cash, fees and slippage.")
@@ -118,7 +124,8 @@ class SettingsDialog(QDialog):
         self.mcp_page = McpPage(workspace, self.tasks.spawn, getattr(team, "mcp", None))
         self.pages: list[Page] = [
             self.llm_page, self.exchange_page, self.telegram_page, self.email_page,
-            self.risk_page, self.approval_page, self.paper_page, self.agents_page,
+            self.risk_page, self.approval_page, self.trading_page, self.paper_page,
+            self.agents_page,
             self.appearance_page, self.mcp_page,
         ]
         self.nav = QListWidget()

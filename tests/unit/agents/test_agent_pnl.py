@@ -15,7 +15,7 @@ from app.ccxt.orders import average_cost
 from app.domain.trading import Fill, Side
 from app.exchange.book import AccountBook
 from app.store.order_journal import JournalFill
-from app.ui.agents.pnl import AgentPnL, PnLTracker
+from app.trading.agent_pnl import AgentPnL, PnLTracker
 
 
 class _Fills:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from app.domain.errors import RiskRejection
+from app.risk.guard import Violation
 from app.risk.types import OrderIntent, RiskView
 from app.tools.account_tools import build_account_tools
 from app.tools.executor import MemoryRecorder, ToolExecutor
@@ -40,9 +41,10 @@ class NotionalGuard:
             )
         yield
 
-    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, str] | None:
+    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, Violation] | None:
         if not intent.reduces_position and intent.notional > self.limit:
-            return "max_order_notional", f"Order value {intent.notional} > limit {self.limit}"
+            return "max_order_notional", Violation(
+                f"Order value {intent.notional} > limit {self.limit}")
         return None
 
     def refuse(self, intent: OrderIntent, view: RiskView, rule: str, reason: str) -> None:
