@@ -340,14 +340,9 @@ class OrderEntry:
             return
         reason = await self._lot_reason(who, req)
         if reason is None:
-            price = req.price or req.stop_price
-            if price is None and req.quote_amount is None:
-                try:
-                    price = await self.broker.last_price(req.symbol)
-                except KestrelError:
-                    price = None
-            notional = req.quote_amount if req.quote_amount is not None else (
-                None if price is None else req.quantity * price)
+            notional = None
+            if self.approval.above_quote is not None:  # the one rule that needs the worth
+                notional = await self._worth(req)
             reason = approval_reason(
                 self.approval, symbol=self.broker.canonical_symbol(req.symbol),
                 notional=notional, mode=self.broker.mode, traded_symbols=self.traded_symbols,
@@ -355,6 +350,19 @@ class OrderEntry:
         if reason is None:
             return
         raise ApprovalNeeded(reason, can_ask=who.can_ask)
+
+    async def _worth(self, req: OrderRequest) -> Decimal | None:
+        """What an order is worth in the quote currency: its quote amount, else its quantity at
+        its own price or the last price; None when no price is known."""
+        if req.quote_amount is not None:
+            return req.quote_amount
+        price = req.price or req.stop_price
+        if price is None:
+            try:
+                price = await self.broker.last_price(req.symbol)
+            except KestrelError:
+                return None
+        return req.quantity * price
 
     async def _lot_reason(self, who: Caller, req: OrderRequest) -> str | None:
         """A sell of more than the agent's own lot touches the person's (or another agent's):
