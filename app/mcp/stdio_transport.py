@@ -31,8 +31,10 @@ A dropped message is answered for, never silently lost:
 
 ``on_dropped`` hears of each drop (the connection words its errors with it). Shutdown follows the
 SDK's (close stdin, wait 2 s, SIGTERM the process group, wait 2 s, SIGKILL it), and then SIGKILLs
-the group in any case, so nothing the server started outlives the connection. POSIX only: on
-Windows the SDK's transport is used as it is.
+the group in any case, so nothing the server started outlives the connection. On Linux the server
+runs under a keeper (``app.mcp.process_tree``) that also ends what left the group (a daemon that
+double-forked and called ``setsid``), and does so when Kestrel dies too. POSIX only: on Windows
+the SDK's transport is used as it is.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from app.mcp.framing import (
     peek_id,
     value_bound,
 )
+from app.mcp.process_tree import keep_command
 
 logger = logging.getLogger(__name__)
 
@@ -404,10 +407,10 @@ async def stdio_client(
             yield streams
         return
 
+    env = get_default_environment() | (server.env or {})
     process = await anyio.open_process(
-        [server.command, *server.args],
-        env=get_default_environment() | (server.env or {}),
-        stderr=errlog, cwd=server.cwd, start_new_session=True,
+        keep_command([server.command, *server.args], env),  # ends what the server leaves behind
+        env=env, stderr=errlog, cwd=server.cwd, start_new_session=True,
     )
     # started: no await until the task group is entered, or a cancellation would leak it
     pipes = _Pipes(process, server, max_message_bytes, on_dropped)

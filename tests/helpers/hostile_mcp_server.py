@@ -25,6 +25,9 @@ error quotes its environment, and it writes the token to stderr.
 - ``flood_unmatched`` (megabytes): writes one line of that many MB with no id, then never answers.
 - ``flood_notification`` (megabytes): writes a log notification of that many MB, then answers.
 - ``spawn_child``: starts a long ``sleep`` in the server's process group; answers its pid.
+- ``daemonize`` (pid_file, setsid): starts ``daemonize.py``, which double-forks a grandchild that
+  nobody started (with ``setsid``, also out of the server's process group and session); answers
+  the grandchild's pid once it has written it to ``pid_file``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import anyio
 import mcp_types as types
@@ -52,8 +57,13 @@ def _transport_tools() -> list[types.Tool]:
                    input_schema=_count("thousands" if name == "flood_values" else "megabytes"))
         for name in ("flood_values", "flood_id_last", "flood_unmatched", "flood_notification")
     ]
+    daemon = types.Tool(
+        name="daemonize", description="Leave a daemon behind.",
+        input_schema={"type": "object", "properties": {"pid_file": {"type": "string"},
+                                                       "setsid": {"type": "boolean"}},
+                      "required": ["pid_file"]})
     return [*floods, types.Tool(name="spawn_child", description="Start a child process.",
-                                input_schema={"type": "object"})]
+                                input_schema={"type": "object"}), daemon]
 
 
 def _tools(mode: str, listing: int) -> list[types.Tool]:
@@ -161,6 +171,9 @@ def build_server(mode: str) -> Server:
                 stderr=subprocess.DEVNULL)
             children.append(child)
             return _text(str(child.pid))
+        if params.name == "daemonize":
+            return _text(str(await _daemonize(str(arguments["pid_file"]),
+                                              bool(arguments.get("setsid")))))
         if params.name == "echo":
             return _text(str(arguments.get("text", "")))
         if params.name == "flood":
@@ -182,6 +195,24 @@ def build_server(mode: str) -> Server:
                                     is_error=True)
 
     return Server("hostile", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+DAEMONIZE = str(Path(__file__).with_name("daemonize.py"))
+
+
+async def _daemonize(pid_file: str, new_session: bool) -> int:
+    """Start the double-forking helper and wait for its grandchild to name itself."""
+    subprocess.run(  # noqa: ASYNC221, S603 - our own interpreter and helper; it returns at once
+        [sys.executable, DAEMONIZE, pid_file, *(["--setsid"] if new_session else [])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        check=True)
+    deadline = time.monotonic() + 10
+    path = anyio.Path(pid_file)
+    while not await path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon never wrote {pid_file}")
+        await anyio.sleep(0.01)
+    return int(await path.read_text(encoding="ascii"))
 
 
 def _text(text: str) -> types.CallToolResult:
