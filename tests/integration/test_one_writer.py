@@ -142,3 +142,40 @@ def test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_ans
     placed = kestrel("tool", "--workspace", str(ws), order)
     assert placed.returncode == 0, placed.stderr
     assert "<order_created" in placed.stdout
+
+
+def test_deleting_the_lock_file_under_a_running_writer_lets_no_second_writer_in(tmp_path):
+    """The lock file only describes the holder; the lock itself is on the workspace folder, which
+    cannot be deleted from under a running writer."""
+    ws = tmp_path / "ws"
+    run = subprocess.Popen(  # noqa: S603 - our own interpreter
+        [sys.executable, "-m", "app", "run", "--workspace", str(ws), "--speed", "1",
+         "--for", "30d"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while (holder := read_holder(ws / "kestrel.lock")) is None or holder.pid != run.pid:
+            assert run.poll() is None, run.stderr.read()
+            assert time.monotonic() < deadline, "kestrel run never took the workspace"
+            time.sleep(0.1)
+        (ws / "kestrel.lock").unlink()
+
+        order = ("<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
+                 "<quote_amount>50</quote_amount></create_order>")
+        refused = kestrel("tool", "--workspace", str(ws), order)
+        assert refused.returncode == 75, refused.stdout + refused.stderr
+        assert refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+        assert f"in use by process {run.pid} (kestrel run --workspace {ws}" in refused.stderr
+        assert not (ws / "kestrel.lock").exists(), "a refused process writes no lock file"
+        assert run.poll() is None, "the run goes on"
+    finally:
+        run.kill()
+        run.wait()
+    conn = sqlite3.connect(ws / "kestrel.db")
+    try:
+        operator_calls = conn.execute(
+            "SELECT COUNT(*) FROM tool_calls WHERE agent_id='operator'").fetchone()[0]
+    finally:
+        conn.close()
+    assert operator_calls == 0, "the refused call wrote nothing"

@@ -59,3 +59,16 @@ def test_a_holder_killed_with_sigkill_releases_the_workspace(tmp_path):
         holder.kill()
         holder.wait()
     WorkspaceLock.acquire(path).release()
+
+
+def test_deleting_the_lock_file_does_not_release_the_workspace(tmp_path):
+    path = tmp_path / "kestrel.lock"
+    first = WorkspaceLock.acquire(path, command="kestrel run --workspace ws")
+    try:
+        path.unlink()
+        with pytest.raises(WorkspaceBusyError, match=rf"in use by process {os.getpid()} "):
+            WorkspaceLock.acquire(path, command="kestrel tool ...")
+        assert not path.exists(), "the refused one wrote no lock file of its own"
+    finally:
+        first.release()
+    WorkspaceLock.acquire(path).release()
