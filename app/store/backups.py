@@ -2,8 +2,22 @@
 
 A backup is a full copy of ``kestrel.db`` made with SQLite's online backup API, so it is a
 consistent snapshot even while the agents write: ``<workspace>/backups/kestrel-<UTC time>.db``.
-A copy is written under a temporary name, checked (``PRAGMA quick_check``) and only then renamed
-into place, so a listed backup is always a whole, healthy database; the newest ``KEEP`` are kept.
+A copy is written under a temporary name, checked and only then renamed into place, so a listed
+backup is always a whole, healthy database; the newest ``KEEP`` are kept.
+
+The check is ``PRAGMA integrity_check``, the full one: the start-up check (``health``) runs only
+``quick_check``, which is cheap enough for every open but does not compare an index with its
+table, so an index missing rows (a query through it silently misses them) passed it. A backup
+reads every page anyway, on its own thread, and it checks the copy, so the writer is not held up
+(measured on a 200 MB database: copy 0.56 s, quick_check 0.21 s, integrity_check 0.59 s).
+What it finds decides:
+
+- only indexes disagree with their tables: the table rows are the truth and an index can be
+  rebuilt from them, so the workspace's database is repaired (``REINDEX`` of those indexes), the
+  log says which, and the backup is taken of the repaired database (``Backup.repaired``);
+- a table itself is damaged (or SQLite cannot read a page): no backup is taken, since a damaged
+  copy must never push a healthy backup out of the rotation, and the error says so and how to
+  restore the newest backup.
 
 While a process writes the workspace a ``BackupKeeper`` thread takes one when the newest is older
 than its interval (at open, then periodically) and, for the app, a last one at close when
@@ -15,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -34,13 +49,20 @@ _PREFIX = "kestrel-"
 _SUFFIX = ".db"
 _STAMP = "%Y%m%dT%H%M%S"
 _SIDE_FILES = ("-wal", "-shm")
+# what integrity_check says of an index that disagrees with its table (and of nothing else)
+_INDEX_PROBLEM = re.compile(
+    r"^(?:row \d+ missing from|wrong # of entries in|non-unique entry in) index (\S+)$")
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment, is at fault
 
 
 @dataclass(frozen=True, slots=True)
 class Backup:
+    """One backup file; ``repaired``: the indexes rebuilt in the database before it was taken."""
+
     path: Path
     taken_ms: int
     size: int
+    repaired: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return f"{self.path} (taken {ms_to_iso(self.taken_ms)}, {self.size:,} bytes)"
@@ -80,6 +102,76 @@ def quick_check(path: Path) -> list[str]:
     return [] if rows == ["ok"] else rows
 
 
+def integrity_check(path: Path) -> list[str]:
+    """SQLite's full integrity check (indexes compared with their tables too): ``[]`` when
+    healthy, else what is wrong (at most SQLite's first 100 findings).
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database, or a page cannot be read at all.
+    """
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        rows = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def damaged_indexes(problems: list[str]) -> tuple[str, ...] | None:
+    """The indexes named when every problem is an index disagreeing with its table; None when
+    anything else is wrong (a table's pages, a constraint, the file)."""
+    names: dict[str, None] = {}
+    for problem in problems:
+        match = _INDEX_PROBLEM.match(problem.strip())
+        if match is None:
+            return None
+        names[match.group(1)] = None
+    return tuple(names)
+
+
+class DamagedDatabaseBackupError(OperationalError):
+    """The database is damaged beyond its indexes: no backup was taken of it."""
+
+
+def _copy(db_path: Path, partial: Path) -> None:
+    """A self-contained copy of the database (no -wal beside it, whatever mode it runs in)."""
+    _remove(partial)
+    source = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        target = sqlite3.connect(str(partial), isolation_level=None)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            target.close()
+    finally:
+        source.close()
+
+
+def _reindex(db_path: Path, indexes: tuple[str, ...]) -> None:
+    """Rebuild the indexes from their tables, in the live database (waits for the writer)."""
+    conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=30)
+    try:
+        known = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index'")}
+        for name in indexes:
+            if name in known:
+                conn.execute('REINDEX "' + name.replace('"', '""') + '"')
+    finally:
+        conn.close()
+
+
+def _damaged(db_path: Path, folder: Path, problems: list[str]) -> DamagedDatabaseBackupError:
+    kept = len(list_backups(folder))
+    shown = "; ".join(" ".join(p.split()) for p in problems[:3])
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return DamagedDatabaseBackupError(
+        f"{db_path} is damaged beyond its indexes: {shown}{more}. No backup was taken, so the "
+        f"{kept} backups in {folder} are kept as they are. Close Kestrel and put the newest "
+        f"back with: kestrel restore-backup --workspace {db_path.parent}"
+    )
+
+
 def take_backup(
     db_path: Path, folder: Path, *, keep: int = KEEP, now_ms: int | None = None
 ) -> Backup:
@@ -93,24 +185,31 @@ def take_backup(
     name = f"{_PREFIX}{when.strftime(_STAMP)}.{now_ms % 1000:03d}Z{_SUFFIX}"
     final = folder / name
     partial = folder / (name + ".partial")
+    repaired: tuple[str, ...] = ()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        source = sqlite3.connect(str(db_path), isolation_level=None)
-        try:
-            target = sqlite3.connect(str(partial), isolation_level=None)
-            try:
-                source.backup(target)
-                # a self-contained file: no -wal beside it, whatever mode the original runs in
-                target.execute("PRAGMA journal_mode=DELETE")
-            finally:
-                target.close()
-        finally:
-            source.close()
-        problems = quick_check(partial)
+        _copy(db_path, partial)
+        problems = integrity_check(partial)
         if problems:
-            raise OperationalError(f"the backup copy failed its check: {problems[0]}")
+            indexes = damaged_indexes(problems)
+            if not indexes:
+                raise _damaged(db_path, folder, problems)
+            _reindex(db_path, indexes)
+            repaired = indexes
+            logger.warning(
+                "%s: the index %s disagreed with its table (%s); it was rebuilt (REINDEX) "
+                "before this backup", db_path, ", ".join(indexes), problems[0].strip())
+            _copy(db_path, partial)
+            problems = integrity_check(partial)
+            if problems:
+                raise _damaged(db_path, folder, problems)
         partial.replace(final)
-    except (OSError, sqlite3.Error) as exc:
+    except sqlite3.DatabaseError as exc:
+        _remove(partial)
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPT_CODES:
+            raise _damaged(db_path, folder, [str(exc)]) from exc
+        raise OperationalError(f"cannot back up {db_path} into {folder}: {exc}") from exc
+    except OSError as exc:
         _remove(partial)
         raise OperationalError(f"cannot back up {db_path} into {folder}: {exc}") from exc
     except OperationalError:
@@ -118,7 +217,7 @@ def take_backup(
         raise
     for old in list_backups(folder)[keep:]:
         _remove(old.path)
-    return Backup(final, now_ms, final.stat().st_size)
+    return Backup(final, now_ms, final.stat().st_size, repaired)
 
 
 def restore_backup(db_path: Path, backup: Path) -> Path | None:

@@ -8,6 +8,7 @@ open and rotate; ``kestrel restore-backup`` puts one back and moves the damaged 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from app.domain.errors import OperationalError
 from app.store.backups import BackupKeeper, list_backups, quick_check, take_backup
 from app.store.health import DamagedDatabaseError
 from app.store.ledger import Ledger
@@ -161,3 +163,70 @@ def test_the_keeper_backs_up_when_due_and_at_the_end_only_after_changes(tmp_path
     last.stop(final=True)
     assert len(list_backups(folder)) == 2, "the change is backed up at the end"
     ledger.close()
+
+
+def integrity(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def desync_an_index(db: Path) -> None:
+    """Make the index tool_calls_agent disagree with its table, as a bug or a torn write could:
+    hide the index from the schema, change the rows it indexes, put it back unchanged."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    row = conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master "
+                       "WHERE name = 'tool_calls_agent'").fetchone()
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("DELETE FROM sqlite_master WHERE name = 'tool_calls_agent'")
+    conn.close()
+    conn = sqlite3.connect(db, isolation_level=None)  # a schema without the index
+    conn.execute("UPDATE tool_calls SET agent_id = 'renamed' WHERE id % 2 = 0")
+    conn.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) "
+                 "VALUES (?, ?, ?, ?, ?)", row)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def test_a_backup_rebuilds_an_index_that_disagrees_with_its_table_and_says_so(tmp_path, caplog):
+    ws = used_workspace(tmp_path)
+    desync_an_index(ws.db_path)
+    assert quick_check(ws.db_path) == [], "the start-up check cannot see it"
+    assert any("missing from index tool_calls_agent" in p for p in integrity(ws.db_path))
+
+    with caplog.at_level(logging.WARNING, logger="app.store.backups"):
+        backup = take_backup(ws.db_path, ws.backup_dir)
+    assert integrity(ws.db_path) == [], "the workspace's own database is repaired"
+    assert integrity(backup.path) == [], "and its backup is whole"
+    assert backup.repaired == ("tool_calls_agent",)
+    said = caplog.text
+    assert "index tool_calls_agent disagreed with its table" in said, said
+    assert "rebuilt (REINDEX)" in said, said
+    conn = sqlite3.connect(ws.db_path)
+    try:
+        by_index = conn.execute("SELECT COUNT(*) FROM tool_calls INDEXED BY tool_calls_agent "
+                                "WHERE agent_id = 'renamed'").fetchone()[0]
+    finally:
+        conn.close()
+    assert by_index == 200, "a query through the index sees every renamed row"
+
+
+def test_a_backup_of_a_database_whose_table_is_damaged_is_refused_and_says_so(tmp_path):
+    ws = used_workspace(tmp_path)
+    before = list_backups(ws.backup_dir)
+    corrupt_a_page(ws.db_path)
+    with pytest.raises(OperationalError) as refused:
+        take_backup(ws.db_path, ws.backup_dir)
+    message = str(refused.value)
+    assert f"{ws.db_path} is damaged beyond its indexes" in message, message
+    assert "No backup was taken" in message, message
+    assert f"the {len(before)} backups in {ws.backup_dir} are kept" in message, message
+    assert "kestrel restore-backup" in message, message
+    assert list_backups(ws.backup_dir) == before, "no damaged copy, no healthy one dropped"
+    assert not list(ws.backup_dir.glob("*.partial"))
