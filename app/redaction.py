@@ -14,10 +14,18 @@ suffix or the middle), and masked forms: a start of the key or its end around a 
 Telegram library capitalises an API error, which lower-cases the rest, token included), and a
 key lower-cased has lost little of its secrecy. Text without any secret in it is returned
 unchanged, and a process that holds no secret pays one empty-tuple check per text.
+
+It also recognises the spellings foreign code turns a key into before quoting it (``encodings``):
+base64 (an HTTP Basic credential, an SMTP login, a server that echoes what it decoded), in the
+standard and the URL-safe alphabet, alone or inside a longer base64 text (a key standing at any of
+the three byte offsets encodes to a different text; each is known, and only the characters that
+encode bytes of the key alone, so what surrounds it does not matter, padded or not); hex;
+reversed; URL-encoded. Each is a secret of its own, whole and in pieces, though not masked.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import sys
@@ -25,8 +33,9 @@ import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
+from urllib.parse import quote, quote_plus
 
 MARKER = "[redacted]"
 MIN_SECRET = 6  # shorter values would match ordinary words
@@ -45,45 +54,121 @@ ENV_PREFIX = "KESTREL_"
 _VENDOR_PREFIX = re.compile(r"[a-z_\-]+")
 
 
+SEED = FRAGMENT // 2  # a piece of FRAGMENT characters holds a run of SEED starting at a multiple
+# of SEED in the text, wherever the piece starts: the text is looked up at those places only
+
+
 @dataclass(frozen=True, slots=True)
 class _Secret:
     value: str  # lower-cased, like everything below: matched against lower-cased text
-    grams: tuple[str, ...]  # every distinct FRAGMENT-long piece
-    blocks: tuple[str, ...]  # cheap first test: any such piece contains one of these
-    masked: re.Pattern[str]
+    vendor_first: bool  # its first FRAGMENT characters are a vendor's prefix: alone, no leak
+    masked: re.Pattern[str] | None  # None: an encoding of a secret, which nobody masks
 
-    def spans(self, folded: str) -> Iterator[tuple[int, int]]:
-        """Where the secret, a piece of it or a masked form of it stands in ``folded`` (the
-        text lower-cased, each character in its place: see ``_fold``)."""
+    def masked_spans(self, folded: str) -> Iterator[tuple[int, int]]:
+        """Where a masked form of the secret stands in ``folded``."""
         value = self.value
-        if any(block in folded for block in self.blocks):
-            yield from _found(folded, value)
-            for gram in self.grams:
-                yield from _found(folded, gram)
-        if any(mask in folded for mask in _MASK_CHARS) and (
+        if self.masked is not None and any(mask in folded for mask in _MASK_CHARS) and (
             value[:_MIN_PREFIX] in folded or value[-_MIN_SUFFIX:] in folded
         ):
             for match in self.masked.finditer(folded):
                 yield match.span()
 
 
-def _secret(value: str) -> _Secret:
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """Every secret and encoding known, indexed for one pass over a text: each SEED-long run of
+    each secret, with where it stands in it (``_pieces``)."""
+
+    secrets: tuple[_Secret, ...] = ()
+    seeds: Mapping[str, tuple[tuple[_Secret, int], ...]] = field(default_factory=dict)
+    short: tuple[_Secret, ...] = ()  # shorter than FRAGMENT: only found whole
+    masking: tuple[_Secret, ...] = ()  # the secrets themselves, whose masked forms are known
+
+    @classmethod
+    def of(cls, secrets: tuple[_Secret, ...]) -> _Known:
+        seeds: dict[str, list[tuple[_Secret, int]]] = {}
+        for secret in secrets:
+            value = secret.value
+            if len(value) >= FRAGMENT:
+                for at in range(len(value) - SEED + 1):
+                    seeds.setdefault(value[at:at + SEED], []).append((secret, at))
+        return cls(secrets, {run: tuple(where) for run, where in seeds.items()},
+                   tuple(s for s in secrets if len(s.value) < FRAGMENT),
+                   tuple(s for s in secrets if s.masked is not None))
+
+    def spans(self, folded: str) -> Iterator[tuple[int, int]]:
+        """Where a secret, a piece of one or a masked form stands in ``folded`` (the text
+        lower-cased, each character in its place: see ``_fold``)."""
+        yield from _pieces(folded, self.seeds)
+        for secret in self.short:
+            yield from _found(folded, secret.value)
+        if any(mask in folded for mask in _MASK_CHARS):
+            for secret in self.masking:
+                yield from secret.masked_spans(folded)
+
+
+def _pieces(folded: str, seeds: Mapping[str, tuple[tuple[_Secret, int], ...]],
+            ) -> Iterator[tuple[int, int]]:
+    """Each run of the text at a multiple of SEED that some secret holds is grown both ways for
+    as long as text and secret agree; FRAGMENT characters or more (or the whole secret) is a
+    leak. One pass, however many secrets are known."""
+    n = len(folded)
+    for q in range(0, n - SEED + 1, SEED):
+        where = seeds.get(folded[q:q + SEED])
+        if where is None:
+            continue
+        for secret, at in where:
+            value = secret.value
+            start, first = q, at
+            while start > 0 and first > 0 and folded[start - 1] == value[first - 1]:
+                start -= 1
+                first -= 1
+            stop, last = q + SEED, at + SEED
+            while stop < n and last < len(value) and folded[stop] == value[last]:
+                stop += 1
+                last += 1
+            whole = first == 0 and last == len(value)
+            vendor_only = secret.vendor_first and first == 0 and stop - start == FRAGMENT
+            if whole or (stop - start >= FRAGMENT and not vendor_only):
+                yield start, stop
+
+
+def encodings(value: str) -> list[str]:
+    """The spellings of a secret foreign code may quote instead of it (module docstring), each
+    at least ``MIN_SECRET`` long and none the secret itself."""
+    raw = value.encode("utf-8")
+    standard = base64.b64encode(raw).decode("ascii")
+    in_base64 = [standard, standard.rstrip("=")]
+    for offset in range(3):
+        # after `offset` bytes of something else, characters [first, last) encode the key alone
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first = -(-offset * 8 // 6)
+        last = (offset + len(raw)) * 8 // 6
+        in_base64.append(encoded[first:last])
+    url_safe = [form.translate(_URL_SAFE) for form in in_base64]
+    forms = [*in_base64, *url_safe, value[::-1], raw.hex(), quote(value, safe=""),
+             quote_plus(value, safe="")]
+    folded = _fold(value)
+    return [form for form in dict.fromkeys(forms)
+            if len(form) >= MIN_SECRET and _fold(form) != folded]
+
+
+_URL_SAFE = str.maketrans("+/", "-_")
+
+
+def _secret(value: str, *, encoded: bool = False) -> _Secret:
     # the vendor prefix is read before folding: "sk-proj-" is one, "SK-PROJ-" is not
-    vendor_first = _VENDOR_PREFIX.fullmatch(value[:FRAGMENT]) is not None
+    vendor_first = not encoded and _VENDOR_PREFIX.fullmatch(value[:FRAGMENT]) is not None
     value = _fold(value)
+    if encoded:
+        return _Secret(value, vendor_first, None)
+    # a masked form holds the key's first or last characters around the mask
     n = len(value)
-    grams = tuple(dict.fromkeys(
-        value[i:i + FRAGMENT] for i in range(n - FRAGMENT + 1) if i > 0 or not vendor_first
-    ))
-    # any piece of FRAGMENT (=2*4) characters holds one of the 4-character blocks at offsets
-    # 0, 4, 8...; a masked form holds the key's first or last characters
-    step = FRAGMENT // 2
-    blocks = [value[i:i + step] for i in range(0, n - step + 1, step)]
     half = max(_MIN_PREFIX, n // 2)
     prefixes = "|".join(re.escape(value[:k]) for k in range(min(half, n - 1), _MIN_PREFIX - 1, -1))
     suffixes = "|".join(re.escape(value[-k:]) for k in range(min(half, n - 1), _MIN_SUFFIX - 1, -1))
     masked = re.compile(f"(?:{prefixes}){_MASK}(?:{suffixes})?|{_MASK}(?:{suffixes})")
-    return _Secret(value, grams, tuple(dict.fromkeys(blocks)), masked)
+    return _Secret(value, vendor_first, masked)
 
 
 def _fold(text: str) -> str:
@@ -105,26 +190,31 @@ class Redactor(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._secrets: tuple[_Secret, ...] = ()
+        self._known = _Known()
         self._lock = threading.Lock()
 
     @property
     def active(self) -> bool:
-        return bool(self._secrets)
+        return bool(self._known.secrets)
 
     def add_secret(self, value: str | None) -> None:
-        """Remember a secret; values shorter than ``MIN_SECRET`` are too short to match safely."""
+        """Remember a secret and its ``encodings``; values shorter than ``MIN_SECRET`` are too
+        short to match safely."""
         if value is None:
             return
         value = value.strip()
         if len(value) < MIN_SECRET:
             return
         with self._lock:
-            if any(s.value == _fold(value) for s in self._secrets):
+            secrets = self._known.secrets
+            if any(s.value == _fold(value) and s.masked is not None for s in secrets):
                 return
-            # longer secrets first, so one containing another is replaced whole
-            self._secrets = tuple(sorted((*self._secrets, _secret(value)),
-                                         key=lambda s: -len(s.value)))
+            added = _secret(value)
+            known = {s.value for s in secrets}
+            kept = [s for s in secrets if s.value != added.value]  # was known as an encoding
+            kept += [added, *(_secret(form, encoded=True) for form in encodings(value)
+                              if _fold(form) not in known)]
+            self._known = _Known.of(tuple(kept))
 
     def add_environment(self, environ: Mapping[str, str]) -> None:
         """Every ``KESTREL_<NAME>`` variable is a secret's fallback (see ``app.secrets``)."""
@@ -135,17 +225,18 @@ class Redactor(logging.Filter):
     def forget_all(self) -> None:
         """Tests only: start again with no secret."""
         with self._lock:
-            self._secrets = ()
+            self._known = _Known()
 
-    def known(self) -> tuple[object, ...]:
+    def known(self) -> object:
         """Tests only: what is known now, for ``restore`` (the process-wide redactor would
         otherwise carry one test's typed keys into the next test's expectations)."""
-        return self._secrets
+        return self._known
 
-    def restore(self, known: tuple[object, ...]) -> None:
+    def restore(self, known: object) -> None:
         """Tests only: forget every secret learnt since ``known`` was taken."""
+        assert isinstance(known, _Known)
         with self._lock:
-            self._secrets = known  # type: ignore[assignment]
+            self._known = known
 
     def redact(self, text: str, *, display: bool = False) -> str:
         """``text`` with every secret replaced by ``[redacted]``.
@@ -155,14 +246,12 @@ class Redactor(logging.Filter):
                 for a log or a terminal, where a hash lost to the marker harms nothing. Stored
                 data keeps them.
         """
-        secrets = self._secrets
-        if not text or not (secrets or display):
+        known = self._known
+        if not text or not (known.secrets or display):
             return text
         spans: list[tuple[int, int]] = []
-        if secrets:
-            folded = _fold(text)
-            for secret in secrets:
-                spans.extend(secret.spans(folded))
+        if known.secrets:
+            spans.extend(known.spans(_fold(text)))
         if spans:
             text = _replace(text, spans)
         if display:

@@ -27,8 +27,10 @@ API::
 
 ``api_key`` set: a call with another key gets the vendor's 401. ``echo_key`` makes that 401 quote
 the key it received, as some servers do: "full" (a proxy echoing the Authorization header),
-"masked" (OpenAI's "Incorrect API key provided: sk-abc12***…***wxyz") or "both"; the leak tests
-then prove the key reaches no output. Streaming follows each SDK's wire
+"masked" (OpenAI's "Incorrect API key provided: sk-abc12***…***wxyz"), "both", or "encoded" (the
+key in base64, URL-safe base64, inside two HTTP Basic credentials, reversed, in hex and
+URL-encoded, as a server that decodes or re-encodes what it quotes does); the leak tests then
+prove the key reaches no output. Streaming follows each SDK's wire
 format: OpenAI ``data: {chunk}`` lines, usage in a last chunk when ``stream_options.include_usage``,
 then ``data: [DONE]``; Anthropic ``message_start``, ``content_block_start``, ``ping``,
 ``content_block_delta``..., ``content_block_stop``, ``message_delta`` (stop reason, usage),
@@ -39,9 +41,11 @@ server's script has no more answers" (a permanent error: a test that runs out fa
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import threading
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -50,6 +54,18 @@ from typing import Any, Self
 from aiohttp import web
 
 from tests.helpers.local_server import LocalServer
+
+
+def encoded_echo(key: str) -> str:
+    """The key as a server that re-encodes what it quotes says it: base64 alone (offset 0) and
+    inside Basic credentials whose user names put it at byte offsets 1 ("bot:") and 2
+    ("kestrel:") of the encoded text, URL-safe base64 without padding, reversed, hex and
+    URL-encoded."""
+    raw = key.encode()
+    basic = [base64.b64encode(user + raw).decode() for user in (b"bot:", b"kestrel:")]
+    return (f"{base64.b64encode(raw).decode()} (Authorization: Basic {basic[0]}; proxy: Basic "
+            f"{basic[1]}; url-safe {base64.urlsafe_b64encode(raw).decode().rstrip('=')}); "
+            f"reversed {key[::-1]}; hex {raw.hex()}; url {urllib.parse.quote(key, safe='')}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +161,9 @@ class _FakeServerBase(LocalServer):
         self, *, api_key: str | None = None, default: ScriptItem | None = None,
         echo_key: str | None = None,
     ) -> None:
-        if echo_key not in (None, "full", "masked", "both"):
-            raise ValueError(f"echo_key must be 'full', 'masked' or 'both', not {echo_key!r}")
+        if echo_key not in (None, "full", "masked", "both", "encoded"):
+            raise ValueError(
+                f"echo_key must be 'full', 'masked', 'both' or 'encoded', not {echo_key!r}")
         super().__init__()
         self.thread_name = type(self).__name__
         self.expected_api_key = api_key
@@ -277,7 +294,8 @@ class _FakeServerBase(LocalServer):
         key = self.received_key(headers)
         masked = f"{key[:8]}{'*' * max(4, len(key) - 12)}{key[-4:]}"
         quoted = {"full": key, "masked": masked,
-                  "both": f"{masked} (Authorization: Bearer {key})"}.get(self.echo_key or "")
+                  "both": f"{masked} (Authorization: Bearer {key})",
+                  "encoded": encoded_echo(key)}.get(self.echo_key or "")
         if quoted is None:
             return error(401)
         return error(401, f"Incorrect API key provided: {quoted}. You can find your API key "

@@ -7,7 +7,9 @@ files, reports, the chart, captured stdout and stderr) exactly as written, witho
 
 from __future__ import annotations
 
+import base64
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -28,6 +30,37 @@ def leak_patterns(key: str) -> list[tuple[str, re.Pattern[bytes]]]:
     patterns.append(("masked start", re.compile(re.escape(raw[:4]) + _MASK, anycase)))
     patterns.append(("masked end", re.compile(_MASK + re.escape(raw[-4:]), anycase)))
     return patterns
+
+
+def encoded_forms(key: str) -> dict[str, bytes]:
+    """The key as foreign code may echo it re-encoded. Base64 at each of the three byte offsets
+    it can stand at inside a longer base64 text (an HTTP Basic credential "user:key"): only the
+    characters that encode bytes of the key alone, so what surrounds it changes none of them.
+    Standard and URL-safe alphabets; padding is outside these, so padded or not is the same."""
+    raw = key.encode()
+    forms: dict[str, bytes] = {}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw)
+        core = encoded[-(-offset * 8 // 6):(offset + len(raw)) * 8 // 6]
+        forms[f"base64 at byte offset {offset}"] = core
+        forms[f"url-safe base64 at byte offset {offset}"] = core.translate(
+            bytes.maketrans(b"+/", b"-_"))
+    forms["reversed"] = raw[::-1]
+    forms["hex"] = raw.hex().encode()
+    forms["url-encoded"] = urllib.parse.quote(key, safe="").encode()
+    return forms
+
+
+def encoded_leaks(data: bytes, key: str) -> list[str]:
+    """The encoded forms of the key found in ``data``: whole or any piece of ``PIECE``
+    characters, in any letter case."""
+    found = []
+    for name, form in encoded_forms(key).items():
+        pieces = {form[i:i + PIECE] for i in range(len(form) - PIECE + 1)}
+        pattern = re.compile(b"|".join(re.escape(p) for p in pieces), re.IGNORECASE)
+        if pattern.search(data):
+            found.append(name)
+    return found
 
 
 def leaks(data: bytes, key: str) -> list[str]:

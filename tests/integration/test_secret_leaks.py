@@ -25,8 +25,8 @@ from app.orchestration.ids import RandomIds
 from app.redaction import REDACTOR
 from app.secrets import SecretStore
 from tests.helpers.agents import SETUP_COMMAND, START_MS, agent_world, settle
-from tests.helpers.fake_llm_servers import FakeOpenAIServer
-from tests.helpers.leaks import files_under, leaks, read_all, search
+from tests.helpers.fake_llm_servers import FakeOpenAIServer, encoded_echo
+from tests.helpers.leaks import encoded_forms, encoded_leaks, files_under, leaks, read_all, search
 from tests.helpers.paths import BTC_USDT_1H, REPO
 
 KEY = "sk-LeakProbeQwZyXvBnMkJhGfDsAp"  # letters only: no 8-character piece occurs by chance
@@ -107,11 +107,12 @@ def test_a_key_echoed_by_the_model_server_reaches_no_output_of_the_cli(
     assert "Resumed Orchestrator." in talk
 
 
-def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
-    tmp_path: Path, echoing_server: FakeOpenAIServer
-) -> None:
-    """The WAL holds the newest pages until a checkpoint: searched while the world is open."""
-    llm_settings(tmp_path, echoing_server.base_url)
+def faulted_run_outputs(tmp_path: Path, server: FakeOpenAIServer, key: str, careless: str,
+                        ) -> dict[str, bytes]:
+    """Every file of a workspace whose Orchestrator faulted on the key the server refused,
+    read while the world is still open (the WAL holds the newest pages until a checkpoint), its
+    log included; a careless log call writes ``careless`` there too."""
+    llm_settings(tmp_path, server.base_url)
     log_file = tmp_path / "logs" / "kestrel.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(log_file, encoding="utf-8")
@@ -122,7 +123,7 @@ def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
 
     async def scenario() -> None:
         world = agent_world(
-            tmp_path, at_ms=START_MS, secrets=SecretStore(environ={"KESTREL_LEAK_PROBE": KEY}),
+            tmp_path, at_ms=START_MS, secrets=SecretStore(environ={"KESTREL_LEAK_PROBE": key}),
             ids=RandomIds(),
         )
         try:
@@ -133,7 +134,7 @@ def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
             info = world.agents.store.get(orchestrator.agent_id)
             assert info.state is AgentState.FAULTED
             assert "[redacted]" in (info.fault_reason or "")
-            logging.getLogger("app.test").error("fault seen: %s", KEY)  # a careless log call
+            logging.getLogger("app.test").error("fault seen: %s", careless)
             handler.flush()
             outputs.update(read_all(files_under(tmp_path)))
         finally:
@@ -145,6 +146,39 @@ def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
         root.removeHandler(handler)
         handler.close()
     assert {"kestrel.db", "kestrel.db-wal", "kestrel.log"} <= {Path(p).name for p in outputs}
-    assert b"fault seen: [redacted]" in outputs[str(log_file)]
+    assert b"fault seen: " in outputs[str(log_file)]
+    return outputs
+
+
+def test_while_a_run_is_open_its_database_wal_and_log_hold_no_piece_of_the_key(
+    tmp_path: Path, echoing_server: FakeOpenAIServer
+) -> None:
+    outputs = faulted_run_outputs(tmp_path, echoing_server, KEY, careless=KEY)
+    assert b"fault seen: [redacted]" in outputs[str(tmp_path / "logs" / "kestrel.log")]
     assert {name: kinds for name, kinds in search(outputs, KEY).items()} == {}
     assert leaks(KEY.encode(), KEY), "the search itself finds the key"
+
+
+ENCODED_KEY = "tok:EncProbeQwZyXvBnMkJhGfDsAp/Lm"  # ":" and "/" change when URL-encoded
+
+
+def test_a_key_echoed_in_base64_reversed_hex_or_url_encoded_reaches_no_file(
+    tmp_path: Path
+) -> None:
+    """A server that quotes the key re-encoded (base64 alone and inside Basic credentials at
+    every byte offset, URL-safe base64, reversed, hex, URL-encoded) leaves none of those forms,
+    whole or in pieces, in the workspace's database, WAL or log."""
+    with FakeOpenAIServer(api_key="sk-the-key-the-server-wants-0000",
+                          echo_key="encoded") as server:
+        outputs = faulted_run_outputs(tmp_path, server, ENCODED_KEY,
+                                      careless=encoded_echo(ENCODED_KEY))
+        refusals = [r for r in server.requests
+                    if r.headers.get("authorization") == f"Bearer {ENCODED_KEY}"]
+    assert refusals, "the key really went to the server that echoed it"
+    echoed = encoded_echo(ENCODED_KEY).encode()
+    assert set(encoded_leaks(echoed, ENCODED_KEY)) == set(encoded_forms(ENCODED_KEY)), \
+        "the echo holds every form the search looks for"
+    found = {name: kinds for name, data in outputs.items()
+             if (kinds := encoded_leaks(data, ENCODED_KEY))}
+    assert found == {}, "\n".join(f"{name}: {', '.join(kinds)}" for name, kinds in found.items())
+    assert search(outputs, ENCODED_KEY) == {}

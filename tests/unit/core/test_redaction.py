@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
+import urllib.parse
 
 import pytest
 
 from app.agents.llm.port import PermanentLLMError
 from app.redaction import MARKER, REDACTOR, RedactingStream, Redactor
 from app.secrets import SecretStore, mask
-from tests.helpers.leaks import leaks
+from tests.helpers.leaks import encoded_leaks, leaks
 
 KEY = "sk-proj-Q7ZJXW9PVKmtrNBcdHgfwxyz"
 
@@ -40,6 +42,36 @@ def test_a_secret_is_redacted_whole_in_pieces_and_masked(redactor: Redactor, ech
     redacted = redactor.redact(echo)
     assert MARKER in redacted
     assert leaks(redacted.encode(), KEY) == [], redacted
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize("echo", [
+    f"key {_b64(KEY.encode())}",  # base64, padded
+    f"key {_b64(KEY.encode()).rstrip('=')}.",  # without its padding
+    f"Authorization: Basic {_b64(b'me:' + KEY.encode())}",  # inside base64, byte offset 0
+    f"Authorization: Basic {_b64(b'bot:' + KEY.encode())}",  # byte offset 1
+    f"Authorization: Basic {_b64(b'agent:' + KEY.encode() + b':x')}",  # byte offset 2
+    f"url-safe {base64.urlsafe_b64encode(b'ab' + KEY.encode() + b'?>?').decode()}",
+    f"reversed {KEY[::-1]}",
+    f"hex {KEY.encode().hex()} and HEX {KEY.encode().hex().upper()}",
+    f"url {urllib.parse.quote(KEY, safe='')}",
+    f"a piece of the base64: {_b64(KEY.encode())[8:20]}",
+])
+def test_a_secret_is_redacted_in_its_common_encodings(redactor: Redactor, echo: str) -> None:
+    redacted = redactor.redact(echo)
+    assert MARKER in redacted
+    assert encoded_leaks(redacted.encode(), KEY) == [], redacted
+    assert leaks(redacted.encode(), KEY) == [], redacted
+
+
+def test_a_secret_learnt_as_an_encoding_of_another_is_still_masked_when_added() -> None:
+    redactor = Redactor()
+    redactor.add_secret(KEY)
+    redactor.add_secret(KEY[::-1])  # someone's key that is another key reversed
+    assert redactor.redact(f"{KEY[::-1][:6]}****{KEY[::-1][-4:]}") == MARKER
 
 
 def test_text_without_a_secret_is_returned_unchanged(redactor: Redactor) -> None:
