@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.domain.errors import InvalidParameterError
+from app.tools.protocol.render import escape_text
 from app.tools.spec import ParamSpec, ParamType
 
 MAX_PARAMS = 30
@@ -39,10 +40,17 @@ class MappedParam:
     json_type: str  # string | number | integer | boolean | array | object
 
 
+def one_line(text: object) -> str:
+    """Untrusted text on one line: control characters and runs of white space become a space."""
+    return _SPACE.sub(" ", _CONTROL.sub(" ", str(text or ""))).strip()
+
+
 def clean_text(text: object, limit: int = MAX_DESCRIPTION) -> str:
-    """An untrusted description made safe to show: one line, no control characters, capped."""
-    value = _SPACE.sub(" ", _CONTROL.sub(" ", str(text or ""))).strip()
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    """An untrusted description made safe to show in a prompt: one line, no control
+    characters, capped, and XML-escaped (``&``, ``<``, ``>``), so it reads as data."""
+    value = one_line(text)
+    value = value if len(value) <= limit else value[: limit - 1] + "…"
+    return escape_text(value)
 
 
 def _non_null_type(prop: Mapping[str, Any], name: str) -> tuple[str, bool]:

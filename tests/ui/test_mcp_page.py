@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QPushButton, QWidget
+from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QPushButton, QWidget
 
 from app.config import load_settings
 from app.mcp.hub import attach_mcp
@@ -82,3 +82,43 @@ async def _until(condition, timeout_s: float = 30.0) -> None:
     async with asyncio.timeout(timeout_s):
         while not condition():  # noqa: ASYNC110 - polling Qt state, not an asyncio event
             await asyncio.sleep(0.05)
+
+
+def test_a_person_reads_the_whole_description_of_a_tool_before_enabling_it(
+        qtbot, qloop, tmp_path):
+    """The description is what the agents are told the tool does: the page shows all of it, as
+    plain text (its markup shown, not applied), and says how much of it the agents see."""
+    from tests.helpers.hostile_mcp_server import DESCRIPTION_END, HOSTILE_DESCRIPTION
+
+    workspace = Workspace.at(tmp_path).ensure()
+    workspace.settings_path.write_text(
+        f"[mcp.servers.hostile]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = {json.dumps([HOSTILE, '--mode', 'described'])}\n")
+    hub = attach_mcp(ToolRegistry(), workspace.settings().mcp, tmp_path, SecretStore(environ={}),
+                     lambda: int(time.time() * 1000))
+    window = _Window(hub)
+    qtbot.addWidget(window)
+    dialog = SettingsDialog(workspace, SecretStore(environ={}), UiPrefs(), window)
+    qtbot.addWidget(dialog)
+    box = dialog.mcp_page.boxes["hostile"]
+    try:
+        qtbot.mouseClick(box.list_button, Qt.MouseButton.LeftButton)
+        qloop.run_until_complete(_until(lambda: box.table.rowCount() > 0))
+        row = [box.table.item(r, 0).text() for r in range(box.table.rowCount())].index("forecast")
+        box.table.setCurrentCell(row, 0)
+        shown = dialog.findChild(QPlainTextEdit, "mcp_description_hostile")
+        assert shown is not None and shown.isReadOnly()
+        assert shown.toPlainText() == HOSTILE_DESCRIPTION, "all of it, markup as written"
+        assert DESCRIPTION_END in shown.toPlainText()
+        about = dialog.findChild(QLabel, "mcp_about_hostile").text()
+        assert f"({len(HOSTILE_DESCRIPTION)} characters)" in about
+        assert "agents are shown the first 500 of it" in about
+
+        qtbot.mouseClick(dialog.findChild(QPushButton, "mcp_approve_hostile__forecast"),
+                         Qt.MouseButton.LeftButton)
+        name = f"mcp_enable_hostile__forecast__{TEMPLATE}"
+        qloop.run_until_complete(_until(
+            lambda: (b := dialog.findChild(QCheckBox, name)) is not None and b.isEnabled()))
+        assert shown.toPlainText() == HOSTILE_DESCRIPTION, "still the tool being enabled"
+    finally:
+        qloop.run_until_complete(hub.aclose())

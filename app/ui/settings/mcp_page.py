@@ -1,7 +1,9 @@
 """Settings > MCP servers: the configured servers, their tools, and a person's approvals.
 
-A person lists a server's tools, reads each definition (status and SHA-256 pin), approves the ones
-they trust and enables each for agent templates. Every tool starts off; a tool whose server
+A person lists a server's tools, reads each definition (status and SHA-256 pin, and the whole of
+the server's description of the selected tool, as plain text: it is what the agents will be told
+the tool does, and it may be written to mislead them), approves the ones they trust and enables
+each for agent templates. Every tool starts off; a tool whose server
 changed it since it was approved shows "changed" and stays off until approved again. Servers are
 configured in ``settings.toml`` (``[mcp.servers.<name>]``); this page works on the running
 workspace's MCP hub, so what is approved here reaches the agents at their next task.
@@ -9,6 +11,7 @@ workspace's MCP hub, so what is approved here reaches the agents at their next t
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -18,6 +21,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -29,7 +33,7 @@ from app.agents.template_files import load_templates
 from app.domain.errors import KestrelError, ToolError
 from app.mcp.approvals import template_target
 from app.mcp.hub import McpHub
-from app.mcp.tools import ListedTool
+from app.mcp.tools import MAX_TOOL_DESCRIPTION, ListedTool
 from app.ui.settings.pages import Page, _note
 from app.workspace import Workspace
 
@@ -70,9 +74,22 @@ class ServerBox(QGroupBox):
             ["Tool", "Status", "SHA-256", "Approve", *[f"for {t}" for t in templates]])
         self.table.verticalHeader().setVisible(False)
         self.table.setMinimumHeight(160)
+        self.table.currentCellChanged.connect(lambda row, *_: self._describe(row))
         layout.addWidget(self.table)
+        self.about = QLabel("Select a tool to read the server's description of it.")
+        self.about.setObjectName(f"mcp_about_{name}")
+        self.about.setTextFormat(Qt.TextFormat.PlainText)  # a tool's name is the server's text
+        self.about.setWordWrap(True)
+        layout.addWidget(self.about)
+        self.description = QPlainTextEdit()  # plain text: markup in it is shown, never applied
+        self.description.setObjectName(f"mcp_description_{name}")
+        self.description.setReadOnly(True)
+        self.description.setMaximumHeight(140)
+        layout.addWidget(self.description)
 
     async def refresh(self) -> None:
+        row = self.table.currentRow()
+        selected = self.listed[row].name if 0 <= row < len(self.listed) else None
         self.list_button.setEnabled(False)
         self.status.setText("Listing…")
         try:
@@ -84,12 +101,18 @@ class ServerBox(QGroupBox):
             self.list_button.setEnabled(True)
         self.status.setText(f"{len(self.listed)} tools listed.")
         self._fill()
+        names = [tool.name for tool in self.listed]
+        if names:  # the tool read before (approving lists again), else the first
+            row = names.index(selected) if selected in names else 0
+            self.table.setCurrentCell(row, 0)
+            self._describe(row)
 
     def _fill(self) -> None:
         self.table.setRowCount(len(self.listed))
         for row, tool in enumerate(self.listed):
             name = QTableWidgetItem(tool.name)
-            name.setToolTip(str(tool.definition.get("description", ""))[:1000])
+            said = str(tool.definition.get("description", ""))[:1000]
+            name.setToolTip(f"<p>{html.escape(said)}</p>")  # escaped: a tooltip renders HTML
             self.table.setItem(row, 0, name)
             status = QTableWidgetItem(STATUS_WORDS.get(tool.status, tool.status))
             if tool.refused:
@@ -115,6 +138,19 @@ class ServerBox(QGroupBox):
                     lambda on, t=tool, tpl=template: self._enable(t, tpl, on))
                 self.table.setCellWidget(row, column, box)
         self.table.resizeColumnsToContents()
+
+    def _describe(self, row: int) -> None:
+        """Show the whole description of the tool in ``row``, and how much of it agents see."""
+        if not 0 <= row < len(self.listed):
+            return
+        tool = self.listed[row]
+        said = str(tool.definition.get("description") or tool.definition.get("title") or "")
+        shown = min(len(said), MAX_TOOL_DESCRIPTION)
+        self.about.setText(
+            f"What the server says {tool.name} does ({len(said)} characters). Read it before "
+            f"you approve: agents are shown {'all' if shown == len(said) else f'the first {shown}'}"
+            " of it, quoted as the server's words, never as instructions.")
+        self.description.setPlainText(said)
 
     def _approve(self, tool: ListedTool) -> None:
         try:
