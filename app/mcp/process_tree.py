@@ -13,7 +13,8 @@ process, stdlib only, that
 - marks itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): a process orphaned
   anywhere below it is re-parented to the keeper, not to init, so every process the server
   started, double-forked and ``setsid`` ones included, stays a descendant of the keeper;
-- starts the server with the standard streams it was given (Kestrel's pipes), its own closed;
+- starts the server on the standard streams it was given (Kestrel's pipes) and closes its own
+  copies of stdin and stdout;
 - waits until the server exits, Kestrel asks it to stop (SIGTERM, SIGINT or SIGHUP), or Kestrel
   is gone (its parent pid changes: checked every ``WATCH_S``);
 - then ends every descendant (``end_descendants``: found in ``/proc``, SIGTERM, ``GRACE_S`` to
@@ -48,7 +49,6 @@ POLL_S = 0.02  # while waiting for descendants to exit
 KILL_ROUNDS = 50  # SIGKILL rounds at most: a process forking as fast as it is killed still ends
 EXIT_NOT_STARTED = 127  # the shell's code for a command that could not be run
 _PR_SET_CHILD_SUBREAPER = 36
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def supported() -> bool:
@@ -196,7 +196,7 @@ def main(argv: Sequence[str]) -> int:
     _become_subreaper()  # without it, descendants that left the tree are not found (still ends
     # the rest, and the transport ends the process group)
     kestrel = os.getppid()
-    watched = {*_STOP_SIGNALS, signal.SIGCHLD}
+    watched = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD}
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # taken by sigtimedwait below, not lost
     try:
         server = os.posix_spawnp(
