@@ -26,6 +26,7 @@ from app.runtime.world import World
 from app.secrets import SecretStore, env_var_name
 from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
+from app.telegram.check import send_test_message
 from app.telegram.outbox import Outbox
 from app.telegram.request import RequestBounds
 from app.telegram.start import start_telegram
@@ -744,3 +745,14 @@ def test_a_message_longer_than_telegrams_own_limit_is_not_read(
             assert (await ask(server, "/agents")).startswith("Agents:")
 
     asyncio.run(scenario())
+
+
+def test_the_settings_test_message_reads_no_answer_past_the_bound(server: FakeTelegram) -> None:
+    server.misbehave("getMe", "endless")
+    settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
+                                api_base_url=server.base_url)
+    outcome = asyncio.run(send_test_message(server.token, settings, SMALL))
+    assert not outcome.ok
+    assert outcome.message == ("Telegram said: Telegram's answer to getMe passed 1,048,576 bytes "
+                               "(the largest answer Kestrel reads); the connection was closed.")
+    assert server.misbehaved[0] < ENDLESS_CAP_BYTES
