@@ -11,6 +11,9 @@ and its parsers then turn that into empty or ``None``-filled results without rai
 exchange built here refuses such a reply with ccxt's own ``BadResponse`` instead
 (``_refuse_malformed_json``), so it is retried and reported like any unreadable answer.
 
+No answer is read past ``max_response_mib`` of the exchange's settings (``body_limit.py``): a
+longer one is cut off with ccxt's ``BadResponse``, naming the bound.
+
 Every exchange built here passes its requests through its exchange's gate (``gate.py``): after a
 418 ban or a 429 rate limit, nothing more is sent to that exchange, from any of Kestrel's exchange
 objects, until the pause the exchange stated is over.
@@ -28,7 +31,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from app.ccxt import gate
+from app.ccxt import body_limit, gate
 from app.config.exchanges import ExchangeSettings
 from app.domain.errors import OperationalError
 
@@ -86,7 +89,9 @@ def build_exchange(
             f"(ccxt knows {len(known)}, e.g. binance, okx, kraken, bybit, coinbase)."
         )
     klass = getattr(module, exchange_id)
-    exchange = klass(exchange_config(settings or ExchangeSettings()))
+    settings = settings or ExchangeSettings()
+    exchange = klass(exchange_config(settings))
+    body_limit.install(exchange, settings.max_response_bytes, module.BadResponse)
     _refuse_malformed_json(exchange, module.BadResponse)
     _keep_decimal_context(exchange)
     gate.install(exchange)  # outermost: a held request does not even reach the JSON check

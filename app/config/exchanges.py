@@ -9,6 +9,7 @@ Example::
 
     [exchanges.binance]
     timeout_s = 15
+    max_response_mib = 32
     [exchanges.binance.ccxt_config]
     httpsProxy = "http://127.0.0.1:8080"
     [exchanges.binance.ccxt_config.urls.api]
@@ -96,6 +97,11 @@ class ExchangeSettings(BaseModel):
     timeout_s: float = Field(
         default=10.0, gt=0, le=120, description="Longest one HTTP request may take."
     )
+    max_response_mib: int = Field(
+        default=32, ge=1, le=1024,
+        description="Largest answer read from the exchange, in MiB; a longer one is cut off and "
+        "reported. The longest real answers (market and currency lists) are a few MiB.",
+    )
     stop_limit_band: Decimal = Field(
         default=Decimal("0.005"), gt=0, lt=Decimal("0.2"),
         description="Where the exchange lists no stop-market order for a market (Binance spot), "
@@ -103,3 +109,7 @@ class ExchangeSettings(BaseModel):
         "0.5% below a sell stop). Wider fills more surely in a fast fall; a stop-limit may still "
         "not fill if the price gaps past its limit.",
     )
+
+    @property
+    def max_response_bytes(self) -> int:
+        return self.max_response_mib * 1024 * 1024

@@ -74,6 +74,11 @@ class LineFramer:
         """Bytes of an unfinished line held now (0 while one is being dropped)."""
         return 0 if self._dropping else self._size
 
+    @property
+    def line_bytes(self) -> int:
+        """Bytes of the unfinished line read so far, held or dropped."""
+        return self._size
+
     def feed(self, chunk: bytes) -> list[Frame]:
         frames: list[Frame] = []
         start = 0

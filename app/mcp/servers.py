@@ -298,6 +298,14 @@ class McpConnection:
         self._client = None
         self._stop.set()
         dropped = self._dropped
+        if dropped is not None and dropped.endless:
+            self.last_error = f"it sent {dropped.describe()}"
+            return NetworkError(
+                f"The MCP server '{self.name}' sent {dropped.describe()} (the most Kestrel reads "
+                "of one message, even to drop it), so the connection was closed and every call "
+                "waiting on it failed. The server will be started again on the next call.",
+                details={"server": self.name, "limit": dropped.limit, "unit": dropped.unit},
+            )
         if dropped is not None and dropped.closed:
             self.last_error = f"it sent {dropped.describe()} that matched no call"
             return NetworkError(

@@ -29,6 +29,10 @@ A dropped message is answered for, never silently lost:
   may be waiting for it forever: the connection is closed, so every waiting request ends now
   (``CONNECTION_CLOSED``), and the owner starts the server again on the next call.
 
+A dropped message is read to its newline (its id may come last), but not forever: one that
+passes ``DROPPED_LINE_FACTOR`` times the limit without ending is not a message a server
+meant to end; the connection is closed as above, whether or not its call was answered for.
+
 ``on_dropped`` hears of each drop (the connection words its errors with it). Shutdown follows the
 SDK's (close stdin, wait 2 s, SIGTERM the process group, wait 2 s, SIGKILL it), and then SIGKILLs
 the group in any case, so nothing the server started outlives the connection. On Linux the server
@@ -80,6 +84,10 @@ made on this side and never sent on the wire; it sits at the far end of the impl
 band (-32000..-32019) the SDK allocates from -32000 up."""
 
 READ_CHUNK_BYTES = 65536
+DROPPED_LINE_FACTOR = 16
+"""How far past the limit a dropped message is read, looking for its end: 16 times (128 MiB for
+the default 8 MiB) takes well under a second from a pipe, and no server that writes one JSON
+message per line sends one that long."""
 MAX_MESSAGE_VALUES = 50_000  # at most ~40 ms of parsing and validation (measured at the limit)
 COUNT_INLINE_BYTES = MAX_MESSAGE_VALUES  # one byte per value at least: a shorter line is within
 PENDING_IDS_MAX = 4096  # waiting requests remembered; the oldest are forgotten past this
@@ -97,14 +105,20 @@ class DroppedMessage:
     Attributes:
         limit: the limit it passed.
         unit: ``"bytes"`` or ``"JSON values"``.
-        closed: the connection was closed because of it (it could not be matched to a call).
+        closed: the connection was closed because of it (it could not be matched to a call, or
+            it did not end).
+        endless: it passed ``limit`` (``DROPPED_LINE_FACTOR`` times the message limit) without
+            ending, and reading it was given up.
     """
 
     limit: int
     unit: str
     closed: bool
+    endless: bool = False
 
     def describe(self) -> str:
+        if self.endless:
+            return f"a message of more than {self.limit} {self.unit} that did not end"
         return f"a message of more than {self.limit} {self.unit}"
 
 
@@ -137,6 +151,7 @@ class _Pipes:
         self.errors = server.encoding_error_handler
         self.utf8 = server.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
         self.framer = LineFramer(max_message_bytes)
+        self.endless_bytes = DROPPED_LINE_FACTOR * max_message_bytes
         self.on_dropped = on_dropped
         self.read_send, self.read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception](0)
@@ -172,6 +187,11 @@ class _Pipes:
             for frame in self.framer.feed(chunk):
                 if not await self._handle(frame):
                     return
+            if self.framer.line_bytes > self.endless_bytes:
+                logger.warning("The MCP server sent a message of more than %d bytes that did not "
+                               "end; the connection is closed", self.endless_bytes)
+                self._tell(DroppedMessage(self.endless_bytes, "bytes", closed=True, endless=True))
+                return
             await anyio.lowlevel.checkpoint()  # a server that never pauses still takes turns
 
     async def _handle(self, frame: bytes | Overflow | Oversized) -> bool:

@@ -7,10 +7,12 @@ Telegram is unreachable, so the window or ``kestrel run`` never waits on the net
 READY -> CONNECTING -> RUNNING -> STOPPED, or FAULTED (the token was refused) with the reason.
 
 Every update passes the gate first (group -1): a sender who is not an allowed user in an allowed
-chat is refused, logged and never answered, and a message older than the bot's start is dropped,
-not executed. What an admitted update does is ``app.telegram.handlers``'; what the bot says by
-itself is ``app.telegram.alerts``'. Every outgoing text is redacted, then queued on the outbox,
-which retries through network drops.
+chat is refused, logged and never answered, a message older than the bot's start is dropped,
+not executed, and a text longer than Telegram's own limit (which only a server other than
+Telegram can send) is not read. Every request to the Bot API is bounded by size and by time
+(``app.telegram.request``). What an admitted update does is ``app.telegram.handlers``'; what the
+bot says by itself is ``app.telegram.alerts``'. Every outgoing text is redacted, then queued on
+the outbox, which retries through network drops.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from app.telegram.commands import BotCommands, KillSwitch
 from app.telegram.handlers import UpdateHandlers
 from app.telegram.notifier import Poster, TelegramNotifier
 from app.telegram.outbox import Outbox
+from app.telegram.request import BoundedRequest, RequestBounds
 
 if TYPE_CHECKING:
     from app.runtime.world import World
@@ -60,6 +63,8 @@ STALE_GRACE_S = 30.0  # a message dated this long before the start is from while
 CONNECT_FIRST_DELAY_S = 2.0
 CONNECT_MAX_DELAY_S = 60.0
 ALLOWED_UPDATES = ("message", "callback_query")
+MAX_MESSAGE_CHARS = 4096  # Telegram's own limit of a text message
+SENDER_TEXT_CHARS = 200  # what a refusal keeps of the text, for the log and /status
 
 Context = ContextTypes.DEFAULT_TYPE
 
@@ -81,7 +86,7 @@ def _sender(update: Update) -> Sender:
         what = update.effective_message.text or "(not text)"
     return Sender(
         user.id if user is not None else None, chat.id if chat is not None else None,
-        (user.username or "") if user is not None else "", what,
+        (user.username or "") if user is not None else "", what[:SENDER_TEXT_CHARS],
     )
 
 
@@ -102,6 +107,7 @@ class TelegramBot:
         kill_switch: what ``/kill`` trips; without one, ``/kill`` says it is not available.
         poll_timeout_s: how long one getUpdates waits for news (Telegram's long poll).
         now_s: the wall clock (seconds), for expiring buttons and dropping stale messages.
+        request_bounds: the size and time bounds of every request to the Bot API.
     """
 
     def __init__(
@@ -114,10 +120,12 @@ class TelegramBot:
         poll_timeout_s: float = POLL_TIMEOUT_S,
         now_s: Callable[[], float] = time.time,
         outbox: Callable[[Callable[..., Awaitable[int]]], Outbox] = Outbox,
+        request_bounds: RequestBounds | None = None,
     ) -> None:
         self.rt = runtime
         self.settings = settings
         self.poll_timeout_s = poll_timeout_s
+        self.request_bounds = request_bounds or RequestBounds()
         self._now = now_s
         self.state = BotState.READY
         self.fault_reason: str | None = None
@@ -149,7 +157,10 @@ class TelegramBot:
     # -- building ----------------------------------------------------------------------------
 
     def _build(self, token: str) -> Application:
-        builder = Application.builder().token(token)
+        bounds = self.request_bounds
+        builder = (Application.builder().token(token)
+                   .request(BoundedRequest(bounds))
+                   .get_updates_request(BoundedRequest(bounds, connection_pool_size=1)))
         base = self.settings.api_base_url.rstrip("/")
         if base:
             builder = builder.base_url(f"{base}/bot").base_file_url(f"{base}/file/bot")
@@ -295,7 +306,15 @@ class TelegramBot:
             logger.warning(
                 "Telegram: dropped %r sent at %s, before Kestrel started (if this computer's "
                 "clock is wrong, messages may be dropped by mistake)",
-                redact(message.text or ""), message.date.isoformat())
+                redact((message.text or "")[:SENDER_TEXT_CHARS]), message.date.isoformat())
+            raise ApplicationHandlerStop
+        if message is not None and len(message.text or "") > MAX_MESSAGE_CHARS:
+            size = len(message.text or "")
+            logger.warning("Telegram: a message of %d characters was not read (the limit is %d)",
+                           size, MAX_MESSAGE_CHARS)
+            self.reply(message.chat.id, f"That message is {size:,} characters long; Kestrel "
+                       f"reads at most {MAX_MESSAGE_CHARS:,} (Telegram's own limit), so it was "
+                       "not read. Send a shorter one.")
             raise ApplicationHandlerStop
 
 

@@ -8,9 +8,13 @@ so it never competes with a running bot for updates) and reports Telegram's own 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.config.telegram import TelegramSettings
 from app.redaction import REDACTOR
+
+if TYPE_CHECKING:
+    from app.telegram.request import RequestBounds
 
 TEST_TEXT = ("This is a test message from Kestrel's Settings. If you can read it, Telegram "
              "notifications and commands will reach you here.")
@@ -22,8 +26,14 @@ class CheckOutcome:
     message: str
 
 
-async def send_test_message(token: str | None, settings: TelegramSettings) -> CheckOutcome:
-    """Send ``TEST_TEXT`` to every notification chat; the outcome in words."""
+async def send_test_message(
+    token: str | None, settings: TelegramSettings, bounds: RequestBounds | None = None
+) -> CheckOutcome:
+    """Send ``TEST_TEXT`` to every notification chat; the outcome in words.
+
+    Args:
+        bounds: the size and time bounds of its requests (the bot's own by default).
+    """
     if not token:
         return CheckOutcome(False, "Paste the bot token first (Telegram's @BotFather gives it).")
     chats = settings.notify_chats()
@@ -32,10 +42,12 @@ async def send_test_message(token: str | None, settings: TelegramSettings) -> Ch
     from telegram import Bot
     from telegram.error import Forbidden, InvalidToken, TelegramError
 
+    from app.telegram.request import BoundedRequest, RequestBounds
+
     REDACTOR.add_secret(token)
     base = settings.api_base_url.rstrip("/")
     urls = {"base_url": f"{base}/bot", "base_file_url": f"{base}/file/bot"} if base else {}
-    bot = Bot(token, **urls)
+    bot = Bot(token, request=BoundedRequest(bounds or RequestBounds()), **urls)
     try:
         async with bot:
             for chat in chats:

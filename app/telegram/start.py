@@ -42,7 +42,8 @@ async def start_telegram(
         settings: the ``[telegram]`` section; default: the runtime's workspace settings.
         kill_switch: what ``/kill`` trips (the runtime's ``kill_switch``; without one ``/kill``
             says it is not available).
-        options: passed to ``TelegramBot`` (``poll_timeout_s``, ``now_s``, ``outbox``).
+        options: passed to ``TelegramBot`` (``poll_timeout_s``, ``now_s``, ``outbox``,
+            ``request_bounds``).
     """
     if settings is None:
         try:

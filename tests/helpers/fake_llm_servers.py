@@ -24,6 +24,9 @@ API::
     error(status, message="", retry_after_s=None)   # 429/500/401/404... in the vendor's format
     delay(seconds, then="")            # answer only after `seconds` (forces a client timeout)
     Reply(chunk_delay_s=...)           # a stream that stalls between pieces
+    endless("text" | "pings", piece=..., **reply_fields)   # an answer that never ends (below)
+    unfinished(answer)                 # the whole answer, then the stream is never ended
+    server.written                     # bytes written so far for each endless/unfinished answer
 
 ``api_key`` set: a call with another key gets the vendor's 401. ``echo_key`` makes that 401 quote
 the key it received, as some servers do: "full" (a proxy echoing the Authorization header),
@@ -36,6 +39,15 @@ then ``data: [DONE]``; Anthropic ``message_start``, ``content_block_start``, ``p
 ``content_block_delta``..., ``content_block_stop``, ``message_delta`` (stop reason, usage),
 ``message_stop``. With an empty queue and no ``default`` the server answers HTTP 400 "the fake
 server's script has no more answers" (a permanent error: a test that runs out fails fast).
+
+Answers without end, as a runaway local model or a broken proxy sends them: ``endless("text")``
+streams ``piece`` again and again (not streamed: a JSON body whose ``content`` string never
+closes); ``endless("pings")`` streams events that carry no text (SSE comments for OpenAI, ``ping``
+events for Anthropic), about 1 KB each. Both go on until the client closes the connection, or,
+so that a test run against code without a bound cannot eat the machine, until ``cap_bytes``
+(``ENDLESS_CAP_BYTES`` by default) were written: the stream then stalls, unended, until the
+server closes. ``unfinished`` sends the answer's pieces and then stalls the same way.
+``server.written`` counts the bytes written for each such answer, as they go.
 """
 
 from __future__ import annotations
@@ -47,7 +59,7 @@ import json
 import threading
 import urllib.parse
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -85,6 +97,11 @@ class Reply:
         finish_reason: "stop" or "length" (mapped to ``end_turn``/``max_tokens`` for Anthropic).
         chunks: the exact streamed pieces; default: the text in 6-character pieces.
         model: the model the server reports; default: the requested one.
+        endless: "" (a normal answer), "text" (``text`` repeated without end) or "pings"
+            (events without text, without end); see the module docstring.
+        unfinished: stream the answer, then never end the stream.
+        cap_bytes: an endless answer stalls after this many bytes (a safety cap for the test
+            machine, never reached by a client that bounds what it reads).
     """
 
     text: str = ""
@@ -99,6 +116,13 @@ class Reply:
     finish_reason: str = "stop"
     chunks: tuple[str, ...] | None = None
     model: str | None = None
+    endless: str = ""
+    unfinished: bool = False
+    cap_bytes: int = 0
+
+
+ENDLESS_CAP_BYTES = 32 * 1024 * 1024
+ENDLESS_PIECE = "all work and no play makes the model a dull trader; " * 2
 
 
 def text(answer: str, **fields: Any) -> Reply:
@@ -114,6 +138,19 @@ def error(status: int, message: str = "", *, retry_after_s: float | None = None)
 def delay(seconds: float, then: str = "") -> Reply:
     """Answer ``then`` only after ``seconds`` (longer than the client timeout = a timeout)."""
     return Reply(text=then, delay_s=seconds)
+
+
+def endless(kind: str = "text", *, piece: str = ENDLESS_PIECE,
+            cap_bytes: int = ENDLESS_CAP_BYTES, **fields: Any) -> Reply:
+    """An answer without end: ``piece`` repeated ("text") or events without text ("pings")."""
+    if kind not in ("text", "pings"):
+        raise ValueError(f"an endless answer is 'text' or 'pings', not {kind!r}")
+    return Reply(text=piece, endless=kind, cap_bytes=cap_bytes, **fields)
+
+
+def unfinished(answer: str, **fields: Any) -> Reply:
+    """A streamed answer whose stream is never ended (no [DONE], no message_stop)."""
+    return Reply(text=answer, unfinished=True, **fields)
 
 
 ScriptItem = str | Reply | Callable[[dict[str, Any]], "str | Reply"]
@@ -170,6 +207,7 @@ class _FakeServerBase(LocalServer):
         self.echo_key = echo_key
         self.default = default
         self.requests: list[RecordedRequest] = []
+        self.written: list[int] = []
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
         self._closing: asyncio.Event | None = None
@@ -240,15 +278,71 @@ class _FakeServerBase(LocalServer):
                 extra["retry-after"] = f"{reply.retry_after_s:g}"
             return _json(reply.status, self.error_body(reply), extra)
         if not body.get("stream"):
+            if reply.endless:
+                return await self._endless_body(request, body, reply)
             return _json(200, self.answer_body(body, reply))
         response = web.StreamResponse(
             status=200, headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await response.prepare(request)
+        if reply.endless or reply.unfinished:
+            return await self._write_without_end(request, response, self._endless_events(
+                body, reply), reply)
         for event in self.stream_events(body, reply):
             await response.write(event)
             if not await self._wait(reply.chunk_delay_s):
                 return _unanswered(request, response)
         return response
+
+    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        """The whole stream of an answer: its opening, its pieces, its end."""
+        yield from self.opening_events(body, reply)
+        for piece in reply.chunks if reply.chunks is not None else split_pieces(reply.text):
+            yield self.text_event(body, reply, piece)
+        yield from self.closing_events(body, reply)
+
+    def _endless_events(self, body: dict[str, Any], reply: Reply) -> Iterator[bytes]:
+        yield from self.opening_events(body, reply)
+        if reply.unfinished:
+            for piece in split_pieces(reply.text):
+                yield self.text_event(body, reply, piece)
+            return
+        while True:
+            if reply.endless == "pings":
+                yield self.ping_event()
+            else:
+                yield self.text_event(body, reply, reply.text)
+
+    async def _endless_body(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
+        """A 200 JSON answer whose text never ends (written chunked, without a length)."""
+        response = web.StreamResponse(status=200, headers={"content-type": "application/json"})
+        await response.prepare(request)
+        head = json.dumps(self.answer_body(body, Reply(text="\x00", model=reply.model)))
+        opening = head[: head.index("\\u0000")].encode()
+        piece = json.dumps(reply.text)[1:-1].encode()
+        return await self._write_without_end(
+            request, response, itertools.chain([opening], itertools.repeat(piece)), reply)
+
+    async def _write_without_end(
+        self, request: web.Request, response: web.StreamResponse, events: Iterator[bytes],
+        reply: Reply,
+    ) -> web.StreamResponse:
+        """Write ``events`` until the client goes (or the cap), then stall until closing."""
+        with self._lock:
+            index = len(self.written)
+            self.written.append(0)
+        cap = reply.cap_bytes or ENDLESS_CAP_BYTES
+        try:
+            for event in events:
+                await response.write(event)
+                self.written[index] += len(event)
+                if self.written[index] >= cap or not await self._wait(reply.chunk_delay_s):
+                    break
+            await self._wait(float("inf"))
+        except ConnectionError:
+            pass  # the client closed the connection: what a bounded client does
+        return _unanswered(request, response)
 
     # -- used by the handler --------------------------------------------------------------------
     def _next_reply(self, body: dict[str, Any]) -> Reply:
@@ -266,7 +360,7 @@ class _FakeServerBase(LocalServer):
             return True
         assert self._closing is not None
         try:
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout(None if seconds == float("inf") else seconds):
                 await self._closing.wait()
         except TimeoutError:
             return True
@@ -307,7 +401,16 @@ class _FakeServerBase(LocalServer):
     def answer_body(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         raise NotImplementedError
 
-    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+    def opening_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        raise NotImplementedError
+
+    def text_event(self, body: dict[str, Any], reply: Reply, piece: str) -> bytes:
+        raise NotImplementedError
+
+    def ping_event(self) -> bytes:
+        raise NotImplementedError
+
+    def closing_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
         raise NotImplementedError
 
 
@@ -371,21 +474,29 @@ class FakeOpenAIServer(_FakeServerBase):
             "usage": self._usage_dict(body, reply),
         }
 
-    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
-        base = {"id": self._new_id("chatcmpl-"), "object": "chat.completion.chunk",
-                "created": 1_700_000_000, "model": reply.model or body.get("model", "")}
+    def _chunk(self, body: dict[str, Any], reply: Reply, delta: dict[str, Any],
+               finish: str | None) -> bytes:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return _sse({"id": "chatcmpl-stream", "object": "chat.completion.chunk",
+                     "created": 1_700_000_000, "model": reply.model or body.get("model", ""),
+                     "choices": [choice], **({"usage": None} if include_usage else {})})
 
-        def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return _sse({**base, "choices": [choice], **({"usage": None} if include_usage else {})})
+    def opening_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        yield self._chunk(body, reply, {"role": "assistant", "content": ""}, None)
 
-        yield chunk({"role": "assistant", "content": ""}, None)
-        for piece in reply.chunks if reply.chunks is not None else split_pieces(reply.text):
-            yield chunk({"content": piece}, None)
-        yield chunk({}, reply.finish_reason)
-        if include_usage:
-            yield _sse({**base, "choices": [], "usage": self._usage_dict(body, reply)})
+    def text_event(self, body: dict[str, Any], reply: Reply, piece: str) -> bytes:
+        return self._chunk(body, reply, {"content": piece}, None)
+
+    def ping_event(self) -> bytes:
+        return b": " + b"keep-alive " * 92 + b"\n\n"  # a comment: the SDK skips it
+
+    def closing_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        yield self._chunk(body, reply, {}, reply.finish_reason)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield _sse({"id": "chatcmpl-stream", "object": "chat.completion.chunk",
+                        "created": 1_700_000_000, "model": reply.model or body.get("model", ""),
+                        "choices": [], "usage": self._usage_dict(body, reply)})
         yield _sse("[DONE]")
 
 
@@ -435,16 +546,22 @@ class FakeAnthropicServer(_FakeServerBase):
         stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
         return self._message(body, reply, [{"type": "text", "text": reply.text}], output, stop)
 
-    def stream_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
-        _, output = self._usage(body, reply)
+    def opening_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
         start = self._message(body, reply, [], 1, None)
         yield _sse({"type": "message_start", "message": start}, "message_start")
         yield _sse({"type": "content_block_start", "index": 0,
                     "content_block": {"type": "text", "text": ""}}, "content_block_start")
         yield _sse({"type": "ping"}, "ping")
-        for piece in reply.chunks if reply.chunks is not None else split_pieces(reply.text):
-            yield _sse({"type": "content_block_delta", "index": 0,
-                        "delta": {"type": "text_delta", "text": piece}}, "content_block_delta")
+
+    def text_event(self, body: dict[str, Any], reply: Reply, piece: str) -> bytes:
+        return _sse({"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "text_delta", "text": piece}}, "content_block_delta")
+
+    def ping_event(self) -> bytes:
+        return _sse({"type": "ping", "padding": "keep-alive " * 90}, "ping")
+
+    def closing_events(self, body: dict[str, Any], reply: Reply) -> Iterable[bytes]:
+        _, output = self._usage(body, reply)
         yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
         stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
         yield _sse({"type": "message_delta",
@@ -454,13 +571,16 @@ class FakeAnthropicServer(_FakeServerBase):
 
 
 __all__ = [
+    "ENDLESS_CAP_BYTES",
     "FakeAnthropicServer",
     "FakeOpenAIServer",
     "RecordedRequest",
     "Reply",
     "ScriptItem",
     "delay",
+    "endless",
     "error",
     "split_pieces",
     "text",
+    "unfinished",
 ]

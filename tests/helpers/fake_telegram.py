@@ -21,16 +21,25 @@ API::
     server.failing = "error" | "drop" | None   # 502 to everything / connections cut / normal
     server.failed                          # requests refused while failing
     server.echo_token = True               # sendMessage refused with a 400 quoting the URL
+    server.misbehave("getUpdates", "endless" | "trickle")   # the method's next answer (below)
+    server.misbehaved                      # bytes written so far for each such answer
 
 Methods: getMe, deleteWebhook (drop_pending_updates), getUpdates (offset, timeout: a real long
 poll), sendMessage, editMessageText, answerCallbackQuery, setMyCommands, sendChatAction. Another
 token gets 401 (python-telegram-bot's InvalidToken), an unknown method 404. ``echo_token`` plays a
 self-hosted Bot API server or a proxy whose error quotes the request line, which holds the token.
+
+``misbehave`` plays a broken server or proxy, once, for the next call of a method: "endless"
+answers 200 with a JSON body that never ends (written until the client closes the connection,
+or, as a safety for the test machine, until ``ENDLESS_CAP_BYTES``, after which it stalls);
+"trickle" answers 200 with a body that never ends either, one byte every ``TRICKLE_S`` (each
+read gets its byte well within any read timeout). Both end when the server closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import threading
@@ -43,6 +52,8 @@ from aiohttp import web
 from tests.helpers.local_server import LocalServer
 
 BOT_ID = 777000111
+ENDLESS_CAP_BYTES = 16 * 1024 * 1024
+TRICKLE_S = 0.2
 TOKEN = f"{BOT_ID}:AAE-kestrel-fake-token-for-tests"  # noqa: S105 - not a real token
 
 
@@ -78,15 +89,30 @@ class FakeTelegram(LocalServer):
         self._message_ids = itertools.count(100)
         self._lock = threading.Lock()
         self._news: asyncio.Event | None = None
+        self._closing: asyncio.Event | None = None
+        self._misbehaviours: dict[str, str] = {}
+        self.misbehaved: list[int] = []
 
     def make_app(self) -> web.Application:
         self._news = asyncio.Event()
+        self._closing = asyncio.Event()
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/bot{token}/{method}", self._handle)
         return app
 
+    async def before_stop(self) -> None:
+        assert self._closing is not None
+        self._closing.set()  # misbehaving answers end now
+
     # -- what the test does ------------------------------------------------------------------
+
+    def misbehave(self, method: str, how: str) -> None:
+        """The next call of ``method`` gets an answer that never ends (module docstring)."""
+        if how not in ("endless", "trickle"):
+            raise ValueError(f"misbehave how: 'endless' or 'trickle', not {how!r}")
+        with self._lock:
+            self._misbehaviours[method] = how
 
     def _push(self, update: dict[str, Any]) -> int:
         with self._lock:
@@ -181,6 +207,9 @@ class FakeTelegram(LocalServer):
             params = dict(await request.json())
         with self._lock:
             self.calls.append((method, params))
+            how = self._misbehaviours.pop(method, None)
+        if how is not None:
+            return await self._misbehave(request, how)
         if self.failing is not None:
             return self._fail(request)
         if request.match_info["token"] != self.token:
@@ -197,6 +226,33 @@ class FakeTelegram(LocalServer):
         if self.failing is not None:  # the network went while a long poll waited
             return self._fail(request)
         return web.json_response({"ok": True, "result": result})
+
+    async def _misbehave(self, request: web.Request, how: str) -> web.StreamResponse:
+        """200, then a body that never ends: fast ("endless") or a byte at a time ("trickle")."""
+        assert self._closing is not None
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        with self._lock:
+            index = len(self.misbehaved)
+            self.misbehaved.append(0)
+        head = (b'{"ok": true, "result": [{"update_id": 1, "message": {"message_id": 1, '
+                b'"date": 0, "chat": {"id": 1, "type": "private"}, "text": "')
+        piece, pause = (b"x" * 65536, 0.0) if how == "endless" else (b"x", TRICKLE_S)
+        try:
+            await response.write(head)
+            while self.misbehaved[index] < ENDLESS_CAP_BYTES and not self._closing.is_set():
+                await response.write(piece)
+                self.misbehaved[index] += len(piece)
+                if pause:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(pause):
+                            await self._closing.wait()
+            await self._closing.wait()
+        except ConnectionError:
+            pass  # the client closed the connection: what a bounded client does
+        if request.transport is not None:
+            request.transport.abort()
+        return response
 
     def _fail(self, request: web.Request) -> web.StreamResponse:
         with self._lock:

@@ -28,6 +28,8 @@ that closes the tool's section and opens a system block, "ignore previous instru
   the last member (as the TypeScript SDK orders it), then answers "late" the ordinary way.
 - ``flood_unmatched`` (megabytes): writes one line of that many MB with no id, then never answers.
 - ``flood_notification`` (megabytes): writes a log notification of that many MB, then answers.
+- ``flood_endless``: writes one line that never ends (no newline), as fast as the pipe takes it;
+  as a safety for the test machine it stops after ``ENDLESS_CAP_BYTES`` and never answers.
 - ``spawn_child``: starts a long ``sleep`` in the server's process group; answers its pid.
 - ``daemonize`` (pid_file, setsid): starts ``daemonize.py``, which double-forks a grandchild that
   nobody started (with ``setsid``, also out of the server's process group and session); answers
@@ -74,6 +76,8 @@ def _transport_tools() -> list[types.Tool]:
         input_schema={"type": "object", "properties": {"pid_file": {"type": "string"},
                                                        "setsid": {"type": "boolean"}},
                       "required": ["pid_file"]})
+    floods.append(types.Tool(name="flood_endless", description="A line without end.",
+                             input_schema={"type": "object"}))
     return [*floods, types.Tool(name="spawn_child", description="Start a child process.",
                                 input_schema={"type": "object"}), daemon]
 
@@ -119,6 +123,7 @@ def _count(name: str) -> dict[str, object]:
             "required": [name]}
 
 
+ENDLESS_CAP_BYTES = 512 * 1024 * 1024
 WIRE: list[int] = []  # a copy of the original stdout: the SDK moves the wire off fd 1
 
 
@@ -174,6 +179,13 @@ def build_server(mode: str) -> Server:
             return _text("the late ordinary answer")
         if params.name == "flood_unmatched":
             _write_line(b"U" * megabytes)
+            await anyio.sleep_forever()
+        if params.name == "flood_endless":
+            block = memoryview(b"E" * (1024 * 1024))
+            for _ in range(ENDLESS_CAP_BYTES // len(block)):
+                view = block
+                while view:
+                    view = view[os.write(WIRE[0], view):]
             await anyio.sleep_forever()
         if params.name == "flood_notification":
             _write_line(b'{"jsonrpc":"2.0","method":"notifications/message","params":'

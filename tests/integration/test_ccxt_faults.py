@@ -1,6 +1,7 @@
 """Injected exchange faults: what is retried, what is waited for, what reaches the agent."""
 
 import asyncio
+import resource
 import time
 
 import pytest
@@ -9,6 +10,7 @@ from app.domain.errors import ErrorCode, TemporaryError, ToolError
 from tests.helpers.fake_exchange import Fault
 from tests.helpers.fake_exchange.broker import AdvancingSleep
 from tests.helpers.fake_exchange.client import open_market
+from tests.helpers.fake_exchange.server import ENDLESS_CAP_BYTES
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     VENUES,
     fake_exchange_fixture,
@@ -16,14 +18,16 @@ from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
 )
 
 
-def read_ticker(server, venue, *, timeout_s=5.0):
+def read_ticker(server, venue, *, timeout_s=5.0, **settings):
     """Open the adapter, read one ticker; return (ticker or error, waits, ticker requests).
 
-    Each retry wait moves the fake time instead of passing (an exchange's pause runs on it)."""
+    Each retry wait moves the fake time instead of passing (an exchange's pause runs on it).
+    ``settings``: other settings of the exchange (``max_response_mib``...)."""
     sleep = AdvancingSleep(server.now)
 
     async def scenario():
-        market = await open_market(server, venue, sleep=sleep, timeout_s=timeout_s)
+        market = await open_market(server, venue, sleep=sleep, timeout_s=timeout_s,
+                                   settings=settings)
         try:
             return await market.ticker("BTC/USDT")
         except ToolError as exc:
@@ -136,3 +140,42 @@ def test_failing_to_load_the_markets_at_open_closes_the_exchange_and_says_so(ser
 
     error = asyncio.run(scenario())
     assert error.message.startswith(f"{venue}: loading the list of markets failed after 3 ")
+
+
+MIB = 1024 * 1024
+
+
+def _peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+@pytest.mark.parametrize("venue", VENUES)
+def test_an_answer_that_never_ends_is_cut_at_the_size_bound_and_retried_like_a_bad_one(
+        server, venue):
+    server.fail(venue, "ticker", Fault.endless(), times=None)
+    peak_before = _peak_rss_mib()
+    error, waits, asked = read_ticker(server, venue, timeout_s=5.0, max_response_mib=1)
+    assert isinstance(error, ToolError) and isinstance(error, TemporaryError), error
+    assert error.code is ErrorCode.EXCHANGE_ERROR and error.details["error_class"] == "BadResponse"
+    assert ("answered with more than 1,048,576 bytes (the limit of one answer: max_response_mib "
+            "= 1 in the exchange's settings); the connection was closed") in error.message
+    assert asked == 4 and len(waits) == 3
+    written = server.endless_written[-asked:]
+    assert all(size < ENDLESS_CAP_BYTES for size in written), written  # each read was cut short
+    assert _peak_rss_mib() - peak_before < 200, "memory stayed bounded"
+
+
+@pytest.mark.parametrize("venue", VENUES)
+def test_an_answer_declared_longer_than_the_bound_is_refused_before_it_is_read(server, venue):
+    server.fail(venue, "ticker", Fault.huge(2 * MIB), times=None)
+    error, _, asked = read_ticker(server, venue, max_response_mib=1)
+    assert isinstance(error, ToolError) and error.details["error_class"] == "BadResponse", error
+    assert "answered with more than 1,048,576 bytes" in error.message
+    assert asked == 4
+
+
+@pytest.mark.parametrize("venue", VENUES)
+def test_an_answer_within_the_bound_is_read_as_always(server, venue):
+    server.fail(venue, "ticker", Fault.huge(MIB - 1))
+    _, _, asked = read_ticker(server, venue, max_response_mib=1)
+    assert asked == 1, "read whole, not refused and retried"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from app.agents.llm.anthropic_provider import AnthropicProvider
+from app.agents.llm.bounds import AnswerTooLargeError
 from app.agents.llm.openai_compat import PLACEHOLDER_API_KEY, OpenAICompatibleProvider
 from app.agents.llm.port import (
     ChatMessage,
@@ -27,12 +28,15 @@ from app.agents.llm.port import (
 )
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 from tests.helpers.fake_llm_servers import (
+    ENDLESS_CAP_BYTES,
     FakeAnthropicServer,
     FakeOpenAIServer,
     Reply,
     delay,
+    endless,
     error,
     text,
+    unfinished,
 )
 
 SYSTEM = "You are Kestrel's analyst.\n## Available Tools\n<get_klines>...</get_klines>"
@@ -303,3 +307,70 @@ def test_cancelling_a_call_in_flight_propagates_cancellation(rig: Rig) -> None:
 
     asyncio.run(scenario())
     assert len(rig.server.bodies) == 1
+
+
+# -- the bounds of one answer (make_request asks for 512 output tokens) -------------------------
+
+TEXT_LIMIT = 51_200  # 100 characters a token
+RAW_LIMIT = 4 * 1024 * 1024  # 8 KiB a token
+
+
+def test_an_answer_that_streams_forever_is_cut_at_its_character_bound(rig: Rig) -> None:
+    rig.server.script([endless("text")])
+    pieces: list[str] = []
+    with pytest.raises(AnswerTooLargeError) as caught:
+        rig.run(on_delta=pieces.append, stream=True)
+    assert str(caught.value) == (
+        f"{caught.value.provider}: the model's answer passed 51,200 characters (the limit for "
+        "512 output tokens); the stream was closed")
+    assert isinstance(caught.value, PermanentLLMError), "a runaway answer is not asked again"
+    assert sum(map(len, pieces)) <= TEXT_LIMIT
+    assert len(rig.server.bodies) == 1
+    assert rig.server.written[0] < ENDLESS_CAP_BYTES, "the client stopped reading"
+
+
+def test_a_stream_of_events_without_text_is_cut_at_its_byte_bound(rig: Rig) -> None:
+    rig.server.script([endless("pings")])
+    with pytest.raises(AnswerTooLargeError, match=(
+            r"sent more than 4,194,304 bytes for one answer \(the limit for 512 output "
+            r"tokens\); the connection was closed")) as caught:
+        rig.run(stream=True, timeout_s=10.0, max_retries=0)
+    assert caught.value.limit == RAW_LIMIT and caught.value.unit == "bytes"
+    assert rig.server.written[0] < ENDLESS_CAP_BYTES
+
+
+def test_an_answer_whose_body_never_ends_is_cut_at_its_byte_bound(rig: Rig) -> None:
+    rig.server.script([endless("text")])
+    with pytest.raises(AnswerTooLargeError, match="sent more than 4,194,304 bytes for one answer"):
+        rig.run(stream=False, timeout_s=10.0, max_retries=0)
+    assert rig.server.written[0] < ENDLESS_CAP_BYTES
+
+
+def test_a_plain_answer_longer_than_its_token_limit_allows_is_dropped(rig: Rig) -> None:
+    rig.server.script([text("x" * (TEXT_LIMIT + 1))])
+    with pytest.raises(AnswerTooLargeError, match=(
+            r"passed 51,200 characters \(the limit for 512 output tokens\); the answer was "
+            "dropped")):
+        rig.run()
+    assert len(rig.server.bodies) == 1
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_an_answer_just_within_its_bounds_is_read_whole(rig: Rig, stream: bool) -> None:
+    answer = "y" * TEXT_LIMIT
+    rig.server.script([text(answer)])
+    assert rig.run(stream=stream, timeout_s=10.0).text == answer
+
+
+def test_a_stream_that_trickles_forever_ends_at_the_answers_time_bound(rig: Rig) -> None:
+    rig.server.script([endless("text", piece="tick ", chunk_delay_s=0.02)])
+    with pytest.raises(TemporaryLLMError, match=(
+            r"no complete answer from .* within 0.5 s \(the time limit of one answer\); the "
+            "connection was closed")):
+        rig.run(stream=True, timeout_s=0.5, max_retries=0)
+
+
+def test_a_stream_that_is_never_ended_is_a_temporary_timeout(rig: Rig) -> None:
+    rig.server.script([unfinished(ANSWER)])
+    with pytest.raises(TemporaryLLMError, match=r"(within|for) 0.5 s"):
+        rig.run(stream=True, timeout_s=0.5, max_retries=0)

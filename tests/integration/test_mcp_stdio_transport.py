@@ -20,6 +20,7 @@ import pytest
 from app.config.mcp import McpServerSettings
 from app.domain.errors import ErrorCode, ToolError
 from app.mcp.servers import McpConnection
+from app.mcp.stdio_transport import DROPPED_LINE_FACTOR
 from tests.helpers.heartbeat import Heartbeat
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")
@@ -124,6 +125,22 @@ def test_an_oversized_line_matching_no_call_closes_the_connection_and_the_next_c
         assert caught.value.code is ErrorCode.NETWORK_ERROR
         assert f"sent a message of more than {LIMIT} bytes; it was dropped" in caught.value.message
         assert "started again on the next call" in caught.value.message
+        assert await _text(connection, "echo", {"text": "back"}) == "back"
+        assert await connection.client() is not client, "a fresh connection"
+
+    _run(scenario)
+
+
+def test_a_line_that_never_ends_is_given_up_at_its_bound_and_the_next_call_restarts():
+    async def scenario(connection: McpConnection) -> None:
+        client = await connection.client()
+        with pytest.raises(ToolError) as caught:
+            await connection.call_tool("flood_endless", {})
+        error = caught.value
+        assert error.code is ErrorCode.NETWORK_ERROR, error.message
+        assert (f"sent a message of more than {DROPPED_LINE_FACTOR * LIMIT} bytes that did not "
+                "end (the most Kestrel reads of one message, even to drop it)") in error.message
+        assert error.details["limit"] == DROPPED_LINE_FACTOR * LIMIT
         assert await _text(connection, "echo", {"text": "back"}) == "back"
         assert await connection.client() is not client, "a fresh connection"
 

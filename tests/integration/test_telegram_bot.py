@@ -26,11 +26,13 @@ from app.runtime.world import World
 from app.secrets import SecretStore, env_var_name
 from app.telegram import format as fmt
 from app.telegram.bot import BotState, TelegramBot
+from app.telegram.check import send_test_message
 from app.telegram.outbox import Outbox
+from app.telegram.request import RequestBounds
 from app.telegram.start import start_telegram
 from app.tools.spec import AgentContext
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
-from tests.helpers.fake_telegram import FakeTelegram, Sent
+from tests.helpers.fake_telegram import ENDLESS_CAP_BYTES, FakeTelegram, Sent
 
 OWNER = 4242
 STRANGER = 31337
@@ -58,13 +60,15 @@ def server() -> Any:
 
 @asynccontextmanager
 async def telegram(
-    world: World, server: FakeTelegram, *, kill_switch: Any = None, **settings: Any
+    world: World, server: FakeTelegram, *, kill_switch: Any = None,
+    request_bounds: RequestBounds | None = None, **settings: Any
 ) -> AsyncIterator[TelegramBot]:
     values: dict[str, Any] = {"enabled": True, "allowed_user_ids": (OWNER,),
                               "api_base_url": server.base_url, **settings}
     secrets = SecretStore(environ={env_var_name(BOT_TOKEN_KEY): server.token})
     bot = await start_telegram(world, TelegramSettings(**values), secrets,
-                               kill_switch=kill_switch, poll_timeout_s=1.0, outbox=fast_outbox)
+                               kill_switch=kill_switch, poll_timeout_s=1.0, outbox=fast_outbox,
+                               request_bounds=request_bounds)
     assert bot is not None
     assert await bot.wait_connected(10), bot.fault_reason
     try:
@@ -684,3 +688,71 @@ def test_a_secret_in_an_outgoing_text_is_masked(tmp_path: Path, server: FakeTele
             assert server.token not in message.text and f"my token is {MARKER}" in message.text
 
     asyncio.run(scenario())
+
+
+# -- every answer from the Bot API is bounded --------------------------------------------------
+
+# 1 MiB at most; a getUpdates of the tests' 1 s long poll must be complete within
+# 1 (connect) + 1 (write) + 1 (pool) + 3 (read: 2, plus the poll's 1) = 6 s
+SMALL = RequestBounds(max_answer_bytes=1024 * 1024, connect_timeout_s=1.0, write_timeout_s=1.0,
+                      pool_timeout_s=1.0, read_timeout_s=2.0)
+
+
+def test_an_endless_answer_to_a_poll_is_cut_at_the_size_bound_and_polling_goes_on(
+    tmp_path: Path, server: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as world, telegram(world, server, request_bounds=SMALL):
+            with caplog.at_level(logging.WARNING, logger="app.telegram"):
+                server.misbehave("getUpdates", "endless")
+                await eventually(lambda: server.misbehaved)
+                assert (await ask(server, "/help")).startswith(fmt.HELP[:40])
+            assert ("Telegram: Telegram's answer to getUpdates passed 1,048,576 bytes (the largest "
+                    "answer Kestrel reads); the connection was closed") in caplog.text
+            assert server.misbehaved[0] < ENDLESS_CAP_BYTES, "the bot stopped reading"
+            assert server.token not in caplog.text
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_that_trickles_forever_is_cut_at_the_time_bound_and_polling_goes_on(
+    tmp_path: Path, server: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as world, telegram(world, server, request_bounds=SMALL):
+            with caplog.at_level(logging.WARNING, logger="app.telegram"):
+                server.misbehave("getUpdates", "trickle")
+                await eventually(lambda: server.misbehaved and server.misbehaved[0] > 3)
+                assert (await ask(server, "/help")).startswith(fmt.HELP[:40])
+            assert ("Telegram: Telegram's answer to getUpdates was not complete within 6 s (the "
+                    "time limit of one request); the connection was closed") in caplog.text
+
+    asyncio.run(scenario())
+
+
+def test_a_message_longer_than_telegrams_own_limit_is_not_read(
+    tmp_path: Path, server: FakeTelegram
+) -> None:
+    async def scenario() -> None:
+        async with running(tmp_path) as world, telegram(world, server):
+            text = "sell everything " + "x" * 5000
+            answer = await ask(server, text)
+            assert answer == ("That message is 5,016 characters long; Kestrel reads at most 4,096 "
+                              "(Telegram's own limit), so it was not read. Send a shorter one.")
+            orchestrator = world.orchestrator()
+            tasks = [] if orchestrator is None else world.agents.queue.tasks(orchestrator.agent_id)
+            assert all(task.payload.get("text") != text for task in tasks), "not read"
+            assert (await ask(server, "/agents")).startswith("Agents:")
+
+    asyncio.run(scenario())
+
+
+def test_the_settings_test_message_reads_no_answer_past_the_bound(server: FakeTelegram) -> None:
+    server.misbehave("getMe", "endless")
+    settings = TelegramSettings(enabled=True, allowed_user_ids=(OWNER,),
+                                api_base_url=server.base_url)
+    outcome = asyncio.run(send_test_message(server.token, settings, SMALL))
+    assert not outcome.ok
+    assert outcome.message == ("Telegram said: Telegram's answer to getMe passed 1,048,576 bytes "
+                               "(the largest answer Kestrel reads); the connection was closed.")
+    assert server.misbehaved[0] < ENDLESS_CAP_BYTES

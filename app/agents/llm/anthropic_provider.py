@@ -20,6 +20,14 @@ from typing import Any
 import anthropic
 import httpx2
 
+from app.agents.llm.bounds import (
+    AnswerBounds,
+    AnswerText,
+    RawLimitPassed,
+    bounded_http_client,
+    raw_limit,
+    raw_limit_passed,
+)
 from app.agents.llm.port import (
     ChatMessage,
     LLMError,
@@ -70,7 +78,8 @@ class AnthropicProvider:
         api_key: the Anthropic key (required; the factory explains where to set it).
         base_url: ``None`` for Anthropic's own endpoint.
         default_model: used when a request names no model.
-        timeout_s: the longest one attempt may take.
+        timeout_s: the longest one answer may take, from the request to its last byte. Its size
+            is bounded too, by the request's ``max_output_tokens`` (``app.agents.llm.bounds``).
         max_retries: extra attempts after a temporary error.
         stream: stream the answer through the SDK's ``messages.stream``. A retried stream sends
             ``on_delta`` the new attempt's pieces from its start.
@@ -102,7 +111,8 @@ class AnthropicProvider:
         self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
                          "sleep": sleep, "jitter": jitter}
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout_s
+            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout_s,
+            http_client=bounded_http_client(anthropic.DefaultAsyncHttpxClient, timeout_s),
         )
 
     async def complete(
@@ -111,9 +121,10 @@ class AnthropicProvider:
         model = request.model or self.default_model
         timeout_s = min(self.timeout_s, request.timeout_s)
         params = self.request_params(request, model)
+        bounds = AnswerBounds.for_tokens(request.max_output_tokens)
         started = time.perf_counter()
         answer = await with_retries(
-            lambda: self._attempt(params, model, timeout_s, on_delta),
+            lambda: self._attempt(params, model, timeout_s, bounds, on_delta),
             attempts=self.max_retries + 1, **self._backoff,
         )
         return LLMResponse(
@@ -149,16 +160,23 @@ class AnthropicProvider:
         await self._client.close()
 
     async def _attempt(
-        self, params: dict[str, Any], model: str, timeout_s: float,
+        self, params: dict[str, Any], model: str, timeout_s: float, bounds: AnswerBounds,
         on_delta: StreamCallback | None,
     ) -> _Answer:
+        where = f"the server at {self.base_url}"
         try:
-            async with asyncio.timeout(timeout_s + 1.0):
-                if self.stream:
-                    return await self._streamed(params, model, timeout_s, on_delta)
-                message = await self._client.messages.create(**params, timeout=timeout_s)
-                answer = _answer(message, model)
+            # The SDK's timeout bounds each read; this bounds the whole answer (a trickling stream).
+            with raw_limit(bounds.raw_bytes):
+                async with asyncio.timeout(timeout_s + 1.0):
+                    if self.stream:
+                        return await self._streamed(params, model, timeout_s, bounds, on_delta)
+                    message = await self._client.messages.create(**params, timeout=timeout_s)
+                    answer = _answer(message, model)
+        except RawLimitPassed as exc:
+            raise bounds.raw_passed(self.name, where) from exc
         except anthropic.AnthropicError as exc:
+            if raw_limit_passed(exc) is not None:
+                raise bounds.raw_passed(self.name, where) from exc
             raise translate_anthropic_error(exc, base_url=self.base_url, model=model,
                                             timeout_s=timeout_s) from exc
         except httpx2.TimeoutException as exc:
@@ -170,20 +188,26 @@ class AnthropicProvider:
                 self.name, f"the connection to {self.base_url} failed: {exc}") from exc
         except TimeoutError as exc:
             raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s"
+                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
+                "(the time limit of one answer); the connection was closed"
             ) from exc
+        if len(answer.text) > bounds.chars:
+            raise bounds.text_passed(self.name, streamed=False)
         if on_delta is not None and answer.text:
             on_delta(answer.text)
         return answer
 
     async def _streamed(
-        self, params: dict[str, Any], model: str, timeout_s: float,
+        self, params: dict[str, Any], model: str, timeout_s: float, bounds: AnswerBounds,
         on_delta: StreamCallback | None,
     ) -> _Answer:
+        text = AnswerText(bounds, self.name)
         async with self._client.messages.stream(**params, timeout=timeout_s) as stream:
             async for piece in stream.text_stream:
-                if piece and on_delta is not None:
-                    on_delta(piece)
+                if piece:
+                    text.add(piece)  # past its bound: raises, and leaving closes the stream
+                    if on_delta is not None:
+                        on_delta(piece)
             message = await stream.get_final_message()
         return _answer(message, model)
 

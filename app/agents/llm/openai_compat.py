@@ -20,6 +20,14 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
+from app.agents.llm.bounds import (
+    AnswerBounds,
+    AnswerText,
+    RawLimitPassed,
+    bounded_http_client,
+    raw_limit,
+    raw_limit_passed,
+)
 from app.agents.llm.port import (
     LLMError,
     LLMRequest,
@@ -54,8 +62,9 @@ class OpenAICompatibleProvider:
         base_url: e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:11434/v1``.
         api_key: the key; empty or ``None`` sends a placeholder (local servers need none).
         default_model: used when a request names no model.
-        timeout_s: the longest one attempt may take (the request's own ``timeout_s`` may shorten
-            it).
+        timeout_s: the longest one answer may take, from the request to its last byte (the
+            request's own ``timeout_s`` may shorten it). Its size is bounded too, by the request's
+            ``max_output_tokens`` (``app.agents.llm.bounds``).
         max_retries: extra attempts after a temporary error (0 = try once).
         stream: stream the answer (``on_delta`` gets each piece as it arrives). When a stream
             breaks and the call is retried, ``on_delta`` then gets the new attempt's pieces from
@@ -92,6 +101,7 @@ class OpenAICompatibleProvider:
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=api_key or PLACEHOLDER_API_KEY, max_retries=0,
             timeout=timeout_s, default_headers=extra_headers,
+            http_client=bounded_http_client(openai.DefaultAsyncHttpxClient, timeout_s),
         )
 
     async def complete(
@@ -100,9 +110,10 @@ class OpenAICompatibleProvider:
         model = request.model or self.default_model
         timeout_s = min(self.timeout_s, request.timeout_s)
         params = self.request_params(request, model)
+        bounds = AnswerBounds.for_tokens(request.max_output_tokens)
         started = time.perf_counter()
         answer = await with_retries(
-            lambda: self._attempt(params, model, timeout_s, on_delta),
+            lambda: self._attempt(params, model, timeout_s, bounds, on_delta),
             attempts=self.max_retries + 1, **self._backoff,
         )
         return LLMResponse(
@@ -134,16 +145,22 @@ class OpenAICompatibleProvider:
         await self._client.close()
 
     async def _attempt(
-        self, params: dict[str, Any], model: str, timeout_s: float,
+        self, params: dict[str, Any], model: str, timeout_s: float, bounds: AnswerBounds,
         on_delta: StreamCallback | None,
     ) -> _Answer:
+        where = f"the server at {self.base_url}"
         try:
             # The SDK's timeout bounds each read; this bounds the whole answer (a trickling stream).
-            async with asyncio.timeout(timeout_s + 1.0):
-                if self.stream:
-                    return await self._streamed(params, model, timeout_s, on_delta)
-                answer = await self._plain(params, model, timeout_s)
+            with raw_limit(bounds.raw_bytes):
+                async with asyncio.timeout(timeout_s + 1.0):
+                    if self.stream:
+                        return await self._streamed(params, model, timeout_s, bounds, on_delta)
+                    answer = await self._plain(params, model, timeout_s, bounds)
+        except RawLimitPassed as exc:
+            raise bounds.raw_passed(self.name, where) from exc
         except openai.OpenAIError as exc:
+            if raw_limit_passed(exc) is not None:
+                raise bounds.raw_passed(self.name, where) from exc
             raise translate_openai_error(exc, base_url=self.base_url, model=model,
                                          timeout_s=timeout_s) from exc
         except httpx2.TransportError as exc:
@@ -151,27 +168,33 @@ class OpenAICompatibleProvider:
                 self.name, f"the connection to {self.base_url} failed: {exc}") from exc
         except TimeoutError as exc:
             raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s"
+                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
+                "(the time limit of one answer); the connection was closed"
             ) from exc
         if on_delta is not None and answer.text:
             on_delta(answer.text)
         return answer
 
-    async def _plain(self, params: dict[str, Any], model: str, timeout_s: float) -> _Answer:
+    async def _plain(
+        self, params: dict[str, Any], model: str, timeout_s: float, bounds: AnswerBounds
+    ) -> _Answer:
         completion = await self._client.chat.completions.create(**params, timeout=timeout_s)
         if not completion.choices:
             raise PermanentLLMError(self.name, f"the server at {self.base_url} sent no answer")
         choice = completion.choices[0]
+        text = choice.message.content or ""
+        if len(text) > bounds.chars:
+            raise bounds.text_passed(self.name, streamed=False)
         return _Answer(
-            text=choice.message.content or "", usage=usage_from_openai(completion.usage),
+            text=text, usage=usage_from_openai(completion.usage),
             model=completion.model or model, finish_reason=choice.finish_reason or "stop",
         )
 
     async def _streamed(
-        self, params: dict[str, Any], model: str, timeout_s: float,
+        self, params: dict[str, Any], model: str, timeout_s: float, bounds: AnswerBounds,
         on_delta: StreamCallback | None,
     ) -> _Answer:
-        pieces: list[str] = []
+        text = AnswerText(bounds, self.name)
         usage = LLMUsage(0, 0)
         finish = "stop"
         reported_model = ""
@@ -184,14 +207,14 @@ class OpenAICompatibleProvider:
                 for choice in chunk.choices:
                     piece = choice.delta.content if choice.delta is not None else None
                     if piece:
-                        pieces.append(piece)
+                        text.add(piece)  # past its bound: raises, and the stream is closed
                         if on_delta is not None:
                             on_delta(piece)
                     if choice.finish_reason:
                         finish = choice.finish_reason
         finally:
             await stream.close()
-        return _Answer("".join(pieces), usage, reported_model or model, finish)
+        return _Answer(text.text(), usage, reported_model or model, finish)
 
 
 def usage_from_openai(usage: Any) -> LLMUsage:

@@ -26,10 +26,12 @@ class RecordedSleep:
 
 
 def fake_settings(server: FakeExchangeServer, venue: str, timeout_s: float = 5.0,
-                  rate_limit_ms: int = 1) -> ExchangeSettings:
+                  rate_limit_ms: int = 1, **settings: Any) -> ExchangeSettings:
+    """``settings``: any other ``ExchangeSettings`` field (``max_response_mib``...)."""
     return ExchangeSettings.model_validate({
         "timeout_s": timeout_s,
         "ccxt_config": {**server.ccxt_config(venue), "rateLimit": rate_limit_ms},
+        **settings,
     })
 
 
@@ -40,12 +42,16 @@ async def open_market(
     clock: Clock | None = None,
     timeout_s: float = 5.0,
     sleep: RecordedSleep | None = None,
+    settings: dict[str, Any] | None = None,
     **options: Any,
 ) -> CcxtMarketData:
-    """The adapter on ``venue`` of ``server``, started; close it with ``await market.close()``."""
+    """The adapter on ``venue`` of ``server``, started; close it with ``await market.close()``.
+
+    ``settings``: other ``ExchangeSettings`` fields of the exchange (``max_response_mib``...).
+    """
     market = await CcxtMarketData.open(
         venue,
-        fake_settings(server, venue, timeout_s),
+        fake_settings(server, venue, timeout_s, **(settings or {})),
         clock=clock or server.now,
         sleep=sleep or RecordedSleep(),
         **options,

@@ -20,8 +20,12 @@ API::
 Faults (per venue and endpoint, or endpoint "*"; each for ``times`` requests, None = until
 ``clear_faults``): ``Fault.latency(s)``, ``Fault.hang()`` (never answers; the client times out),
 ``Fault.status(code, retry_after=None)`` (429 and 418 in the venue's rate-limit shape, 5xx in its
-server-error shape), ``Fault.malformed()`` (200 with a truncated JSON body), and
-``Fault.drop_ws()`` for streams (see ``ws.py``).
+server-error shape), ``Fault.malformed()`` (200 with a truncated JSON body), ``Fault.huge(bytes)``
+(200 with a valid JSON body of that size, its Content-Length declared), ``Fault.endless()`` (200
+with a JSON body that never ends: written until the client closes the connection, or, as a
+safety for the test machine, until ``ENDLESS_CAP_BYTES``, after which it hangs; the bytes
+written for each are appended to ``server.endless_written``), and ``Fault.drop_ws()`` for streams
+(see ``ws.py``).
 
 Binance's private spot endpoints (``account.py``: orders, trades, balances, a matching engine)
 answer signed requests: any signature is taken, but the API-key header must be there. Their
@@ -72,6 +76,7 @@ from tests.helpers.fake_exchange.ws import BinanceKlineStreams
 from tests.helpers.local_server import LocalServer
 
 HANG_S = 60.0
+ENDLESS_CAP_BYTES = 16 * 1024 * 1024
 MAX_BAN_MS = 3 * 86_400_000  # Binance's longest IP ban
 
 
@@ -98,6 +103,16 @@ class Fault:
     @classmethod
     def malformed(cls) -> Fault:
         return cls("malformed")
+
+    @classmethod
+    def huge(cls, size: int) -> Fault:
+        """A valid JSON answer of ``size`` bytes (padded), its length declared."""
+        return cls("huge", status_code=size)
+
+    @classmethod
+    def endless(cls) -> Fault:
+        """A JSON answer that never ends (see the module docstring)."""
+        return cls("endless")
 
     @classmethod
     def drop_ws(cls) -> Fault:
@@ -177,6 +192,7 @@ class FakeExchangeServer(LocalServer):
         self._bans: dict[str, _Ban] = {}
         self._lock = threading.Lock()
         self._release: asyncio.Event | None = None
+        self.endless_written: list[int] = []
         self.ws_hooks: list[Any] = []  # extra route installers (the websocket fake)
         self.streams = BinanceKlineStreams(self)
 
@@ -311,14 +327,16 @@ class FakeExchangeServer(LocalServer):
         if banned is not None:
             return banned
         fault = self.take_fault(venue_name, endpoint)
-        if fault is not None:
-            early = await self._apply(fault, venue)
+        if fault is not None and fault.kind != "huge":
+            early = await self._apply(fault, venue, request)
             if early is not None:
                 return early
         try:
             status, body = venue.answer(endpoint, query)
         except NotServed as exc:
             status, body = venue.not_served(str(exc))
+        if fault is not None and fault.kind == "huge":
+            return _padded(status, body, fault.status_code)
         return _json(status, body)
 
     async def _handle_private(
@@ -346,7 +364,7 @@ class FakeExchangeServer(LocalServer):
             if fault.kind == "skew":
                 return _json(400, {"code": -1021, "msg": "Timestamp for this request is "
                                    "outside of the recvWindow."})
-            early = await self._apply(fault, venue)
+            early = await self._apply(fault, venue, request)
             if early is not None:
                 return early
         status, body = await _private_answer(self.binance_account, endpoint, params)
@@ -400,7 +418,9 @@ class FakeExchangeServer(LocalServer):
             return _json(504, {"msg": "hung"})
         raise AssertionError(f"unknown way to lose an answer: {how}")
 
-    async def _apply(self, fault: Fault, venue: Binance | Okx) -> web.StreamResponse | None:
+    async def _apply(
+        self, fault: Fault, venue: Binance | Okx, request: web.Request
+    ) -> web.StreamResponse | None:
         assert self._release is not None
         if fault.kind == "latency":
             await asyncio.sleep(fault.seconds)
@@ -424,7 +444,31 @@ class FakeExchangeServer(LocalServer):
             return web.Response(
                 status=200, text='{"code": "0", "data": [["17705', content_type="application/json"
             )
+        if fault.kind == "endless":
+            return await self._endless(request)
         raise AssertionError(f"fault {fault.kind} does not apply to REST")
+
+
+    async def _endless(self, request: web.Request) -> web.StreamResponse:
+        """200 with a JSON body that never ends; see ``Fault.endless``."""
+        assert self._release is not None
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        with self._lock:
+            index = len(self.endless_written)
+            self.endless_written.append(0)
+        piece = b"9" * 65536
+        try:
+            await response.write(b'{"code": "0", "padding": "')
+            while self.endless_written[index] < ENDLESS_CAP_BYTES:
+                await response.write(piece)
+                self.endless_written[index] += len(piece)
+            await asyncio.wait_for(self._release.wait(), HANG_S)
+        except (ConnectionError, TimeoutError):
+            pass  # the client closed the connection (what a bounded client does), or a hang
+        if request.transport is not None:
+            request.transport.abort()
+        return response
 
 
 PRIVATE = {
@@ -461,6 +505,15 @@ async def _private_answer(
         return 200, account.account()
     except Refused as refused:
         return refused.status, {"code": refused.code, "msg": refused.msg}
+
+
+def _padded(status: int, body: Any, size: int) -> web.Response:
+    """The answer, padded to ``size`` bytes by an extra member its reader ignores."""
+    assert isinstance(body, dict), "only an object answer can be padded"
+    text = json.dumps({**body, "padding": ""})
+    text = json.dumps({**body, "padding": "9" * (size - len(text))})
+    assert len(text) == size
+    return web.Response(status=status, text=text, content_type="application/json")
 
 
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:

@@ -54,6 +54,18 @@ def test_an_oversized_line_is_discarded_as_it_arrives_and_the_next_line_is_intac
     assert json.loads(after) == {"jsonrpc": "2.0", "id": 8, "result": {}}
 
 
+def test_the_length_of_an_unfinished_line_is_counted_while_it_is_dropped():
+    """What lets the transport give up on a line that never ends."""
+    framer = LineFramer(10)
+    framer.feed(b"ok\nab")
+    assert framer.line_bytes == 2
+    for _ in range(5):
+        framer.feed(b"x" * 1000)
+    assert (framer.line_bytes, framer.buffered) == (5002, 0)
+    framer.feed(b"\n")
+    assert framer.line_bytes == 0
+
+
 def _framing_seconds(megabytes: int) -> float:
     chunk = b"F" * 65536
     best = float("inf")
