@@ -4,6 +4,7 @@ A backup is a full copy of ``kestrel.db`` made with SQLite's online backup API, 
 consistent snapshot even while the agents write: ``<workspace>/backups/kestrel-<UTC time>.db``.
 A copy is written under a temporary name, checked (``PRAGMA quick_check``) and only then renamed
 into place, so a listed backup is always a whole, healthy database; the newest ``KEEP`` are kept.
+Every copy records the workspace's id (``app.store.identity``), which a restore checks.
 
 While a process writes the workspace a ``BackupKeeper`` thread takes one when the newest is older
 than its interval (at open, then periodically) and, for the app, a last one at close when
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
+from app.store.identity import stamp_copy
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,8 @@ def take_backup(
                 source.backup(target)
                 # a self-contained file: no -wal beside it, whatever mode the original runs in
                 target.execute("PRAGMA journal_mode=DELETE")
+                # which workspace it is a backup of, even before its database recorded it
+                stamp_copy(target, db_path.parent)
             finally:
                 target.close()
         finally:
