@@ -18,6 +18,7 @@ from app.domain.errors import OperationalError
 from app.redaction import REDACTOR
 from app.resources import source_root
 from app.store.backups import BACKUP_DIR_NAME
+from app.store.identity import WORKSPACE_ID_FILE, ensure_id_file, record_id, workspace_id
 from app.store.lock import LOCK_FILE_NAME
 from app.store.writer import WriterHold, hold_for_writing
 
@@ -40,6 +41,10 @@ class Workspace:
     @property
     def backup_dir(self) -> Path:
         return self.root / BACKUP_DIR_NAME
+
+    @property
+    def id_path(self) -> Path:
+        return self.root / WORKSPACE_ID_FILE
 
     @property
     def memory_root(self) -> Path:
@@ -77,12 +82,28 @@ class Workspace:
         """Make this process the workspace's one writer (see ``app.store.writer``; ``backups``
         False for a backtest's own workspace).
 
+        The workspace's id (``app.store.identity``) is settled here: its file before the
+        database is opened, so the first backup records it, and the database's copy once this
+        process holds the workspace.
+
         Raises:
             WorkspaceBusyError: another process writes it.
             DamagedDatabaseError: its database is damaged (left untouched).
         """
         self.ensure()
-        return hold_for_writing(self.db_path, self.lock_path, self.backup_dir, backups=backups)
+        ensure_id_file(self.root, self.db_path)
+        hold = hold_for_writing(self.db_path, self.lock_path, self.backup_dir, backups=backups)
+        try:
+            record_id(self.root, self.db_path)
+        except BaseException:
+            hold.release()
+            raise
+        return hold
+
+    def identity(self) -> str | None:
+        """This workspace's id (``app.store.identity``); None before it was first opened for
+        writing by a Kestrel that gives workspaces one."""
+        return workspace_id(self.root, self.db_path)
 
     def settings(self) -> Settings:
         return load_settings(self.settings_path)

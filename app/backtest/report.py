@@ -129,15 +129,15 @@ def gaps_line(result: BacktestResult) -> str | None:
             "exist.")
 
 
+# the files ``write_report`` writes, by key
+REPORT_FILES = {"summary": "summary.json", "equity": "equity.csv", "trades": "trades.csv",
+                "chart": "equity.png"}
+
+
 def write_report(result: BacktestResult, out_dir: Path) -> dict[str, Path]:
     """Write every output file into ``out_dir`` (created if needed) and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "summary": out_dir / "summary.json",
-        "equity": out_dir / "equity.csv",
-        "trades": out_dir / "trades.csv",
-        "chart": out_dir / "equity.png",
-    }
+    paths = {key: out_dir / name for key, name in REPORT_FILES.items()}
     document = REDACTOR.redact_data(summary(result))
     paths["summary"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     _write_equity(result, paths["equity"])

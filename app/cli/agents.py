@@ -469,6 +469,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     from app.backtest.report import summary_table
     from app.config import LLMSettings
     from app.runtime.agent_backtest import (
+        BASELINE_FOLDER,
         RULE_ENGINE_BASELINE,
         AgentBacktestOptions,
         estimate,
@@ -520,7 +521,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
         options.llm = RULE_ENGINE_BASELINE
         try:
             baseline = asyncio.run(
-                run_agent_backtest(args.data, options, args.out / "rule_engine"))
+                run_agent_backtest(args.data, options, args.out / BASELINE_FOLDER))
         finally:
             if progress is not None:
                 progress.close()

@@ -3,8 +3,9 @@
 ``add_backtest_arguments(parser)`` declares the options; ``backtest_command(args)`` runs and
 returns the exit code: 0 done, 1 the run stopped early (the strategy could not go on, or an
 unexpected error: the report of the bars it ran is kept and the message says where), 2 bad input
-(an unusable data file, invalid parameters or risk file), with one clear line on standard error
-instead of a traceback.
+(an unusable data file, invalid parameters or risk file, an ``--out`` folder it must not write:
+a workspace, another command's output, a folder with other files), with one clear line on
+standard error instead of a traceback.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from app.config import PaperSettings
 from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.errors import DataFileError, KestrelError
 from app.domain.numbers import NumberSyntaxError, parse_decimal
-from app.runtime.strategy_backtest import ERROR_FILE, BacktestStopped, RunOptions, run_backtest
+from app.runtime.output_folder import OutputFolderRefused, OutputKind, prepare_output_folder
+from app.runtime.strategy_backtest import (
+    ERROR_FILE,
+    OUTPUT,
+    BacktestStopped,
+    RunOptions,
+    run_backtest,
+)
 
 EXIT_OK = 0
 EXIT_STRATEGY_FAILED = 1
@@ -68,7 +76,9 @@ def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
                         help="accept data files with missing candles (refused by default)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="folder for summary.json, equity.csv, trades.csv, equity.png and "
-                             "the run's ledger backtest.db (replaced if present)")
+                             "the run's ledger backtest.db (with --agents: the run's workspace); "
+                             "a new or empty folder, or one this command made before, whose "
+                             "files it replaces; a workspace or any other folder is refused")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     agents = parser.add_argument_group(
         "agents", "run agent templates instead of --strategy (e.g. --agents "
@@ -138,21 +148,35 @@ def backtest_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - a bug still reaches the person as words
-        where = _write_error(args.out, exc)
+        where = _write_error(args.out, exc, _output_kind(args))
         print(f"kestrel backtest: the run failed on an unexpected error ({type(exc).__name__}: "
               f"{exc}); {where}", file=sys.stderr)
         return EXIT_STRATEGY_FAILED
 
 
-def _write_error(out: Path, error: BaseException) -> str:
-    """Keep an unexpected error's traceback in the output folder; say where it is."""
+def _write_error(out: Path, error: BaseException, kind: OutputKind) -> str:
+    """Keep an unexpected error's traceback in the output folder; say where it is.
+
+    Only in a folder this command may write (``app.runtime.output_folder``): an error that came
+    before the folder was checked must not drop a file into a workspace or someone's folder.
+    """
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        prepare_output_folder(out, kind, replace=False)
         (out / ERROR_FILE).write_text("".join(traceback.format_exception(error)),
                                       encoding="utf-8")
+    except OutputFolderRefused:
+        return f"its details were not written: {out} is not this command's output folder"
     except OSError as exc:
         return f"its details could not be written to {out} ({exc.strerror or exc})"
     return f"details in {out / ERROR_FILE}"
+
+
+def _output_kind(args: argparse.Namespace) -> OutputKind:
+    if args.agents:
+        from app.runtime.agent_backtest import OUTPUT as AGENTS_OUTPUT
+
+        return AGENTS_OUTPUT
+    return OUTPUT
 
 
 def _strategy_command(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ workspace (sysexits' EX_TEMPFAIL: try again later).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from app.backtest.report import BacktestResult, gaps_line
@@ -28,6 +29,16 @@ def workspace_of(args: argparse.Namespace) -> Workspace:
     if getattr(args, "workspace", None):
         return Workspace.at(args.workspace).ensure()
     return Workspace.default()
+
+
+def terminal_ask(prompt: str) -> str | None:
+    """The person's answer at a terminal; None when nobody can answer (not a terminal)."""
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
 
 
 def log_to(workspace: Workspace) -> None:

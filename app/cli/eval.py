@@ -5,9 +5,10 @@ name (or ``--provider``/``--model``/``--base-url``/``--api-key-name``) over the 
 windows (``app.runtime.evaluation``), records every exchange with the model under ``RUN``, and
 prints the report's table; ``kestrel eval --replay RUN`` answers from that recording, offline, and
 writes the identical report. Exit codes: 0 done; 2 bad settings or input (no model configured, a
-missing key, a run folder without a recording), one line on standard error; 3 the model could not
-be evaluated (an agent faulted: an unreachable server, a refused key), with what to do; 130
-interrupted.
+missing key, a run folder without a recording, an ``--out`` folder it must not write: a workspace,
+another command's output, a folder with other files), one line on standard error; 3 the model
+could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                              "checkout's); it is only read")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="folder for the run: report (eval.json, eval.md, eval.png), "
-                             "recordings and each window's backtest (replaced if present); "
-                             "default: eval-run, or RUN/replay with --replay")
+                             "recordings and each window's backtest; a new or empty folder, or "
+                             "one kestrel eval made before, whose run it replaces (a workspace "
+                             "or any other folder is refused); default: eval-run, or "
+                             "RUN/replay with --replay")
     parser.add_argument("--replay", type=Path, metavar="RUN",
                         help="replay a recorded run offline from its folder (no model is called)")
     parser.add_argument("--provider", choices=["rule-engine", "openai-compatible", "anthropic"],

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from collections.abc import Callable, Sequence
 
+from app.cli.common import terminal_ask
 from app.config import VenueSettings
 from app.domain.errors import OperationalError
 from app.events import AgentStateChanged
@@ -85,16 +85,6 @@ def add_live_arguments(parser: argparse.ArgumentParser, *, grants: bool = True) 
                       help="live: balances the journal cannot explain (a deposit, a withdrawal, a "
                            "trade made elsewhere) are accepted as the exchange has them; the "
                            "kill switch they tripped stays tripped until you reset it")
-
-
-def terminal_ask(prompt: str) -> str | None:
-    """The person's answer at a terminal; None when nobody can answer (not a terminal)."""
-    if not sys.stdin.isatty():
-        return None
-    try:
-        return input(prompt)
-    except EOFError:
-        return None
 
 
 def venue_spec(args: argparse.Namespace, settings: VenueSettings) -> VenueSpec | None:

@@ -72,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         "restore-backup",
         help="list the workspace database's backups, or put one back in place of a damaged one",
         description="Without --list, restore the newest backup (or --backup FILE) of the "
-                    "workspace's kestrel.db. The database it replaces is renamed aside "
-                    "(kestrel.db.damaged-<time>), never deleted. Nothing may hold the workspace.",
+                    "workspace's kestrel.db. Only a backup of this workspace is taken (not the "
+                    "live file, another workspace's backup or another SQLite file); what it "
+                    "holds is shown and the command asks first (--yes: without asking). The "
+                    "database it replaces is renamed aside (kestrel.db.damaged-<time>), never "
+                    "deleted. Nothing may hold the workspace.",
     )
     add_restore_arguments(restore)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -29,7 +28,7 @@ import numpy as np
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.cutoffs import period_warning
 from app.agents.faults import RERUN_HINT, Fault, faults_of
-from app.backtest.report import BacktestResult, write_report
+from app.backtest.report import REPORT_FILES, BacktestResult, write_report
 from app.config import LLMSettings
 from app.config.approval import ApprovalSettings
 from app.domain.agents import AgentInfo, AgentRole
@@ -40,9 +39,11 @@ from app.domain.trading import Mode
 from app.market.csv_loader import load_csv
 from app.market.replay import ReplayMarketData
 from app.orchestration.ids import SeededIds
+from app.runtime.output_folder import OutputKind, prepare_output_folder
 from app.runtime.providers import RULE_ENGINE, ProviderOverride
 from app.runtime.replay import ReplayOutput, ReplayProgress, Timeline, build_timeline, run_replay
 from app.runtime.strategy_backtest import (
+    ERROR_FILE,
     BacktestStopped,
     collect_result,
     history,
@@ -54,6 +55,12 @@ from app.runtime.world import World, WorldOptions, build_world
 from app.workspace import Workspace
 
 RUN_ANALYSIS = "RUN_ANALYSIS"
+WORKSPACE_FOLDER = "workspace"  # the run's own workspace, in its output folder
+BASELINE_FOLDER = "rule_engine"  # the rule-engine run beside a language model's
+# what a run writes into its output folder: only these are replaced when it is used again
+OUTPUT = OutputKind("kestrel backtest --agents", (
+    *REPORT_FILES.values(), ERROR_FILE, WORKSPACE_FOLDER, BASELINE_FOLDER,
+))
 # per bar, an analyst makes about this many model calls, and a trader this many per signal
 CALLS_PER_ANALYSIS = 8
 TOKENS_IN_PER_CALL = 6_000
@@ -111,8 +118,8 @@ def estimate(
 
 
 def _fresh_workspace(folder: Path, cash: Decimal, llm: LLMSettings) -> Workspace:
-    if folder.exists():
-        shutil.rmtree(folder)
+    """The run's workspace, with its settings; a previous run's was cleared, under its lock, by
+    ``prepare_output_folder`` (a workspace another process writes is refused there)."""
     workspace = Workspace.at(folder).ensure()
     lines = [f'[paper]\ninitial_cash = "{cash}"\n\n[logging]\nto_file = false\n']
     changed = llm.model_dump(exclude_defaults=True)
@@ -131,13 +138,18 @@ async def run_agent_backtest(
     A cancelled run returns the result of the bars it ran and writes no report: the caller
     decides what a run the person stopped shows.
 
+    ``out_dir`` is created, or reused only when empty or made by an agent backtest before
+    (``app.runtime.output_folder``): a workspace, another command's output or other files are
+    refused (``OutputFolderRefused``), and left as they were.
+
     Raises:
         OperationalError: no analyst among the templates, or too little data for the warm-up.
         DataFileError: a data file is unusable, or has gaps and ``options.allow_gaps`` is off.
         BacktestStopped: an error stopped the run part-way; the report of the bars it ran and
             the error's details are in ``out_dir``.
     """
-    workspace = _fresh_workspace(out_dir / "workspace", options.cash, options.llm)
+    prepare_output_folder(out_dir, OUTPUT)
+    workspace = _fresh_workspace(out_dir / WORKSPACE_FOLDER, options.cash, options.llm)
     spec = VenueSpec.replay(data_files, 0, blind=options.blind)
     world = build_world(workspace, spec, WorldOptions(
         mode=Mode.BACKTEST, ids=SeededIds(options.seed),

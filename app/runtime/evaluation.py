@@ -12,7 +12,6 @@ report. What is measured is read from the run's own ledger and the recording (``
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
@@ -38,12 +37,26 @@ from app.runtime.agent_backtest import (
     AgentBacktestResult,
     run_agent_backtest,
 )
-from app.runtime.eval_report import EvalReport, WindowRun, build_report
+from app.runtime.eval_report import (
+    REPORT_JSON,
+    REPORT_MD,
+    REPORT_PNG,
+    EvalReport,
+    WindowRun,
+    build_report,
+)
+from app.runtime.output_folder import OutputFolderRefused, OutputKind, prepare_output_folder
 from app.runtime.providers import RULE_ENGINE
 from app.secrets import SecretStore
 
 RUN_FILE = "run.json"
 RECORDINGS = "recordings"
+WINDOWS = "windows"
+REPLAY = "replay"  # where ``--replay RUN`` writes by default: RUN/replay
+# what a run writes into its output folder: only these are replaced when it is used again
+OUTPUT = OutputKind("kestrel eval", (
+    RUN_FILE, RECORDINGS, WINDOWS, REPLAY, REPORT_JSON, REPORT_MD, REPORT_PNG,
+))
 TEMPLATES = ("AnalystAgent_Trend_v1", "TraderAgent_Default_v1")
 RUN_VERSION = 1
 
@@ -144,7 +157,7 @@ def load_plan(run_dir: Path) -> EvalOptions:
                                f"{exc.strerror or exc})") from exc
     except (ValueError, TypeError) as exc:
         raise OperationalError(f"{path} is not a recorded eval run: {exc}") from exc
-    return EvalOptions(subject=subject, out_dir=run_dir / "replay", windows=windows,
+    return EvalOptions(subject=subject, out_dir=run_dir / REPLAY, windows=windows,
                        templates=plan.templates, cash=Decimal(plan.cash), replay_from=run_dir,
                        blind=plan.blind)
 
@@ -198,18 +211,23 @@ def _subject_provider(options: EvalOptions, recording: Path) -> LLMProvider:
 async def run_eval(options: EvalOptions) -> EvalReport:
     """Run every window on the model and on the rule engine; write the report into ``out_dir``.
 
+    ``out_dir`` is created, or reused only when empty or made by ``kestrel eval`` before
+    (``app.runtime.output_folder``); only what a run writes is replaced there.
+
     Raises:
         OperationalError: no model named, a window the data cannot hold, a replay folder
             without a recorded run.
+        OutputFolderRefused: ``out_dir`` is a workspace, another command's output, holds other
+            files, or would replace the recording being replayed; nothing was changed.
         EvalStopped: an agent faulted on the model (the report of the windows before is kept).
         PermanentLLMError: the provider cannot be built (unknown kind, missing key).
     """
     check_subject(options.subject)
     starts = [_start_index(w) for w in options.windows]
     out = options.out_dir
-    if out.exists():
-        shutil.rmtree(out)
-    (out / RECORDINGS).mkdir(parents=True)
+    _refuse_replaying_into_itself(options)
+    prepare_output_folder(out, OUTPUT)
+    (out / RECORDINGS).mkdir(exist_ok=True)
     _write_plan(options)
     total = 2 * sum(w.bars for w in options.windows)
     done = 0
@@ -242,8 +260,21 @@ async def run_eval(options: EvalOptions) -> EvalReport:
     return report
 
 
+def _refuse_replaying_into_itself(options: EvalOptions) -> None:
+    """A replay writing into the run it replays would replace the recordings it reads."""
+    source = options.replay_from
+    if source is None:
+        return
+    out, source = options.out_dir.resolve(), source.resolve()
+    if source == out or source.is_relative_to(out):
+        raise OutputFolderRefused(
+            f"the output folder {options.out_dir} holds the recorded run {options.replay_from} "
+            f"being replayed, which writing there would replace; nothing was changed. Leave out "
+            f"--out (the replay goes to {options.replay_from / REPLAY}) or give another folder")
+
+
 def _folder(options: EvalOptions, window: EvalWindow, number: int) -> Path:
-    return options.out_dir / "windows" / f"{number + 1}-{window.name}"
+    return options.out_dir / WINDOWS / f"{number + 1}-{window.name}"
 
 
 async def _run_window(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from app.backtest.metrics import compute_metrics
-from app.backtest.report import BacktestResult, write_report
+from app.backtest.report import REPORT_FILES, BacktestResult, write_report
 from app.backtest.strategy import BarContext, Strategy, StrategyError
 from app.backtest.trades import buy_and_hold, round_trips
 from app.config import PaperSettings, Settings
@@ -36,6 +36,7 @@ from app.domain.market import split_symbol
 from app.domain.trading import Mode
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
+from app.runtime.output_folder import OutputKind, prepare_output_folder
 from app.runtime.progress import progress_bar
 from app.runtime.replay import (
     ReplayOutput,
@@ -53,6 +54,10 @@ from app.tools.spec import ALL_PERMISSIONS, AgentContext
 AGENT_ID = "backtest"
 LEDGER_NAME = "backtest.db"
 ERROR_FILE = "error.txt"
+# what a run writes into its output folder: only these are replaced when it is used again
+OUTPUT = OutputKind("kestrel backtest", (
+    *REPORT_FILES.values(), LEDGER_NAME, f"{LEDGER_NAME}-wal", f"{LEDGER_NAME}-shm", ERROR_FILE,
+))
 
 
 class BacktestStopped(KestrelError):
@@ -104,6 +109,8 @@ class RunOptions:
 
     Attributes:
         out_dir: where the report and the run's ledger (``backtest.db``) go; None writes nothing.
+            A folder is created, or reused only when empty or made by a backtest before
+            (``app.runtime.output_folder``).
         record_tool_calls: keep every tool call in the ledger's audit table.
     """
 
@@ -296,12 +303,16 @@ async def run_backtest_async(
 
     Raises:
         DataFileError: a data file is missing or malformed (gaps too, unless allowed).
+        OutputFolderRefused: ``options.out_dir`` is not this command's to write (a workspace,
+            another command's output, other files: ``app.runtime.output_folder``).
         BacktestStopped: with ``options.report_partial``, a run that stopped part-way on an
             error, after writing the report of the bars it ran.
     """
     opts = options or RunOptions()
     files = load_files(data, allow_gaps=opts.allow_gaps)
     _check_one_quote_currency([f.series.symbol for f in files])
+    if opts.out_dir is not None:
+        prepare_output_folder(opts.out_dir, OUTPUT)
     world = open_backtest(files, paper=opts.paper, risk=opts.risk,
                           record_tool_calls=opts.record_tool_calls)
     try:

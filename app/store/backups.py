@@ -19,6 +19,8 @@ What it finds decides:
   copy must never push a healthy backup out of the rotation, and the error says so and how to
   restore the newest backup.
 
+Every copy records the workspace's id (``app.store.identity``), which a restore checks.
+
 While a process writes the workspace a ``BackupKeeper`` thread takes one when the newest is older
 than its interval (at open, then periodically) and, for the app, a last one at close when
 anything changed since: a backup of a large database takes seconds and must never stall the
@@ -39,6 +41,7 @@ from pathlib import Path
 
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
+from app.store.identity import stamp_copy
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +145,8 @@ def _copy(db_path: Path, partial: Path) -> None:
         try:
             source.backup(target)
             target.execute("PRAGMA journal_mode=DELETE")
+            # which workspace it is a backup of, even before its database recorded it
+            stamp_copy(target, db_path.parent)
         finally:
             target.close()
     finally:

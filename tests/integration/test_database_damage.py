@@ -98,7 +98,7 @@ def test_restore_backup_brings_the_account_back_and_keeps_the_damaged_file(tmp_p
     assert listed.returncode == 0 and "kestrel-" in listed.stdout
 
     done = subprocess.run(
-        [sys.executable, "-m", "app", "restore-backup", "--workspace", str(ws.root)],
+        [sys.executable, "-m", "app", "restore-backup", "--workspace", str(ws.root), "--yes"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )
     assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -104,7 +105,28 @@ def agent_backtest(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
 def strategy_backtest(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
     ok("buy & hold", "20111 bars")(done, tmp)
     for name in ("summary.json", "equity.csv", "trades.csv", "equity.png", "backtest.db"):
-        assert (tmp / "backtest-out" / name).is_file(), name
+        assert (tmp / "backtest-out" / "sma" / name).is_file(), name
+
+
+def refused_and_kept(*said: str) -> Check:
+    """Refused with exit 2 and its reason, the workspace /tmp/ws (the README's earlier commands
+    placed an order and wrote a note there) still whole."""
+
+    def check(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        for text in said:
+            assert text in done.stderr, (text, done.stderr)
+        ws = tmp / "ws"
+        assert (ws / "memory" / "analyst-1" / "notes" / "plan.md").is_file()
+        assert not list(ws.glob("kestrel.db.damaged-*")), "nothing was restored"
+        conn = sqlite3.connect(ws / "kestrel.db")
+        try:
+            assert conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0] >= 1
+        finally:
+            conn.close()
+
+    return check
 
 
 def envelope(status: str, *expected: str) -> Check:
@@ -165,8 +187,15 @@ COMMANDS: dict[str, Entry] = {
     ".venv/bin/kestrel eval --replay /tmp/ws-eval-rules": Entry(
         ok("Eval of rule-engine:rules", "no model called"), extra="--no-progress"),
     ".venv/bin/kestrel backtest --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
-    ".csv --strategy sma_cross --fast 10 --slow 30 --cash 10000 --out backtest-out":
+    ".csv --strategy sma_cross --fast 10 --slow 30 --cash 10000 --out backtest-out/sma":
         Entry(strategy_backtest, extra="--no-progress"),
+    ".venv/bin/kestrel eval --provider rule-engine --out /tmp/ws": Entry(
+        refused_and_kept("is a Kestrel workspace", "kestrel.db, memory/, kestrel.lock, backups/",
+                         "nothing in it was changed", "give --out another folder"),
+        extra=f"--no-progress {DEFAULT_WS}"),
+    ".venv/bin/kestrel restore-backup --workspace /tmp/ws --backup /tmp/ws/kestrel.db": Entry(
+        refused_and_kept("it is the workspace's live database itself, not a backup of it",
+                         "nothing was changed")),
 }
 
 
@@ -175,6 +204,85 @@ def test_every_readme_command_has_a_test_and_every_test_a_readme_command() -> No
     assert len(shown) == len(set(shown)), "a command is shown twice"
     assert set(shown) - set(COMMANDS) == set(), "README commands without a test"
     assert set(COMMANDS) - set(shown) == set(), "tests of commands no longer in the README"
+
+
+DATA_SECTION = "What Kestrel never does to your data"
+# each promise the section makes, and the tests that prove it
+PROMISES: dict[str, tuple[str, ...]] = {
+    "It never writes an output folder over something else.": (
+        "integration/test_output_folders.py::"
+        "test_a_workspace_given_as_out_is_refused_and_left_byte_for_byte",
+        "integration/test_output_folders.py::"
+        "test_a_folder_with_files_the_command_did_not_make_is_refused_and_left_as_it_was",
+        "integration/test_output_folders.py::"
+        "test_a_workspace_a_writer_holds_is_untouched_when_given_as_out",
+        "integration/test_output_folders.py::"
+        "test_the_run_workspace_of_an_earlier_run_is_untouched_while_a_writer_holds_it",
+        "integration/test_output_folders.py::"
+        "test_an_empty_folder_is_used_and_marked_as_the_commands_output",
+        "integration/test_output_folders.py::"
+        "test_a_folder_the_command_made_before_is_reused_and_only_its_own_files_replaced",
+        "integration/test_output_folders.py::test_a_command_refuses_another_commands_output",
+    ),
+    "It never restores a file that is not this workspace's backup.": (
+        "unit/store/test_workspace_identity.py::"
+        "test_a_new_workspace_gets_one_id_in_its_file_its_database_and_its_backups",
+        "integration/test_restore_backup.py::test_the_live_database_itself_is_refused",
+        "integration/test_restore_backup.py::"
+        "test_a_backup_of_another_workspace_is_refused_even_in_this_ones_backups_folder",
+        "integration/test_restore_backup.py::"
+        "test_a_file_that_is_not_a_kestrel_database_is_refused",
+        "integration/test_restore_backup.py::"
+        "test_the_restore_shows_what_the_backup_holds_and_restores_once_the_person_says_yes",
+        "integration/test_restore_backup.py::test_nothing_is_restored_when_the_person_says_no",
+        "integration/test_database_damage.py::"
+        "test_restore_backup_brings_the_account_back_and_keeps_the_damaged_file",
+    ),
+    "It never lets two processes write one workspace.": (
+        "integration/test_one_writer.py::"
+        "test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_answered",
+        "integration/test_database_damage.py::test_restore_is_refused_while_the_workspace_is_open",
+    ),
+    "It never keeps a backup it has not checked.": (
+        "integration/test_database_damage.py::"
+        "test_backups_are_healthy_copies_and_only_the_newest_five_are_kept",
+        "integration/test_database_damage.py::"
+        "test_the_keeper_backs_up_when_due_and_at_the_end_only_after_changes",
+    ),
+    "It never opens a damaged database as if it were new.": (
+        "integration/test_database_damage.py::"
+        "test_a_damaged_database_is_refused_at_open_and_left_untouched",
+    ),
+}
+
+
+def readme_section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def test_the_readme_says_what_kestrel_never_does_to_your_data_and_tests_prove_each_promise(
+) -> None:
+    headings = re.findall(r"^## (.+)$", README.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    assert DATA_SECTION in headings
+    assert headings.index(DATA_SECTION) == headings.index("Kill switch") + 1
+    section = readme_section(DATA_SECTION)
+    promises = re.findall(r"^- \*\*(.+?)\*\*", section, flags=re.MULTILINE)
+    assert promises == list(PROMISES), "a promise without the tests that prove it, or the reverse"
+    for proofs in PROMISES.values():
+        for proof in proofs:
+            file, name = proof.split("::")
+            source = (REPO / "tests" / file).read_text(encoding="utf-8")
+            assert f"def {name}(" in source, f"{proof} does not exist"
+    # the commands the section shows run with the README's (test_the_readme_command_works...),
+    # in its order, on the workspace its earlier commands made: each must be refused
+    flat = re.sub(r"\s+", " ", section)
+    shown = [command for command in readme_commands() if command in flat]
+    assert len(shown) == 2
+    for command in shown:
+        assert COMMANDS[command].check.__qualname__.startswith("refused_and_kept."), command
 
 
 def _as_run_here(command: str, tmp: Path) -> str:

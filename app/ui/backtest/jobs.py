@@ -181,11 +181,13 @@ def run_sma(request: SmaRequest, progress: Progress) -> RunOutcome:
     """The ``sma_cross`` strategy over the chosen range (blocking: call from a thread)."""
     from app.backtest.sma_cross import SmaCross
     from app.config import PaperSettings
-    from app.runtime.strategy_backtest import RunOptions, run_backtest_async
+    from app.runtime.output_folder import prepare_output_folder
+    from app.runtime.strategy_backtest import OUTPUT, RunOptions, run_backtest_async
 
     if request.fast >= request.slow:
         raise ValueError(f"the fast SMA ({request.fast}) must be shorter than the slow SMA "
                          f"({request.slow})")
+    prepare_output_folder(request.out_dir, OUTPUT)  # made the run's before its data goes in
     data_dir = request.out_dir / "data"
     trimmed = [trim_file(f, request.start_ms, request.end_ms, data_dir) for f in request.files]
     bars = max(count for _path, count in trimmed)
@@ -203,8 +205,10 @@ def run_sma(request: SmaRequest, progress: Progress) -> RunOutcome:
 
 def run_agents(request: AgentRequest, progress: Progress) -> RunOutcome:
     """Agent templates bar by bar over the chosen range (blocking: call from a thread)."""
-    from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
+    from app.runtime.agent_backtest import OUTPUT, AgentBacktestOptions, run_agent_backtest
+    from app.runtime.output_folder import prepare_output_folder
 
+    prepare_output_folder(request.out_dir, OUTPUT)  # made the run's before its data goes in
     data_dir = request.out_dir / "data"
     trimmed = [trim_file(f, request.start_ms, request.end_ms, data_dir, request.warmup_bars)
                for f in request.files]
