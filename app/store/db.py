@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -395,7 +395,16 @@ def unit_of_work(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        # a COMMIT that failed (a full disk, a deferred constraint) may leave the transaction
+        # open; the next unit would then be a savepoint inside it, "committed" only in memory
+        # and gone at close: end it here
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def store_db(
