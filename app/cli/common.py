@@ -3,8 +3,10 @@ the report's line about gaps.
 
 Exit codes: 0 done; 1 a tool answered with an error or a rejection, or an internal error (what
 Python itself exits with after an uncaught exception); 2 bad input; 3 a run finished with an
-agent faulted (``app.agents.faults.EXIT_AGENT_FAULTED``); 75 another process writes the
-workspace (sysexits' EX_TEMPFAIL: try again later).
+agent faulted (``app.agents.faults.EXIT_AGENT_FAULTED``); 74 the disk holding the workspace is
+full (sysexits' EX_IOERR): the command stopped cleanly, kept every order and fill committed
+before, and named what it could not record; 75 another process writes the workspace (sysexits'
+EX_TEMPFAIL: try again later).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ EXIT_OK = 0
 EXIT_TOOL_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL_ERROR = 1  # what Python itself exits with after an uncaught exception
+EXIT_DISK_FULL = 74  # sysexits' EX_IOERR: the disk holding the workspace is full
 EXIT_WORKSPACE_BUSY = 75  # sysexits' EX_TEMPFAIL: another process writes the workspace
 
 

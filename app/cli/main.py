@@ -7,7 +7,9 @@ so the window's first second and ``kestrel --help`` load no more than they need.
 A workspace has one writer. A command that would write a workspace another process holds (the
 window, ``kestrel run``/``chat``, another ``kestrel tool``) prints one line naming that process
 and exits with ``EXIT_WORKSPACE_BUSY`` (75, the usual "temporary failure, try again later").
-Everything a command prints, tracebacks included, passes the secret redactor.
+A full disk ends a command with one message (where, why, what it stopped and what it could not
+record) and ``EXIT_DISK_FULL`` (74), never a traceback. Everything a command prints, tracebacks
+included, passes the secret redactor.
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app import __version__
-from app.cli.common import EXIT_INTERNAL_ERROR, EXIT_OK, EXIT_USAGE, EXIT_WORKSPACE_BUSY
+from app.cli.common import (
+    EXIT_DISK_FULL,
+    EXIT_INTERNAL_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WORKSPACE_BUSY,
+)
 from app.domain.errors import KestrelError
 from app.redaction import redacted_output
+from app.store.disk_full import DiskFullError
 from app.store.lock import WorkspaceBusyError
 from app.workspace import setup_logging
 
@@ -34,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
             "toolset. Runs fully offline on bundled market data."
         ),
         epilog=f"A workspace has one writer: a command that would write a workspace another "
-               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process.",
+               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process. A "
+               f"command stopped by a full disk exits with {EXIT_DISK_FULL}, naming what it "
+               "could not record.",
     )
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -293,6 +304,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except WorkspaceBusyError as exc:
         print(f"kestrel: {exc}", file=sys.stderr)
         return EXIT_WORKSPACE_BUSY
+    except DiskFullError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_DISK_FULL
     except KestrelError as exc:
         print(f"kestrel: {exc}", file=sys.stderr)
         return EXIT_USAGE
