@@ -173,7 +173,15 @@ class Ledger:
             with self.transaction():
                 pass
 
+    def unwritten(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The audit rows still waiting in memory: tool calls and Risk Guard decisions, in the
+        order they were made. After a ``close`` that could not write them (a full disk) they
+        are what was not recorded, for the caller to name."""
+        return list(self._calls), list(self._risk)
+
     def close(self) -> None:
+        """Write what is pending, then close; the connection is closed even when the write
+        fails, and the rows that failed stay readable through ``unwritten``."""
         try:
             self.flush()
         finally:
