@@ -14,8 +14,7 @@ model server...), named with its reason at the top of the summary and the report
 there (its agents stopped, the world closed) and said, in one message, where it stopped and what
 it could not record; 1 and 2 as every command (an internal error; bad input). ``kestrel chat``
 shows a faulted Orchestrator, why, and what to do, and ``/resume`` lets faulted and paused agents
-run again. The rule engine's
-answers are counted as "rule-engine decisions", never as LLM calls.
+run again. The rule engine's answers are counted as "rule-engine decisions", never as LLM calls.
 
 The kill switch: both commands say at start when it is tripped (the Risk Guard then refuses every
 new order) and print a trip or a reset as it happens. ``kestrel chat`` trips it with ``/kill``
