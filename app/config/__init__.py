@@ -185,18 +185,88 @@ def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Set
         raise OperationalError(f"{source}: " + "; ".join(problems)) from None
 
 
+# Arrays and inline tables nested deeper than this are refused before parsing: tomllib parses
+# them recursively, and a few thousand levels exhaust Python's stack (RecursionError) in every
+# command that reads the settings. No setting nests more than three levels.
+MAX_NESTING = 100
+
+
+def nesting_too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The line on which arrays and inline tables first nest deeper than ``limit``, or None.
+
+    Brackets and braces inside strings and comments are not nesting; what is not valid TOML
+    otherwise is left to the parser to report.
+    """
+    depth, line, i, size = 0, 1, 0, len(text)
+    while i < size:
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char == "#":
+            end = text.find("\n", i)
+            i = size if end < 0 else end
+            continue
+        elif char in "\"'":
+            i, line = _skip_string(text, i, line)
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return None
+
+
+def _skip_string(text: str, i: int, line: int) -> tuple[int, int]:
+    """Past the string starting at ``i`` (basic or literal, one line or multi-line); returns
+    the index after it and the line it ends on."""
+    quote = text[i]
+    close = quote * 3 if text.startswith(quote * 3, i) else quote
+    i += len(close)
+    while i < len(text):
+        if quote == '"' and text[i] == "\\":  # an escape: the next character is taken as is
+            line += text[i + 1: i + 2] == "\n"
+            i += 2
+            continue
+        if text.startswith(close, i):
+            return i + len(close), line
+        if text[i] == "\n":
+            if len(close) == 1:  # an unclosed one-line string: the parser says so
+                return i, line
+            line += 1
+        i += 1
+    return i, line
+
+
 def load_settings(path: Path) -> Settings:
     """Read settings from a TOML file; a missing file means the defaults.
 
     Raises:
-        OperationalError: when the file cannot be read, is not TOML, or has unknown keys.
+        OperationalError: when the file cannot be read, is not TOML, nests arrays or inline
+            tables deeper than ``MAX_NESTING`` (naming the line), or has unknown keys.
     """
     if not path.exists():
         return Settings()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise OperationalError(f"{path}: cannot read the settings file ({exc}).") from exc
+    deep = nesting_too_deep(text)
+    if deep is not None:
+        raise OperationalError(_too_deep(path, f"line {deep}"))
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OperationalError(f"{path}: not valid TOML ({exc}).") from exc
+    except RecursionError:  # the check above should have caught it; never a traceback
+        raise OperationalError(_too_deep(path, "somewhere")) from None
     return settings_from_mapping(data, str(path))
+
+
+def _too_deep(path: Path, where: str) -> str:
+    return (
+        f"{path}: {where}: arrays or inline tables nest more than {MAX_NESTING} levels deep, "
+        "which no setting does; remove the extra brackets or braces there."
+    )
