@@ -42,7 +42,7 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
-from app.cli.common import log_to, print_gaps
+from app.cli.common import check_cash, log_to, print_gaps
 from app.cli.live import (
     LiveGrantsByName,
     add_live_arguments,
@@ -542,6 +542,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown agent template(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(templates))}")
+    check_cash(Decimal(args.cash))
     llm = LLMSettings(provider=args.provider, model=args.model, base_url=args.base_url,
                       api_key_name=args.api_key_name) if args.provider else LLMSettings()
     plan = plan_for_templates([templates[t] for t in args.agents], llm)

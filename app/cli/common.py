@@ -12,10 +12,12 @@ EX_TEMPFAIL: try again later).
 from __future__ import annotations
 
 import argparse
+from decimal import Decimal
 from pathlib import Path
 
 from app.backtest.report import BacktestResult, gaps_line
 from app.domain.errors import OperationalError
+from app.domain.numbers import MAX_MONEY, MONEY_LIMIT_REASON, MONEY_PLACES, plain
 from app.workspace import Workspace, setup_logging
 
 EXIT_OK = 0
@@ -31,6 +33,22 @@ def workspace_of(args: argparse.Namespace) -> Workspace:
     if getattr(args, "workspace", None):
         return Workspace.at(args.workspace).ensure()
     return Workspace.default()
+
+
+def check_cash(cash: Decimal, option: str = "--cash") -> None:
+    """A starting cash given on the command line, in the range of ``[paper] initial_cash``.
+
+    Raises:
+        ValueError: not positive, or above ``MAX_MONEY``, with the reason.
+    """
+    if cash <= 0:
+        raise ValueError(f"{option} must be positive, got {plain(cash)}")
+    if cash > MAX_MONEY:
+        raise ValueError(f"{option} must be at most {plain(MAX_MONEY)}, got {plain(cash)}: "
+                         f"{MONEY_LIMIT_REASON}")
+    if -cash.as_tuple().exponent > MONEY_PLACES:  # type: ignore[operator]
+        raise ValueError(f"{option} has more than {MONEY_PLACES} decimals ({plain(cash)}): money "
+                         f"is kept to {MONEY_PLACES} decimal places")
 
 
 def log_to(workspace: Workspace) -> None:
