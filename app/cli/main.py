@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_restore_arguments(restore)
 
+    from app.cli.paper_account import add_reset_arguments
+
+    reset = sub.add_parser(
+        "reset-paper-account",
+        help="start the workspace's paper account over with [paper] initial_cash when the "
+             "money it stored is out of range (only an account without orders or fills)",
+        description="For a paper account opened with more money than Kestrel keeps (a "
+                    "workspace it refuses to open says so): give it [paper] initial_cash, "
+                    "keeping where its replay is, its agents, their memory and the audit trail. "
+                    "The database is backed up first; without --yes nothing is changed.",
+    )
+    add_reset_arguments(reset)
+
     from app.cli.backtest import add_backtest_arguments
     from app.cli.demo import add_demo_arguments
 
@@ -169,6 +182,12 @@ def cmd_restore_backup(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_reset_paper_account(args: argparse.Namespace) -> int:
+    from app.cli.paper_account import cmd_reset_paper_account as run
+
+    return run(args)
+
+
 def cmd_backtest(args: argparse.Namespace) -> int:
     from app.cli.backtest import backtest_command
 
@@ -213,6 +232,7 @@ COMMANDS = {
     "prompt": cmd_prompt,
     "indicators": cmd_indicators,
     "restore-backup": cmd_restore_backup,
+    "reset-paper-account": cmd_reset_paper_account,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
     "eval": cmd_eval,
