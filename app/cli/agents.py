@@ -256,7 +256,7 @@ def _stop_for_full_disk(world: World) -> DiskFullError:
     kept pending, memory writes, the closing backup, log lines) or interrupted."""
     lost, log_file = lost_log_lines()
     if lost:
-        world.disk.unrecorded(LOG_LINES, f"{lost} for {log_file}", count=lost)
+        world.disk.unrecorded(LOG_LINES, f"the lines for {log_file}", count=lost)
     return world.disk.error(
         f"the run stopped at market time {ms_to_iso(world.venue.clock.now_ms())}, its agents "
         "stopped and the workspace closed; every order and fill committed before then is in "
