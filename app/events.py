@@ -326,6 +326,14 @@ class EventBus:
     def __init__(self) -> None:
         self._subscribers: dict[type[Event], list[Handler]] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        # says whether a subscriber's failure is already taken care of elsewhere (a full disk,
+        # which stops the run and is said once): such a failure is not logged as a bug
+        self.handled: Callable[[BaseException], bool] | None = None
+
+    def _failed(self, exc: Exception, handler: Handler, event: Event) -> None:
+        if self.handled is not None and self.handled(exc):
+            return
+        logger.error("subscriber %r failed on %s", handler, type(event).__name__, exc_info=exc)
 
     def subscribe(
         self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]
@@ -354,8 +362,8 @@ class EventBus:
                     await outcome
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+            except Exception as exc:
+                self._failed(exc, handler, event)
 
     def publish_nowait(self, event: Event) -> None:
         """Publish from synchronous code: sync subscribers run now, async ones as tasks."""
@@ -366,16 +374,16 @@ class EventBus:
                     task = asyncio.ensure_future(self._guard(outcome, handler, event))
                     self._pending.add(task)
                     task.add_done_callback(self._pending.discard)
-            except Exception:
-                logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+            except Exception as exc:
+                self._failed(exc, handler, event)
 
     async def _guard(self, outcome: Awaitable[None], handler: Handler, event: Event) -> None:
         try:
             await outcome
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("subscriber %r failed on %s", handler, type(event).__name__)
+        except Exception as exc:
+            self._failed(exc, handler, event)
 
     async def drain(self) -> None:
         """Wait for async deliveries started by ``publish_nowait``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from app.domain.errors import OperationalError
 from app.redaction import REDACTOR
 from app.resources import source_root
 from app.store.backups import BACKUP_DIR_NAME
+from app.store.disk_full import disk_full_reason
 from app.store.identity import WORKSPACE_ID_FILE, ensure_id_file, record_id, workspace_id
 from app.store.lock import LOCK_FILE_NAME
 from app.store.writer import WriterHold, hold_for_writing
@@ -113,6 +115,28 @@ _CONSOLE = "kestrel.console"
 _FILE = "kestrel.file"
 
 
+class WorkspaceLogFile(logging.handlers.RotatingFileHandler):
+    """The workspace's ``logs/kestrel.log``. A line that cannot be written because the disk is
+    full is counted (``lost``), not reported with a traceback on stderr as logging does for
+    any other failure: the run stopping for the full disk names the lines it lost."""
+
+    lost = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if disk_full_reason(sys.exc_info()[1]) is not None:
+            self.lost += 1
+            return
+        super().handleError(record)
+
+
+def lost_log_lines() -> tuple[int, Path | None]:
+    """How many lines the workspace's log file lost to a full disk, and that file."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, WorkspaceLogFile):
+            return handler.lost, Path(handler.baseFilename)
+    return 0, None
+
+
 def setup_logging(workspace: Workspace | None, settings: LoggingSettings | None = None) -> None:
     """Send warnings to stderr and, for a workspace, every message at ``settings.level`` or above
     to its rotating ``logs/kestrel.log``; every handler passes the secret redactor.
@@ -139,7 +163,7 @@ def setup_logging(workspace: Workspace | None, settings: LoggingSettings | None 
         return
     try:
         workspace.log_dir.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(
+        handler = WorkspaceLogFile(
             workspace.log_dir / LOG_FILE_NAME, maxBytes=settings.max_bytes,
             backupCount=settings.backups, encoding="utf-8",
         )

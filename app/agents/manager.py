@@ -24,6 +24,7 @@ from app.domain.errors import InvalidParameterError, NotFoundError
 from app.events import TaskQueued
 from app.memory.bank import MemoryBank
 from app.orchestration.ids import keyed_id
+from app.store.disk_full import DiskFullWatch
 from app.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -45,9 +46,12 @@ class AgentManager:
         *,
         provider_choice: Callable[[AgentTemplate], tuple[str, str]],
         extra_permissions: Callable[[AgentInfo], frozenset[str]] | None = None,
+        disk: DiskFullWatch | None = None,
     ) -> None:
         """``provider_choice``: the provider kind and model a new agent of a template gets (the
-        runtime's one rule, ``app.runtime.providers.choose_provider``, under the live settings)."""
+        runtime's one rule, ``app.runtime.providers.choose_provider``, under the live settings).
+        ``disk``: told when an agent's work fails because the disk is full (see ``_work``)."""
+        self._disk = disk
         self.s = services
         self.templates = dict(templates)
         self._registry = registry
@@ -275,6 +279,16 @@ class AgentManager:
         self._wake.setdefault(agent_id, asyncio.Event()).set()
 
     async def _work(self, agent_id: str) -> None:
+        """The agent's worker. A full disk ends it without faulting the agent (the agent did
+        nothing wrong, and its state could not be written anyway): ``disk`` is told, the run
+        stops, and the task it was on stays taken, so the next start runs it again."""
+        try:
+            await self._work_on(agent_id)
+        except Exception as exc:
+            if self._disk is None or not self._disk.check(exc):
+                raise
+
+    async def _work_on(self, agent_id: str) -> None:
         wake = self._wake.setdefault(agent_id, asyncio.Event())
         while True:
             wake.clear()
@@ -303,14 +317,17 @@ class AgentManager:
             self.s.queue.fail(task.task_id, reason)
             self.s.agents.set_state(info.agent_id, AgentState.FAULTED, reason)
         except Exception as exc:
+            if self._disk is not None and self._disk.check(exc):
+                raise  # not the agent's fault: ``_work`` stops, the task stays taken
             logger.exception("agent %s failed on task %s", info.agent_id, task.task_id)
             reason = f"internal error while working on {task.task_type}: {exc!r}"
             self.s.queue.fail(task.task_id, reason)
             self.s.agents.set_state(info.agent_id, AgentState.FAULTED, reason)
         finally:
             self._busy.discard(info.agent_id)
-            self.s.agents.set_current_task(info.agent_id, None)
             self._progress.set()
+            if self._disk is None or not self._disk.full:  # else it could not be written
+                self.s.agents.set_current_task(info.agent_id, None)
 
     def loop_for(self, info: AgentInfo) -> AgentLoop:
         loop = self._loops.get(info.agent_id)

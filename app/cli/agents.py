@@ -9,10 +9,12 @@ venue, the exchange account and its order journal, not the workspace's paper led
 
 Exit codes of ``kestrel run`` and ``kestrel backtest --agents``: 0 done; 3
 (``EXIT_AGENT_FAULTED``) the run finished but an agent FAULTED (a refused key, an unreachable
-model server...), named with its reason at the top of the summary and the report; 1 and 2 as
-every command (an internal error; bad input). ``kestrel chat`` shows a faulted Orchestrator, why,
-and what to do, and ``/resume`` lets faulted and paused agents run again. The rule engine's
-answers are counted as "rule-engine decisions", never as LLM calls.
+model server...), named with its reason at the top of the summary and the report; 74
+(``EXIT_DISK_FULL``, ``kestrel run``) the disk holding the workspace filled up: the run stopped
+there (its agents stopped, the world closed) and said, in one message, where it stopped and what
+it could not record; 1 and 2 as every command (an internal error; bad input). ``kestrel chat``
+shows a faulted Orchestrator, why, and what to do, and ``/resume`` lets faulted and paused agents
+run again. The rule engine's answers are counted as "rule-engine decisions", never as LLM calls.
 
 The kill switch: both commands say at start when it is tripped (the Risk Guard then refuses every
 new order) and print a trip or a reset as it happens. ``kestrel chat`` trips it with ``/kill``
@@ -30,6 +32,7 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.agents.faults import (
     EXIT_AGENT_FAULTED,
@@ -39,7 +42,7 @@ from app.agents.faults import (
     faults_of,
     what_to_do,
 )
-from app.cli.common import log_to, print_gaps
+from app.cli.common import check_cash, log_to, print_gaps
 from app.cli.live import (
     LiveGrantsByName,
     add_live_arguments,
@@ -65,8 +68,18 @@ from app.runtime.start import check_world_setup, plan_for_files, world_hint_symb
 from app.runtime.venue import VenueSpec
 from app.runtime.venues import replay_extent
 from app.runtime.world import World, WorldOptions, build_world
+from app.store.disk_full import (
+    LOG_LINES,
+    DiskFullError,
+    DiskFullStop,
+    disk_full_error,
+    disk_full_reason,
+)
 from app.telegram.start import start_telegram
-from app.workspace import Workspace
+from app.workspace import Workspace, lost_log_lines
+
+if TYPE_CHECKING:
+    from app.telegram.bot import TelegramBot
 
 DAY_MS = 86_400_000
 _DURATION_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
@@ -117,6 +130,20 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _build(args: argparse.Namespace) -> World:
     workspace = Workspace.at(args.workspace).ensure() if args.workspace else Workspace.default()
+    try:
+        return await _build_in(args, workspace)
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        reason = disk_full_reason(exc, workspace.root)
+        if reason is None:
+            raise
+        raise disk_full_error(
+            workspace.root, reason, "the workspace could not be opened, and nothing ran"
+        ) from exc
+
+
+async def _build_in(args: argparse.Namespace, workspace: Workspace) -> World:
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
     try:
         live = chosen_venue(args, workspace)
@@ -198,53 +225,86 @@ def _print_kill_switch(world: World) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """``kestrel run``. A full disk stops it wherever it is met (see ``_stop_for_full_disk``)."""
     duration = parse_duration_ms(args.duration)
     if args.speed is not None and args.speed <= 0:
         raise ValueError(f"--speed must be positive, got {args.speed}")
     world = await _build(args)
     live = not world.venue.offline
-    account = world.venue.is_live_account
     if live and args.speed not in (None, 1):
         await world.aclose()
         raise ValueError(f"{world.venue.label} runs in real time: --speed is for the replay")
     speed = 1.0 if live else args.speed or REPLAY_SPEED
-    telegram = None
+    telegram: list[TelegramBot] = []
+    faults: list[Fault] = []
     try:
-        if args.setup:
-            check_world_setup(world, args.setup)
-        TerminalNarrator(world)
-        grants = LiveGrantsByName(world, args.allow_live)
-        if args.setup:  # the agents it names may be the setup's own, not made yet
-            grants.follow()
-        await _start(world, args, grants)
-        if not args.setup:
-            grants.require_all()
-        telegram = await start_telegram(world, kill_switch=world.agents.kill_switch)
-        orchestrator = await world.ensure_orchestrator()
-        if account:
-            print(live_banner(world))
-        pace = "in real time" if live else f"at {speed:g}x"
-        print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} {pace}; "
-              "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
-        _print_kill_switch(world)
-        if args.setup:
-            world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
-            await world.agents.manager.wait_idle()
-            grants.stop()
-            grants.require_all()
-        end = world.venue.clock.now_ms() + duration
-        if world.venue.end_ms is not None:
-            end = min(end, world.venue.end_ms)
-        world.venue.driver.set_speed(speed)
-        # a tick moves at most one candle of the finest data, so no close is skipped
-        await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
-        await world.agents.manager.wait_idle()
-        faults = await _print_summary(world)
+        faults = await world.disk.run(_run_world(world, args, speed, duration, telegram))
+    except DiskFullStop:
+        pass  # said below, once the world is closed and knows everything it could not write
     finally:
-        if telegram is not None:
-            await telegram.aclose()
-        await world.aclose()
+        for bot in telegram:
+            await bot.aclose()
+        await world.aclose(raise_full_disk=False)
+    if world.disk.full:
+        raise _stop_for_full_disk(world)
     return EXIT_AGENT_FAULTED if faults else 0
+
+
+def _stop_for_full_disk(world: World) -> DiskFullError:
+    """The one message of a run the disk filled under, once its world is closed: where and why,
+    where the run stopped, and what could not be recorded, by name (the audit rows the ledger
+    kept pending, memory writes, the closing backup, log lines) or interrupted."""
+    lost, log_file = lost_log_lines()
+    if lost:
+        world.disk.unrecorded(LOG_LINES, f"the lines for {log_file}", count=lost)
+    return world.disk.error(
+        f"the run stopped at market time {ms_to_iso(world.venue.clock.now_ms())}, its agents "
+        "stopped and the workspace closed; every order and fill committed before then is in "
+        "the ledger"
+    )
+
+
+async def _run_world(
+    world: World, args: argparse.Namespace, speed: float, duration: int,
+    telegram: list[TelegramBot],
+) -> list[Fault]:
+    """The run itself: start the agents, let the market run ``duration``, print the summary;
+    returns the faulted agents. ``telegram`` receives the bot once started, for the caller to
+    stop."""
+    live = not world.venue.offline
+    account = world.venue.is_live_account
+    if args.setup:
+        check_world_setup(world, args.setup)
+    TerminalNarrator(world)
+    grants = LiveGrantsByName(world, args.allow_live)
+    if args.setup:  # the agents it names may be the setup's own, not made yet
+        grants.follow()
+    await _start(world, args, grants)
+    if not args.setup:
+        grants.require_all()
+    bot = await start_telegram(world, kill_switch=world.agents.kill_switch)
+    if bot is not None:
+        telegram.append(bot)
+    orchestrator = await world.ensure_orchestrator()
+    if account:
+        print(live_banner(world))
+    pace = "in real time" if live else f"at {speed:g}x"
+    print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} {pace}; "
+          "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
+    _print_kill_switch(world)
+    if args.setup:
+        world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
+        await world.agents.manager.wait_idle()
+        grants.stop()
+        grants.require_all()
+    end = world.venue.clock.now_ms() + duration
+    if world.venue.end_ms is not None:
+        end = min(end, world.venue.end_ms)
+    world.venue.driver.set_speed(speed)
+    # a tick moves at most one candle of the finest data, so no close is skipped
+    await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
+    await world.agents.manager.wait_idle()
+    return await _print_summary(world)
 
 
 async def _start(world: World, args: argparse.Namespace, grants: LiveGrantsByName) -> None:
@@ -483,6 +543,7 @@ def agents_backtest_command(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown agent template(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(templates))}")
+    check_cash(Decimal(args.cash))
     llm = LLMSettings(provider=args.provider, model=args.model, base_url=args.base_url,
                       api_key_name=args.api_key_name) if args.provider else LLMSettings()
     plan = plan_for_templates([templates[t] for t in args.agents], llm)

@@ -23,7 +23,7 @@ from app import yamltext
 from app.backtest.report import summary_table
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import Strategy
-from app.cli.common import print_gaps
+from app.cli.common import check_cash, print_gaps
 from app.config import PaperSettings
 from app.config.risk import RiskConfig, all_in_backtest_config
 from app.domain.errors import DataFileError, KestrelError
@@ -180,10 +180,10 @@ def _output_kind(args: argparse.Namespace) -> OutputKind:
 
 
 def _strategy_command(args: argparse.Namespace) -> int:
-    if args.cash <= 0:
-        raise ValueError(f"--cash must be positive, got {args.cash}")
-    if not 0 <= args.fee < 1:
-        raise ValueError(f"--fee must be a fraction in [0, 1), got {args.fee}")
+    check_cash(args.cash)
+    if not 0 <= args.fee <= Decimal("0.1"):
+        raise ValueError(f"--fee must be a fraction in [0, 0.1] (0.001 = 0.1% of each fill; "
+                         f"10% is already far above any exchange's), got {args.fee}")
     if not 0 <= args.slippage_bps <= 1000:
         raise ValueError(f"--slippage-bps must be within 0..1000, got {args.slippage_bps}")
     strategy = STRATEGIES[args.strategy](args)

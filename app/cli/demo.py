@@ -23,6 +23,7 @@ from lxml import etree
 from app.backtest.report import summary_table, write_report
 from app.backtest.sma_cross import SmaCross
 from app.backtest.strategy import BarContext, Strategy, StrategyError
+from app.cli.common import check_cash
 from app.config import PaperSettings
 from app.domain.clock import ms_to_iso
 from app.domain.errors import DataFileError, KestrelError
@@ -161,6 +162,7 @@ def slice_recent(source: Path, days: int, target: Path) -> Path:
 
 
 async def run_demo(args: argparse.Namespace, workspace: Workspace, out: TextIO) -> int:
+    check_cash(args.cash)
     demo_dir = workspace.root / "demo"
     data = slice_recent(resource_path("sample_data", DEMO_FILE), args.days, demo_dir / DEMO_FILE)
     world = open_backtest(load_files([data]), paper=PaperSettings(initial_cash=args.cash),

@@ -7,7 +7,9 @@ so the window's first second and ``kestrel --help`` load no more than they need.
 A workspace has one writer. A command that would write a workspace another process holds (the
 window, ``kestrel run``/``chat``, another ``kestrel tool``) prints one line naming that process
 and exits with ``EXIT_WORKSPACE_BUSY`` (75, the usual "temporary failure, try again later").
-Everything a command prints, tracebacks included, passes the secret redactor.
+A full disk ends a command with one message (where, why, what it stopped and what it could not
+record) and ``EXIT_DISK_FULL`` (74), never a traceback. Everything a command prints, tracebacks
+included, passes the secret redactor.
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app import __version__
-from app.cli.common import EXIT_INTERNAL_ERROR, EXIT_OK, EXIT_USAGE, EXIT_WORKSPACE_BUSY
+from app.cli.common import (
+    EXIT_DISK_FULL,
+    EXIT_INTERNAL_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WORKSPACE_BUSY,
+)
 from app.domain.errors import KestrelError
 from app.redaction import redacted_output
+from app.store.disk_full import DiskFullError
 from app.store.lock import WorkspaceBusyError
 from app.workspace import setup_logging
 
@@ -34,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
             "toolset. Runs fully offline on bundled market data."
         ),
         epilog=f"A workspace has one writer: a command that would write a workspace another "
-               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process.",
+               f"process holds exits with {EXIT_WORKSPACE_BUSY} and names that process. A "
+               f"command stopped by a full disk exits with {EXIT_DISK_FULL}, naming what it "
+               "could not record.",
     )
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -79,6 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "deleted. Nothing may hold the workspace.",
     )
     add_restore_arguments(restore)
+
+    from app.cli.paper_account import add_reset_arguments
+
+    reset = sub.add_parser(
+        "reset-paper-account",
+        help="start the workspace's paper account over with [paper] initial_cash when the "
+             "money it stored is out of range (only an account without orders or fills)",
+        description="For a paper account opened with more money than Kestrel keeps (a "
+                    "workspace it refuses to open says so): give it [paper] initial_cash, "
+                    "keeping where its replay is, its agents, their memory and the audit trail. "
+                    "The database is backed up first; without --yes nothing is changed.",
+    )
+    add_reset_arguments(reset)
 
     from app.cli.backtest import add_backtest_arguments
     from app.cli.demo import add_demo_arguments
@@ -161,6 +185,12 @@ def cmd_restore_backup(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_reset_paper_account(args: argparse.Namespace) -> int:
+    from app.cli.paper_account import cmd_reset_paper_account as run
+
+    return run(args)
+
+
 def cmd_backtest(args: argparse.Namespace) -> int:
     from app.cli.backtest import backtest_command
 
@@ -205,6 +235,7 @@ COMMANDS = {
     "prompt": cmd_prompt,
     "indicators": cmd_indicators,
     "restore-backup": cmd_restore_backup,
+    "reset-paper-account": cmd_reset_paper_account,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
     "eval": cmd_eval,
@@ -296,6 +327,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except WorkspaceBusyError as exc:
         print(f"kestrel: {exc}", file=sys.stderr)
         return EXIT_WORKSPACE_BUSY
+    except DiskFullError as exc:
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return EXIT_DISK_FULL
     except KestrelError as exc:
         print(f"kestrel: {exc}", file=sys.stderr)
         return EXIT_USAGE

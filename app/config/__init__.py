@@ -11,22 +11,26 @@ models in its modules here, and the features import their settings from here, ne
 
 from __future__ import annotations
 
+import re
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, ValidationError
+from pydantic.fields import FieldInfo
 
 from app.config.approval import ApprovalSettings
 from app.config.email import EmailSettings
 from app.config.exchanges import ExchangeSettings
 from app.config.mcp import McpSettings
+from app.config.ranges import WHY_HIGH, WHY_LOW, money, ranged
 from app.config.risk import RiskConfig
 from app.config.telegram import TelegramSettings
 from app.config.trading import TradingSettings
 from app.domain.errors import OperationalError
-from app.domain.numbers import PlainDecimal
+from app.domain.numbers import MONEY_PLACES, PlainDecimal
 
 
 class _Section(BaseModel):
@@ -47,14 +51,21 @@ class ToolSettings(_Section):
 
 
 class PaperSettings(_Section):
-    initial_cash: PlainDecimal = Field(
-        default=Decimal(10_000), gt=0, description="Quote currency a new paper account starts with."
+    initial_cash: PlainDecimal = money(
+        Decimal(10_000), positive=True, description="Quote currency a new paper account starts "
+        "with.", why_low="a paper account needs some cash to trade",
     )
-    fee_rate: PlainDecimal = Field(
-        default=Decimal("0.001"), ge=0, lt=1, description="Maker and taker fee (0.001 = 0.1%)."
+    fee_rate: PlainDecimal = ranged(
+        Decimal("0.001"), ge=0, le=Decimal("0.1"), description="Maker and taker fee (0.001 = "
+        "0.1%).", why_low="a fee is paid by the account, never to it",
+        why_high="it is the fraction of each fill paid as a fee (0.001 = 0.1%), and 0.1, 10% of "
+        "every trade, is already far above any exchange's",
     )
-    slippage_bps: PlainDecimal = Field(
-        default=Decimal(2), ge=0, le=1000, description="Adverse slippage of market and stop fills."
+    slippage_bps: PlainDecimal = ranged(
+        Decimal(2), ge=0, le=1000, description="Adverse slippage of market and stop fills.",
+        why_low="slippage makes a fill worse, never better",
+        why_high="it is in basis points of the price, and 1000 (10% off every fill) is beyond "
+        "any market's",
     )
 
 
@@ -99,8 +110,9 @@ class LLMSettings(_Section):
 
 
 class AgentSettings(_Section):
-    run_budget_usd: PlainDecimal | None = Field(
-        default=None, gt=0, description="Stop agents once a run has spent this much on LLMs."
+    run_budget_usd: PlainDecimal | None = money(
+        None, positive=True, description="Stop agents once a run has spent this much on LLMs.",
+        why_low="a budget of nothing would refuse every model call; leave it empty for none",
     )
     replay_speed: float = Field(
         default=60.0, gt=0, le=100_000, description="Simulated seconds per wall second."
@@ -170,7 +182,8 @@ def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Set
     """Validate a mapping into Settings.
 
     Raises:
-        OperationalError: naming the source, the key path and what is wrong.
+        OperationalError: naming the source, the key path and what is wrong; a value out of
+            its field's range also says why the range is what it is (``app.config.ranges``).
     """
     try:
         return Settings.model_validate(data)
@@ -180,23 +193,142 @@ def settings_from_mapping(data: dict[str, Any], source: str = "settings") -> Set
             where = ".".join(str(part) for part in error["loc"]) or "(top level)"
             if error["type"] == "extra_forbidden":
                 problems.append(f"unknown key '{where}'")
-            else:
-                problems.append(f"'{where}': {error['msg']}")
+                continue
+            why = _range_reason(error["loc"], error["type"])
+            said = _DECIMAL_REPR.sub(r"\1", error["msg"])  # "Decimal('5')" reads as "5"
+            problems.append(f"'{where}': {said}" + (f": {why}" if why else ""))
         raise OperationalError(f"{source}: " + "; ".join(problems)) from None
+
+
+_DECIMAL_REPR = re.compile(r"Decimal\('([^']*)'\)")
+_BELOW = frozenset({"greater_than", "greater_than_equal"})
+_ABOVE = frozenset({"less_than", "less_than_equal", "decimal_max_digits", "decimal_whole_digits"})
+
+
+def _range_reason(loc: tuple[int | str, ...], kind: str) -> str | None:
+    """Why the field at ``loc`` refuses a value below (or above) its range, if it says."""
+    if kind == "decimal_max_places":  # only money fields limit their decimals
+        return f"money is kept to {MONEY_PLACES} decimal places"
+    key = WHY_LOW if kind in _BELOW else WHY_HIGH if kind in _ABOVE else None
+    info = _field_at(loc) if key is not None else None
+    extra = info.json_schema_extra if info is not None else None
+    reason = extra.get(key) if isinstance(extra, dict) and key is not None else None
+    return reason if isinstance(reason, str) else None
+
+
+def _field_at(loc: tuple[int | str, ...]) -> FieldInfo | None:
+    """The settings field a validation error's location names (a mapping's values are its
+    field's, as the allotments of ``[risk.agent_budget]``)."""
+    annotation: Any = Settings
+    info: FieldInfo | None = None
+    for part in loc:
+        annotation = _unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, RootModel):
+            annotation = _unwrap(annotation.model_fields["root"].annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            info = annotation.model_fields.get(str(part))
+            if info is None:
+                return None
+            annotation = info.annotation
+        elif get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+        else:
+            break
+    return info
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    if get_origin(annotation) is Annotated:
+        return _unwrap(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        found = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return _unwrap(found[0]) if len(found) == 1 else annotation
+    return annotation
+
+
+# Arrays and inline tables nested deeper than this are refused before parsing: tomllib parses
+# them recursively, and a few thousand levels exhaust Python's stack (RecursionError) in every
+# command that reads the settings. No setting nests more than three levels.
+MAX_NESTING = 100
+
+
+def nesting_too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The line on which arrays and inline tables first nest deeper than ``limit``, or None.
+
+    Brackets and braces inside strings and comments are not nesting; what is not valid TOML
+    otherwise is left to the parser to report.
+    """
+    depth, line, i, size = 0, 1, 0, len(text)
+    while i < size:
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char == "#":
+            end = text.find("\n", i)
+            i = size if end < 0 else end
+            continue
+        elif char in "\"'":
+            i, line = _skip_string(text, i, line)
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return None
+
+
+def _skip_string(text: str, i: int, line: int) -> tuple[int, int]:
+    """Past the string starting at ``i`` (basic or literal, one line or multi-line); returns
+    the index after it and the line it ends on."""
+    quote = text[i]
+    close = quote * 3 if text.startswith(quote * 3, i) else quote
+    i += len(close)
+    while i < len(text):
+        if quote == '"' and text[i] == "\\":  # an escape: the next character is taken as is
+            line += text[i + 1: i + 2] == "\n"
+            i += 2
+            continue
+        if text.startswith(close, i):
+            return i + len(close), line
+        if text[i] == "\n":
+            if len(close) == 1:  # an unclosed one-line string: the parser says so
+                return i, line
+            line += 1
+        i += 1
+    return i, line
 
 
 def load_settings(path: Path) -> Settings:
     """Read settings from a TOML file; a missing file means the defaults.
 
     Raises:
-        OperationalError: when the file cannot be read, is not TOML, or has unknown keys.
+        OperationalError: when the file cannot be read, is not TOML, nests arrays or inline
+            tables deeper than ``MAX_NESTING`` (naming the line), or has unknown keys.
     """
     if not path.exists():
         return Settings()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise OperationalError(f"{path}: cannot read the settings file ({exc}).") from exc
+    deep = nesting_too_deep(text)
+    if deep is not None:
+        raise OperationalError(_too_deep(path, f"line {deep}"))
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OperationalError(f"{path}: not valid TOML ({exc}).") from exc
+    except RecursionError:  # the check above should have caught it; never a traceback
+        raise OperationalError(_too_deep(path, "somewhere")) from None
     return settings_from_mapping(data, str(path))
+
+
+def _too_deep(path: Path, where: str) -> str:
+    return (
+        f"{path}: {where}: arrays or inline tables nest more than {MAX_NESTING} levels deep, "
+        "which no setting does; remove the extra brackets or braces there."
+    )

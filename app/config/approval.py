@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.config.ranges import money
 from app.domain.numbers import PlainDecimal
 
 
@@ -22,10 +23,12 @@ class ApprovalSettings(BaseModel):
         default=True,
         description="Every order an agent places in LIVE mode waits for your approval."
     )
-    above_quote: PlainDecimal | None = Field(
-        default=None, gt=0,
+    above_quote: PlainDecimal | None = money(
+        None, positive=True,
         description=("An agent's order worth more than this (quote currency), a close or a "
                      "sell included, waits for approval; empty: none."),
+        why_low="every order is worth more than nothing; to hold every agent order, hold them "
+        "by another rule, and leave this empty for no quote limit",
     )
     new_symbols: bool = Field(
         default=False, description="The first order in a symbol never traded before waits."

@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.config.ranges import ranged
+
 # ccxt constructor keys that carry credentials; a settings file must never hold them.
 CREDENTIAL_KEYS = frozenset({
     "apiKey", "secret", "password", "uid", "login", "twofa", "privateKey", "walletAddress",
@@ -102,8 +104,12 @@ class ExchangeSettings(BaseModel):
         description="Largest answer read from the exchange, in MiB; a longer one is cut off and "
         "reported. The longest real answers (market and currency lists) are a few MiB.",
     )
-    stop_limit_band: Decimal = Field(
-        default=Decimal("0.005"), gt=0, lt=Decimal("0.2"),
+    stop_limit_band: Decimal = ranged(
+        Decimal("0.005"), gt=0, lt=Decimal("0.2"),
+        why_low="a stop-limit's limit must lie beyond its stop, or it could not fill once the "
+        "price moves past it",
+        why_high="a limit 20% beyond the stop would let a stop sell far below the price it "
+        "protects",
         description="Where the exchange lists no stop-market order for a market (Binance spot), "
         "a stop is sent as a stop-limit whose limit lies this fraction beyond the stop (0.005: "
         "0.5% below a sell stop). Wider fills more surely in a fast fall; a stop-limit may still "

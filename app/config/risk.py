@@ -8,9 +8,11 @@ a typo in a risk file is an error and never a silently disabled limit.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.config.ranges import MONEY_BOUNDS, money, money_values
 from app.domain.agents import agent_key
 from app.domain.numbers import PlainDecimal
 
@@ -27,7 +29,10 @@ class MaxPositionWeightConfig(RuleConfig):
 
 
 class MaxOrderNotionalConfig(RuleConfig):
-    limit: PlainDecimal = Field(default=Decimal(50_000), gt=0)
+    limit: PlainDecimal = money(
+        Decimal(50_000), positive=True,
+        why_low="no order could pass it; to lift the limit, set enabled = false",
+    )
 
 
 class MaxOpenPositionsConfig(RuleConfig):
@@ -59,7 +64,9 @@ class LimitPriceBandConfig(RuleConfig):
 class MinCashReserveConfig(RuleConfig):
     """The reserve is the larger of a fixed amount and a share of equity."""
 
-    amount: PlainDecimal = Field(default=Decimal(0), ge=0)
+    amount: PlainDecimal = money(
+        Decimal(0), positive=False, why_low="a reserve of cash cannot be below nothing"
+    )
     pct_of_equity: PlainDecimal = Field(default=Decimal(0), ge=0, lt=100)
 
 
@@ -70,8 +77,13 @@ class AgentBudgetConfig(RuleConfig):
     ``trader-1``, and two allotments whose ids differ only in case are refused as ambiguous.
     """
 
-    allotments: dict[str, PlainDecimal] = Field(default_factory=dict)
-    default: PlainDecimal | None = Field(default=None, ge=0)
+    allotments: dict[str, Annotated[PlainDecimal, MONEY_BOUNDS]] = money_values(
+        why_low="an allotment cannot be below nothing (0 lets the agent open nothing)"
+    )
+    default: PlainDecimal | None = money(
+        None, positive=False,
+        why_low="an allotment cannot be below nothing (0 lets the agent open nothing)",
+    )
 
     @field_validator("allotments")
     @classmethod

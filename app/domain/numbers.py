@@ -108,6 +108,17 @@ def to_decimal(value: object) -> Decimal:
 #: A Decimal field of a pydantic settings model that reads text in the one syntax only.
 PlainDecimal = Annotated[Decimal, BeforeValidator(to_decimal)]
 
+# Money is kept to 8 decimal places (``app.exchange.book``) in Decimal's default precision of 28
+# significant digits: an amount of 10^20 or more cannot even be rounded to 8 places (every
+# command that valued such an account failed), and sums and products of amounts not far below
+# lose digits. So no amount of money Kestrel keeps, set or stored, may exceed a trillion.
+MAX_MONEY = Decimal(10) ** 12
+MONEY_PLACES = 8
+MONEY_LIMIT_REASON = (
+    "money is kept to 8 decimal places within 28 significant digits, so amounts above "
+    "1000000000000 (a trillion) cannot be computed exactly"
+)
+
 
 def plain(value: Decimal) -> str:
     """The shortest plain spelling: no exponent, no trailing zeros, ``0`` for zero of any sign.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from decimal import Decimal
+from pathlib import Path
 
 from app.domain.agents import PERSON_ID, agent_key
 from app.domain.clock import Clock
@@ -45,7 +46,7 @@ from app.events import EventSink, OrderCancelled, OrderPlaced, OrderRejected
 from app.exchange import valuation
 from app.exchange.bar_window import BarWindow
 from app.exchange.book import ZERO, quote_up
-from app.exchange.paper_account import PaperAccount
+from app.exchange.paper_account import PaperAccount, out_of_range_error, stored_money_problems
 from app.exchange.quote_settlement import QuoteSettlement
 from app.exchange.quotes import QuoteFeed, QuoteWindow
 from app.exchange.settlement import Costs, Settlement
@@ -171,6 +172,11 @@ class PaperBroker:
                 f"the ledger belongs to a {meta['mode']} account in {meta['quote_currency']}, "
                 f"not a {self.mode.value} account in {self.quote_currency}"
             )
+        problems = stored_money_problems(snap)
+        if problems:  # valuing it would fail in every command: say what and how to go on
+            path = self.ledger.path
+            db = Path(path) if isinstance(path, str | Path) and str(path) != ":memory:" else None
+            raise out_of_range_error(snap, problems, db)
         account.restore(snap)
 
     @property

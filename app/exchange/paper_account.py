@@ -8,15 +8,75 @@ start-up (``restore``), because the ledger, not this object, is the record.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
 from app.domain.agents import agent_key
-from app.domain.errors import InvalidOrderError, NotFoundError
+from app.domain.errors import InvalidOrderError, NotFoundError, OperationalError
 from app.domain.market import split_symbol
+from app.domain.numbers import MAX_MONEY, MONEY_LIMIT_REASON, plain
 from app.domain.trading import Order, OrderStatus, Side
 from app.exchange.account_stats import AccountStats
 from app.exchange.book import ZERO, AccountBook
 from app.store.ledger import LedgerSnapshot, OrderRecord
+
+RESET_COMMAND = "kestrel reset-paper-account"
+
+
+def stored_money_problems(snap: LedgerSnapshot) -> list[str]:
+    """What of a stored paper account lies outside the range Kestrel keeps money in (0 to
+    ``MAX_MONEY``): its initial cash and its balances, each said with its value. Such an account
+    was opened before ``[paper] initial_cash`` was limited, or its ledger was edited by hand."""
+    problems = []
+    cash = snap.meta.get("initial_cash")
+    if cash is not None and not _in_range(cash):
+        quote = snap.meta.get("quote_currency", "")
+        problems.append(f"an initial cash of {_shown(cash)} {quote}".rstrip())
+    for asset, total in sorted(snap.balances.items()):
+        if not _in_range(total):
+            problems.append(f"a {asset} balance of {_shown(total)}")
+    return problems
+
+
+def _in_range(value: object) -> bool:
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return False
+    return number.is_finite() and 0 <= number <= MAX_MONEY
+
+
+def _shown(value: object) -> str:
+    try:
+        return plain(Decimal(str(value)))
+    except (InvalidOperation, ValueError):
+        return repr(str(value))
+
+
+def out_of_range_error(snap: LedgerSnapshot, problems: list[str], db: Path | None) -> Exception:
+    """The refusal to open an account whose stored money is out of range: what is stored, why
+    it cannot be used, that nothing was changed, and how to go on.
+
+    The account is never repaired on opening: its money is the record of what it did, and a
+    trading app that rewrote it by itself would make every later number a lie. An account
+    without orders or fills has nothing computed from that money, so ``RESET_COMMAND`` may
+    start it over with the setting's cash once the person asks (it backs the database up first);
+    one with orders or fills is left as it is, and the person opens a new workspace.
+    """
+    where = "" if db is None else f" --workspace {db.parent}"
+    if snap.orders or snap.fill_count:
+        fix = (f"Its {len(snap.orders)} orders and {snap.fill_count} fills were made with that "
+               "money, so it cannot be started over in place: trade paper in a new workspace "
+               "(--workspace NEW_DIR); this one is kept as it is.")
+    else:
+        fix = (f"It has no orders or fills yet: start it over with [paper] initial_cash, keeping "
+               f"its agents, their memory and the audit trail, with: {RESET_COMMAND}{where} --yes "
+               "(the database is backed up first).")
+    return OperationalError(
+        f"this workspace's paper account holds {' and '.join(problems)}, outside the range "
+        f"Kestrel keeps money in, 0 to {plain(MAX_MONEY)} ({MONEY_LIMIT_REASON}). Nothing was "
+        f"changed. {fix}"
+    )
 
 
 class PaperAccount:

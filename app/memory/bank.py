@@ -30,6 +30,7 @@ from app.memory.store import (
     MemoryStore,
     WriteOutcome,
 )
+from app.store.disk_full import DiskFullWatch
 
 __all__ = ["FileContent", "FileInfo", "MemoryBank", "MemoryLimits", "WriteOutcome"]
 
@@ -46,6 +47,7 @@ class MemoryBank(MemoryStore):
             Only for a loop that nothing else waits on (a backtest's, which waits for each
             call to finish before the next bar anyway): there the thread hop is pure cost.
         scratch: a backtest's memory, made again after a crash (see ``MemoryStore``).
+        disk: told of a write the full disk refused (see ``MemoryStore``).
     """
 
     def __init__(
@@ -57,11 +59,13 @@ class MemoryBank(MemoryStore):
         limits: MemoryLimits | None = None,
         inline: bool = False,
         scratch: bool = False,
+        disk: DiskFullWatch | None = None,
     ) -> None:
-        super().__init__(root, clock, limits=limits, scratch=scratch)
+        super().__init__(root, clock, limits=limits, scratch=scratch, disk=disk)
         self.bus = bus
         self.inline = inline
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._working: set[asyncio.Future[Any]] = set()  # work in threads, until it finishes
 
     def _announce(self, events: list[MemoryFileChanged]) -> None:
         """Publish from synchronous code: directly on the loop thread, else hand over to it."""
@@ -95,6 +99,8 @@ class MemoryBank(MemoryStore):
         lock = contextlib.nullcontext() if key is None else self._locks.async_lock(*key)
         async with lock:
             future = asyncio.ensure_future(asyncio.to_thread(self.healing, fn, *args))
+            self._working.add(future)
+            future.add_done_callback(self._working.discard)
             try:
                 result, events = await asyncio.shield(future)
             except asyncio.CancelledError:
@@ -104,6 +110,13 @@ class MemoryBank(MemoryStore):
             for event in self._drain() + events:
                 await self.bus.publish(event)
         return result
+
+    async def finish_work(self) -> None:
+        """Wait for the work still running in threads (a write whose caller was cancelled, as
+        when a world closes under its agents): closing the indexes under it would cut its
+        indexing off half-way."""
+        while pending := [future for future in self._working if not future.done()]:
+            await asyncio.wait(pending)
 
     def _publish_late(self, future: Future[Any] | asyncio.Future[Any]) -> None:
         if self.bus is None or future.cancelled() or future.exception() is not None:

@@ -36,6 +36,7 @@ from app.memory.index import Hit, RecallIndex, remove_index
 from app.memory.locks import PathLocks
 from app.memory.paths import check_agent_id, note_path, split_memory_path
 from app.memory.text import ENTRY_HEADER, build_query, entry_header, sniff_type
+from app.store.disk_full import MEMORY_WRITES, DiskFullWatch, disk_full_reason
 
 logger = logging.getLogger(__name__)
 INDEX_DIR = ".index"
@@ -104,11 +105,13 @@ class MemoryStore:
             each write, not across a crash), an append's write-ahead intent is not
             committed before its bytes, and the recall index is written before each search
             rather than at each change (``RecallIndex(deferred=True)``).
+        disk: told of a write the full disk refused (named as not recorded; the run stops).
     """
 
     def __init__(
         self, root: Path, clock: Clock, *, limits: MemoryLimits | None = None,
         scratch: bool = False,
+        disk: DiskFullWatch | None = None,
     ) -> None:
         if not fsops.supported():
             raise OperationalError(
@@ -126,6 +129,7 @@ class MemoryStore:
         self._pending: Changes = []
         self._pending_lock = threading.Lock()
         self.scratch = scratch
+        self.disk = disk
 
     def commit(self) -> None:
         """Commit the open indexes' changes since the last call (a ``scratch`` memory's;
@@ -158,7 +162,9 @@ class MemoryStore:
             index = self._indexes.get(agent_id)
             rebuild = index is not None and index.damaged
             if index is not None and rebuild:
-                logger.warning("rebuilding the recall index of %s from its files", agent_id)
+                # on a full disk the run is stopping and says so once: not a warning each time
+                level = logging.INFO if self._disk_full() else logging.WARNING
+                logger.log(level, "rebuilding the recall index of %s from its files", agent_id)
                 index.close()
                 remove_index(index.path)
                 del self._indexes[agent_id]
@@ -199,8 +205,41 @@ class MemoryStore:
     def _written_but_not_indexed(self, index: RecallIndex, rel: str, exc: Exception) -> None:
         """The file is written; its index failed: mark the index for a rebuild from the files
         (which then include this change) instead of failing a write that happened."""
-        logger.warning("%s is written but its recall index failed (%s): rebuilding it", rel, exc)
+        level = logging.INFO if self._disk_full(exc) else logging.WARNING
+        logger.log(level, "%s is written but its recall index failed (%s): rebuilding it", rel,
+                   exc)
         index.damaged = True
+
+    def _disk_full(self, exc: BaseException | None = None) -> bool:
+        """Whether the disk is full (``exc`` says so, or the watch already knows)."""
+        if self.disk is None:
+            return exc is not None and disk_full_reason(exc, self.root) is not None
+        return self.disk.check(exc) if exc is not None else self.disk.full
+
+    @contextmanager
+    def _os_errors(self, agent_id: str, path: str) -> Iterator[None]:
+        """Translate an unexpected OS error into a tool error naming the file, once, at the
+        border; a full disk (the file's bytes, or its index's write-ahead intent) is named to
+        ``disk`` as a memory write that was not recorded."""
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            reason = disk_full_reason(exc, self.root)
+            if reason is None and isinstance(exc, sqlite3.Error):
+                raise
+            if reason is not None:
+                if self.disk is not None:
+                    self.disk.trip(reason)
+                    self.disk.unrecorded(MEMORY_WRITES, path, agent_id)
+                message = f"the disk is full ({reason})"
+            else:
+                message = str(getattr(exc, "strerror", None) or exc)
+            raise ToolError(
+                f"'{path}' could not be saved: {message}.",
+                code=ErrorCode.INTERNAL_ERROR,
+                details={"path": path, "errno": getattr(exc, "errno", None),
+                         **({"reason": "disk_full"} if reason is not None else {})},
+            ) from exc
 
     def _usage_of(self, agent_id: str) -> int:
         if agent_id not in self._usage:
@@ -299,7 +338,7 @@ class MemoryStore:
         rel = "/".join(parts)
         index = self._index(check_agent_id(agent_id))
         now = self.clock.now_ms()
-        with self._locks.thread_lock(agent_id, rel), _os_errors(rel):
+        with self._locks.thread_lock(agent_id, rel), self._os_errors(agent_id, rel):
             try:
                 with (
                     fsops.folder(self.root, (agent_id, *parts[:-1]), create=True) as fd,
@@ -324,7 +363,7 @@ class MemoryStore:
                         )
                     except sqlite3.DatabaseError as exc:
                         self._written_but_not_indexed(index, rel, exc)
-            except OSError:
+            except (OSError, sqlite3.Error):
                 self._forget_usage(agent_id)
                 raise
         kind = "created" if done.created else "written"
@@ -338,7 +377,7 @@ class MemoryStore:
         index = self._index(check_agent_id(agent_id))
         now = self.clock.now_ms()
         header = f"# Journal {journal_day}\n".encode() if journal_day else b""
-        with self._locks.thread_lock(agent_id, rel), _os_errors(rel):
+        with self._locks.thread_lock(agent_id, rel), self._os_errors(agent_id, rel):
             try:
                 with (
                     fsops.folder(self.root, (agent_id, *parts[:-1]), create=True) as fd,
@@ -358,7 +397,7 @@ class MemoryStore:
                         now=now,
                         max_index_bytes=self.limits.max_index_bytes,
                     )
-            except OSError:
+            except (OSError, sqlite3.Error):
                 self._forget_usage(agent_id)
                 raise
         kind = "created" if done.created else "appended"
@@ -509,15 +548,3 @@ def _usable(rel: str) -> bool:
         return False
     return True
 
-
-@contextmanager
-def _os_errors(path: str) -> Iterator[None]:
-    """Translate an unexpected OS error into a tool error naming the file, once, at the border."""
-    try:
-        yield
-    except OSError as exc:
-        raise ToolError(
-            f"'{path}' could not be saved: {exc.strerror or exc}.",
-            code=ErrorCode.INTERNAL_ERROR,
-            details={"path": path, "errno": exc.errno},
-        ) from exc

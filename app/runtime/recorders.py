@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from app.domain.clock import ms_to_iso
 from app.events import EventBus, OrderRejected, ToolCallCompleted
 from app.risk.guard import RiskDecisionRecorder
 from app.risk.types import RiskDecision
+from app.store.disk_full import AUDIT_CALLS, RISK_DECISIONS, DiskFullWatch
 from app.store.ledger import Ledger
 from app.tools.executor import ToolCallRecord, ToolCallRecorder
 from app.tools.protocol.render import format_value
@@ -41,10 +43,16 @@ class SqliteRiskRecorder:
 
 
 class SqliteToolCallRecorder:
-    """Implements the executor's ``ToolCallRecorder``; storage trouble is logged, never raised."""
+    """Implements the executor's ``ToolCallRecorder``; storage trouble is logged, never raised.
 
-    def __init__(self, ledger: Ledger) -> None:
+    A full disk is not logged: it trips ``disk`` (the run stops and says so), and the row stays
+    pending in the ledger, written with its next transaction if space comes back, else named
+    as not recorded when the world closes (``report_unwritten``).
+    """
+
+    def __init__(self, ledger: Ledger, disk: DiskFullWatch | None = None) -> None:
         self._ledger = ledger
+        self._disk = disk
 
     def record(self, entry: ToolCallRecord) -> None:
         try:
@@ -53,8 +61,27 @@ class SqliteToolCallRecorder:
                 (entry.agent_id, entry.tool_name, params, entry.status, entry.error_code,
                  entry.result_xml, entry.started_ms, entry.duration_ms)
             )
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            if self._disk is not None and self._disk.check(exc):
+                return
             logger.exception("could not store the call to %s", entry.tool_name)
+
+
+def report_unwritten(ledger: Ledger, disk: DiskFullWatch) -> None:
+    """Name to ``disk`` every audit row the ledger could not write before it closed: each
+    tool call by its tool, agent and market time, each Risk Guard decision by its order."""
+    calls, risk = ledger.unwritten()
+    for agent_id, tool_name, *_, started_ms, _duration in calls:
+        disk.unrecorded(AUDIT_CALLS, f"{tool_name} at {_minute(started_ms)}", agent_id)
+    for now_ms, agent_id, symbol, side, order_type, quantity, *_ in risk:
+        disk.unrecorded(
+            RISK_DECISIONS, f"{side} {quantity} {symbol} {order_type} at {_minute(now_ms)}",
+            agent_id,
+        )
+
+
+def _minute(ms: int) -> str:
+    return ms_to_iso(ms)[:16].replace("T", " ")
 
 
 class AnnouncingRecorder:

@@ -31,7 +31,7 @@ import gc
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +48,7 @@ from app.agents.templates import AgentTemplate
 from app.config import Settings
 from app.config.approval import ApprovalSettings
 from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
-from app.domain.agents import AgentInfo, AgentRole, Channel
+from app.domain.agents import AgentInfo, AgentRole, Channel, TaskStatus
 from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
 from app.events import EventBus, OrderFilled
@@ -83,12 +83,14 @@ from app.runtime.recorders import (
     AnnouncingRiskRecorder,
     SqliteRiskRecorder,
     SqliteToolCallRecorder,
+    report_unwritten,
 )
 from app.runtime.venue import Venue, VenueSpec
 from app.runtime.venues import VenueContext, open_venue
 from app.secrets import SecretStore
 from app.store.checkpointer import WalCheckpointer
 from app.store.db import GroupedDb
+from app.store.disk_full import BACKUPS, DiskFullWatch
 from app.store.held_stops import HeldStops
 from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
@@ -219,6 +221,8 @@ class World:
     kill_log: KillSwitchLog | None = None
     agents: AgentTeam | None = None
     grouped: GroupedDb | None = None  # the stores' one connection, with grouped commits
+    # the world's account of a full disk: what tripped it, what could not be recorded
+    disk: DiskFullWatch = field(default_factory=lambda: DiskFullWatch(None))
 
     @property
     def read_only(self) -> bool:
@@ -291,48 +295,106 @@ class World:
 
         return apply_settings(self, new)
 
-    def close(self, *, final_backup: bool = False) -> None:
+    def close(self, *, final_backup: bool = False, raise_full_disk: bool = True) -> None:
         """Close the stores and let the next writer in (``final_backup``: see ``WriterHold``).
 
         A world with agents closes with ``aclose`` (its agents must stop on the loop first).
+
+        Raises:
+            DiskFullError: the disk filled up (``disk``), naming what was not recorded; with
+                ``raise_full_disk`` False the caller says it itself.
         """
         if self.agents is not None:
             raise RuntimeError("a world with agents closes with 'await world.aclose()'")
         self._close_stores(final_backup=final_backup)
+        self._raise_full_disk(raise_full_disk)
+
+    def _raise_full_disk(self, wanted: bool) -> None:
+        """Once closed: a full disk is said, with what it kept from being written, never left
+        to a log line or dropped (``wanted`` False: the caller says it, as ``kestrel run``)."""
+        if wanted and self.disk.full:
+            raise self.disk.error("the workspace was closed")
 
     def _close_stores(self, *, final_backup: bool) -> None:
+        """Close every store, each even when one before it failed. On a full disk a store that
+        cannot write what it keeps pending names it to ``disk`` instead of raising: the audit
+        rows the ledger could not write, the closing backup that could not be taken."""
+        closes: list[Callable[[], None]] = []
+        if self.memory is not None:
+            closes.append(self.memory.close)
+        if self.kill_log is not None:
+            closes.append(self.kill_log.close)
+        closes.append(self.orders.requests.close)
+        if self.orders.held is not None:
+            closes.append(self.orders.held.close)
+        closes.append(self._close_ledger)
+        if self.grouped is not None:
+            closes.append(self.grouped.finish)
         try:
-            if self.memory is not None:
-                self.memory.close()
-            if self.kill_log is not None:
-                self.kill_log.close()
-            self.orders.requests.close()
-            if self.orders.held is not None:
-                self.orders.held.close()
-            self.ledger.close()
-            if self.grouped is not None:
-                self.grouped.finish()
+            failure: BaseException | None = None
+            for close in closes:
+                try:
+                    close()
+                except Exception as exc:
+                    if not self.disk.check(exc) and failure is None:
+                        failure = exc
+            if failure is not None:
+                raise failure
         finally:
             if self.hold is not None:
                 self.hold.release(final_backup=final_backup)
+                keeper = self.hold.keeper
+                if (final_backup and keeper is not None and keeper.disk_full is not None
+                        and self.disk.full):
+                    self.disk.unrecorded(BACKUPS, f"the closing backup of {self.ledger.path}")
 
-    async def aclose(self) -> None:
+    def _close_ledger(self) -> None:
+        try:
+            self.ledger.close()
+        except Exception as exc:
+            if not self.disk.check(exc):
+                raise
+            report_unwritten(self.ledger, self.disk)
+
+    async def aclose(self, *, raise_full_disk: bool = True) -> None:
         """Stop the agents, close the venue's connections and every store, then let the next
-        writer in (after a last backup, off the loop)."""
+        writer in (after a last backup, off the loop).
+
+        Raises:
+            DiskFullError: as ``close``.
+        """
         team = self.agents
         try:
             if team is not None:
                 await team.manager.aclose()
+                if self.disk.full:
+                    self._name_interrupted(team)
                 if team.mcp is not None:
                     await team.mcp.aclose()  # stops the servers' processes
                 await team.providers.aclose()
                 team.close_stores()
                 team.checkpointer.stop()
             await self.venue.aclose()
+            if self.memory is not None:
+                await self.memory.finish_work()  # writes the cancelled agents left in threads
         finally:
             # the last backup of the run can take seconds on a large database: not on the
             # loop; then the workspace is free for the next writer
             await asyncio.to_thread(self._close_stores, final_backup=team is not None)
+        self._raise_full_disk(raise_full_disk)
+
+
+    def _name_interrupted(self, team: AgentTeam) -> None:
+        """On a full disk: name the agents (for the message) and the tasks they were stopped
+        in (taken, so the next start runs them again)."""
+        try:
+            for info in team.store.all():
+                self.disk.agent_names[info.agent_id] = info.name
+            for task in team.queue.tasks(statuses=[TaskStatus.TAKEN]):
+                self.disk.interrupted(task.task_type, task.agent_id)
+        except Exception as exc:  # reading, not writing: a full disk should not refuse it
+            if not self.disk.check(exc):
+                raise
 
 
 def build_world(
@@ -392,6 +454,10 @@ def _assemble(
 ) -> World:
     """Build every part, registering each one's undoing with ``cleanup`` as it is made."""
     settings = options.settings or (workspace.settings() if workspace else Settings())
+    disk = DiskFullWatch(workspace.root if workspace is not None else None)
+    bus.handled = disk.check
+    if hold is not None and hold.keeper is not None:
+        hold.keeper.disk = disk
     if spec.kind == "live":  # real money: LIVE everywhere (durable commits, approval policy)
         options = replace(options, mode=Mode.LIVE)
     checkpointer: WalCheckpointer | None = None
@@ -399,6 +465,7 @@ def _assemble(
         # started before any store connects, so none of their commits (made on the event loop)
         # checkpoints the WAL; this thread does
         checkpointer = WalCheckpointer(workspace.db_path)
+        checkpointer.disk = disk
         checkpointer.start()
         cleanup.callback(checkpointer.stop)
     # A backtest's audit rows (tool calls, risk decisions) wait for the next order or fill
@@ -430,7 +497,7 @@ def _assemble(
         flat = backtest and workspace is not None  # not the person's own memory (the demo's)
         memory = MemoryBank(memory_root, venue.clock, bus if announce else None,
                             limits=MemoryLimits(durable=not flat), inline=flat,
-                            scratch=options.grouped_commits)
+                            scratch=options.grouped_commits, disk=disk)
         cleanup.callback(memory.close)
     kill_log: KillSwitchLog | None = None
     if workspace is not None:
@@ -469,13 +536,13 @@ def _assemble(
     recorder = options.recorder
     if recorder is None:
         recorder = (MemoryRecorder() if options.read_only or not options.record_tool_calls
-                    else SqliteToolCallRecorder(ledger))
+                    else SqliteToolCallRecorder(ledger, disk))
     if announce:
         recorder = AnnouncingRecorder(recorder, bus)
     executor = ToolExecutor(registry, recorder, venue.clock,
-                            default_timeout_s=settings.tools.default_timeout_s)
+                            default_timeout_s=settings.tools.default_timeout_s, disk=disk)
     world = World(workspace, settings, venue, bus, ledger, memory, guard, registry, executor,
-                  orders, hold, kill_log, grouped=grouped)
+                  orders, hold, kill_log, grouped=grouped, disk=disk)
     if options.agents:
         assert workspace is not None and memory is not None and checkpointer is not None
         world.agents = _team(world, workspace, options, checkpointer, cleanup)
@@ -548,7 +615,7 @@ def _team(
     manager = AgentManager(
         services, load_templates(extra_folders=[workspace.root / "agents"]), world.registry,
         world.memory, providers.for_agent, ids.new, scheduler, provider_choice=provider_choice,
-        extra_permissions=mcp_grants,
+        extra_permissions=mcp_grants, disk=world.disk,
     )
     for spec in build_orchestration_tools(
         manager, queue, scheduler, notifications, questions, clock

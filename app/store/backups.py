@@ -41,6 +41,7 @@ from pathlib import Path
 
 from app.domain.clock import ms_to_iso
 from app.domain.errors import OperationalError
+from app.store.disk_full import DiskFullWatch, disk_full_reason
 from app.store.identity import stamp_copy
 
 logger = logging.getLogger(__name__)
@@ -305,6 +306,9 @@ class BackupKeeper:
         self.interval_s = interval_s
         self.taken: list[Backup] = []
         self.last_error: str | None = None
+        self.disk_full: str | None = None  # why the last backup failed, when the disk was full
+        # the world's account of a full disk (set by the world that holds the workspace)
+        self.disk: DiskFullWatch | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -345,8 +349,13 @@ class BackupKeeper:
         try:
             self.taken.append(take_backup(self.db_path, self.folder, keep=self.keep))
             self.last_error = None
+            self.disk_full = None
         except OperationalError as exc:
-            # the app runs on; the next interval tries again and the log says why
+            # the app runs on; the next interval tries again and the log says why. A copy needs
+            # room for the whole database, so one that does not fit does not stop the app; once
+            # the app is stopping for a full disk, though, that run says so, naming this backup
+            self.disk_full = disk_full_reason(exc, self.folder.parent)
+            said_by_run = self.disk_full is not None and self.disk is not None and self.disk.full
             if str(exc) != self.last_error:
-                logger.warning("%s", exc)
+                logger.log(logging.INFO if said_by_run else logging.WARNING, "%s", exc)
             self.last_error = str(exc)

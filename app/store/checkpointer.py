@@ -22,6 +22,7 @@ from app.store.db import (
     register_background_checkpoints,
     unregister_background_checkpoints,
 )
+from app.store.disk_full import DiskFullWatch
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class WalCheckpointer:
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        # the world's account of a full disk (set by the world the checkpointer serves)
+        self.disk: DiskFullWatch | None = None
 
     @property
     def running(self) -> bool:
@@ -117,8 +120,12 @@ class WalCheckpointer:
         try:
             self.checkpoint()
         except sqlite3.Error as exc:
-            # the next tick tries again; the commits still succeed, the WAL only grows meanwhile
+            # the next tick tries again; the commits still succeed, the WAL only grows meanwhile.
+            # A full disk trips ``disk``: the WAL keeps every commit, but it would only grow
+            # until the commits fail too, so the run stops now and says so once
             self.failures += 1
+            full = self.disk.check(exc) if self.disk is not None else False
             if str(exc) != self.last_error:
-                logger.warning("checkpointing %s failed: %s", self.path, exc)
+                logger.log(logging.INFO if full else logging.WARNING,
+                           "checkpointing %s failed: %s", self.path, exc)
             self.last_error = str(exc)

@@ -24,11 +24,12 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import OperationalError
+from app.store.disk_full import disk_full_error, disk_full_reason
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -261,6 +262,7 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
             (survives a killed process, the OS may lose the last commits) otherwise.
 
     Raises:
+        DiskFullError: the disk holding it is full (creating or upgrading it needs room).
         OperationalError: the file is not a database, or was written by a newer Kestrel.
     """
     try:
@@ -275,6 +277,11 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
             conn.execute("PRAGMA wal_autocheckpoint=0")
         migrate(conn)
     except sqlite3.DatabaseError as exc:
+        reason = disk_full_reason(exc, Path(path).parent)
+        if reason is not None:
+            raise disk_full_error(
+                Path(path).parent, reason, f"the database {path} could not be opened"
+            ) from exc
         raise OperationalError(f"cannot open the ledger {path}: {exc}") from exc
     return conn
 
@@ -395,7 +402,16 @@ def unit_of_work(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        # a COMMIT that failed (a full disk, a deferred constraint) may leave the transaction
+        # open; the next unit would then be a savepoint inside it, "committed" only in memory
+        # and gone at close: end it here
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def store_db(

@@ -173,7 +173,15 @@ class Ledger:
             with self.transaction():
                 pass
 
+    def unwritten(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The audit rows still waiting in memory: tool calls and Risk Guard decisions, in the
+        order they were made. After a ``close`` that could not write them (a full disk) they
+        are what was not recorded, for the caller to name."""
+        return list(self._calls), list(self._risk)
+
     def close(self) -> None:
+        """Write what is pending, then close; the connection is closed even when the write
+        fails, and the rows that failed stay readable through ``unwritten``."""
         try:
             self.flush()
         finally:
@@ -232,6 +240,33 @@ class Ledger:
         with self.transaction() as conn:
             self._put_balances(conn, balances)
             self._put_meta(conn, {**meta, "initialized": "1"})
+
+    def start_over(self, quote_currency: str, initial_cash: Decimal) -> None:
+        """Give an account that never had an order or a fill a new opening cash: its balances
+        become ``initial_cash`` of ``quote_currency``, and its statistics and equity curve,
+        computed from the old cash, are dropped; where it settled to is kept. For an account
+        whose stored money is out of range (``app.cli.paper_account``).
+
+        Raises:
+            OperationalError: the account has orders or fills (their numbers came from the old
+                cash), or was never opened; nothing is changed.
+        """
+        with self.transaction() as conn:
+            orders = conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
+            fills = conn.execute("SELECT COUNT(*) FROM fills").fetchone()[0]
+            opened = conn.execute("SELECT 1 FROM meta WHERE key='initialized'").fetchone()
+            if orders or fills or opened is None:
+                raise OperationalError(
+                    "only an opened paper account without orders or fills can be started over; "
+                    f"this one has {orders} orders and {fills} fills" if opened is not None else
+                    "this workspace has no paper account to start over"
+                )
+            for table in ("balances", "positions", "holdings", "equity_curve"):
+                conn.execute(f"DELETE FROM {table}")  # noqa: S608 - the names above
+            conn.execute("DELETE FROM meta WHERE key IN ('peak_equity', 'day_start_equity', "
+                         "'max_drawdown_pct', 'last_equity')")
+            self._put_balances(conn, {quote_currency: initial_cash})
+            self._put_meta(conn, {"initial_cash": str(initial_cash)})
 
     def save_order(self, record: OrderRecord) -> None:
         """Commit a new order or an order's new status (cancel, trigger) on its own."""

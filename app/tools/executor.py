@@ -27,6 +27,7 @@ from app.domain.errors import (
     UnknownToolError,
 )
 from app.redaction import REDACTOR
+from app.store.disk_full import DiskFullWatch
 from app.tools.protocol.call import ToolCall
 from app.tools.protocol.free_text import STRICT
 from app.tools.protocol.parser import ParsedResponse, parse_response
@@ -88,8 +89,12 @@ class ToolExecutor:
         recorder: ToolCallRecorder,
         clock: Clock | None = None,
         default_timeout_s: float | None = None,
+        disk: DiskFullWatch | None = None,
     ) -> None:
+        """``disk``: told when a call fails because the disk is full (not a bug of the tool:
+        no traceback; the run stops and names what was not recorded)."""
         self.registry = registry
+        self._disk = disk
         self._recorder = recorder
         self._clock = clock or WallClock()
         self._default_timeout_s = default_timeout_s
@@ -149,11 +154,23 @@ class ToolExecutor:
             data = await self._run(spec, ctx, params)
             result = render_success(call.name, data)
         except ToolError as exc:
+            if self._disk is not None:
+                self._disk.check(exc)  # a memory file the full disk refused stops the run
             result = render_error(call.name, exc.code, REDACTOR.redact(exc.message),
                                   REDACTOR.redact_data(exc.details))
         except RiskRejection as exc:
             result = render_rejected(call.name, exc.rule, exc.reason, exc.details)
         except Exception as exc:  # a bug in a tool must not kill the agent loop
+            if self._disk is not None and self._disk.check(exc):
+                result = render_error(
+                    call.name, ErrorCode.INTERNAL_ERROR,
+                    f"The disk holding the workspace is full ({self._disk.reason}): the call "
+                    "could not be completed, and the run is stopping.",
+                    {"reason": "disk_full"},
+                )
+                self._record(ctx, call.name, params or _raw_params(call), result, started,
+                             started_ms)
+                return result
             logger.exception("tool %s failed", call.name)
             result = render_error(
                 call.name,
@@ -264,7 +281,9 @@ class ToolExecutor:
         )
         try:
             self._recorder.record(entry)
-        except Exception:  # the audit trail failing must be loud, but must not lose the result
+        except Exception as exc:  # the audit trail failing must be loud, but not lose the result
+            if self._disk is not None and self._disk.check(exc):
+                return  # a full disk is said once, by the run, naming what was not recorded
             logger.exception("could not record the call to %s", tool_name)
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from app.store.db import StoreDb
+from app.store.db import StoreDb, unit_of_work
 
 
 def test_a_unit_of_work_commits_whole_or_not_at_all(tmp_path):
@@ -19,6 +20,27 @@ def test_a_unit_of_work_commits_whole_or_not_at_all(tmp_path):
         raise RuntimeError("the store's code failed half-way")
     assert db.rows("SELECT key, value FROM meta ORDER BY key") == [{"key": "kept", "value": "1"}]
     db.close()
+
+
+def test_a_commit_that_fails_leaves_no_transaction_open_for_the_next_unit(tmp_path):
+    """A refused COMMIT must not leave its transaction open: the next unit of work would then
+    be a savepoint inside it, "committed" only in memory and gone at close."""
+    db = StoreDb(tmp_path / "kestrel.db")
+    db.conn.execute("PRAGMA defer_foreign_keys=ON")  # the violation is found at COMMIT
+    with pytest.raises(sqlite3.IntegrityError), unit_of_work(db.conn) as conn:
+        conn.execute(
+            "INSERT INTO fills (fill_id, order_id, agent_id, symbol, side, quantity, price, fee, "
+            "fee_currency, time_ms, realized_pnl, is_maker) "
+            "VALUES ('f1', 'no-such-order', 'a', 'BTC/USDT', 'BUY', '1', '1', '0', 'USDT', 0, "
+            "'0', 0)")
+    assert not db.conn.in_transaction
+    with unit_of_work(db.conn) as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('kept', '1')")
+    db.close()
+    again = StoreDb(tmp_path / "kestrel.db")
+    assert again.rows("SELECT key FROM meta") == [{"key": "kept"}]
+    assert again.rows("SELECT fill_id FROM fills") == []
+    again.close()
 
 
 def test_a_second_store_on_the_same_file_sees_the_schema_and_the_rows(tmp_path):
