@@ -26,7 +26,7 @@ import shutil
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -188,6 +188,16 @@ class DiskFullWatch:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tripped: asyncio.Event | None = None
+        self._listeners: list[tuple[asyncio.AbstractEventLoop, Callable[[str], object]]] = []
+
+    def listen(self, loop: asyncio.AbstractEventLoop, told: Callable[[str], object]) -> None:
+        """Call ``told(reason)`` on ``loop`` when the watch trips (at once if it has): the
+        window, which runs no ``run`` of its own, stops its work and says so."""
+        with self._lock:
+            self._listeners.append((loop, told))
+            reason = self.reason
+        if reason is not None:
+            loop.call_soon_threadsafe(told, reason)
 
     @property
     def full(self) -> bool:
@@ -208,8 +218,12 @@ class DiskFullWatch:
                 return
             self.reason = reason
             loop, tripped = self._loop, self._tripped
+            listeners = list(self._listeners)
         if loop is not None and tripped is not None and not loop.is_closed():
             loop.call_soon_threadsafe(tripped.set)
+        for where, told in listeners:
+            if not where.is_closed():
+                where.call_soon_threadsafe(told, reason)
 
     def unrecorded(
         self, kind: Kind, what: str, agent_id: str | None = None, *, count: int = 1

@@ -341,6 +341,31 @@ class MainWindow(QMainWindow):
         agents.open_conversation_requested.connect(self.open_conversation)
         for action in self._runtime_actions:
             action.setEnabled(True)
+        world.disk.listen(asyncio.get_running_loop(), self._on_disk_full)
+
+    def _on_disk_full(self, _reason: str) -> None:
+        """The disk holding the workspace filled up: stop what writes (the replay's clock and
+        the agents), and say so where the person looks, with what could not be recorded."""
+        self.tasks.spawn(self._stop_for_full_disk())
+
+    async def _stop_for_full_disk(self) -> None:
+        world = self.world
+        if world is None or world.agents is None:
+            return
+        if self._pacer is not None:
+            self._pacer.cancel()
+            await asyncio.gather(self._pacer, return_exceptions=True)
+        # the workers are stopped without writing their state: a paused agent is a write the
+        # full disk would refuse; each resumes its task at the next start
+        await world.agents.manager.aclose()
+        said = (f"The disk holding {world.disk.workspace or 'the workspace'} is full "
+                f"({world.disk.reason}). Kestrel stopped the replay and every agent: nothing more "
+                "is written until you free space on that disk and open the workspace again "
+                "(each agent's task runs again then). " + world.disk.not_recorded())
+        logger.error("%s", said)
+        self.alert_banner.add("Kestrel: the disk is full", said)
+        self.statusBar().showMessage("The disk is full: the agents are stopped (see the red "
+                                     "strip).", 0)
 
     def reset_layout(self) -> None:
         for dock in self.docks.values():
@@ -353,6 +378,8 @@ class MainWindow(QMainWindow):
         """Let simulated time flow at the driver's speed until the data ends (a live market:
         follow it, reading quotes, settling and firing jobs, until the window closes)."""
         if self.desk is None or (self._pacer is not None and not self._pacer.done()):
+            return
+        if self.desk.world.disk.full:  # stopped for a full disk: nothing runs until reopened
             return
         venue = self.desk.world.venue
         if not venue.offline:
@@ -592,7 +619,8 @@ class MainWindow(QMainWindow):
         if self.telegram is not None:
             await self.telegram.aclose()
         if self.world is not None:
-            await self.world.aclose()
+            # a full disk was said in the window already (``_on_disk_full``): not raised again
+            await self.world.aclose(raise_full_disk=False)
             self.world = None
 
     def describe(self) -> str:

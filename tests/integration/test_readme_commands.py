@@ -241,6 +241,8 @@ PROMISES: dict[str, tuple[str, ...]] = {
     "It never lets two processes write one workspace.": (
         "integration/test_one_writer.py::"
         "test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_answered",
+        "integration/test_one_writer.py::"
+        "test_deleting_the_lock_file_under_a_running_writer_lets_no_second_writer_in",
         "integration/test_database_damage.py::test_restore_is_refused_while_the_workspace_is_open",
     ),
     "It never keeps a backup it has not checked.": (
@@ -252,6 +254,40 @@ PROMISES: dict[str, tuple[str, ...]] = {
     "It never opens a damaged database as if it were new.": (
         "integration/test_database_damage.py::"
         "test_a_damaged_database_is_refused_at_open_and_left_untouched",
+        "integration/test_database_damage.py::"
+        "test_a_backup_rebuilds_an_index_that_disagrees_with_its_table_and_says_so",
+    ),
+    "It never loses a record to a full disk without saying so.": (
+        "integration/test_disk_full.py::"
+        "test_a_disk_filling_up_under_a_new_workspace_stops_the_run_with_one_message",
+        "integration/test_disk_full.py::"
+        "test_a_trading_workspace_keeps_its_orders_and_fills_and_names_the_backup_not_taken",
+        "integration/test_disk_full.py::"
+        "test_what_the_full_disk_kept_from_being_written_is_named_call_by_call",
+    ),
+    "It never reads an answer from outside without a bound.": (
+        "integration/test_llm_providers.py::"
+        "test_an_answer_that_streams_forever_is_cut_at_its_character_bound",
+        "integration/test_llm_providers.py::"
+        "test_an_answer_whose_body_never_ends_is_cut_at_its_byte_bound",
+        "integration/test_mcp_stdio_transport.py::"
+        "test_a_line_that_never_ends_is_given_up_at_its_bound_and_the_next_call_restarts",
+        "integration/test_ccxt_faults.py::"
+        "test_an_answer_that_never_ends_is_cut_at_the_size_bound_and_retried_like_a_bad_one",
+        "integration/test_telegram_bot.py::"
+        "test_an_endless_answer_to_a_poll_is_cut_at_the_size_bound_and_polling_goes_on",
+    ),
+    "It never takes a setting it cannot honour.": (
+        "unit/config/test_money_settings.py::"
+        "test_a_money_setting_out_of_range_is_refused_with_its_reason",
+        "unit/config/test_settings_nesting.py::"
+        "test_kestrel_refuses_a_too_deep_settings_file_with_exit_2_and_one_line",
+        "integration/test_paper_account_out_of_range.py::"
+        "test_a_workspace_with_a_huge_stored_cash_is_refused_clearly_and_the_reset_recovers_it",
+    ),
+    "It never writes a known key into a file.": (
+        "integration/test_secret_leaks.py::"
+        "test_a_key_echoed_in_base64_reversed_hex_or_url_encoded_reaches_no_file",
     ),
 }
 

@@ -4,10 +4,13 @@ banner, and an agent's notification stays in its chat."""
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
 from app.domain.agents import Channel
 from app.orchestration.notify import EVERY_CHANNEL, SENDER, PersonAlert
+from app.store.disk_full import MEMORY_WRITES
 from app.ui.main_window import MainWindow
 from tests.ui.desk import Desk, on_screen, until
 
@@ -85,5 +88,30 @@ def test_the_alert_strip_fits_a_small_screen(desk: Desk) -> None:
         assert on_screen(banner.dismiss_button)
         assert banner.text.height() >= banner.text.fontMetrics().height() * 2  # wrapped, whole
         assert window.panels["chart"].height() > 250  # the chart keeps its room
+
+    desk.run(scenario)
+
+
+def test_a_full_disk_stops_the_replay_and_the_agents_and_says_so_over_the_chart(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        window = await desk.open(paced=True)
+        await desk.settle(window)
+        world = window.world
+        assert world is not None and world.agents is not None
+        banner = banner_of(window)
+        # the first write the disk refuses trips the world's watch, from whichever part met it
+        assert world.disk.check(OSError(errno.ENOSPC, "No space left on device"))
+        world.disk.unrecorded(MEMORY_WRITES, "notes/market.md")
+        await until(banner.isVisible)
+        assert banner.title.text() == "THE DISK IS FULL"
+        said = banner.text.text()
+        assert "is full" in said and "free space" in said
+        assert "stopped the replay and every agent" in said
+        assert "notes/market.md" in said  # what could not be recorded, by name
+        assert window._pacer is None or window._pacer.done()  # noqa: SLF001
+        assert world.agents.manager._workers == {}  # noqa: SLF001
+        await desk.close(window)  # closing says nothing more and raises nothing
 
     desk.run(scenario)
