@@ -11,6 +11,7 @@ does in real terms, and what comes back when an order is refused must not name t
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import sqlite3
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -23,6 +24,7 @@ from app.config.risk import AllowedSymbolsConfig, RiskConfig
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Mode
 from app.market.csv_loader import load_csv
+from app.orchestration.ids import SeededIds
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.runtime.blind import PRICE_FACTOR
 from app.runtime.eval_report import Answers, read_answers
@@ -338,3 +340,60 @@ def test_the_risk_guard_judges_a_blind_order_by_the_persons_real_limits(tmp_path
     # the audit trail holds the decision in the ledger's terms: the real symbol and quantity
     assert [(d["symbol"], d["quantity"], d["accepted"]) for d in decisions] == [
         ("BTC/USDT", "0.1", 1)]
+
+
+def test_the_prompt_of_every_blind_agent_holds_no_date_and_no_price_level(
+    tmp_path: Path,
+) -> None:
+    async def prompts() -> list[str]:
+        world = build_world(Workspace.at(tmp_path / "ws").ensure(),
+                            VenueSpec.replay([STANDARD_WINDOWS[0].path()], None, blind=True),
+                            WorldOptions(mode=Mode.BACKTEST, ids=SeededIds("prompts")))
+        try:
+            assert world.agents is not None
+            manager = world.agents.manager
+            built = []
+            for template in sorted(manager.templates):
+                info = await manager.create_agent(template, template, {}, start=False,
+                                                  created_by="test")
+                built.append(manager.profile_for(info).system_prompt.replace(info.agent_id, ""))
+            return built
+        finally:
+            await world.aclose()
+
+    built = asyncio.run(prompts())
+    assert len(built) == 4  # the orchestrator, both analysts and the trader
+    # numbers of four digits or more that are no price: the klines limit, the Unix epoch's year,
+    # the seconds of an hour and the ISO standard's number
+    named = {Decimal(1000), Decimal(1970), Decimal(3600), Decimal(8601)}
+    for prompt in built:
+        assert "ASSET1/QUOTE" in prompt and "BTC" not in prompt and "USDT" not in prompt
+        assert re.search(r"\b20\d\d\b|\d{4}-\d\d-\d\d|\b1\d{12}\b", prompt) is None
+        assert {n for n in _numbers(prompt) if n >= 1000} <= named
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_a_memory_listing_shows_when_a_file_changed_by_the_market_clock(
+    tmp_path: Path, blind: bool
+) -> None:
+    async def listing() -> tuple[str, str]:
+        data = STANDARD_WINDOWS[0].path()
+        at = int(load_csv(data).series.timestamp_ms[100])
+        world = build_world(Workspace.at(tmp_path / "ws").ensure(),
+                            VenueSpec.replay([data], at, blind=blind),
+                            WorldOptions(agents=False, mode=Mode.PAPER))
+        try:
+            written = ms_to_iso(world.venue.clock.now_ms())
+            content = base64.b64encode(b"plan: hold\n").decode()
+            saved = await _call(world, (
+                "<write_agent_memory_file><file_path>notes/plan.md</file_path><content_base64>"
+                f"{content}</content_base64></write_agent_memory_file>"))
+            assert "<status>success</status>" in saved, saved
+            world.venue.driver.advance_to(at + 2 * 3_600_000)  # listed two bars later
+            return written, await _call(world, "<list_agent_memory_files/>")
+        finally:
+            world.close()
+
+    written, listed = asyncio.run(listing())
+    assert 'path="notes/plan.md"' in listed and f'modified_iso="{written}"' in listed
+    assert written.startswith("1971-01-" if blind else "2019-10-")
