@@ -108,9 +108,12 @@ def read_answers(run_dir: Path) -> Answers:
     return answers
 
 
-def read_decisions(run_dir: Path, time_ms: np.ndarray) -> list[tuple[str, str]]:
+def read_decisions(
+    run_dir: Path, time_ms: np.ndarray, shift_ms: int = 0
+) -> list[tuple[str, str]]:
     """Per bar of the run: the analyst's signal (BUY, SELL or HOLD) and the trader's orders
-    (sides placed in that bar, or NONE)."""
+    (sides placed in that bar, or NONE). ``shift_ms``: how much earlier a blind run's agents
+    stamped their tasks (the orders are in the real ledger's time)."""
     signals = ["HOLD"] * time_ms.size
     orders: list[list[str]] = [[] for _ in range(time_ms.size)]
     with _db(run_dir) as db:
@@ -118,7 +121,7 @@ def read_decisions(run_dir: Path, time_ms: np.ndarray) -> list[tuple[str, str]]:
             "SELECT created_ms, payload_json FROM tasks WHERE task_type = ? ORDER BY seq",
             (SIGNAL_TASK,),
         ):
-            bar = _bar(time_ms, created)
+            bar = _bar(time_ms, created + shift_ms)
             try:
                 side = str(json.loads(payload).get("side", "?")).upper()
             except (ValueError, AttributeError):
@@ -301,7 +304,7 @@ def build_report(
         answers = read_answers(run.model_dir)
         calls = read_calls(run.recording, subject, prices)
         time_ms = run.model.result.time_ms[1:]  # the bars decided on (step 0 is the start)
-        mine = read_decisions(run.model_dir, time_ms)
+        mine = read_decisions(run.model_dir, time_ms, run.model.blind_shift_ms)
         rules = read_decisions(run.baseline_dir, run.baseline.result.time_ms[1:])
         agree = (len(mine), sum(a[0] == b[0] for a, b in zip(mine, rules, strict=True)),
                  sum(a[1] == b[1] for a, b in zip(mine, rules, strict=True)),

@@ -397,3 +397,20 @@ def test_a_memory_listing_shows_when_a_file_changed_by_the_market_clock(
     written, listed = asyncio.run(listing())
     assert 'path="notes/plan.md"' in listed and f'modified_iso="{written}"' in listed
     assert written.startswith("1971-01-" if blind else "2019-10-")
+
+
+def test_a_blind_model_deciding_as_the_rule_engine_agrees_with_it_on_every_bar(
+    tmp_path: Path,
+) -> None:
+    data = STANDARD_WINDOWS[0]
+    start = ms_to_iso(int(load_csv(data.path()).series.timestamp_ms[SIGNAL_WARMUP]))
+    with FakeOpenAIServer(default=PromptRuleModel()) as server:
+        report = asyncio.run(run_eval(EvalOptions(
+            subject=LLMSettings(provider="openai-compatible", base_url=server.base_url,
+                                model="gpt-4o", max_retries=0),
+            out_dir=tmp_path / "run", windows=[EvalWindow("signal", data.file, start,
+                                                          SIGNAL_BARS)], blind=True)))
+    [window] = report.data["windows"]
+    assert window["trades"] == 1  # the BUY signal, its entry and exits: a trade to agree on
+    # the blind agents stamp their tasks in blind time; their signals still fall on their bars
+    assert window["disagreements"] == [] and window["figures"]["agreement_pct"] == 100.0
