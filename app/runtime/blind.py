@@ -25,12 +25,14 @@ adjustment is less than one blind tick, the smallest step the disguised market s
 The Risk Guard judges a blind order in real terms (``BlindGuard``: the person's limits and the
 audit trail are in real terms), and every message that comes back from the real side (the
 broker's and the guard's refusals, their details, an order's reason) is retold in blind terms
-(``BlindMap.retell``): names, times, prices and base quantities. Which number in a message is a
-price or a quantity is known from the values the call involved and from the error's details,
-whose keys say what each value is (``PRICE_KEYS``, ``QUANTITY_KEYS``); in an error a number that
-follows "price" or "at" is a price. Quote amounts, percentages and counts are the same in both
-worlds. An order's reason holds the agent's own words (blind already) and what the broker added
-(the order's own prices and quantities), so only those are rescaled there.
+(``BlindMap.retell``): names, times, prices and base quantities. Which number in an error is a
+price or a quantity is said by its details, whose keys name each value's kind (``PRICE_KEYS``,
+``QUANTITY_KEYS``; the broker's and the market rules' refusals list every price and quantity
+their message quotes), and a number that follows "price" or "at" is a price. Quote amounts,
+percentages and counts are the same in both worlds, and are left as they are: the values of the
+call are not matched against the message, since an order's price may well equal the equity.
+An order's reason holds the agent's own words (blind already) and what the broker added (the
+order's own prices and quantities), so only the order's own values are rescaled there.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ QUANTITY_KEYS = frozenset({
 })
 # base quantities, unless the details' ``asset`` is the quote currency
 ASSET_AMOUNT_KEYS = frozenset({"needed", "free"})
-# the value a rule was checked on, and its example: of the kind the details' ``field`` names
-FIELD_VALUE_KEYS = frozenset({"value", "example"})
+# the value a rule was checked on, and its example: of the kind the details' ``field`` (or
+# ``parameter``) names
+FIELD_VALUE_KEYS = frozenset({"value", "example", "got"})
 # a time (ISO 8601, or Unix milliseconds of this century's first decades), or a plain number
 _TOKEN = re.compile(
     r"(?P<time>(?<![\w.:-])\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
@@ -138,13 +141,6 @@ class Terms:
            quantities: Iterable[Decimal | None] = ()) -> Terms:
         return cls(frozenset(p for p in prices if p is not None and p.is_finite()),
                    frozenset(q for q in quantities if q is not None and q.is_finite()))
-
-    @classmethod
-    def of_request(cls, req: OrderRequest, rules: MarketRules | None = None) -> Terms:
-        """A real request's prices and quantity, and its market's tick, step and minimum."""
-        grid = (rules.tick,) if rules else ()
-        sizes = (rules.step, rules.min_amount) if rules else ()
-        return cls.of((req.price, req.stop_price, *grid), (req.quantity, *sizes))
 
     def __or__(self, other: Terms) -> Terms:
         return Terms(self.prices | other.prices, self.quantities | other.quantities)
@@ -282,23 +278,23 @@ class BlindMap:
             asset = details.get("asset")
             return "quantity" if asset in self.assets and asset != self._quote_real() else None
         if key in FIELD_VALUE_KEYS:
-            field = details.get("field")
+            field = details.get("field", details.get("parameter"))
             if field == "quantity":
                 return "quantity"
             return "price" if field in PRICE_KEYS else None
         return None
 
-    def retold(self, exc: KestrelError, terms: Terms = NO_TERMS) -> KestrelError:
-        """A refusal of the real side (a tool error, the Risk Guard's) in blind terms; the
-        prices and quantities its details name count as ``terms`` too. Other errors are not
-        shown to agents as written, and are left as they are."""
+    def retold(self, exc: KestrelError) -> KestrelError:
+        """A refusal of the real side (a tool error, the Risk Guard's) in blind terms, its
+        numbers told apart by its details (module docstring). Other errors are not shown to
+        agents as written, and are left as they are."""
         if isinstance(exc, RiskRejection):
-            known = terms | self.declared(exc.details)
+            known = self.declared(exc.details)
             return RiskRejection(exc.rule, self.retell(exc.reason, known),
                                  self.retold_details(exc.details, known))
         if not isinstance(exc, ToolError):
             return exc
-        known = terms | self.declared(exc.details)
+        known = self.declared(exc.details)
         clone = copy.copy(exc)
         clone.message = self.retell(exc.message, known)
         clone.args = (clone.message,)
@@ -543,36 +539,33 @@ class BlindBroker:
     def _real(self, symbol: str | None) -> str | None:
         return None if symbol is None else self._b.real_symbol(symbol)
 
-    def _request(self, req: OrderRequest) -> tuple[OrderRequest, Terms]:
-        """``req`` in real terms on the real market's grid (module docstring), and what the
-        real side's answer may quote of it. Its numbers and fields are checked first, as
-        asked: a refusal then quotes the agent's own values."""
+    def _request(self, req: OrderRequest) -> OrderRequest:
+        """``req`` in real terms on the real market's grid (module docstring). Its numbers and
+        fields are checked first, as asked: a refusal then quotes the agent's own values."""
         check_request(req)
         b = self._b
         symbol = b.real_symbol(req.symbol)
         rules = self._sync(lambda: self._inner.market_rules(symbol))
         quantity = req.quantity if req.quote_amount is not None else b.real_qty_on(
             req.quantity, rules)
-        real = replace(req, symbol=symbol, quantity=quantity,
+        return replace(req, symbol=symbol, quantity=quantity,
                        price=b.real_price_on(req.price, rules, req.side),
                        stop_price=b.real_price_on(req.stop_price, rules, req.side))
-        return real, Terms.of_request(real, rules)
 
-    async def _call(self, pending: Any, terms: Terms = NO_TERMS) -> Any:
+    async def _call(self, pending: Any) -> Any:
         try:
             return await pending
         except KestrelError as exc:
-            raise self._b.retold(exc, terms) from None
+            raise self._b.retold(exc) from None
 
-    def _sync(self, call: Callable[[], Any], terms: Terms = NO_TERMS) -> Any:
+    def _sync(self, call: Callable[[], Any]) -> Any:
         try:
             return call()
         except KestrelError as exc:
-            raise self._b.retold(exc, terms) from None
+            raise self._b.retold(exc) from None
 
     async def create_order(self, req: OrderRequest) -> Order:
-        real, terms = self._request(req)
-        return self._b.order(await self._call(self._inner.create_order(real), terms))
+        return self._b.order(await self._call(self._inner.create_order(self._request(req))))
 
     async def cancel_order(
         self, agent_id: str, symbol: str, order_id: str | None = None,
@@ -647,15 +640,15 @@ class BlindBroker:
         return self._b.qty(self._inner.position_size(self._b.real_symbol(symbol)))
 
     async def precheck(self, req: OrderRequest, *, released: Decimal = Decimal(0)) -> CheckedOrder:
-        real, terms = self._request(req)
-        freed = self._b.real_qty(released)
-        checked = await self._call(self._inner.precheck(real, released=freed),
-                                   terms | Terms.of((), (freed,)))
+        real = self._request(req)
+        checked = await self._call(self._inner.precheck(
+            real, released=self._b.real_qty(released)))
         b = self._b
+        # a note says how the order will be sent (a stop as a stop-limit, at what limit)
+        told = b.retell(checked.note, Terms.of(
+            (real.price, real.stop_price, checked.reference_price), (checked.quantity,)))
         return replace(checked, symbol=b.symbol(checked.symbol), quantity=b.qty(checked.quantity),
-                       reference_price=b.price(checked.reference_price),
-                       note=b.retell(checked.note, terms | Terms.of(
-                           (checked.reference_price,), (checked.quantity,))))
+                       reference_price=b.price(checked.reference_price), note=told)
 
     def abilities(self, symbol: str) -> BrokerAbilities:
         return self._sync(lambda: self._inner.abilities(self._b.real_symbol(symbol)))
@@ -671,14 +664,14 @@ class BlindBroker:
                 for lot in found]
 
     def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
-        (tp, tp_terms), (sl, sl_terms) = self._request(take_profit), self._request(stop_loss)
-        self._sync(lambda: self._inner.check_oco(tp, sl), tp_terms | sl_terms)
+        tp, sl = self._request(take_profit), self._request(stop_loss)
+        self._sync(lambda: self._inner.check_oco(tp, sl))
 
     async def create_oco(
         self, take_profit: OrderRequest, stop_loss: OrderRequest
     ) -> tuple[Order, Order]:
-        (tp, tp_terms), (sl, sl_terms) = self._request(take_profit), self._request(stop_loss)
-        placed = await self._call(self._inner.create_oco(tp, sl), tp_terms | sl_terms)
+        tp, sl = self._request(take_profit), self._request(stop_loss)
+        placed = await self._call(self._inner.create_oco(tp, sl))
         return self._b.order(placed[0]), self._b.order(placed[1])
 
 
@@ -708,10 +701,6 @@ class BlindGuard:
             stop_price=b.real_price_on(intent.stop_price, rules, intent.side),
         )
 
-    @staticmethod
-    def _terms(real: OrderIntent) -> Terms:
-        return Terms.of((real.price, real.stop_price, real.reference_price), (real.quantity,))
-
     @contextlib.contextmanager
     def admit(self, intent: OrderIntent, view: RiskView) -> Iterator[None]:
         real = self._real(intent)
@@ -719,7 +708,7 @@ class BlindGuard:
             try:
                 held.enter_context(self._inner.admit(real, self._account.risk_view()))
             except RiskRejection as exc:
-                raise self._b.retold(exc, self._terms(real)) from None
+                raise self._b.retold(exc) from None
             yield
 
     def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, Violation] | None:
@@ -728,8 +717,7 @@ class BlindGuard:
         if verdict is None:
             return None
         rule, violation = verdict
-        told = self._b.retold(RiskRejection(rule, violation.reason, violation.details),
-                              self._terms(real))
+        told = self._b.retold(RiskRejection(rule, violation.reason, violation.details))
         assert isinstance(told, RiskRejection)
         return rule, Violation(told.reason, told.details)
 
