@@ -38,6 +38,11 @@ class BacktestResult:
             report with any opens with them.
         warnings: what makes the result doubtful though nothing failed (a language model run
             over a period before its training cutoff); shown after the faults.
+        refused: the orders refused during the run (the broker's, order entry's and the Risk
+            Guard's refusals of order, exit and close calls), counted by error code or by the
+            guard's rule; None when the run kept no audit of its tool calls to count them from.
+            Shown next to the trades, so a run with no trade because every order was refused
+            never reads as a clean "0 trades".
     """
 
     time_ms: np.ndarray
@@ -51,6 +56,49 @@ class BacktestResult:
     stats: dict[str, Any] = field(default_factory=dict)
     faults: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    refused: dict[str, int] | None = None
+
+    @property
+    def refused_orders(self) -> int | None:
+        return None if self.refused is None else sum(self.refused.values())
+
+
+def refusals_line(refused: dict[str, int] | None) -> str:
+    """The refused orders by reason, in one line (for the report under the table)."""
+    if refused is None:
+        return "Refused orders: not counted (the run kept no audit of its tool calls)."
+    if not refused:
+        return "Refused orders: none."
+    return "Refused orders by reason: " + ", ".join(
+        f"{reason} {count}" for reason, count in sorted(refused.items())) + "."
+
+
+def refusal_warning(result: BacktestResult) -> str | None:
+    """A warning when orders were refused and nothing traded: the run did not trade because
+    its orders were refused, which a bare "0 trades" would hide."""
+    refused = result.refused_orders
+    if not refused or result.metrics.trades:
+        return None
+    return (f"No trade was made, but {refused} order(s) were refused "
+            f"({refusals_line(result.refused).removeprefix('Refused orders by reason: ')}): "
+            "the run did not trade because its orders were refused, not because nothing was "
+            "worth trading.")
+
+
+def _warnings(result: BacktestResult) -> list[str]:
+    refused = refusal_warning(result)
+    return [*([refused] if refused else []), *result.warnings]
+
+
+def strategy_figures(result: BacktestResult) -> dict[str, Any]:
+    """The strategy's metrics, with its refused orders (and their reasons) next to its trades."""
+    figures: dict[str, Any] = {}
+    for key, value in result.metrics.as_dict().items():
+        figures[key] = value
+        if key == "trades":
+            figures["refused_orders"] = result.refused_orders
+            figures["refused_orders_by"] = result.refused
+    return figures
 
 
 def _clean(value: Any) -> Any:
@@ -67,13 +115,14 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     """The JSON summary: strategy metrics and the buy-and-hold baseline side by side (after the
     faults, when agents faulted)."""
     faults = {"faults": list(result.faults)} if result.faults else {}
-    warnings = {"warnings": list(result.warnings)} if result.warnings else {}
+    warned = _warnings(result)
+    warnings = {"warnings": warned} if warned else {}
     return _clean(
         {
             **faults,
             **warnings,
             "settings": result.settings,
-            "strategy": result.metrics.as_dict(),
+            "strategy": strategy_figures(result),
             "buy_and_hold": result.baseline.as_dict(),
             "bars": int(result.time_ms.size),
             "start_iso": ms_to_iso(int(result.time_ms[0])),
@@ -99,6 +148,7 @@ def summary_table(result: BacktestResult) -> str:
         ("Max drawdown %", _fmt(result.metrics.max_drawdown_pct),
          _fmt(result.baseline.max_drawdown_pct)),
         ("Trades", str(result.metrics.trades), str(result.baseline.trades)),
+        ("Refused orders", _count(result.refused_orders), "n/a"),
         ("Win rate %", _fmt(result.metrics.win_rate_pct), _fmt(result.baseline.win_rate_pct)),
         ("Profit factor", _fmt(result.metrics.profit_factor),
          _fmt(result.baseline.profit_factor)),
@@ -111,10 +161,17 @@ def summary_table(result: BacktestResult) -> str:
         lines += [f"WARNING: {len(result.faults)} agent(s) FAULTED during this run; the results "
                   "below do not show what the agents would have done.",
                   *(f"  {line}" for line in result.faults), ""]
-    lines += [*(f"WARNING: {line}" for line in result.warnings), *([""] if result.warnings else [])]
+    warned = _warnings(result)
+    lines += [*(f"WARNING: {line}" for line in warned), *([""] if warned else [])]
     lines.append(f"{'':<{width}}  {'strategy':>16}  {'buy & hold':>16}")
     lines += [f"{name:<{width}}  {a:>16}  {b:>16}" for name, a, b in rows]
+    if result.refused_orders:
+        lines += ["", refusals_line(result.refused)]
     return "\n".join(lines)
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
 
 
 def gaps_line(result: BacktestResult) -> str | None:

@@ -65,7 +65,7 @@ def parse_time(text: str) -> int:
         parsed = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"not a time: {text!r} (give Unix milliseconds or ISO 8601, e.g. 2019-10-01T12:00:00Z)"
+            f"not a time: {text!r} (give Unix milliseconds or ISO 8601: YYYY-MM-DDThh:mm:ssZ)"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)

@@ -57,12 +57,12 @@ class MarketRules:
     def check_quantity(self, quantity: Decimal, field: str = "quantity") -> None:
         """Raise INVALID_ORDER unless ``quantity`` is on the step and at least the minimum."""
         if quantity % self.step != 0:
+            example = self.floor_amount(quantity)
             raise InvalidOrderError(
                 f"{field} {fmt(quantity)} breaks the amount precision of {self.symbol}: it "
-                f"must be a multiple of {fmt(self.step)} "
-                f"(e.g. {fmt(self.floor_amount(quantity))}).",
+                f"must be a multiple of {fmt(self.step)} (e.g. {fmt(example)}).",
                 details={"rule": "amount_precision", "field": field, "value": fmt(quantity),
-                         "step": fmt(self.step)},
+                         "step": fmt(self.step), "example": fmt(example)},
             )
         if quantity < self.min_amount:
             raise InvalidOrderError(
@@ -75,11 +75,12 @@ class MarketRules:
     def check_price(self, price: Decimal, field: str) -> None:
         """Raise INVALID_ORDER unless ``price`` is a multiple of the tick."""
         if price % self.tick != 0:
+            example = self.round_price(price, up=False)
             raise InvalidOrderError(
                 f"{field} {fmt(price)} breaks the price precision of {self.symbol}: it must be a "
-                f"multiple of {fmt(self.tick)} (e.g. {fmt(self.round_price(price, up=False))}).",
+                f"multiple of {fmt(self.tick)} (e.g. {fmt(example)}).",
                 details={"rule": "price_precision", "field": field, "value": fmt(price),
-                         "tick": fmt(self.tick)},
+                         "tick": fmt(self.tick), "example": fmt(example)},
             )
 
     def check_notional(self, quantity: Decimal, price: Decimal) -> None:
@@ -90,7 +91,8 @@ class MarketRules:
                 f"Order value {fmt(notional)} ({fmt(quantity)} x {fmt(price)}) is below the "
                 f"minimum notional {fmt(self.min_notional)} for {self.symbol}.",
                 details={"rule": "min_notional", "notional": fmt(notional),
-                         "min_notional": fmt(self.min_notional)},
+                         "min_notional": fmt(self.min_notional), "quantity": fmt(quantity),
+                         "price": fmt(price)},
             )
 
 

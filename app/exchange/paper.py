@@ -398,7 +398,9 @@ class PaperBroker:
                     f"Not enough {base} to sell: needed {fmt(quantity)}, free {fmt(available)} "
                     f"(held {fmt(held)}, reserved by open sell orders "
                     f"{fmt(held - self._account.book.free(base))}).",
-                    details={"asset": base, "needed": fmt(quantity), "free": fmt(available)},
+                    details={"asset": base, "needed": fmt(quantity), "free": fmt(available),
+                             "held": fmt(held),
+                             "reserved": fmt(held - self._account.book.free(base))},
                 )
             return ZERO if req.reduce_only else quantity
         if quote_amount is not None:
@@ -416,7 +418,9 @@ class PaperBroker:
                 f"Not enough {self.quote_currency}: the order needs {fmt(needed)} (quantity "
                 f"{fmt(quantity)} at about {fmt(req.price or req.stop_price or ref)}, fee and "
                 f"slippage included) but only {fmt(free)} is free.",
-                details={"asset": self.quote_currency, "needed": fmt(needed), "free": fmt(free)},
+                details={"asset": self.quote_currency, "needed": fmt(needed), "free": fmt(free),
+                         "quantity": fmt(quantity),
+                         "price": fmt(req.price or req.stop_price or ref)},
             )
         return needed
 

@@ -161,9 +161,11 @@ class Settlement:
                 qty -= rules.step  # the 8-decimal rounding of cost and fee can tip it over
             if qty <= 0 or qty < rules.min_amount:
                 needed = _buy_cost(max(order.remaining, rules.min_amount), price, rate)
+                # the reason quotes no price of its own: a blind venue shows an order's reason
+                # with only the order's own prices rescaled (app.runtime.blind)
                 self._close(record, OrderStatus.EXPIRED,
-                            f"not filled: at the fill price {fmt(price)} it needs "
-                            f"{fmt(needed)} {quote} but only {fmt(budget)} is available")
+                            f"not filled: at the fill price it needs {fmt(needed)} {quote} but "
+                            f"only {fmt(budget)} is available")
                 return None
         else:
             held = book.total(base)

@@ -24,9 +24,10 @@ from app.memory import fsops
 from app.memory.index import FileState, RecallIndex
 
 
-def file_state(st: Any, raw: bytes) -> FileState:
+def file_state(st: Any, raw: bytes, market_ms: int | None) -> FileState:
     return FileState(
-        st.st_size, st.st_mtime_ns, st.st_ino, raw.count(b"\n"), raw.endswith(b"\n") or not raw
+        st.st_size, st.st_mtime_ns, st.st_ino, raw.count(b"\n"), raw.endswith(b"\n") or not raw,
+        market_ms,
     )
 
 
@@ -56,7 +57,8 @@ def index_content(
     stamp = unknown_ms if unknown_ms is not None else st.st_mtime_ns // 1_000_000
     if not_after_ms is not None:
         stamp = min(stamp, not_after_ms)
-    index.replace_file(rel, text, file_state(st, raw), write_ms=write_ms, unknown_ms=stamp)
+    state = file_state(st, raw, write_ms if write_ms is not None else stamp)
+    index.replace_file(rel, text, state, write_ms=write_ms, unknown_ms=stamp)
 
 
 def recover(
@@ -167,6 +169,7 @@ def _index_appended(
             after.st_ino,
             newlines + payload.count(b"\n"),
             True,
+            now,
         )
         index.append_text(
             rel, payload.decode("utf-8", "replace"), newlines + 1, state, write_ms=now

@@ -4,7 +4,9 @@ One database per agent, ``<memory root>/.index/<agent_id>.sqlite3``, outside eve
 so no memory tool can read or damage it, and per agent so one agent's query can never see another's
 rows. ``chunks`` says where each chunk came from; ``fts`` holds its text under the same row id;
 ``files`` remembers each file's size, mtime and inode at indexing, so a rescan re-reads only files
-changed by hand, and re-indexing one file deletes its chunks through the ``chunks.path`` index.
+changed by hand, and re-indexing one file deletes its chunks through the ``chunks.path`` index; and
+the market time of the change it indexed, which a listing shows (a file's own modification time
+is the wall clock's, which in a replay says nothing about the market).
 
 The row id *is* the market time: ``market_ms << 20 | sequence``. "Written at or before now" is then
 a row-id range FTS5 applies while it walks its doclists, not a filter after the fact, and "the most
@@ -45,7 +47,7 @@ from app.store.db import unit_of_work
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SEQ_BITS = 20
 SEQ_MASK = (1 << SEQ_BITS) - 1
 RANK_WINDOW = 800
@@ -56,7 +58,7 @@ FLUSH_CHUNKS = 4000  # ... or staged chunks, whichever comes first
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
     "mtime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, newlines INTEGER NOT NULL, "
-    "ends_newline INTEGER NOT NULL)",
+    "ends_newline INTEGER NOT NULL, market_ms INTEGER)",
     "CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
     "line INTEGER NOT NULL, digest BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path)",
@@ -65,6 +67,8 @@ _SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, grams, tokenize='trigram')",
 )
 _TABLES = ("files", "chunks", "appends", "fts")
+# version 4 -> 5: the files' market times (unknown for the files indexed before)
+_ADD_MARKET_MS = "ALTER TABLE files ADD COLUMN market_ms INTEGER"
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 _RECENT = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
 _TERM_ROWS = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? LIMIT ?"
@@ -74,13 +78,15 @@ _COUNT_IN = "SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND 
 
 @dataclass(frozen=True, slots=True)
 class FileState:
-    """What a file looked like when it was last indexed."""
+    """What a file looked like when it was last indexed, and the market time of that change
+    (None: unknown, indexed before the index kept it)."""
 
     size: int
     mtime_ns: int
     ino: int
     newlines: int
     ends_newline: bool
+    market_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +175,10 @@ class RecallIndex:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 4:
+                    conn.execute(_ADD_MARKET_MS)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    version = SCHEMA_VERSION
                 if version not in (0, SCHEMA_VERSION):  # an index is a cache: rebuild it
                     for table in _TABLES:
                         conn.execute(f"DROP TABLE IF EXISTS {table}")
@@ -318,10 +328,11 @@ class RecallIndex:
             if change is not None:
                 return change.state
             row = self._conn.execute(
-                "SELECT size, mtime_ns, ino, newlines, ends_newline FROM files WHERE path = ?",
-                (path,),
+                "SELECT size, mtime_ns, ino, newlines, ends_newline, market_ms FROM files "
+                "WHERE path = ?", (path,),
             ).fetchone()
-        return None if row is None else FileState(row[0], row[1], row[2], row[3], bool(row[4]))
+        return None if row is None else FileState(row[0], row[1], row[2], row[3], bool(row[4]),
+                                                  row[5])
 
     def indexed_files(self) -> dict[str, FileState]:
         """Every indexed file's state (also re-reads the chunk count other processes may change)."""
@@ -329,9 +340,9 @@ class RecallIndex:
             self._flush()
             self._total = int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
             rows = self._conn.execute(
-                "SELECT path, size, mtime_ns, ino, newlines, ends_newline FROM files"
+                "SELECT path, size, mtime_ns, ino, newlines, ends_newline, market_ms FROM files"
             ).fetchall()
-        return {r[0]: FileState(r[1], r[2], r[3], r[4], bool(r[5])) for r in rows}
+        return {r[0]: FileState(r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in rows}
 
     def _next_id(self, market_ms: int) -> int:
         """A free row id for a chunk written at ``market_ms`` (spilling to a later ms if full)."""
@@ -433,9 +444,10 @@ class RecallIndex:
     def _save_state(self, path: str, state: FileState) -> None:
         self._conn.execute("DELETE FROM appends WHERE path = ?", (path,))
         self._conn.execute(
-            "INSERT OR REPLACE INTO files(path, size, mtime_ns, ino, newlines, ends_newline) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (path, state.size, state.mtime_ns, state.ino, state.newlines, int(state.ends_newline)),
+            "INSERT OR REPLACE INTO files(path, size, mtime_ns, ino, newlines, ends_newline, "
+            "market_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (path, state.size, state.mtime_ns, state.ino, state.newlines, int(state.ends_newline),
+             state.market_ms),
         )
 
     def replace_file(

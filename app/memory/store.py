@@ -32,7 +32,7 @@ from app.domain.errors import (
 )
 from app.events import MemoryFileChanged
 from app.memory import appending, fsops
-from app.memory.index import Hit, RecallIndex, remove_index
+from app.memory.index import FileState, Hit, RecallIndex, remove_index
 from app.memory.locks import PathLocks
 from app.memory.paths import check_agent_id, note_path, split_memory_path
 from app.memory.text import ENTRY_HEADER, build_query, entry_header, sniff_type
@@ -78,6 +78,15 @@ class WriteOutcome:
     size: int
     market_ms: int
     line: int = 1
+
+
+def _market_ms(state: FileState | None, st: Any, now_ms: int) -> int:
+    """When a file last changed by the market clock: the time its index recorded for the last
+    change Kestrel made or found, else (changed by hand since, or never indexed) its modification
+    time; never later than now."""
+    if state is not None and state.market_ms is not None and appending.same(state, st):
+        return min(state.market_ms, now_ms)
+    return min(st.st_mtime_ns // 1_000_000, now_ms)
 
 
 def check_text(text: str, what: str) -> str:
@@ -496,8 +505,15 @@ class MemoryStore:
         return index.search(built, limit, self.clock.now_ms()), []
 
     def _list(self, agent_id: str, folder: str) -> tuple[list[FileInfo], list[Any]]:
+        """The files under ``folder``, each with the market time it last changed: a listing is
+        read by an agent, whose only clock is the market's (in a replay, or a blind one, a
+        file's modification time would show the wall clock's date)."""
         parts = split_memory_path(folder, allow_empty=True)
-        return self._walk(check_agent_id(agent_id), parts), []
+        agent = check_agent_id(agent_id)
+        index = self._index(agent)
+        now = self.clock.now_ms()
+        return [FileInfo(rel, st.st_size, _market_ms(index.file_state(rel), st, now))
+                for rel, st in self._walk_stats(agent, parts)], []
 
     def _update(
         self, agent_id: str, path: str, transform: Callable[[bytes | None], bytes]

@@ -101,6 +101,9 @@ class AgentBacktestResult:
     files: dict[str, Path] = field(default_factory=dict)
     rule_decisions: int = 0
     faults: list[Fault] = field(default_factory=list)
+    # a blind run's agents lived this much later than the market (``app.runtime.blind``): the
+    # times in their stores (tasks, conversations, memory) are the real ones minus it
+    blind_shift_ms: int = 0
 
 
 RULE_ENGINE_BASELINE = LLMSettings(provider="rule-engine", model="rules")
@@ -274,9 +277,11 @@ def _outcome(
     warnings = (*flags, *unknown)
     result = replace(result, faults=tuple(f.line(RERUN_HINT) for f in faults),
                      warnings=warnings)
+    blind = world.venue.blind
     return AgentBacktestResult(
         result, agents, model_calls, usage.input_tokens, usage.output_tokens, usage.cost,
         tool_calls, {}, rule_decisions, faults,
+        blind_shift_ms=blind.shift_ms if blind is not None else 0,
     )
 
 

@@ -14,26 +14,52 @@ stamps, prompts, events) sees one consistent disguise:
 Orders placed in blind terms are mapped back (symbol, quantity, prices) and executed by the real
 paper broker, whose ledger keeps real terms, so the report of a blind backtest is in real terms.
 The factor is a product of powers of 2 and 5, so both directions are exact in ``Decimal``.
+
+Mapped back, a value is put on the real market's grid: a price on the real tick (a buy's rounded
+down, a sell's up: never paying more nor selling for less than asked, and a stop loss triggering
+no later than asked), a quantity down to the real step. Why not give the model the blind tick and
+step instead: they are odd numbers (a tick of 0.01 is 0.00032 blind, a step of 0.000001 is
+0.00003125), a model rounds to the decimals it sees, and every such price would be refused; the
+adjustment is less than one blind tick, the smallest step the disguised market shows anyway.
+
+The Risk Guard judges a blind order in real terms (``BlindGuard``: the person's limits and the
+audit trail are in real terms), and every message that comes back from the real side (the
+broker's and the guard's refusals, their details, an order's reason) is retold in blind terms
+(``BlindMap.retell``): names, times, prices and base quantities. Which number in an error is a
+price or a quantity is said by its details, whose keys name each value's kind (``PRICE_KEYS``,
+``QUANTITY_KEYS``; the broker's and the market rules' refusals list every price and quantity
+their message quotes), and a number that follows "price" or "at" is a price. Quote amounts,
+percentages and counts are the same in both worlds, and are left as they are: the values of the
+call are not matched against the message, since an order's price may well equal the equity.
+An order's reason holds the agent's own words (blind already) and what the broker added (the
+order's own prices and quantities), so only the order's own values are rescaled there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.domain.errors import KestrelError, NotFoundError, ToolError
+from app.domain.clock import ms_to_iso
+from app.domain.errors import KestrelError, NotFoundError, RiskRejection, ToolError
 from app.domain.market import BookLevel, OrderBook, Ticker
-from app.domain.market_rules import MarketRules
+from app.domain.market_rules import MarketRules, fmt
 from app.domain.risk_view import PositionView, RiskView
-from app.domain.trading import AccountState, AssetBalance, Fill, Order, Position
+from app.domain.trading import AccountState, AssetBalance, Fill, Order, Position, Side
 from app.events import Event, EventSink, OrderCancelled, OrderFilled, OrderPlaced, OrderRejected
+from app.exchange.validation import check_request
 from app.market.port import MarketData, PrefixSource
 from app.market.series import KlineSeries
+from app.risk.guard import Violation
+from app.risk.types import OrderIntent
+from app.trading.entry import Guard
 from app.trading.port import (
     BrokerAbilities,
     CheckedOrder,
@@ -50,10 +76,77 @@ BLIND_START_MS = 53 * WEEK_MS
 PRICE_FACTOR = Decimal("0.032")  # 4/125: prices x 0.032, base quantities x 31.25
 QUOTE = "QUOTE"
 
+# what the values of an error's details are, by key (the rest are quote amounts, percentages,
+# counts, names or words, which the disguise leaves as they are or renames)
+PRICE_KEYS = frozenset({
+    "price", "stop_price", "last_price", "reference_price", "limit_price", "tick",
+    "take_profit_price", "stop_loss_price", "fill_price",
+})
+QUANTITY_KEYS = frozenset({
+    "quantity", "step", "min_amount", "held", "reserved", "size", "filled_quantity",
+})
+# base quantities, unless the details' ``asset`` is the quote currency
+ASSET_AMOUNT_KEYS = frozenset({"needed", "free"})
+# the value a rule was checked on, and its example: of the kind the details' ``field`` (or
+# ``parameter``) names
+FIELD_VALUE_KEYS = frozenset({"value", "example", "got"})
+# a time (ISO 8601, or Unix milliseconds of this century's first decades), or a plain number
+_TOKEN = re.compile(
+    r"(?P<time>(?<![\w.:-])\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w:-]|\.\d))"
+    r"|(?P<ms>(?<![\w.-])1\d{12}(?![\w]|\.\d))"
+    r"|(?P<number>(?<![\w.-])-?\d+(?:\.\d+)?(?![\w%]|\.\d))"
+)
+# a number right after these words is a price ("last price 8444.01", "at about 7824.73")
+_PRICED = re.compile(r"(?:\bprice|\bat|\babout)\s+$", re.IGNORECASE)
+
 
 def _split(symbol: str) -> tuple[str, str]:
     base, _, quote = symbol.partition("/")
     return base, quote
+
+
+def _trimmed(value: Decimal) -> Decimal:
+    """The same number without trailing zeros and without an exponent (0.24279200000 ->
+    0.242792, 10.000 -> 10): mapped back, a value reads in the ledger as one asked in real terms
+    would."""
+    exponent = value.normalize().as_tuple().exponent
+    assert isinstance(exponent, int)  # a finite number
+    return value.quantize(Decimal(1).scaleb(min(0, exponent)))
+
+
+def _number(value: Any) -> Decimal | None:
+    """A finite Decimal from a detail's value (a Decimal or its text); None for anything else."""
+    if isinstance(value, Decimal):
+        return value if value.is_finite() else None
+    if not isinstance(value, str):
+        return None
+    try:
+        number = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """The real prices and base quantities a message may quote (the values its call involved),
+    so that its numbers can be told apart from what is the same in both worlds."""
+
+    prices: frozenset[Decimal] = frozenset()
+    quantities: frozenset[Decimal] = frozenset()
+
+    @classmethod
+    def of(cls, prices: Iterable[Decimal | None] = (),
+           quantities: Iterable[Decimal | None] = ()) -> Terms:
+        return cls(frozenset(p for p in prices if p is not None and p.is_finite()),
+                   frozenset(q for q in quantities if q is not None and q.is_finite()))
+
+    def __or__(self, other: Terms) -> Terms:
+        return Terms(self.prices | other.prices, self.quantities | other.quantities)
+
+
+NO_TERMS = Terms()
 
 
 @dataclass
@@ -104,8 +197,109 @@ class BlindMap:
             for joint in ("/", "-", "_", ""):  # BTC/USDT, BTC-USDT, BTC_USDT, BTCUSDT
                 text = text.replace(f"{base}{joint}{quote}", f"{shown_base}{joint}{shown_quote}")
         for real, blind in sorted(self.assets.items(), key=lambda kv: -len(kv[0])):
-            text = re.sub(rf"\b{re.escape(real)}\b", blind, text)
+            # an underscore separates too: a job named BTC_1h_analysis
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(real)}(?![A-Za-z0-9])", blind, text)
         return text
+
+    def retell(self, text: str, terms: Terms = NO_TERMS, *, by_wording: bool = True) -> str:
+        """A message of the real side in blind terms: names renamed, times shifted, and each
+        price and base quantity ``terms`` holds rescaled, and with ``by_wording`` each number
+        that follows "price" or "at" too. An order's reason goes without ``by_wording``: it
+        holds the agent's own words, in blind terms already."""
+        text = self.text(text)
+
+        def blind(match: re.Match[str]) -> str:
+            token = match.group(0)
+            if match.group("time"):
+                return self._shifted_iso(token)
+            if match.group("ms"):
+                return str(self.time(int(token)))
+            value = Decimal(token)
+            worded = by_wording and _PRICED.search(text, max(0, match.start() - 12),
+                                                   match.start())
+            if value in terms.prices or worded:
+                return fmt(self.price(value))
+            if value in terms.quantities:
+                return fmt(self.qty(value))
+            return token
+
+        return _TOKEN.sub(blind, text)
+
+    def _shifted_iso(self, token: str) -> str:
+        try:
+            moment = datetime.fromisoformat(token.replace("Z", "+00:00"))
+        except ValueError:
+            return token
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        shown = ms_to_iso(self.time(int(moment.timestamp() * 1000)))
+        return shown if "T" in token else shown[:10]
+
+    def retold_details(self, details: Mapping[str, Any], terms: Terms) -> dict[str, Any]:
+        """An error's details in blind terms (their list of real symbols left out)."""
+        shown: dict[str, Any] = {}
+        for key, value in details.items():
+            if key == "available":
+                continue
+            kind = self._kind(key, details)
+            number = _number(value) if kind else None
+            if number is not None:
+                rescaled = self.price(number) if kind == "price" else self.qty(number)
+                shown[key] = fmt(rescaled) if isinstance(value, str) else rescaled
+            elif isinstance(value, str):
+                shown[key] = self.retell(value, terms)
+            elif isinstance(value, Mapping):
+                shown[key] = self.retold_details(value, terms)
+            elif isinstance(value, list | tuple):
+                shown[key] = [self.retell(v, terms) if isinstance(v, str) else v for v in value]
+            else:
+                shown[key] = value
+        return shown
+
+    def declared(self, details: Mapping[str, Any]) -> Terms:
+        """The prices and base quantities an error's details name by their keys."""
+        prices: list[Decimal | None] = []
+        quantities: list[Decimal | None] = []
+        for key, value in details.items():
+            kind = self._kind(key, details)
+            if kind == "price":
+                prices.append(_number(value))
+            elif kind == "quantity":
+                quantities.append(_number(value))
+        return Terms.of(prices, quantities)
+
+    def _kind(self, key: str, details: Mapping[str, Any]) -> str | None:
+        """"price", "quantity" or None (a value the disguise leaves as it is) for a detail."""
+        if key in PRICE_KEYS:
+            return "price"
+        if key in QUANTITY_KEYS:
+            return "quantity"
+        if key in ASSET_AMOUNT_KEYS:
+            asset = details.get("asset")
+            return "quantity" if asset in self.assets and asset != self._quote_real() else None
+        if key in FIELD_VALUE_KEYS:
+            field = details.get("field", details.get("parameter"))
+            if field == "quantity":
+                return "quantity"
+            return "price" if field in PRICE_KEYS else None
+        return None
+
+    def retold(self, exc: KestrelError) -> KestrelError:
+        """A refusal of the real side (a tool error, the Risk Guard's) in blind terms, its
+        numbers told apart by its details (module docstring). Other errors are not shown to
+        agents as written, and are left as they are."""
+        if isinstance(exc, RiskRejection):
+            known = self.declared(exc.details)
+            return RiskRejection(exc.rule, self.retell(exc.reason, known),
+                                 self.retold_details(exc.details, known))
+        if not isinstance(exc, ToolError):
+            return exc
+        known = self.declared(exc.details)
+        clone = copy.copy(exc)
+        clone.message = self.retell(exc.message, known)
+        clone.args = (clone.message,)
+        clone.details = self.retold_details(exc.details, known)
+        return clone
 
     # -- blind -> real -------------------------------------------------------------------------
 
@@ -130,6 +324,30 @@ class BlindMap:
     def real_qty(self, blind: Decimal) -> Decimal:
         return blind * self.factor
 
+    def real_price_on(self, blind: Decimal | None, rules: MarketRules, side: Side
+                      ) -> Decimal | None:
+        """The real price of a blind one on the real tick: a buy's rounded down, a sell's up.
+        A price already on the tick is sent as it is; one no grid can hold (not a positive
+        finite number, or under one tick) too, for the broker to refuse in words."""
+        real = self.real_price(blind)
+        if real is None or not real.is_finite() or real <= 0:
+            return real
+        if real % rules.tick == 0:
+            return _trimmed(real)
+        on_tick = rules.round_price(real, up=side is Side.SELL)
+        return _trimmed(on_tick) if on_tick > 0 else real
+
+    def real_qty_on(self, blind: Decimal, rules: MarketRules) -> Decimal:
+        """The real quantity of a blind one, down to the real step (already on the step, or
+        under one step: as it is, the latter for the broker to refuse in words)."""
+        real = self.real_qty(blind)
+        if not real.is_finite() or real <= 0:
+            return real
+        if real % rules.step == 0:
+            return _trimmed(real)
+        on_step = rules.floor_amount(real)
+        return _trimmed(on_step) if on_step > 0 else real
+
     # -- domain values -------------------------------------------------------------------------
 
     def series(self, s: KlineSeries) -> KlineSeries:
@@ -152,7 +370,9 @@ class BlindMap:
         blind.fee = self.qty(o.fee) if o.fee_currency != self._quote_real() else o.fee
         blind.created_ms = self.time(o.created_ms)
         blind.updated_ms = self.time(o.updated_ms) if o.updated_ms else 0
-        blind.reason = self.text(o.reason)
+        blind.reason = self.retell(o.reason, Terms.of(
+            (o.price, o.stop_price, o.average_price),
+            (o.quantity, o.filled_quantity, o.remaining)), by_wording=False)
         return blind
 
     def fill(self, f: Fill) -> Fill:
@@ -184,7 +404,8 @@ class BlindMap:
             return replace(event, order=self.order(event.order))
         if isinstance(event, OrderRejected):
             return replace(event, symbol=self.symbol(event.symbol),
-                           quantity=self.qty(event.quantity), reason=self.text(event.reason),
+                           quantity=self.qty(event.quantity),
+                           reason=self.retell(event.reason, Terms.of((), (event.quantity,))),
                            time_ms=self.time(event.time_ms))
         return event
 
@@ -251,21 +472,6 @@ class BlindDriver:
         await self._inner.run_paced(end_ms, tick_s=tick_s, max_step_ms=max_step_ms)
 
 
-def _renamed(blind: BlindMap, exc: KestrelError) -> KestrelError:
-    """A tool error of the real broker or market with the real names replaced by blind ones
-    (and its list of real symbols left out); other errors are not shown to agents as written."""
-    if not isinstance(exc, ToolError):
-        return exc
-    clone = copy.copy(exc)
-    clone.message = blind.text(exc.message)
-    clone.args = (clone.message,)
-    clone.details = {
-        key: blind.text(value) if isinstance(value, str) else value
-        for key, value in exc.details.items() if key != "available"
-    }
-    return clone
-
-
 class BlindMarket:
     """``MarketData`` in blind terms over the real one."""
 
@@ -314,7 +520,7 @@ class BlindMarket:
         try:
             return await pending
         except KestrelError as exc:
-            raise _renamed(self._blind, exc) from None
+            raise self._blind.retold(exc) from None
 
 
 class BlindBroker:
@@ -334,21 +540,29 @@ class BlindBroker:
         return None if symbol is None else self._b.real_symbol(symbol)
 
     def _request(self, req: OrderRequest) -> OrderRequest:
+        """``req`` in real terms on the real market's grid (module docstring). Its numbers and
+        fields are checked first, as asked: a refusal then quotes the agent's own values."""
+        check_request(req)
         b = self._b
-        return replace(req, symbol=b.real_symbol(req.symbol), quantity=b.real_qty(req.quantity),
-                       price=b.real_price(req.price), stop_price=b.real_price(req.stop_price))
+        symbol = b.real_symbol(req.symbol)
+        rules = self._sync(lambda: self._inner.market_rules(symbol))
+        quantity = req.quantity if req.quote_amount is not None else b.real_qty_on(
+            req.quantity, rules)
+        return replace(req, symbol=symbol, quantity=quantity,
+                       price=b.real_price_on(req.price, rules, req.side),
+                       stop_price=b.real_price_on(req.stop_price, rules, req.side))
 
     async def _call(self, pending: Any) -> Any:
         try:
             return await pending
         except KestrelError as exc:
-            raise _renamed(self._b, exc) from None
+            raise self._b.retold(exc) from None
 
     def _sync(self, call: Callable[[], Any]) -> Any:
         try:
             return call()
         except KestrelError as exc:
-            raise _renamed(self._b, exc) from None
+            raise self._b.retold(exc) from None
 
     async def create_order(self, req: OrderRequest) -> Order:
         return self._b.order(await self._call(self._inner.create_order(self._request(req))))
@@ -426,11 +640,15 @@ class BlindBroker:
         return self._b.qty(self._inner.position_size(self._b.real_symbol(symbol)))
 
     async def precheck(self, req: OrderRequest, *, released: Decimal = Decimal(0)) -> CheckedOrder:
+        real = self._request(req)
         checked = await self._call(self._inner.precheck(
-            self._request(req), released=self._b.real_qty(released)))
+            real, released=self._b.real_qty(released)))
         b = self._b
+        # a note says how the order will be sent (a stop as a stop-limit, at what limit)
+        told = b.retell(checked.note, Terms.of(
+            (real.price, real.stop_price, checked.reference_price), (checked.quantity,)))
         return replace(checked, symbol=b.symbol(checked.symbol), quantity=b.qty(checked.quantity),
-                       reference_price=b.price(checked.reference_price))
+                       reference_price=b.price(checked.reference_price), note=told)
 
     def abilities(self, symbol: str) -> BrokerAbilities:
         return self._sync(lambda: self._inner.abilities(self._b.real_symbol(symbol)))
@@ -438,7 +656,7 @@ class BlindBroker:
     async def placement(self, agent_id: str, client_order_id: str) -> Placement:
         found = await self._call(self._inner.placement(agent_id, client_order_id))
         order = None if found.order is None else self._b.order(found.order)
-        return replace(found, order=order, detail=self._b.text(found.detail))
+        return replace(found, order=order, detail=self._b.retell(found.detail))
 
     async def lots(self, symbol: str) -> list[OwnedLot]:
         found = await self._call(self._inner.lots(self._b.real_symbol(symbol)))
@@ -446,18 +664,69 @@ class BlindBroker:
                 for lot in found]
 
     def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
-        self._sync(lambda: self._inner.check_oco(self._request(take_profit),
-                                                 self._request(stop_loss)))
+        tp, sl = self._request(take_profit), self._request(stop_loss)
+        self._sync(lambda: self._inner.check_oco(tp, sl))
 
     async def create_oco(
         self, take_profit: OrderRequest, stop_loss: OrderRequest
     ) -> tuple[Order, Order]:
-        tp, sl = await self._call(self._inner.create_oco(self._request(take_profit),
-                                                         self._request(stop_loss)))
-        return self._b.order(tp), self._b.order(sl)
+        tp, sl = self._request(take_profit), self._request(stop_loss)
+        placed = await self._call(self._inner.create_oco(tp, sl))
+        return self._b.order(placed[0]), self._b.order(placed[1])
 
 
-__all__ = ["BlindBroker", "BlindDriver", "BlindMap", "BlindMarket", "ShiftedClock"]
+class BlindGuard:
+    """The Risk Guard in front of a blind venue's order entry: it judges each order in real
+    terms, against the real account, and its refusals reach the agent in blind terms.
+
+    Why real terms: the person's limits are written for the real market (an allowed symbol is
+    a real name), and the audit trail of decisions is read beside the real ledger. Order entry
+    hands this guard the blind intent and view; the intent is mapped back as its order will be
+    (the same grid, ``BlindBroker``), and the view is the real broker's own.
+    """
+
+    def __init__(self, inner: Guard, blind: BlindMap, account: TradingBroker) -> None:
+        self._inner = inner
+        self._b = blind
+        self._account = account
+
+    def _real(self, intent: OrderIntent) -> OrderIntent:
+        b = self._b
+        symbol = b.real_symbol(intent.symbol)
+        rules = self._account.market_rules(symbol)
+        return replace(
+            intent, symbol=symbol, quantity=b.real_qty_on(intent.quantity, rules),
+            reference_price=intent.reference_price / b.factor,
+            price=b.real_price_on(intent.price, rules, intent.side),
+            stop_price=b.real_price_on(intent.stop_price, rules, intent.side),
+        )
+
+    @contextlib.contextmanager
+    def admit(self, intent: OrderIntent, view: RiskView) -> Iterator[None]:
+        real = self._real(intent)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._inner.admit(real, self._account.risk_view()))
+            except RiskRejection as exc:
+                raise self._b.retold(exc) from None
+            yield
+
+    def preview(self, intent: OrderIntent, view: RiskView) -> tuple[str, Violation] | None:
+        real = self._real(intent)
+        verdict = self._inner.preview(real, self._account.risk_view())
+        if verdict is None:
+            return None
+        rule, violation = verdict
+        told = self._b.retold(RiskRejection(rule, violation.reason, violation.details))
+        assert isinstance(told, RiskRejection)
+        return rule, Violation(told.reason, told.details)
+
+    def refuse(self, intent: OrderIntent, view: RiskView, rule: str, reason: str) -> None:
+        self._inner.refuse(self._real(intent), self._account.risk_view(), rule, reason)
+
+
+__all__ = ["BlindBroker", "BlindDriver", "BlindGuard", "BlindMap", "BlindMarket",
+           "ShiftedClock", "Terms"]
 
 
 def blind_venue(open_inner: Callable[[EventSink | None], Any], events: EventSink | None) -> Any:

@@ -5,9 +5,10 @@ ran, or a final answer) and what the refused ones were refused for (the error co
 the model got back); model calls and tokens per decision (a decision is a task the agent
 finished: an analysis of a bar, an answer to a signal or a fill); cost and latency per call
 (from the recording, so a replay reports the original run's); how often its decisions matched
-the rule engine's on the same bars (the analyst's signal, the trader's orders); and its return
-beside the rule engine's and buy-and-hold. Nothing here depends on wall time or the output
-folder, so a replay writes byte-identical JSON and Markdown.
+the rule engine's on the same bars (the analyst's signal, the trader's orders); its trades and,
+beside them, its refused orders (so no trade because every order was refused never reads as a
+quiet market); and its return beside the rule engine's and buy-and-hold. Nothing here depends
+on wall time or the output folder, so a replay writes byte-identical JSON and Markdown.
 """
 
 from __future__ import annotations
@@ -107,9 +108,12 @@ def read_answers(run_dir: Path) -> Answers:
     return answers
 
 
-def read_decisions(run_dir: Path, time_ms: np.ndarray) -> list[tuple[str, str]]:
+def read_decisions(
+    run_dir: Path, time_ms: np.ndarray, shift_ms: int = 0
+) -> list[tuple[str, str]]:
     """Per bar of the run: the analyst's signal (BUY, SELL or HOLD) and the trader's orders
-    (sides placed in that bar, or NONE)."""
+    (sides placed in that bar, or NONE). ``shift_ms``: how much earlier a blind run's agents
+    stamped their tasks (the orders are in the real ledger's time)."""
     signals = ["HOLD"] * time_ms.size
     orders: list[list[str]] = [[] for _ in range(time_ms.size)]
     with _db(run_dir) as db:
@@ -117,7 +121,7 @@ def read_decisions(run_dir: Path, time_ms: np.ndarray) -> list[tuple[str, str]]:
             "SELECT created_ms, payload_json FROM tasks WHERE task_type = ? ORDER BY seq",
             (SIGNAL_TASK,),
         ):
-            bar = _bar(time_ms, created)
+            bar = _bar(time_ms, created + shift_ms)
             try:
                 side = str(json.loads(payload).get("side", "?")).upper()
             except (ValueError, AttributeError):
@@ -228,7 +232,7 @@ class EvalReport:
 
     def rows(self) -> list[tuple[str, ...]]:
         head = ("window", "bars", "valid %", "calls/dec", "tokens/dec", "ms/call", "cost $",
-                "agree %", "return %", "rules %", "hold %")
+                "agree %", "trades", "refused", "return %", "rules %", "hold %")
         rows = [head]
         for item in [*self.data["windows"], self.data["total"]]:
             f = item["figures"]
@@ -236,7 +240,8 @@ class EvalReport:
                 item["name"], str(f["bars"]), _show(f["valid_call_rate_pct"]),
                 _show(f["calls_per_decision"]), _show(f["tokens_per_decision"], 0),
                 _show(f["latency_ms_mean"], 0), _show(f["cost_usd"], 4),
-                _show(f["agreement_pct"]), _show(item.get("return_pct")),
+                _show(f["agreement_pct"]), _show(item.get("trades"), 0),
+                _show(item.get("refused_orders"), 0), _show(item.get("return_pct")),
                 _show(item.get("rule_engine_return_pct")), _show(item.get("buy_and_hold_pct")),
             ))
         return rows
@@ -275,8 +280,10 @@ class EvalReport:
                   "valid %: answers the toolset took (a call that ran, or a final answer). "
                   "calls/dec, tokens/dec: model calls and tokens per finished task. agree %: bars "
                   "on which the analyst's signal and the trader's orders matched the rule "
-                  "engine's. return %: the model's agents; rules %: the rule engine on the same "
-                  "bars; hold %: buy-and-hold.", ""]
+                  "engine's. trades: the model's round trips; refused: its orders (entries, "
+                  "exits, closes) the broker, order entry or the Risk Guard refused. return %: "
+                  "the model's agents; rules %: the rule engine on the same bars; hold %: "
+                  "buy-and-hold.", ""]
         return "\n".join(lines)
 
 
@@ -297,7 +304,7 @@ def build_report(
         answers = read_answers(run.model_dir)
         calls = read_calls(run.recording, subject, prices)
         time_ms = run.model.result.time_ms[1:]  # the bars decided on (step 0 is the start)
-        mine = read_decisions(run.model_dir, time_ms)
+        mine = read_decisions(run.model_dir, time_ms, run.model.blind_shift_ms)
         rules = read_decisions(run.baseline_dir, run.baseline.result.time_ms[1:])
         agree = (len(mine), sum(a[0] == b[0] for a, b in zip(mine, rules, strict=True)),
                  sum(a[1] == b[1] for a, b in zip(mine, rules, strict=True)),
@@ -312,6 +319,8 @@ def build_report(
             "rule_engine_return_pct": round(run.baseline.result.metrics.total_return_pct, 4),
             "buy_and_hold_pct": round(run.model.result.baseline.total_return_pct, 4),
             "trades": run.model.result.metrics.trades,
+            "refused_orders": run.model.result.refused_orders,
+            "refused_orders_by": run.model.result.refused,
             "disagreements": [
                 {"bar": i, "model": list(a), "rule_engine": list(b)}
                 for i, (a, b) in enumerate(zip(mine, rules, strict=True)) if a != b
@@ -319,6 +328,8 @@ def build_report(
         })
     total: dict[str, Any] = {
         "name": "all", "figures": _figures(all_answers, all_calls, tuple(agree_total)),
+        "trades": sum(w["trades"] for w in windows),
+        "refused_orders": _total(w["refused_orders"] for w in windows),
         "return_pct": _mean(w["return_pct"] for w in windows),
         "rule_engine_return_pct": _mean(w["rule_engine_return_pct"] for w in windows),
         "buy_and_hold_pct": _mean(w["buy_and_hold_pct"] for w in windows),
@@ -336,6 +347,12 @@ def build_report(
         "subject": subject_data, "blind": blind, "warnings": warnings,
         "before_training_cutoff": before_cutoff, "windows": windows, "total": total,
     })
+
+
+def _total(counts: Any) -> int | None:
+    """The sum of the windows' counts; None when a window's was not counted."""
+    items = list(counts)
+    return None if any(c is None for c in items) else sum(items)
 
 
 def _mean(values: Any) -> float | None:

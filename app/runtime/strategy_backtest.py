@@ -13,9 +13,11 @@ both are (``BacktestStopped``).
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 import traceback
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -111,7 +113,8 @@ class RunOptions:
         out_dir: where the report and the run's ledger (``backtest.db``) go; None writes nothing.
             A folder is created, or reused only when empty or made by a backtest before
             (``app.runtime.output_folder``).
-        record_tool_calls: keep every tool call in the ledger's audit table.
+        record_tool_calls: keep every tool call in the ledger's audit table (off: the report
+            cannot count the refused orders, and says so).
     """
 
     paper: PaperSettings = field(default_factory=PaperSettings)
@@ -245,6 +248,28 @@ async def run_strategy(
     return timeline, output, time.perf_counter() - started
 
 
+# the calls that place an order (an entry, a position's exits, a close)
+ORDER_TOOLS = ("create_order", "set_position_tp_sl_orders", "close_position")
+_RULE = re.compile(r"<rule>([^<]*)</rule>")
+
+
+def refused_orders(world: World) -> dict[str, int]:
+    """The run's refused order calls, by error code ("INVALID_ORDER") or by the Risk Guard's
+    rule ("risk guard: max_position_weight"), from the ledger's audit of tool calls."""
+    rows = world.ledger.connection.execute(
+        "SELECT status, error_code, result_xml FROM tool_calls "
+        "WHERE status != 'success' AND tool_name IN (?, ?, ?)", ORDER_TOOLS,
+    ).fetchall()
+    refused: Counter[str] = Counter()
+    for status, code, xml in rows:
+        if status == "rejected":
+            rule = _RULE.search(xml)
+            refused[f"risk guard: {rule.group(1) if rule else 'unknown rule'}"] += 1
+        else:
+            refused[code or status] += 1
+    return dict(sorted(refused.items()))
+
+
 def collect_result(
     world: World,
     timeline: Timeline,
@@ -252,8 +277,12 @@ def collect_result(
     *,
     settings: dict[str, Any],
     stats: dict[str, Any],
+    audited: bool = True,
 ) -> BacktestResult:
-    """Turn the ledger's record of a finished run into metrics, trades and the baseline."""
+    """Turn the ledger's record of a finished run into metrics, trades and the baseline.
+
+    ``audited``: the run kept its tool calls in the ledger, so its refused orders can be
+    counted (otherwise the report says they were not)."""
     market = history(world)
     curve = {t: float(e) for t, e, _cash in world.ledger.equity_curve()}
     account = world.venue.real_broker  # the ledger's terms
@@ -290,7 +319,7 @@ def collect_result(
     return BacktestResult(
         time_ms=timeline.time_ms, equity=equity, baseline_equity=base_equity,
         exposed=output.exposed, trades=trades, metrics=metrics, baseline=baseline,
-        settings=settings, stats=stats,
+        settings=settings, stats=stats, refused=refused_orders(world) if audited else None,
     )
 
 
@@ -347,7 +376,8 @@ async def run_backtest_async(
             "failed_tool_calls": len(failures),
             "first_failures": failures[:5],
         }
-        result = collect_result(world, timeline, output, settings=settings, stats=stats)
+        result = collect_result(world, timeline, output, settings=settings, stats=stats,
+                                audited=opts.record_tool_calls)
         if opts.out_dir is not None:
             save_ledger(world, opts.out_dir)
     finally:
@@ -386,6 +416,7 @@ def _report_partial(
         result = collect_result(
             world, ran, ReplayOutput(exposed, done),
             settings=_settings(data, strategy, opts, ran), stats=stats,
+            audited=opts.record_tool_calls,
         )
         save_ledger(world, opts.out_dir)
         write_report(result, opts.out_dir)

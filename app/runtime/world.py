@@ -70,6 +70,7 @@ from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
 from app.risk.config import build_guard
 from app.risk.guard import RiskDecisionRecorder, RiskGuard
+from app.runtime.blind import BlindGuard
 from app.runtime.fills import FillRouter
 from app.runtime.providers import (
     Pricer,
@@ -518,8 +519,11 @@ def _assemble(
     cleanup.callback(requests.close)
     held = HeldStops(target, durable=options.mode is Mode.LIVE)
     cleanup.callback(held.close)
+    # a blind venue's orders are judged in real terms, their refusals told in blind ones
+    entry_guard = guard if venue.blind is None else BlindGuard(guard, venue.blind,
+                                                               venue.real_broker)
     orders = OrderEntry(
-        broker, guard, requests, approval=options.approval or settings.approval,
+        broker, entry_guard, requests, approval=options.approval or settings.approval,
         halted=kill_log.active if kill_log is not None else (lambda: None),
         traded_symbols=traded_symbols(venue, ledger), alert=alert.send,
         kestrel_stops=settings.trading.kestrel_stops, now_ms=venue.clock.now_ms, held=held,

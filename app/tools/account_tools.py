@@ -188,8 +188,8 @@ def build_account_tools(
             permission=Permission.ACCOUNT,
             handler=get_account_balance,
             returns=(
-                '<account_balance quote_currency="USDT" cash="85000" equity="102300" '
-                'today_pnl="220" total_pnl="2300" max_drawdown_pct="8.0" mode="PAPER">\n'
+                '<account_balance quote_currency="USDT" cash="412.5" equity="472.7" '
+                'today_pnl="2.2" total_pnl="-27.3" max_drawdown_pct="8.0" mode="PAPER">\n'
                 '    <asset currency="BTC" free="0.5" used="0.1" total="0.6" />\n'
                 "</account_balance>"
             ),
@@ -206,8 +206,8 @@ def build_account_tools(
             permission=Permission.ACCOUNT,
             handler=get_open_positions,
             returns=(
-                '<positions>\n    <position symbol="BTC/USDT" size="0.5" avg_price="60000" '
-                'current_price="61000" unrealized_pnl="500" weight_pct="29.8" />\n</positions>'
+                '<positions>\n    <position symbol="BTC/USDT" size="0.6" avg_price="100.2" '
+                'current_price="100.5" unrealized_pnl="0.18" weight_pct="12.76" />\n</positions>'
             ),
         ),
         ToolSpec(
@@ -224,7 +224,7 @@ def build_account_tools(
             returns=(
                 '<order order_id="P00000001" client_order_id="c1" symbol="BTC/USDT" side="BUY" '
                 'order_type="LIMIT" status="SUBMITTED" quantity="0.1" filled_quantity="0" '
-                'price="60000" fee="0" fee_currency="USDT" />'
+                'price="99.5" fee="0" fee_currency="USDT" />'
             ),
         ),
         ToolSpec(
@@ -250,8 +250,8 @@ def build_account_tools(
             permission=Permission.ACCOUNT,
             handler=get_trade_history,
             returns=(
-                '<trades>\n    <trade time_ms="1700000000000" symbol="BTC/USDT" side="BUY" '
-                'quantity="0.1" price="60012" fee="6.0012" realized_pnl="0" '
+                '<trades>\n    <trade time_ms="long" symbol="BTC/USDT" side="BUY" '
+                'quantity="0.1" price="100.2" fee="0.01002" realized_pnl="0" '
                 'order_id="P00000001" />\n</trades>'
             ),
         ),

@@ -32,8 +32,8 @@ MAX_VALUES = 500
 
 _CALCULATE_RETURNS = """
 <indicator_data name="MACD" symbol="BTC/USDT" interval="1h" params="fast=12,slow=26,signal=9">
-    <point timestamp_ms="1700000000000" macd="35.1" signal="12.4" histogram="22.7" />
-    <point timestamp_ms="1700003600000" macd="36.0" signal="17.0" histogram="19.0" />
+    <point timestamp_ms="long" macd="0.351" signal="0.124" histogram="0.227" />
+    <point timestamp_ms="long" macd="0.360" signal="0.170" histogram="0.190" />
 </indicator_data>
 """
 

@@ -235,8 +235,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
             permission=Permission.MEMORY,
             handler=log_journal_entry,
             returns=(
-                '<journal_entry_logged file_path="journal/2024-02-20.md" line="12" '
-                'time_ms="1708437600000" time_iso="2024-02-20T14:00:00Z" '
+                '<journal_entry_logged file_path="journal/YYYY-MM-DD.md" line="12" '
+                'time_ms="long" time_iso="YYYY-MM-DDThh:mm:ssZ" '
                 'status_message="Journal entry logged." />'
             ),
         ),
@@ -298,7 +298,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
             handler=recall_memory,
             returns=(
                 "<memories>\n"
-                '    <memory source="journal/2024-02-20.md" line="4" score="2.31">'
+                '    <memory source="journal/YYYY-MM-DD.md" line="4" score="2.31">'
                 "snippet</memory>\n"
                 "</memories>"
             ),
@@ -319,8 +319,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
             handler=list_agent_memory_files,
             returns=(
                 "<memory_files>\n"
-                '    <file path="journal/2024-02-20.md" size="1840" '
-                'modified_iso="2024-02-20T15:02:11Z" />\n'
+                '    <file path="journal/YYYY-MM-DD.md" size="840" '
+                'modified_iso="YYYY-MM-DDThh:mm:ssZ" />\n'
                 "</memory_files>"
             ),
         ),

@@ -81,6 +81,7 @@ def test_sma_cross_run_reaches_100_percent_and_reports_beside_buy_and_hold(
     assert rows["Total return %"] == (f"{outcome.result.metrics.total_return_pct:,.2f}",
                                       f"{outcome.result.baseline.total_return_pct:,.2f}")
     assert rows["Trades"][0] == str(len(outcome.result.trades))
+    assert rows["Refused orders"] == ("0", "n/a")  # next to the trades, in every report
     assert view.report.trades.rowCount() == len(outcome.result.trades) > 0
     assert view.report.equity_plot.listDataItems()  # the equity curves are drawn
     table = view.report.metrics  # every metric visible without scrolling

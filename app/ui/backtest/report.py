@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.backtest.metrics import Metrics, drawdown_pct
-from app.backtest.report import BacktestResult
+from app.backtest.report import BacktestResult, refusal_warning
 from app.domain.clock import ms_to_iso
 from app.ui.theme import palette, set_look
 
@@ -46,6 +46,7 @@ METRIC_ROWS: tuple[Row, ...] = (
     ("Exposure %", lambda m: m.exposure_pct, 1, False),
     ("Fees paid", lambda m: m.fees_paid, 2, False),
 )
+REFUSED_ROW = "Refused orders"
 TRADE_COLUMNS = ("Symbol", "Entry (UTC)", "Exit (UTC)", "Quantity", "Entry price",
                  "Exit price", "P&L", "Return %", "Bars")
 
@@ -170,21 +171,31 @@ class ReportView(QWidget):
         start, end = int(result.time_ms[0]), int(result.time_ms[-1])
         first, last = (ms_to_iso(t)[:16].replace("T", " ") for t in (start, end))
         self.title.setText(f"{title}: {first} → {last} UTC, {result.time_ms.size:,} bars")
-        self.note.setText("\n".join(f"⚠ {line}" for line in (*result.warnings, note) if line)
-                          if result.warnings else note)
+        warned = [w for w in (refusal_warning(result), *result.warnings) if w]
+        self.note.setText("\n".join(f"⚠ {line}" for line in (*warned, note) if line)
+                          if warned else note)
         self.metrics.setHorizontalHeaderLabels(["Metric", title, "Buy & hold"])
         self._fill_metrics(result)
         self._fill_chart(result)
         self._fill_trades(result)
 
     def _fill_metrics(self, result: BacktestResult) -> None:
-        self.metrics.setRowCount(len(METRIC_ROWS))
-        for row, (label, get, decimals, signed) in enumerate(METRIC_ROWS):
+        self.metrics.setRowCount(len(METRIC_ROWS) + 1)
+        row = 0
+        for label, get, decimals, signed in METRIC_ROWS:
             self.metrics.setItem(row, 0, _cell(label, number=False))
             for col, metrics in ((1, result.metrics), (2, result.baseline)):
                 value = get(metrics)
                 colour = _sign_colour(value) if signed else None
                 self.metrics.setItem(row, col, _cell(fmt(value, decimals), colour=colour))
+            row += 1
+            if label == "Trades":  # what was refused beside what was traded
+                refused = result.refused_orders
+                self.metrics.setItem(row, 0, _cell(REFUSED_ROW, number=False))
+                self.metrics.setItem(row, 1, _cell(fmt(refused, 0),
+                                                   colour=palette().down if refused else None))
+                self.metrics.setItem(row, 2, _cell("n/a"))
+                row += 1
         self.metrics.resizeRowsToContents()
         # every metric in view when the window has the room: the splitter gives the table its
         # full height, but it is not pinned there (a small screen scrolls the table instead)

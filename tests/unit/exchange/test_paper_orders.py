@@ -126,7 +126,8 @@ def test_sell_more_than_held_is_insufficient_funds_naming_the_asset():
     rig.step()
     with pytest.raises(InsufficientFundsError) as info:
         run(rig.broker.create_order(req(side=Side.SELL, qty="0.6")))
-    assert info.value.details == {"asset": "BTC", "needed": "0.6", "free": "0.5"}
+    assert info.value.details == {"asset": "BTC", "needed": "0.6", "free": "0.5", "held": "0.5",
+                                  "reserved": "0"}
 
 
 def test_same_client_order_id_returns_the_same_order_never_two():
