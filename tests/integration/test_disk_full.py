@@ -10,6 +10,7 @@ somewhere in the run, and the run must end the same way whichever comes first.
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import signal
@@ -153,7 +154,7 @@ def test_what_the_full_disk_kept_from_being_written_is_named_call_by_call(tmp_pa
     workspace = tmp_path / "ws"
     done = subprocess.run(  # noqa: S603 - our own interpreter and script
         [sys.executable, str(WORKER), str(workspace)], capture_output=True, text=True,
-        timeout=120, cwd=REPO, check=False,
+        timeout=120, cwd=REPO, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
