@@ -10,15 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.agents.llm.port import LLMRequest, LLMResponse, LLMUsage, StreamCallback
+from app.agents.llm.tokens import prompt_tokens
 
 Answer = str | Exception | Callable[[LLMRequest], str]
 
 
 @dataclass
 class ScriptedProvider:
+    """``usage``: what every answer reports; by default what a server would count: the
+    request's prompt (cl100k_base) and 100 tokens for the answer."""
+
     answers: list[Answer]
     model: str = "gpt-4o-mini"
-    usage: LLMUsage = field(default_factory=lambda: LLMUsage(1_000, 100))
+    usage: LLMUsage | None = None
     name: str = "openai-compatible"
     is_llm: bool = True
     requests: list[LLMRequest] = field(default_factory=list)
@@ -39,7 +43,9 @@ class ScriptedProvider:
             half = len(text) // 2
             on_delta(text[:half])
             on_delta(text[half:])
-        return LLMResponse(text, self.usage, self.model, self.name, 5.0)
+        usage = self.usage or LLMUsage(
+            prompt_tokens(request.system, request.messages, request.tools), 100)
+        return LLMResponse(text, usage, self.model, self.name, 5.0)
 
     async def aclose(self) -> None:
         return None

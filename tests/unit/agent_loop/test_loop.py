@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from app.agents.llm.port import LLMUsage, TemporaryLLMError
+from app.agents.llm.tokens import prompt_tokens
 from app.domain.agents import AgentState, TaskStatus
 from app.events import AnswerStreamed
 from app.runtime.world import World
@@ -204,7 +205,8 @@ def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) ->
         task = world.agents.manager.send_user_message(agent_id, "price?")
         await settle(world)
         usage = world.agents.conversations.usage(task_id=task.task_id)
-        assert usage.calls == 2 and usage.input_tokens == 2_000 and usage.output_tokens == 200
+        asked = sum(prompt_tokens(r.system, r.messages, r.tools) for r in provider.requests)
+        assert usage.calls == 2 and usage.input_tokens == asked and usage.output_tokens == 200
         assert usage.cost > 0
         assert "".join(p.delta for p in pieces if p.step == 1) == TICKER
         assert _kinds(world, task.task_id) == [
