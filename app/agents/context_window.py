@@ -12,10 +12,12 @@ Past that limit, what gives way, in this order (each step only as far as needed)
 
 1. the results in the task's data block, then older tool results, oldest first, are summarised
    (``context_budget.summarise``: the tool, what it held, "call it again");
-2. the task's data block is left out (a note says so);
-3. earlier steps of the task (a call and its result) are left out, oldest first (a note says how
-   many);
+2. the task's data block is left out (a note in its place says so);
+3. earlier steps of the task (a call and its result) are left out, oldest first;
 4. the newest result is summarised.
+
+The task message itself stays readable as a task: the note about its data stands inside an empty
+data block, so whatever reads the task (the rule engine, the chat) reads it as before.
 
 The system prompt is never touched: it carries the agent's instructions, and it is what a server
 that cuts prompts loses first. When even the system prompt, the task and its latest step do not
@@ -46,8 +48,8 @@ _SCALE_STEP = 1.02
 CUT_RATIO = 0.8
 _CUT_MIN_TOKENS = 256
 DATA_LEFT_OUT = (
-    "(The task's data block was left out to fit the model's context; call the tools for the "
-    "data you need.)"
+    "(The results this task carried were left out to fit the model's context; call the tools "
+    "for the data you need.)"
 )
 PROMPT_CUT_NOTICE = "The model's server cut the prompt"
 
@@ -149,19 +151,14 @@ class _Fitter:
             return
         task, block = split_task_data(self.messages[0].content)
         if block is not None:
-            self._set(0, f"{task}{SEPARATOR}{DATA_LEFT_OUT}")
+            head = block[: block.index(">") + 1] if block.startswith(OPEN) else OPEN + ">"
+            self._set(0, f"{task}{SEPARATOR}{head}\n{DATA_LEFT_OUT}\n{CLOSE}")
 
     def leave_out_steps(self) -> None:
         """Drop (call, result) pairs after the task message, oldest first, keeping the last."""
-        dropped = 0
         while len(self.messages) > 3 and self.total() > self.window.prompt_limit:
             del self.messages[1:3]
-            dropped += 1
-        if dropped:
-            note = (f"\n\n(The {dropped} earliest step{'s' if dropped > 1 else ''} of this task "
-                    "were left out to fit the model's context; call the tools again for what "
-                    "you need.)")
-            self._set(0, self.messages[0].content + note)
+            self.changed += 1
 
     def summarise_newest(self) -> None:
         for index in self._results()[-1:]:

@@ -57,6 +57,7 @@ from app.agents.native_calls import (
     chat_messages,
     read_native,
     tool_schemas,
+    with_words,
 )
 from app.agents.task_data import gather, with_task_data
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
@@ -304,11 +305,12 @@ class AgentLoop:
         call that cannot be read is answered at once with what to fix."""
         conv = self.s.conversations
         reading = read_native(response.tool_calls, self.s.executor.registry)
-        if response.text.strip():
+        content = with_words(reading, response.text, self.s.executor.parse)
+        if response.text.strip() and content == reading.content:  # words not kept with the call
             messages.append(conv.add(self.agent_id, task.task_id, step, "assistant", COMMENTARY,
                                      response.text.strip()))
         messages.append(conv.add(self.agent_id, task.task_id, step, "assistant", NATIVE_CALL,
-                                 reading.content))
+                                 content))
         if reading.error is not None:
             parsed = reading.parsed()
             ctx = replace(self._context(task), call_key=f"{task.task_id}:{step}")

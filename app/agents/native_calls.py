@@ -136,9 +136,10 @@ def _excerpt(text: str) -> str:
 
 
 def _describe(native: NativeCall) -> str:
-    """A call that is not stored as XML, in words (the chat shows it; never read as a call)."""
+    """A call that is not stored as XML, in words (the chat shows it; never read as a call);
+    its keys sorted, so a replayed answer reads the same."""
     arguments = native.arguments if isinstance(native.arguments, str) else json.dumps(
-        native.arguments, ensure_ascii=False)
+        native.arguments, ensure_ascii=False, sort_keys=True)
     return escape_text(f"(native tool call {native.name} with arguments {_excerpt(arguments)})")
 
 
@@ -159,13 +160,27 @@ def chat_messages(
         if previous is not None and previous.call is not None and chat_role == "user":
             messages.append(ChatMessage("user", content, call_id=previous.call.id))
             continue
-        native = None
         answered = index + 1 < len(stored) and stored[index + 1][0] != "assistant"
-        if kind == NATIVE_CALL and answered:
-            parsed = parse(content)
-            if parsed.call is not None:
-                spec = registry.get(parsed.call.name)
-                native = NativeCall(f"call_{step}", parsed.call.name,
-                                    call_arguments(spec, parsed.call))
-        messages.append(ChatMessage(chat_role, content, call=native))
+        parsed = parse(content) if kind == NATIVE_CALL and answered else None
+        if parsed is None or parsed.call is None:
+            messages.append(ChatMessage(chat_role, content))
+            continue
+        spec = registry.get(parsed.call.name)
+        native = NativeCall(f"call_{step}", parsed.call.name, call_arguments(spec, parsed.call))
+        said = content.replace(call_xml(parsed.call), "", 1).strip()
+        messages.append(ChatMessage(chat_role, content, call=native, said=said))
     return messages
+
+
+def with_words(reading: NativeReading, text: str, parse: Parse) -> str:
+    """What to store for a native call the model made with ``text`` beside it: the words, then
+    the call's XML, when that reads back as the same call (so the words go back to the model
+    with its call); the call's XML alone otherwise."""
+    words = text.strip()
+    if not words or reading.error is not None:
+        return reading.content
+    combined = f"{words}\n{reading.content}"
+    alone, together = parse(reading.content).call, parse(combined).call
+    if alone is not None and together is not None and call_xml(together) == call_xml(alone):
+        return combined
+    return reading.content

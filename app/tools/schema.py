@@ -105,9 +105,12 @@ def _text(value: Any) -> str:
 
 def to_call(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolCall:
     """The JSON arguments as the parsed XML call the executor validates (same checks, same
-    messages as for an agent inside Kestrel)."""
+    messages as for an agent inside Kestrel). The parameters come in the spec's order (names it
+    does not know after them), whatever order the JSON object had: the same call is always the
+    same XML."""
+    order = {param.name: index for index, param in enumerate(spec.params)}
     nodes: list[ParamNode] = []
-    for name, value in arguments.items():
+    for name, value in sorted(arguments.items(), key=lambda item: order.get(item[0], len(order))):
         if value is None:
             continue
         param = spec.param(name)
@@ -146,11 +149,15 @@ def _node_xml(node: ParamNode) -> str:
 def call_arguments(spec: ToolSpec | None, call: ToolCall) -> dict[str, Any]:
     """The JSON arguments of a call (``to_call`` backwards): a list as an array, a map as an
     object, a JSON object parameter as the object, integers and booleans typed; any other value,
-    decimals included, as its text. Without a spec every value is its text."""
+    decimals included, as its text. A parameter the spec does not know (or any, without a spec)
+    is read from its shape: named children an object, children an array, else its text."""
     arguments: dict[str, Any] = {}
     for node in call.params:
         param = spec.param(node.tag) if spec is not None else None
         kind = param.type if param is not None else None
+        if kind is None and node.children:
+            kind = ParamType.MAP if all("name" in c.attrs for c in node.children) else (
+                ParamType.LIST)
         if kind is ParamType.LIST and node.children:
             arguments[node.tag] = [child.text.strip() for child in node.children]
         elif kind is ParamType.MAP and node.children:

@@ -244,25 +244,29 @@ def _block_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     merged as ``merge_alternating`` merges them (text joined by a blank line)."""
     merged: list[dict[str, Any]] = []
     for message in messages:
-        call = message.call
-        if call is not None:
-            arguments = call.arguments if isinstance(call.arguments, dict) else {}
-            block: dict[str, Any] = {"type": "tool_use", "id": call.id, "name": call.name,
-                                     "input": arguments}
-        elif message.call_id:
-            block = {"type": "tool_result", "tool_use_id": message.call_id,
-                     "content": message.content or EMPTY_TURN}
-        else:
-            block = {"type": "text", "text": message.content or EMPTY_TURN}
-        if merged and merged[-1]["role"] == message.role:
-            blocks = merged[-1]["content"]
-            if blocks[-1]["type"] == "text" and block["type"] == "text":
-                blocks[-1] = {"type": "text", "text": f"{blocks[-1]['text']}\n\n{block['text']}"}
+        for block in _blocks(message):
+            if merged and merged[-1]["role"] == message.role:
+                blocks = merged[-1]["content"]
+                if blocks[-1]["type"] == "text" and block["type"] == "text":
+                    blocks[-1] = {"type": "text",
+                                  "text": f"{blocks[-1]['text']}\n\n{block['text']}"}
+                else:
+                    blocks.append(block)
             else:
-                blocks.append(block)
-        else:
-            merged.append({"role": message.role, "content": [block]})
+                merged.append({"role": message.role, "content": [block]})
     return merged
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    call = message.call
+    if call is not None:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        use = {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+        return [{"type": "text", "text": message.said}, use] if message.said else [use]
+    if message.call_id:
+        return [{"type": "tool_result", "tool_use_id": message.call_id,
+                 "content": message.content or EMPTY_TURN}]
+    return [{"type": "text", "text": message.content or EMPTY_TURN}]
 
 
 def _answer(message: Any, model: str) -> _Answer:

@@ -292,7 +292,7 @@ def _message(message: ChatMessage, native: bool) -> dict[str, Any]:
     if native and call is not None:
         arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(
             call.arguments, ensure_ascii=False)
-        return {"role": "assistant", "content": None, "tool_calls": [
+        return {"role": "assistant", "content": message.said or None, "tool_calls": [
             {"id": call.id, "type": "function",
              "function": {"name": call.name, "arguments": arguments}}]}
     if native and message.call_id:

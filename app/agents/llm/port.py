@@ -49,12 +49,15 @@ class ChatMessage:
     """One turn. ``call`` marks an assistant turn that was a native tool call and ``call_id`` a
     user turn that answers one (``content`` is then the ``<tool_result>`` envelope): providers
     send those as the API's tool call and tool result when the request offers tools, and as the
-    plain text of the call and of the result otherwise."""
+    plain text of the call and of the result otherwise. ``said`` is the text the model wrote
+    with its native call (sent beside the call; ``content`` holds it too, before the call's
+    XML)."""
 
     role: MessageRole
     content: str
     call: NativeCall | None = None
     call_id: str = ""
+    said: str = ""
 
 
 @dataclass(slots=True)

@@ -65,6 +65,8 @@ def _message_data(message: ChatMessage) -> dict[str, Any]:
         data["call"] = _call_data(message.call)
     if message.call_id:
         data["call_id"] = message.call_id
+    if message.said:
+        data["said"] = message.said
     return data
 
 

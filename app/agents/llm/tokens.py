@@ -63,9 +63,12 @@ def call_text(call: NativeCall) -> str:
 
 
 def message_tokens(message: ChatMessage) -> int:
-    """One message with its template overhead (a native call counted as its name and JSON)."""
-    extra = count_tokens(call_text(message.call)) if message.call is not None else 0
-    return count_tokens(message.content) + extra + MESSAGE_OVERHEAD
+    """One message with its template overhead; a native call as the larger of its two forms
+    (its words and JSON, sent when tools are offered; its text and XML, sent otherwise)."""
+    tokens = count_tokens(message.content)
+    if message.call is not None:
+        tokens = max(tokens, count_tokens(message.said) + count_tokens(call_text(message.call)))
+    return tokens + MESSAGE_OVERHEAD
 
 
 def prompt_tokens(system: str, messages: Iterable[ChatMessage],
