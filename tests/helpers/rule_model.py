@@ -20,8 +20,8 @@ from app.agents.rules.engine import decide
 from app.agents.rules.transcript import read_transcript
 from app.events import AgentStateChanged
 from app.runtime.world import World
+from app.tools.protocol.call import ToolCall
 from app.tools.protocol.parser import parse_response
-from app.tools.schema import call_arguments
 from tests.helpers.fake_llm_servers import Reply, call
 
 _AGENT_ID = re.compile(r"Your agent id: `([^`]+)`")
@@ -99,6 +99,20 @@ def corrupt(answer: str, n: int) -> str:
             return f"{call}\n{call}"
 
 
+def json_arguments(made: ToolCall) -> dict[str, Any]:
+    """A call's parameters as a model writes them in JSON: an element with named items an
+    object, one with items an array, any other its text."""
+    arguments: dict[str, Any] = {}
+    for node in made.params:
+        if node.children and all("name" in c.attrs for c in node.children):
+            arguments[node.tag] = {c.attrs["name"]: c.text.strip() for c in node.children}
+        elif node.children:
+            arguments[node.tag] = [c.text.strip() for c in node.children]
+        else:
+            arguments[node.tag] = node.text.strip()
+    return arguments
+
+
 def corrupt_native(native: dict[str, Any], n: int) -> Reply:
     """One of three ways a model gets a native call wrong: arguments that are not JSON, a
     parameter the tool does not have, two calls at once."""
@@ -161,7 +175,7 @@ class RequestModel:
         parsed = parse_response(answer)
         native = None
         if self.native and body.get("tools") and parsed.call is not None:
-            native = call(parsed.call.name, call_arguments(None, parsed.call))
+            native = call(parsed.call.name, json_arguments(parsed.call))
         with self._lock:
             self.seen(system, messages)
             self.calls += 1

@@ -6,11 +6,12 @@ against the fake servers in ``fake_llm_servers.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.agents.llm.port import LLMRequest, LLMResponse, LLMUsage, StreamCallback
-from app.agents.llm.tokens import prompt_tokens
+from tests.helpers.fake_llm_servers import count_tokens
 
 Answer = str | Exception | Callable[[LLMRequest], str]
 
@@ -18,7 +19,7 @@ Answer = str | Exception | Callable[[LLMRequest], str]
 @dataclass
 class ScriptedProvider:
     """``usage``: what every answer reports; by default what a server would count: the
-    request's prompt (cl100k_base) and 100 tokens for the answer."""
+    request's prompt (``prompt_size``) and 100 tokens for the answer."""
 
     answers: list[Answer]
     model: str = "gpt-4o-mini"
@@ -43,9 +44,17 @@ class ScriptedProvider:
             half = len(text) // 2
             on_delta(text[:half])
             on_delta(text[half:])
-        usage = self.usage or LLMUsage(
-            prompt_tokens(request.system, request.messages, request.tools), 100)
+        usage = self.usage or LLMUsage(prompt_size(request), 100)
         return LLMResponse(text, usage, self.model, self.name, 5.0)
 
     async def aclose(self) -> None:
         return None
+
+
+def prompt_size(request: LLMRequest) -> int:
+    """A request's prompt as a server counts it: cl100k_base over the system prompt, the
+    messages and any tools offered natively, 4 tokens around each message."""
+    tools = getattr(request, "tools", ())
+    return (count_tokens(request.system) + 4
+            + sum(count_tokens(m.content) + 4 for m in request.messages)
+            + (count_tokens(json.dumps([repr(t) for t in tools])) if tools else 0))

@@ -9,12 +9,11 @@ from decimal import Decimal
 from pathlib import Path
 
 from app.agents.llm.port import LLMUsage, TemporaryLLMError
-from app.agents.llm.tokens import prompt_tokens
 from app.domain.agents import AgentState, TaskStatus
 from app.events import AnswerStreamed
 from app.runtime.world import World
 from tests.helpers.agents import agent_world, settle
-from tests.helpers.scripted_llm import ScriptedProvider
+from tests.helpers.scripted_llm import ScriptedProvider, prompt_size
 
 TICKER = (
     "<get_current_ticker_info><symbols><symbol>BTC/USDT</symbol></symbols>"
@@ -205,7 +204,7 @@ def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) ->
         task = world.agents.manager.send_user_message(agent_id, "price?")
         await settle(world)
         usage = world.agents.conversations.usage(task_id=task.task_id)
-        asked = sum(prompt_tokens(r.system, r.messages, r.tools) for r in provider.requests)
+        asked = sum(prompt_size(r) for r in provider.requests)
         assert usage.calls == 2 and usage.input_tokens == asked and usage.output_tokens == 200
         assert usage.cost > 0
         assert "".join(p.delta for p in pieces if p.step == 1) == TICKER
