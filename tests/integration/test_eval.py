@@ -150,6 +150,9 @@ def test_answers_cut_at_the_token_limit_are_counted_in_the_report(
     assert total["cut_answers"] > 0
     assert total["refusals_by_code"]["ANSWER_CUT"] == total["cut_answers"]
     assert f"{total['cut_answers']} answer(s) cut at the token limit" in out
+    (summary,) = (tmp_path / "run" / "windows").glob("*/model/summary.json")
+    stats = json.loads(summary.read_text(encoding="utf-8"))["stats"]
+    assert stats["cut_answers"] == total["cut_answers"]  # the backtest's usage says it too
 
 
 def test_without_a_configured_model_eval_says_what_to_set(

@@ -265,6 +265,9 @@ class ReplayProvider:
             if message.content != text:
                 return (f"message {position} ({role}) differs: "
                         + _excerpts(text, message.content))
+            if message.call is not None or message.call_id:
+                return (f"message {position} ({role}) is the same text, but its native tool "
+                        "call (or the call it answers) differs from the recording's")
         return (f"the request has {len(request.messages)} messages, the recording "
                 f"{len(recorded)}")
 
