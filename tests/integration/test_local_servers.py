@@ -156,3 +156,19 @@ def test_ollama_started_with_the_context_the_readme_names_gets_every_prompt_whol
     report = json.loads((tmp_path / "eval-qwen" / "eval.json").read_text(encoding="utf-8"))
     assert report["total"]["figures"]["prompts_cut"] == 0
     assert report["subject"]["context_tokens"] == length
+
+
+def test_an_eval_against_ollama_at_its_default_context_warns_that_its_figures_are_not_valid(
+    tmp_path: Path, capsys: Any,
+) -> None:
+    with FakeOllamaServer(default=WithoutInstructions()) as server:
+        code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out",
+                         str(tmp_path / "run"), "--provider", "openai-compatible", "--base-url",
+                         server.base_url, "--model", "qwen2.5:7b", "--windows", "1", "--bars",
+                         "3", "--no-progress", "--max-retries", "0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    report = json.loads((tmp_path / "run" / "eval.json").read_text(encoding="utf-8"))
+    assert report["total"]["figures"]["prompts_cut"] >= 1
+    (warning,) = [w for w in report["warnings"] if "cut the prompt" in w]
+    assert "OLLAMA_CONTEXT_LENGTH" in warning and warning in out

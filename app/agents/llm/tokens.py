@@ -43,10 +43,11 @@ def _encoder() -> Callable[[str], int]:
     return lambda text: len(encoding.encode_ordinary(text))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def count_tokens(text: str) -> int:
     """The tokens of ``text`` by cl100k_base (cached: the same messages are counted at every
-    step of a task)."""
+    step of a task; 2,048 texts hold the current tasks of dozens of agents, and bound the
+    memory the cache keeps of large tool results)."""
     return _encoder()(text) if text else 0
 
 
