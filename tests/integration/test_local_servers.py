@@ -19,6 +19,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.agents.faults import what_to_do
 from app.config import LLMSettings
 from app.runtime.agent_backtest import AgentBacktestOptions, AgentBacktestResult, run_agent_backtest
@@ -116,8 +118,8 @@ def test_a_request_that_cannot_fit_is_refused_before_it_is_sent_with_the_numbers
 # -- Ollama ---------------------------------------------------------------------------------------
 
 
-def test_a_prompt_ollama_cut_to_its_context_is_named_once_in_the_conversation(
-    tmp_path: Path,
+def test_a_prompt_ollama_cut_to_its_context_is_named_once_in_the_conversation_and_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
     model = WithoutInstructions()
     with FakeOllamaServer(context_length=4096, default=model) as server:
@@ -132,6 +134,8 @@ def test_a_prompt_ollama_cut_to_its_context_is_named_once_in_the_conversation(
     assert re.search(r"reported 4,0\d\d prompt tokens for a request Kestrel counted at [\d,]+",
                      text), text
     assert "OLLAMA_CONTEXT_LENGTH" in text and "context_tokens" in text
+    logged = [r for r in caplog.records if "cut the prompt" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelname == "WARNING"
 
 
 def test_ollama_started_with_the_context_the_readme_names_gets_every_prompt_whole(
