@@ -94,7 +94,8 @@ def _subject(args: argparse.Namespace) -> Any:
         return LLMSettings.model_validate({**settings.model_dump(), **updates})
     except ValidationError as exc:  # one line per option, as the settings file's errors read
         problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: "
-                             f"{e['msg']}" for e in exc.errors())
+                             f"{str(e['msg']).removeprefix('Value error, ')}"
+                             for e in exc.errors())
         raise ValueError(problems) from None
 
 

@@ -179,6 +179,19 @@ def test_an_unreachable_server_ends_eval_with_the_reason_not_a_traceback(
     assert "Traceback" not in err
 
 
+def test_a_context_that_leaves_no_room_for_the_prompt_is_refused_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
+                     "--provider", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1",
+                     "--model", "m", "--context-tokens", "8192", "--max-output-tokens", "8000",
+                     *SMALL])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == ("kestrel eval: --max-output-tokens: must leave at least 1,024 of the "
+                           "8,192 context tokens for the prompt (at most 7,168)")
+
+
 def test_replaying_a_folder_without_a_recorded_run_is_refused_in_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
