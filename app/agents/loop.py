@@ -30,6 +30,13 @@ from xml.sax.saxutils import escape, quoteattr
 
 from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY, ApprovalLog, is_approval
 from app.agents.context_budget import fit_context
+from app.agents.context_window import (
+    ContextWindowError,
+    Window,
+    fit_window,
+    prompt_cut_notice,
+    prompt_was_cut,
+)
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
 from app.agents.llm.port import (
     ChatMessage,
@@ -38,13 +45,25 @@ from app.agents.llm.port import (
     LLMRequest,
     LLMResponse,
     LLMUsage,
+    ToolSchema,
+    ToolsRefusedError,
 )
+from app.agents.llm.tokens import prompt_tokens
 from app.agents.loop_share import LoopShare, NoShare
+from app.agents.native_calls import (
+    NATIVE_CALL,
+    ToolTransport,
+    TransportMode,
+    chat_messages,
+    read_native,
+    tool_schemas,
+    with_words,
+)
 from app.agents.task_data import gather, with_task_data
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import APPROVAL_RULE
+from app.domain.errors import APPROVAL_RULE, ErrorCode, ToolError
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
 from app.tools.executor import ToolExecutor
@@ -59,6 +78,9 @@ TASK_REPLY = "TASK_REPLY"
 CLARIFY_TOOL = "ask_user_clarification"
 COMMENTARY = "commentary"  # message kind: the prose a model wrote around its call
 NORMALISED = "normalised"  # message kind: what the parser repaired to read an answer
+CUT_ANSWER = "cut_answer"  # message kind: an answer the server cut at its token limit
+# the kinds of the model's answers: each is one step of a task
+ANSWER_KINDS = frozenset({"assistant", "final", NATIVE_CALL, CUT_ANSWER})
 
 
 class TaskOutcome(StrEnum):
@@ -116,6 +138,11 @@ class AgentProfile:
     # to a language model may hold before older tool results are summarised
     task_data: TaskData | None = None
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    # the model server's context ([llm] context_tokens, with max_output_tokens kept for each
+    # answer): every request is fitted into it or refused before it is sent; None: not known
+    window: Window | None = None
+    # how tools reach the model: in the system prompt only, also natively, or as it answers
+    tool_transport: TransportMode = "xml"
 
 
 def task_message(task: Task) -> str:
@@ -138,6 +165,10 @@ class AgentLoop:
         self.s = services
         self.profile = profile
         self._unpriced_noted = False
+        self._prompt_cut_noted = False
+        self._window = profile.window
+        self._transport = ToolTransport(profile.tool_transport)
+        self._tools: tuple[ToolSchema, ...] | None = None
 
     @property
     def agent_id(self) -> str:
@@ -186,21 +217,29 @@ class AgentLoop:
         """One step: act on a stored call or answered question, or ask the model for the next."""
         conv = self.s.conversations
         last = messages[-1]
-        if last.kind == "assistant":  # a call stored but not yet answered (or resumed)
+        if last.kind in ("assistant", NATIVE_CALL):  # a call stored but not yet answered
             return await self._act(task, last, messages)
+        if last.kind == CUT_ANSWER:  # resumed between a cut answer and telling the model
+            return await self._tell_cut(task, last, messages)
         if last.kind == "question":
             return await self._after_question(task, last, messages)
         state = self.s.agents.state(self.agent_id)
         if state is None or state in (AgentState.PAUSED, AgentState.STOPPED):
             return TaskOutcome.INTERRUPTED
-        step = 1 + sum(1 for m in messages if m.kind in ("assistant", "final"))
+        step = 1 + sum(1 for m in messages if m.kind in ANSWER_KINDS)
         stop = self._limit_reached(task, step, messages)
         if stop is not None:
             return stop
         try:
             response = await self._ask_model(task, step, messages)
+        except ContextWindowError as exc:
+            return self._fault(task, f"the request was not sent to the model: {exc}", messages)
         except LLMError as exc:
             return self._fault(task, f"the model provider failed: {exc}", messages)
+        if response.cut:  # never acted on, never a final answer: the model is told
+            return await self._answer_cut(task, step, response, messages)
+        if response.tool_calls:
+            return await self._answered_natively(task, step, response, messages)
         parsed = self.s.executor.parse(response.text)
         self._record_reading(task, step, parsed, messages)
         if parsed.is_text:
@@ -231,19 +270,71 @@ class AgentLoop:
                 "accepted: " + "; ".join(parsed.notes),
             ))
 
+    # -- answers that are not read as XML -------------------------------------------------------
+
+    async def _answer_cut(
+        self, task: Task, step: int, response: LLMResponse, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        """Store an answer the server cut at its token limit, and tell the model."""
+        text = response.text or "\n".join(
+            f"(a tool call of {c.name}, cut)" for c in response.tool_calls) or "(empty)"
+        cut = self.s.conversations.add(
+            self.agent_id, task.task_id, step, "assistant", CUT_ANSWER, text)
+        messages.append(cut)
+        return await self._tell_cut(task, cut, messages)
+
+    async def _tell_cut(
+        self, task: Task, cut: StoredMessage, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        limit = self.profile.max_output_tokens
+        parsed = ParsedResponse(error=ToolError(
+            f"Your answer was cut at {limit:,} tokens, the most one answer may take, before it "
+            "ended: nothing in it was run or taken as your final answer. Answer again, shorter: "
+            "fewer words of thinking, then one tool call or a short final answer.",
+            code=ErrorCode.ANSWER_CUT, details={"cut_at_tokens": limit},
+        ))
+        ctx = replace(self._context(task), call_key=f"{task.task_id}:{cut.step}")
+        result = await self.s.executor.execute_parsed(ctx, parsed)
+        self._store_result(task, cut.step, parsed, result, messages)
+        return None
+
+    async def _answered_natively(
+        self, task: Task, step: int, response: LLMResponse, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        """Store a native tool call as the XML call it stands for (``_act`` runs it next); a
+        call that cannot be read is answered at once with what to fix."""
+        conv = self.s.conversations
+        reading = read_native(response.tool_calls, self.s.executor.registry)
+        content = with_words(reading, response.text, self.s.executor.parse)
+        if response.text.strip() and content == reading.content:  # words not kept with the call
+            messages.append(conv.add(self.agent_id, task.task_id, step, "assistant", COMMENTARY,
+                                     response.text.strip()))
+        messages.append(conv.add(self.agent_id, task.task_id, step, "assistant", NATIVE_CALL,
+                                 content))
+        if reading.error is not None:
+            parsed = reading.parsed()
+            ctx = replace(self._context(task), call_key=f"{task.task_id}:{step}")
+            result = await self.s.executor.execute_parsed(ctx, parsed)
+            self._store_result(task, step, parsed, result, messages)
+        return None
+
     # -- one turn ------------------------------------------------------------------------------
 
     async def _ask_model(
         self, task: Task, step: int, messages: list[StoredMessage]
     ) -> LLMResponse:
         profile = self.profile
-        sent = [
-            ChatMessage("assistant" if m.role == "assistant" else "user", m.content)
-            for m in messages
-            if m.kind in SENT_KINDS
-        ]
+        sent = chat_messages(
+            [(m.role, m.kind, m.content, m.step) for m in messages if m.kind in SENT_KINDS],
+            self.s.executor.parse, self.s.executor.registry,
+        )
+        tools: tuple[ToolSchema, ...] = ()
         if profile.provider.is_llm:  # the rule engine costs nothing and reads every result
             sent = fit_context(profile.system_prompt, sent, profile.context_tokens).messages
+            tools = self._offered_tools(sent)
+            if self._window is not None:  # may raise ContextWindowError: nothing is sent
+                sent = fit_window(profile.system_prompt, sent, self._window,
+                                  profile.provider.name, tools).messages
         request = LLMRequest(
             agent_id=self.agent_id,
             task_id=task.task_id,
@@ -254,6 +345,7 @@ class AgentLoop:
             role=profile.info.role.value,
             agent_config=dict(profile.info.config),
             timeout_s=profile.timeout_s,
+            tools=tools,
         )
         bus = self.s.bus
 
@@ -262,17 +354,64 @@ class AgentLoop:
                 bus.publish_nowait(AnswerStreamed(self.agent_id, task.task_id, step, delta))
 
         started = time.perf_counter()
-        if profile.provider.is_llm:  # network time: let other agents step meanwhile
-            self.s.turnstile.release()
-            try:
-                response = await profile.provider.complete(request, on_delta)
-            finally:
-                await self.s.turnstile.acquire()
-        else:
-            response = await profile.provider.complete(request, on_delta)
+        try:
+            response = await self._complete(request, on_delta)
+        except ToolsRefusedError:
+            if not tools or not self._transport.fall_back():
+                raise
+            logger.warning("agent %s: the server refused native tools; XML from now on",
+                           self.agent_id)
+            return await self._ask_model(task, step, messages)
         latency_ms = response.latency_ms or (time.perf_counter() - started) * 1000
         self._record_usage(task, response, latency_ms)
+        if profile.provider.is_llm:
+            self._transport.answered(response)
+            self._compare_prompt(task, request, response)
         return response
+
+    async def _complete(self, request: LLMRequest, on_delta: Any) -> LLMResponse:
+        provider = self.profile.provider
+        if not provider.is_llm:
+            return await provider.complete(request, on_delta)
+        self.s.turnstile.release()  # network time: let other agents step meanwhile
+        try:
+            return await provider.complete(request, on_delta)
+        finally:
+            await self.s.turnstile.acquire()
+
+    def _offered_tools(self, sent: list[ChatMessage]) -> tuple[ToolSchema, ...]:
+        """The tools offered natively with this request: none in XML; in auto, only while they
+        fit the server's context with nothing giving way for them."""
+        if not self._transport.offers():
+            return ()
+        if self._tools is None:
+            self._tools = tool_schemas(self.s.executor.registry, self.profile.permissions)
+        window = self._window
+        if self._transport.mode == "auto" and window is not None and window.scale * prompt_tokens(
+                self.profile.system_prompt, sent, self._tools) > window.prompt_limit:
+            self._transport.fall_back()
+            return ()
+        return self._tools
+
+    def _compare_prompt(self, task: Task, request: LLMRequest, response: LLMResponse) -> None:
+        """Compare the prompt tokens the server reported with Kestrel's count: far fewer means
+        the server cut the prompt (said once, in the conversation and the log); otherwise the
+        ratio teaches the window how the server counts."""
+        if self._window is None or response.usage_estimated:
+            return
+        counted = prompt_tokens(request.system, request.messages, request.tools)
+        reported = response.usage.input_tokens
+        if not prompt_was_cut(reported, counted):
+            self._window = self._window.learned(reported, counted)
+            return
+        if self._prompt_cut_noted:
+            return
+        self._prompt_cut_noted = True
+        base_url = getattr(self.profile.provider, "base_url", None)
+        where = f"the server at {base_url}" if base_url else f"the {self.profile.provider.name}"
+        notice = prompt_cut_notice(where, reported, counted, self._window.context_tokens)
+        logger.warning("agent %s: %s", self.agent_id, notice)
+        self.s.conversations.add(self.agent_id, task.task_id, 0, "system", "notice", notice)
 
     def _record_usage(self, task: Task, response: LLMResponse, latency_ms: float) -> None:
         provider = self.profile.provider
@@ -291,6 +430,7 @@ class AgentLoop:
             provider=provider.name, model=response.model,
             input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
             cached_tokens=response.usage.cached_input_tokens, cost=cost, latency_ms=latency_ms,
+            estimated=response.usage_estimated, cut=response.cut,
         )
 
     async def _act(
@@ -300,8 +440,13 @@ class AgentLoop:
         parsed = self.s.executor.parse(call_message.content)
         ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
         call = parsed.call
-        if call is None and parsed.error is None:  # cannot happen: text is stored as "final"
-            raise RuntimeError("an assistant message without a call was stored as a call")
+        if call is None and parsed.error is None:
+            if call_message.kind != NATIVE_CALL:  # cannot happen: text is stored as "final"
+                raise RuntimeError("an assistant message without a call was stored as a call")
+            # a native call that could not be read, resumed before it was answered
+            parsed = ParsedResponse(error=ToolError(
+                "This tool call could not be read. Make the call again.",
+                code=ErrorCode.PARSE_ERROR))
         result = await self.s.executor.execute_parsed(ctx, parsed)
         if call is not None and call.name == CLARIFY_TOOL and result.status == "success":
             return self._park(task, call_message.step, result.xml, messages)

@@ -49,6 +49,15 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keyring entry (or KESTREL_<NAME> variable) holding the API key")
     parser.add_argument("--max-retries", type=int, help="retries of a failed model call")
     parser.add_argument("--timeout", type=float, help="seconds to wait for one model answer")
+    parser.add_argument("--context-tokens", type=int, metavar="N",
+                        help="the server's context (prompt and answer), e.g. what "
+                             "OLLAMA_CONTEXT_LENGTH gives Ollama; default: [llm] context_tokens")
+    parser.add_argument("--max-output-tokens", type=int, metavar="N",
+                        help="tokens kept for each answer; default: [llm] max_output_tokens")
+    parser.add_argument("--tool-transport", choices=["xml", "native", "auto"],
+                        help="how the model calls tools: XML in its text, the API's native tool "
+                             "calls, or auto (native when the model answers natively); default: "
+                             "[llm] tool_transport")
     parser.add_argument("--bars", type=int,
                         help="bars per window (default: each window's own, 48)")
     parser.add_argument("--windows", type=int,
@@ -60,6 +69,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _subject(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
     from app.config import LLMSettings
     from app.workspace import Workspace
 
@@ -74,7 +85,18 @@ def _subject(args: argparse.Namespace) -> Any:
         updates["max_retries"] = args.max_retries
     if args.timeout is not None:
         updates["timeout_s"] = args.timeout
-    return LLMSettings.model_validate({**settings.model_dump(), **updates})
+    for option, key in (("context_tokens", "context_tokens"),
+                        ("max_output_tokens", "max_output_tokens"),
+                        ("tool_transport", "tool_transport")):
+        if getattr(args, option, None) is not None:
+            updates[key] = getattr(args, option)
+    try:
+        return LLMSettings.model_validate({**settings.model_dump(), **updates})
+    except ValidationError as exc:  # one line per option, as the settings file's errors read
+        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: "
+                             f"{str(e['msg']).removeprefix('Value error, ')}"
+                             for e in exc.errors())
+        raise ValueError(problems) from None
 
 
 def _options(args: argparse.Namespace) -> Any:

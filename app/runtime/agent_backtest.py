@@ -264,6 +264,10 @@ def _outcome(
         "tokens_in": usage.input_tokens,
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
+    if usage.cut_answers:  # answers the server cut at their token limit (never acted on)
+        stats["cut_answers"] = usage.cut_answers
+    if usage.estimated_calls:  # calls without usage from the server, counted by Kestrel
+        stats["estimated_usage_calls"] = usage.estimated_calls
     if len(ran) < planned:
         stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
         stats["stopped_early"] = stop

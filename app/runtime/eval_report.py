@@ -2,8 +2,11 @@
 
 Per window and over all windows: how many of the model's answers the toolset took (a call that
 ran, or a final answer) and what the refused ones were refused for (the error code of the result
-the model got back); model calls and tokens per decision (a decision is a task the agent
-finished: an analysis of a bar, an answer to a signal or a fill); cost and latency per call
+the model got back), per transport (calls written as XML, calls made through the API's native
+tool calling); the answers the server cut at their token limit; model calls and tokens per
+decision (a decision is a task the agent finished: an analysis of a bar, an answer to a signal
+or a fill), and how many calls had their tokens counted by Kestrel because the server reported
+none; whether the server cut prompts (kept only their end); cost and latency per call
 (from the recording, so a replay reports the original run's); how often its decisions matched
 the rule engine's on the same bars (the analyst's signal, the trader's orders); its trades and,
 beside them, its refused orders (so no trade because every order was refused never reads as a
@@ -24,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from app.agents.context_window import PROMPT_CUT_NOTICE
 from app.agents.costs import PriceTable
 from app.agents.cutoffs import period_warning
-from app.agents.llm.port import LLMUsage
+from app.agents.llm.port import CUT, LLMUsage
 from app.agents.llm.replay import Recording
 from app.config import LLMSettings
 from app.domain.clock import parse_time
@@ -53,15 +57,29 @@ class WindowRun:
     recording: Path
 
 
+# the kind of each stored answer: the transport of a call, or a cut answer
+_ANSWER_KINDS = {"assistant": "xml", "native_call": "native", "cut_answer": "cut"}
+TRANSPORTS = ("xml", "native")
+
+
 @dataclass
 class Answers:
-    """The model's answers in one run and what became of them."""
+    """The model's answers in one run and what became of them.
+
+    ``calls`` counts, per transport ("xml", "native"), the calls made and those the toolset
+    took; ``cut`` the answers the server cut at their token limit (each refused, ANSWER_CUT);
+    ``prompts_cut`` the agents told that the server cut their prompt.
+    """
 
     responses: int = 0
     accepted: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     rejected_by_risk: int = 0
     decisions: int = 0
+    cut: int = 0
+    calls: dict[str, list[int]] = field(
+        default_factory=lambda: {name: [0, 0] for name in TRANSPORTS})
+    prompts_cut: int = 0
 
     def add(self, other: Answers) -> None:
         self.responses += other.responses
@@ -69,6 +87,11 @@ class Answers:
         self.refused.update(other.refused)
         self.rejected_by_risk += other.rejected_by_risk
         self.decisions += other.decisions
+        self.cut += other.cut
+        for name, (made, took) in other.calls.items():
+            self.calls[name][0] += made
+            self.calls[name][1] += took
+        self.prompts_cut += other.prompts_cut
 
 
 def _db(run_dir: Path) -> sqlite3.Connection:
@@ -83,28 +106,38 @@ def read_answers(run_dir: Path) -> Answers:
     with _db(run_dir) as db:
         rows = db.execute(
             "SELECT task_id, kind, content FROM messages WHERE kind IN "
-            "('assistant', 'final', 'tool_result') ORDER BY task_id, id").fetchall()
+            "('assistant', 'native_call', 'cut_answer', 'final', 'tool_result') "
+            "ORDER BY task_id, id").fetchall()
         answers.decisions = int(db.execute(
             "SELECT COUNT(*) FROM tasks WHERE status = 'DONE'").fetchone()[0])
-    waiting = False
+        answers.prompts_cut = int(db.execute(
+            "SELECT COUNT(*) FROM messages WHERE kind = 'notice' AND content LIKE ?",
+            (PROMPT_CUT_NOTICE + "%",)).fetchone()[0])
+    waiting = ""  # the kind of the answer whose result comes next
     for _task, kind, content in rows:
         if kind == "final":
             answers.responses += 1
             answers.accepted += 1
-            waiting = False
-        elif kind == "assistant":
+            waiting = ""
+        elif kind in _ANSWER_KINDS:
             answers.responses += 1
-            waiting = True
-        elif waiting:  # the result of the call just made
-            waiting = False
+            waiting = _ANSWER_KINDS[kind]
+            if waiting == "cut":
+                answers.cut += 1
+            else:
+                answers.calls[waiting][0] += 1
+        elif waiting:  # the result of the answer just made
             status = _STATUS.search(content[:400])
             if status is not None and status.group(1) == "error":
                 code = _ERROR_CODE.search(content)
                 answers.refused[code.group(1) if code else "UNKNOWN"] += 1
             else:
                 answers.accepted += 1
+                if waiting in answers.calls:
+                    answers.calls[waiting][1] += 1
                 if status is not None and status.group(1) == "rejected":
                     answers.rejected_by_risk += 1
+            waiting = ""
     return answers
 
 
@@ -143,7 +176,8 @@ def _bar(time_ms: np.ndarray, at_ms: int) -> int:
 
 @dataclass
 class Calls:
-    """The model's calls as the recording holds them."""
+    """The model's calls as the recording holds them: ``cut`` were cut by the server at their
+    token limit, ``estimated`` had their tokens counted by Kestrel (the server reported none)."""
 
     calls: int = 0
     tokens_in: int = 0
@@ -151,6 +185,8 @@ class Calls:
     cost: Decimal = Decimal(0)
     unpriced: int = 0
     latencies: list[float] = field(default_factory=list)
+    cut: int = 0
+    estimated: int = 0
 
     def add(self, other: Calls) -> None:
         self.calls += other.calls
@@ -159,6 +195,8 @@ class Calls:
         self.cost += other.cost
         self.unpriced += other.unpriced
         self.latencies += other.latencies
+        self.cut += other.cut
+        self.estimated += other.estimated
 
 
 def read_calls(recording: Path, subject: LLMSettings, prices: PriceTable) -> Calls:
@@ -172,6 +210,8 @@ def read_calls(recording: Path, subject: LLMSettings, prices: PriceTable) -> Cal
         calls.tokens_in += usage.input_tokens
         calls.tokens_out += usage.output_tokens
         calls.latencies.append(float(answer.get("latency_ms", 0.0)))
+        calls.cut += answer.get("finish_reason") == CUT
+        calls.estimated += bool(answer.get("usage_estimated"))
         cost = prices.price(str(answer.get("model") or subject.model), usage,
                             provider=subject.provider, base_url=subject.base_url or None)
         if cost is None:
@@ -198,11 +238,18 @@ def _figures(answers: Answers, calls: Calls, agree: tuple[int, int, int, int]) -
         "refused": answers.responses - answers.accepted,
         "refusals_by_code": dict(sorted(answers.refused.items())),
         "rejected_by_risk_guard": answers.rejected_by_risk,
+        "transports": {
+            name: {"calls": made, "valid_call_rate_pct": _pct(took, made)}
+            for name, (made, took) in answers.calls.items() if made
+        },
+        "cut_answers": max(calls.cut, answers.cut),
+        "prompts_cut": answers.prompts_cut,
         "decisions": answers.decisions,
         "model_calls": calls.calls,
         "calls_per_decision": _ratio(calls.calls or answers.responses, answers.decisions),
         "tokens_in": calls.tokens_in,
         "tokens_out": calls.tokens_out,
+        "estimated_usage_calls": calls.estimated,
         "tokens_per_decision": _ratio(calls.tokens_in + calls.tokens_out, answers.decisions),
         "cost_usd": None if calls.unpriced and not calls.cost else str(calls.cost),
         "unpriced_calls": calls.unpriced,
@@ -253,7 +300,7 @@ class EvalReport:
         for row in rows:
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(row, widths, strict=True))))
-        lines += ["", self.refusals_line()]
+        lines += ["", self.transport_line(), self.refusals_line()]
         return "\n".join(lines)
 
     def title(self) -> str:
@@ -261,6 +308,24 @@ class EvalReport:
         blind = " (blind)" if self.data["blind"] else ""
         return (f"Eval of {subject['provider']}:{subject['model'] or 'rules'}{blind} as Analyst "
                 f"and Trader over {len(self.data['windows'])} window(s)")
+
+    def transport_line(self) -> str:
+        """Which transport the tools took and how valid each one's calls were; cut answers,
+        cut prompts and estimated usage when there were any."""
+        figures = self.data["total"]["figures"]
+        mode = self.data["subject"].get("tool_transport", "xml")
+        names = {"xml": "XML calls", "native": "native calls"}
+        used = [f"{names[name]} {t['calls']}, {_show(t['valid_call_rate_pct'])}% valid"
+                for name, t in figures["transports"].items()]
+        parts = [f"Tool transport: {mode} ({'; '.join(used) or 'no calls'})"]
+        if figures["cut_answers"]:
+            parts.append(f"{figures['cut_answers']} answer(s) cut at the token limit")
+        if figures["prompts_cut"]:
+            parts.append(f"the server cut the prompt of {figures['prompts_cut']} agent(s)")
+        if figures["estimated_usage_calls"]:
+            parts.append(f"{figures['estimated_usage_calls']} call(s) without usage from the "
+                         "server, counted by Kestrel (estimated)")
+        return "; ".join(parts) + "."
 
     def refusals_line(self) -> str:
         refused = self.data["total"]["figures"]["refusals_by_code"]
@@ -276,7 +341,7 @@ class EvalReport:
         lines += ["", "| " + " | ".join(rows[0]) + " |",
                   "|" + "|".join("---" for _ in rows[0]) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        lines += ["", self.refusals_line(), "",
+        lines += ["", self.transport_line(), "", self.refusals_line(), "",
                   "valid %: answers the toolset took (a call that ran, or a final answer). "
                   "calls/dec, tokens/dec: model calls and tokens per finished task. agree %: bars "
                   "on which the analyst's signal and the trader's orders matched the rule "
@@ -342,7 +407,15 @@ def build_report(
         if warned is not None:
             warnings.append(warned[0])
             before_cutoff = warned[1]
-    subject_data = subject.model_dump(include={"provider", "model", "base_url"})
+    if all_answers.prompts_cut:
+        warnings.append(
+            f"The model's server cut the prompt of {all_answers.prompts_cut} agent(s): it kept "
+            "only the end, without the system prompt, so these answers are not the model's "
+            "work with Kestrel's instructions. Give the server a larger context (Ollama: "
+            "OLLAMA_CONTEXT_LENGTH) and set [llm] context_tokens to it.")
+    subject_data = subject.model_dump(include={
+        "provider", "model", "base_url", "tool_transport", "context_tokens",
+        "max_output_tokens"})
     return EvalReport({
         "subject": subject_data, "blind": blind, "warnings": warnings,
         "before_training_cutoff": before_cutoff, "windows": windows, "total": total,

@@ -91,7 +91,8 @@ class EvalOptions:
 
     Attributes:
         subject: the model under evaluation (provider kind, model, server, key entry, timeout,
-            retries); ``provider="rule-engine"`` evaluates the rule engine itself.
+            retries, the server's context and the tokens kept per answer, the tool transport);
+            ``provider="rule-engine"`` evaluates the rule engine itself.
         replay_from: a recorded run's folder: answer from its recordings instead of the model.
         progress: ``(done, total, label)`` as bars are run, for a progress bar.
         secrets: where the API key is read (tests give their own).
@@ -164,7 +165,8 @@ def load_plan(run_dir: Path) -> EvalOptions:
 
 def _write_plan(options: EvalOptions) -> None:
     subject = options.subject.model_dump(
-        include={"provider", "model", "base_url", "api_key_name", "training_cutoff"})
+        include={"provider", "model", "base_url", "api_key_name", "training_cutoff",
+                 "context_tokens", "max_output_tokens", "tool_transport"})
     plan = _Plan(subject, [asdict(w) for w in options.windows], list(options.templates),
                  str(options.cash), options.blind)
     (options.out_dir / RUN_FILE).write_text(json.dumps(asdict(plan), indent=2) + "\n",

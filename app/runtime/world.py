@@ -619,7 +619,7 @@ def _team(
     manager = AgentManager(
         services, load_templates(extra_folders=[workspace.root / "agents"]), world.registry,
         world.memory, providers.for_agent, ids.new, scheduler, provider_choice=provider_choice,
-        extra_permissions=mcp_grants, disk=world.disk,
+        extra_permissions=mcp_grants, disk=world.disk, llm_settings=lambda: providers.llm,
     )
     for spec in build_orchestration_tools(
         manager, queue, scheduler, notifications, questions, clock

@@ -46,10 +46,11 @@ def _config(template: AgentTemplate, system: str) -> dict[str, Any]:
 
 
 class PromptRuleModel(RequestModel):
-    """``server.default = PromptRuleModel(malformed_every=5)``."""
+    """``server.default = PromptRuleModel(malformed_every=5)``; ``native=True`` calls tools
+    through the API when the request offers them (``RequestModel``)."""
 
-    def __init__(self, *, malformed_every: int = 0) -> None:
-        super().__init__(malformed_every=malformed_every)
+    def __init__(self, *, malformed_every: int = 0, native: bool = False) -> None:
+        super().__init__(malformed_every=malformed_every, native=native)
         self.templates = load_templates()
         self.systems: list[str] = []
         self.messages: list[str] = []

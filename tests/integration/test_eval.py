@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.config import LLMSettings
 from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, run_eval
 from tests.helpers.cli import run_main
-from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer
+from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer, Reply
 from tests.helpers.prompt_rule_model import PromptRuleModel
 
 SMALL = ["--windows", "1", "--bars", "4", "--no-progress", "--max-retries", "0"]
@@ -60,6 +61,7 @@ def _recorded_run_replays(
     assert 0 < total["valid_call_rate_pct"] < 100.0
     assert sum(total["refusals_by_code"].values()) >= model.malformed
     assert total["tokens_in"] > 0 and total["calls_per_decision"] > 1
+    assert total["prompts_cut"] == 0  # Kestrel and the server count the same prompts
     # the scripted model decides as the rule engine does: its decisions match bar by bar
     assert total["agreement_pct"] == 100.0
     code = run_main(["eval", "--replay", str(run), "--out", str(again), "--no-progress"])
@@ -99,6 +101,60 @@ def test_a_recorded_anthropic_run_replays_to_the_identical_report(
     assert note.startswith("Kestrel does not know house-model-7's training cutoff")
 
 
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_a_model_calling_tools_natively_is_measured_per_transport_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    vendor: str,
+) -> None:
+    monkeypatch.setenv("KESTREL_EVAL_ANTHROPIC", "sk-ant-test-key")
+    model = PromptRuleModel(malformed_every=4, native=True)
+    fake = FakeOpenAIServer if vendor == "openai" else FakeAnthropicServer
+    with fake(default=model) as server:
+        provider = (["--provider", "openai-compatible", "--base-url", server.base_url]
+                    if vendor == "openai" else
+                    ["--provider", "anthropic", "--base-url", server.root_url,
+                     "--api-key-name", "eval_anthropic"])
+        report = _recorded_run_replays(
+            tmp_path, capsys, [*provider, "--model", "house-model-7", "--tool-transport", "native"],
+            model)
+    assert model.native_calls > 0
+    assert report["subject"]["tool_transport"] == "native"
+    transports = report["total"]["figures"]["transports"]
+    assert set(transports) == {"native"}, transports  # every call went natively
+    assert transports["native"]["calls"] > 0
+    assert 0 < transports["native"]["valid_call_rate_pct"] < 100.0  # the spoilt ones refused
+    table = (tmp_path / "run" / "eval.md").read_text(encoding="utf-8")
+    assert "Tool transport: native (native calls " in table
+
+
+def test_answers_cut_at_the_token_limit_are_counted_in_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = PromptRuleModel()
+    answered: list[int] = []
+
+    def cut_every_third(body: dict) -> Any:
+        answered.append(1)
+        answer = model(body)
+        if len(answered) % 3 == 0 and "Your answer was cut" not in json.dumps(body["messages"]):
+            return Reply(text=str(answer)[:20], finish_reason="length")
+        return answer
+
+    with FakeOpenAIServer(default=cut_every_third) as server:
+        code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out",
+                         str(tmp_path / "run"), "--provider", "openai-compatible", "--base-url",
+                         server.base_url, "--model", "m", "--tool-transport", "xml", *SMALL])
+    out = capsys.readouterr().out
+    assert code == 0
+    total = _report(tmp_path / "run")["total"]["figures"]
+    assert total["cut_answers"] > 0
+    assert total["refusals_by_code"]["ANSWER_CUT"] == total["cut_answers"]
+    assert f"{total['cut_answers']} answer(s) cut at the token limit" in out
+    (summary,) = (tmp_path / "run" / "windows").glob("*/model/summary.json")
+    stats = json.loads(summary.read_text(encoding="utf-8"))["stats"]
+    assert stats["cut_answers"] == total["cut_answers"]  # the backtest's usage says it too
+
+
 def test_without_a_configured_model_eval_says_what_to_set(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,6 +177,19 @@ def test_an_unreachable_server_ends_eval_with_the_reason_not_a_traceback(
     assert code == 3, err
     assert "could not be evaluated" in err and "What to do" in err
     assert "Traceback" not in err
+
+
+def test_a_context_that_leaves_no_room_for_the_prompt_is_refused_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_main(["eval", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "run"),
+                     "--provider", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1",
+                     "--model", "m", "--context-tokens", "8192", "--max-output-tokens", "8000",
+                     *SMALL])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == ("kestrel eval: --max-output-tokens: must leave at least 1,024 of the "
+                           "8,192 context tokens for the prompt (at most 7,168)")
 
 
 def test_replaying_a_folder_without_a_recorded_run_is_refused_in_words(

@@ -6,6 +6,11 @@ re-read at a tenth of the price on every step of an agent; the conversation also
 breakpoint on its last message, so each step re-reads the previous steps from the cache. Messages
 must alternate user/assistant, so consecutive same-role messages are merged. SDK exceptions are
 translated once, here, into the port's error tree.
+
+Tools a request offers natively go out as ``tools`` (one call per answer: parallel tool use off);
+the model's ``tool_use`` blocks come back as ``NativeCall``s, and a conversation's earlier native
+calls and their results are sent as ``tool_use`` and ``tool_result`` blocks. A proxy that sends no
+usage has its tokens counted here (estimated).
 """
 
 from __future__ import annotations
@@ -29,21 +34,27 @@ from app.agents.llm.bounds import (
     raw_limit_passed,
 )
 from app.agents.llm.port import (
+    CUT,
     ChatMessage,
     LLMError,
     LLMRequest,
     LLMResponse,
     LLMUsage,
+    NativeCall,
     PermanentLLMError,
     StreamCallback,
     TemporaryLLMError,
+    ToolsRefusedError,
 )
 from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+from app.agents.llm.tokens import complete_usage
 
 NAME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+# "model_context_window_exceeded": the context filled up while answering, which also cuts it
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": CUT,
+                 "model_context_window_exceeded": CUT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,7 @@ class _Answer:
     usage: LLMUsage
     model: str
     finish_reason: str
+    calls: tuple[NativeCall, ...] = ()
 
 
 EMPTY_TURN = "(empty)"
@@ -127,26 +139,33 @@ class AnthropicProvider:
             lambda: self._attempt(params, model, timeout_s, bounds, on_delta),
             attempts=self.max_retries + 1, **self._backoff,
         )
+        usage, estimated = complete_usage(answer.usage, request, answer.text, answer.calls)
         return LLMResponse(
-            text=answer.text, usage=answer.usage, model=answer.model, provider=self.name,
+            text=answer.text, usage=usage, model=answer.model, provider=self.name,
             latency_ms=(time.perf_counter() - started) * 1000.0, finish_reason=answer.finish_reason,
+            tool_calls=answer.calls, usage_estimated=estimated,
         )
 
     def request_params(self, request: LLMRequest, model: str) -> dict[str, Any]:
         """The Messages API arguments, with cache breakpoints on the system prompt and on the
-        conversation's last message.
+        conversation's last message, and the tools when the request offers them natively.
 
         ``request.temperature`` is not sent: API version 2026-10-21 (which anthropic 2.x sends)
         rejects ``temperature``/``top_p``/``top_k`` with HTTP 400, and the SDK removed them.
         """
-        messages: list[dict[str, Any]] = [
-            {"role": m.role, "content": m.content} for m in merge_alternating(request.messages)
-        ]
+        native = bool(request.tools)
+        if native:
+            messages = _block_messages(request.messages)
+        else:
+            messages = [
+                {"role": m.role, "content": m.content}
+                for m in merge_alternating(request.messages)
+            ]
         if messages:
             last = messages[-1]
-            last["content"] = [
-                {"type": "text", "text": last["content"], "cache_control": EPHEMERAL}
-            ]
+            if isinstance(last["content"], str):
+                last["content"] = [{"type": "text", "text": last["content"]}]
+            last["content"][-1] = {**last["content"][-1], "cache_control": EPHEMERAL}
         params: dict[str, Any] = {
             "model": model, "messages": messages, "max_tokens": request.max_output_tokens,
         }
@@ -154,6 +173,12 @@ class AnthropicProvider:
             params["system"] = [
                 {"type": "text", "text": request.system, "cache_control": EPHEMERAL}
             ]
+        if native:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         return params
 
     async def aclose(self) -> None:
@@ -178,7 +203,8 @@ class AnthropicProvider:
             if raw_limit_passed(exc) is not None:
                 raise bounds.raw_passed(self.name, where) from exc
             raise translate_anthropic_error(exc, base_url=self.base_url, model=model,
-                                            timeout_s=timeout_s) from exc
+                                            timeout_s=timeout_s,
+                                            offered_tools="tools" in params) from exc
         except httpx2.TimeoutException as exc:
             raise TemporaryLLMError(
                 self.name, f"the server at {self.base_url} stopped answering for {timeout_s:g} s"
@@ -212,13 +238,49 @@ class AnthropicProvider:
         return _answer(message, model)
 
 
+def _block_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The conversation as content blocks, for a request that offers tools: a native call as a
+    ``tool_use`` block and its result as a ``tool_result`` block; consecutive same-role turns
+    merged as ``merge_alternating`` merges them (text joined by a blank line)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        for block in _blocks(message):
+            if merged and merged[-1]["role"] == message.role:
+                blocks = merged[-1]["content"]
+                if blocks[-1]["type"] == "text" and block["type"] == "text":
+                    blocks[-1] = {"type": "text",
+                                  "text": f"{blocks[-1]['text']}\n\n{block['text']}"}
+                else:
+                    blocks.append(block)
+            else:
+                merged.append({"role": message.role, "content": [block]})
+    return merged
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    call = message.call
+    if call is not None:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        use = {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+        return [{"type": "text", "text": message.said}, use] if message.said else [use]
+    if message.call_id:
+        return [{"type": "tool_result", "tool_use_id": message.call_id,
+                 "content": message.content or EMPTY_TURN}]
+    return [{"type": "text", "text": message.content or EMPTY_TURN}]
+
+
 def _answer(message: Any, model: str) -> _Answer:
     text = "".join(
         block.text for block in message.content if getattr(block, "type", "") == "text"
     )
+    calls = tuple(
+        NativeCall(str(block.id or ""), str(block.name or ""),
+                   block.input if isinstance(block.input, dict) else str(block.input))
+        for block in message.content if getattr(block, "type", "") == "tool_use"
+    )
     reason = message.stop_reason or "end_turn"
     return _Answer(text, usage_from_anthropic(message.usage), message.model or model,
-                   _STOP_REASONS.get(reason, reason))
+                   _STOP_REASONS.get(reason, reason), calls)
 
 
 def usage_from_anthropic(usage: Any) -> LLMUsage:
@@ -248,9 +310,14 @@ def _detail(body: object, fallback: str) -> str:
 
 
 def translate_anthropic_error(
-    exc: anthropic.AnthropicError, *, base_url: str, model: str, timeout_s: float
+    exc: anthropic.AnthropicError, *, base_url: str, model: str, timeout_s: float,
+    offered_tools: bool = False,
 ) -> LLMError:
-    """Map one SDK exception to the port's error tree, in words that say what to do."""
+    """Map one SDK exception to the port's error tree, in words that say what to do.
+
+    ``offered_tools``: the request offered tools natively; a refusal that names tools (a proxy
+    or a model without tool support) is then a ``ToolsRefusedError``, not retried.
+    """
     where = f"the server at {base_url}"
     if isinstance(exc, anthropic.APITimeoutError):
         return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
@@ -259,6 +326,9 @@ def translate_anthropic_error(
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         detail = _detail(exc.body, str(exc))
+        if offered_tools and status in (400, 422, 500, 501) and "tool" in detail.lower():
+            return ToolsRefusedError(
+                NAME, f"{where} refused the tools offered natively (HTTP {status}): {detail}")
         hint = parse_retry_after(exc.response.headers)
         if isinstance(exc, anthropic.RateLimitError):
             return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}", hint)

@@ -79,7 +79,10 @@ class ConversationBuilder:
         match m.kind:
             case "task":
                 return self._task(m)
-            case "assistant":
+            # a call written in the answer, one made through the API's native tool calling
+            # (stored as its XML), or an answer the server cut (shown as an unreadable call:
+            # its error result follows under the same step)
+            case "assistant" | "native_call" | "cut_answer":
                 return self._assistant(m)
             case "tool_result":
                 return self._result(m)

@@ -52,7 +52,7 @@ DRAW_CHUNK = 40  # cards drawn per loop turn when a page of history is shown
 FLUSH_MS = 100  # live events are applied at most ten times a second
 DURATION_MS = 500  # tool durations are looked up in the ledger at most twice a second
 EXAMPLE = "watch BTC/USDT on 1h every 1h with a trend analyst and a trader"
-_STREAM_ENDS = frozenset({"assistant", "final"})
+_STREAM_ENDS = frozenset({"assistant", "native_call", "cut_answer", "final"})
 
 
 class ChatPanel(QWidget):
