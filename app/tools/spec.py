@@ -52,6 +52,9 @@ class Permission(StrEnum):
     JOBS = "jobs"
     NOTIFY = "notify"
     ASK_USER = "ask_user"
+    # the person's own controls at the desk (moving an order from the chart): never granted to
+    # an agent template, so no agent's prompt lists these tools
+    DESK = "desk"
 
 
 ALL_PERMISSIONS = frozenset(Permission)

@@ -97,6 +97,11 @@ def build_trade_tools(entry: OrderEntry) -> list[ToolSpec]:
     async def close_position(ctx: AgentContext, args: dict[str, Any]) -> Element:
         return _created(await entry.close(caller(ctx), args["symbol"], args["reason"]))
 
+    async def modify_order(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        moved = await entry.modify(caller(ctx), args["symbol"], args["order_id"],
+                                   price=args["price"], stop_price=args["stop_price"])
+        return _created(moved, "order_moved")
+
     specs: Sequence[ToolSpec] = (
         ToolSpec(
             name="create_order",
@@ -164,6 +169,28 @@ def build_trade_tools(entry: OrderEntry) -> list[ToolSpec]:
                 '<tp_sl_set symbol="BTC/USDT" take_profit_order_id="P00000003" '
                 'stop_loss_order_id="P00000004" />'
             ),
+        ),
+        ToolSpec(
+            name="modify_order",
+            group="Desk",
+            description=(
+                "Moves an open order to a new limit or stop price (the person dragging its line "
+                "on the chart): replaced in one request where the exchange can, through the same "
+                "checks as a new order; a take profit or stop loss moves with its lot's other "
+                "exit kept."
+            ),
+            params=(
+                SYMBOL_REQUIRED,
+                ParamSpec("order_id", ParamType.STRING, "The order to move", required=True,
+                          max_length=64),
+                _decimal("price", "The new limit price (a limit order, a take profit)"),
+                _decimal("stop_price", "The new trigger price (a stop, a stop loss)"),
+            ),
+            permission=Permission.DESK,
+            handler=modify_order,
+            returns=('<order_moved order_id="P00000007" client_order_id="mv-1" '
+                     'symbol="BTC/USDT" status="SUBMITTED" quantity="0.5" filled_quantity="0" '
+                     'fee="0" fee_currency="USDT" />'),
         ),
         ToolSpec(
             name="close_position",
