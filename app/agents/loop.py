@@ -8,6 +8,7 @@ resumes where it stopped: a stored tool call without its result is executed agai
 call key, which the order and dispatch tools recognise, so nothing is done twice.
 
 The loop stops at a text answer (the task is done; a reply goes back when one was expected), at
+an answer its provider ends as a refusal (done, with the model's words or a note saying so), at
 ``ask_user_clarification`` or a call a tool holds for the person's approval (the task is parked
 and the agent waits, durably, for the person; the approved call runs again marked approved), at
 the step limit, when a budget is spent, or when the provider fails (the agent becomes FAULTED with
@@ -32,6 +33,7 @@ from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY, ApprovalLog, is
 from app.agents.context_budget import fit_context
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
 from app.agents.llm.port import (
+    REFUSAL,
     ChatMessage,
     LLMError,
     LLMProvider,
@@ -59,6 +61,7 @@ TASK_REPLY = "TASK_REPLY"
 CLARIFY_TOOL = "ask_user_clarification"
 COMMENTARY = "commentary"  # message kind: the prose a model wrote around its call
 NORMALISED = "normalised"  # message kind: what the parser repaired to read an answer
+DECLINED = "The model declined this task: its provider ended the answer as a refusal."
 
 
 class TaskOutcome(StrEnum):
@@ -201,6 +204,8 @@ class AgentLoop:
             response = await self._ask_model(task, step, messages)
         except LLMError as exc:
             return self._fault(task, f"the model provider failed: {exc}", messages)
+        if response.finish_reason == REFUSAL:
+            return self._declined(task, step, response, messages)
         parsed = self.s.executor.parse(response.text)
         self._record_reading(task, step, parsed, messages)
         if parsed.is_text:
@@ -213,6 +218,20 @@ class AgentLoop:
             self.agent_id, task.task_id, step, "assistant", "assistant", response.text
         ))
         return None
+
+    def _declined(
+        self, task: Task, step: int, response: LLMResponse, messages: list[StoredMessage]
+    ) -> TaskOutcome:
+        """The provider says the model declined (``REFUSAL``): the task ends with the model's
+        words, or ``DECLINED`` when it gave none. Asking again would be declined again, at a
+        price, up to the step limit; and a call cut off by the refusal is not acted on."""
+        parsed = self.s.executor.parse(response.text)
+        text = response.text.strip() if parsed.is_text else ""
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, step, "assistant", "final", text or DECLINED
+        ))
+        self._finish(task, text or DECLINED)
+        return TaskOutcome.DONE
 
     def _record_reading(
         self, task: Task, step: int, parsed: ParsedResponse, messages: list[StoredMessage]

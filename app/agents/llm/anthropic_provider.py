@@ -29,6 +29,7 @@ from app.agents.llm.bounds import (
     raw_limit_passed,
 )
 from app.agents.llm.port import (
+    REFUSAL,
     ChatMessage,
     LLMError,
     LLMRequest,
@@ -43,7 +44,9 @@ from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, wi
 NAME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+# the port's finish reasons; "refusal" (the model declined) is kept as the port's REFUSAL
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                 "refusal": REFUSAL}
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,10 @@ from typing import Any, Literal, Protocol
 from app.redaction import redact
 
 MessageRole = Literal["user", "assistant"]
+# ``LLMResponse.finish_reason`` of an answer the provider itself says the model declined
+# (Anthropic's ``stop_reason: "refusal"``): the loop ends the task there, and ``kestrel eval``
+# counts the task as a refusal, whatever text came with it.
+REFUSAL = "refusal"
 
 
 @dataclass(frozen=True, slots=True)
