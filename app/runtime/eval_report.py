@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import PriceTable
-from app.agents.cutoffs import period_warning
+from app.agents.cutoffs import period_warnings
 from app.agents.llm.port import REFUSAL, LLMUsage
 from app.agents.llm.replay import Recording
 from app.config import LLMSettings
@@ -216,6 +216,7 @@ class Calls:
     cost: Decimal = Decimal(0)
     unpriced: int = 0
     latencies: list[float] = field(default_factory=list)
+    answered: set[str] = field(default_factory=set)  # the model names the server answered with
 
     def add(self, other: Calls) -> None:
         self.calls += other.calls
@@ -224,6 +225,7 @@ class Calls:
         self.cost += other.cost
         self.unpriced += other.unpriced
         self.latencies += other.latencies
+        self.answered |= other.answered
 
 
 def read_calls(recording: Path, subject: LLMSettings, prices: PriceTable) -> Calls:
@@ -237,6 +239,8 @@ def read_calls(recording: Path, subject: LLMSettings, prices: PriceTable) -> Cal
         calls.tokens_in += usage.input_tokens
         calls.tokens_out += usage.output_tokens
         calls.latencies.append(float(answer.get("latency_ms", 0.0)))
+        if answer.get("model"):
+            calls.answered.add(str(answer["model"]))
         cost = prices.price(str(answer.get("model") or subject.model), usage,
                             provider=subject.provider, base_url=subject.base_url or None)
         if cost is None:
@@ -447,11 +451,12 @@ def build_report(
     before_cutoff = False
     starts = [parse_time(period_start)] if period_start else [parse_time(r.start) for r in runs]
     if subject.provider != "rule-engine" and starts:
-        warned = period_warning(subject.model, min(starts), subject.training_cutoff, blind=blind)
-        if warned is not None:
-            warnings.append(warned[0])
-            before_cutoff = warned[1]
+        for text, flag in period_warnings(subject.model, all_calls.answered, min(starts),
+                                          subject.training_cutoff, blind=blind):
+            warnings.append(text)
+            before_cutoff = before_cutoff or flag
     subject_data = subject.model_dump(include={"provider", "model", "base_url"})
+    subject_data["answered_as"] = sorted(all_calls.answered)
     return EvalReport({
         "subject": subject_data, "blind": blind, "stopped": stopped, "warnings": warnings,
         "before_training_cutoff": before_cutoff, "windows": windows, "total": total,

@@ -24,6 +24,7 @@ from tests.helpers.fake_llm_servers import (
     FakeAnthropicServer,
     FakeOpenAIServer,
     FaultFrom,
+    Reply,
     error,
     looping,
     refusal,
@@ -274,3 +275,24 @@ def test_an_eval_that_faults_in_its_first_window_still_says_stopped_and_warns(
     assert report["windows"] == [] and "Invalid API key" in report["stopped"]
     assert report["before_training_cutoff"] and "2019-10-04" in report["warnings"][0]
     assert "STOPPED: " in markdown and "> WARNING: This period starts 2019-10-04" in markdown
+
+
+def test_an_alias_the_server_answers_as_a_dated_model_is_checked_under_that_name(
+    tmp_path: Path,
+) -> None:
+    model = PromptRuleModel()
+
+    def dated(body: dict) -> Reply:  # a proxy's alias, served by a dated OpenAI model
+        return Reply(text=model(body), model="gpt-4o-mini-2024-07-18")
+
+    with FakeOpenAIServer(default=dated) as server:
+        code, report, markdown = _eval(tmp_path, [
+            "--provider", "openai-compatible", "--base-url", server.base_url,
+            "--model", "house-default"])
+    assert code == 0
+    assert report["subject"]["model"] == "house-default"
+    assert report["subject"]["answered_as"] == ["gpt-4o-mini-2024-07-18"]
+    (warning,) = report["warnings"]
+    assert report["before_training_cutoff"]
+    assert "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in warning
+    assert f"> WARNING: {warning}" in markdown
