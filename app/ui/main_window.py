@@ -574,9 +574,11 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def _settings_saved(self, _settings: object) -> None:
-        """The toolbar shows the replay speed the saved settings gave the driver."""
+        """The toolbar shows the replay speed the saved settings gave the driver, and the banner
+        what new agents would run on under the saved [llm] (with its training-cutoff warning)."""
         if self.replay_bar is not None and self.world is not None:
             self.replay_bar.show_speed(self.world.venue.driver.speed)
+        self._refresh_banner()
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which
