@@ -121,7 +121,8 @@ def read_answers(run_dir: Path, endings: list[TaskEnding], declined: set[str] | 
         if ending.ending is not Ending.DECISION:
             answers.endings[ending.ending.value] += 1
         answers.missing.update(ending.missing)
-    answers.provider_refusals = len({e.task_id for e in endings} & (declined or set()))
+    answers.provider_refusals = sum(
+        1 for e in endings if e.ending is Ending.REFUSAL and e.task_id in (declined or set()))
     with _db(run_dir) as db:
         rows = db.execute(
             "SELECT task_id, kind, content FROM messages WHERE kind IN "
