@@ -368,8 +368,12 @@ class MainWindow(QMainWindow):
         )
 
     def _refresh_banner(self) -> None:
-        if self.world is not None and self.banner is not None:
-            self.banner.setText(self._banner_text())
+        """Say anew what the agents run on; an unchanged text is left alone (no relayout)."""
+        if self.world is None or self.banner is None:
+            return
+        text = self._banner_text()
+        if text != self.banner.text():
+            self.banner.setText(text)
 
     def _agents_changed(self, _event: AgentStateChanged) -> None:
         """An agent was created or deleted (or changed state): what runs may have changed."""
