@@ -177,6 +177,19 @@ class ConversationStore:
         ).fetchall()
         return {str(provider): int(count) for provider, count in rows}
 
+    def answered_models(self, *, run_id: str | None = None) -> dict[str, set[str]]:
+        """Per agent, the names its language-model calls were answered under (the answer's own
+        model field, as recorded): which model really ran, where an alias was asked for."""
+        query = "SELECT DISTINCT agent_id, model FROM llm_usage WHERE provider != 'rule-engine'"
+        if run_id is None:
+            rows = self._db.conn.execute(query).fetchall()
+        else:
+            rows = self._db.conn.execute(f"{query} AND run_id=?", (run_id,)).fetchall()
+        answered: dict[str, set[str]] = {}
+        for agent_id, model in rows:
+            answered.setdefault(str(agent_id), set()).add(str(model))
+        return answered
+
     def usage(
         self,
         *,

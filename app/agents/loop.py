@@ -8,6 +8,7 @@ resumes where it stopped: a stored tool call without its result is executed agai
 call key, which the order and dispatch tools recognise, so nothing is done twice.
 
 The loop stops at a text answer (the task is done; a reply goes back when one was expected), at
+an answer its provider ends as a refusal (done, with the model's words or a note saying so), at
 ``ask_user_clarification`` or a call a tool holds for the person's approval (the task is parked
 and the agent waits, durably, for the person; the approved call runs again marked approved), at
 the step limit, when a budget is spent, or when the provider fails (the agent becomes FAULTED with
@@ -39,6 +40,7 @@ from app.agents.context_window import (
 )
 from app.agents.conversation_store import SENT_KINDS, ConversationStore, StoredMessage
 from app.agents.llm.port import (
+    REFUSAL,
     ChatMessage,
     LLMError,
     LLMProvider,
@@ -81,6 +83,7 @@ NORMALISED = "normalised"  # message kind: what the parser repaired to read an a
 CUT_ANSWER = "cut_answer"  # message kind: an answer the server cut at its token limit
 # the kinds of the model's answers: each is one step of a task
 ANSWER_KINDS = frozenset({"assistant", "final", NATIVE_CALL, CUT_ANSWER})
+DECLINED = "The model declined this task: its provider ended the answer as a refusal."
 
 
 class TaskOutcome(StrEnum):
@@ -236,6 +239,8 @@ class AgentLoop:
             return self._fault(task, f"the request was not sent to the model: {exc}", messages)
         except LLMError as exc:
             return self._fault(task, f"the model provider failed: {exc}", messages)
+        if response.finish_reason == REFUSAL:
+            return self._declined(task, step, response, messages)
         if response.cut:  # never acted on, never a final answer: the model is told
             return await self._answer_cut(task, step, response, messages)
         if response.tool_calls:
@@ -252,6 +257,20 @@ class AgentLoop:
             self.agent_id, task.task_id, step, "assistant", "assistant", response.text
         ))
         return None
+
+    def _declined(
+        self, task: Task, step: int, response: LLMResponse, messages: list[StoredMessage]
+    ) -> TaskOutcome:
+        """The provider says the model declined (``REFUSAL``): the task ends with the model's
+        words, or ``DECLINED`` when it gave none. Asking again would be declined again, at a
+        price, up to the step limit; and a call cut off by the refusal is not acted on."""
+        parsed = self.s.executor.parse(response.text)
+        text = response.text.strip() if parsed.is_text else ""
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, step, "assistant", "final", text or DECLINED
+        ))
+        self._finish(task, text or DECLINED)
+        return TaskOutcome.DONE
 
     def _record_reading(
         self, task: Task, step: int, parsed: ParsedResponse, messages: list[StoredMessage]

@@ -7,8 +7,8 @@ prints the report's table; ``kestrel eval --replay RUN`` answers from that recor
 writes the identical report. Exit codes: 0 done; 2 bad settings or input (no model configured, a
 missing key, a run folder without a recording, an ``--out`` folder it must not write: a workspace,
 another command's output, a folder with other files), one line on standard error; 3 the model
-could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do;
-130 interrupted.
+could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do,
+and eval.json and eval.md say STOPPED and why above the windows that ran; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ def eval_command(args: argparse.Namespace) -> int:
         report = asyncio.run(run_eval(options))
     except EvalStopped as exc:
         _close(bar)
-        if exc.report is not None and exc.report.data["windows"]:
+        if exc.report is not None:  # STOPPED, why, the cutoff warning, the windows before
             print(exc.report.table())
+            print(f"\nreport (STOPPED): {options.out_dir / 'eval.json'}, eval.md")
         print(f"kestrel eval: the model could not be evaluated: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAULTED
     except KeyboardInterrupt:

@@ -21,6 +21,7 @@ import logging
 import traceback
 from collections.abc import Sequence
 from dataclasses import replace
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +41,11 @@ from PySide6.QtWidgets import (
 from app.domain.agents import AgentRole, AgentState
 from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError, OperationalError, TemporaryError
-from app.events import EventBus
+from app.events import AgentStateChanged, EventBus, LLMCallRecorded
 from app.secrets import SecretStore
 from app.ui import window_layout
 from app.ui.errors import ErrorReporter
-from app.ui.panels.tasks import TaskSet, stop_panel
+from app.ui.panels.tasks import BusLink, TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
@@ -105,6 +106,10 @@ class MainWindow(QMainWindow):
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self._pacer: asyncio.Task[None] | None = None
+        self.banner: Any = None  # app.ui.replay_bar.Banner, once open
+        self._banner_link: BusLink | None = None
+        self._banner_start_ms = 0
+        self._answered: set[tuple[str, str]] = set()  # (agent id, model) answers seen
         self._speed_lock = asyncio.Lock()
         self._closing = False
         self.loading = QLabel("Opening the workspace…")
@@ -255,7 +260,7 @@ class MainWindow(QMainWindow):
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
-        from app.ui.replay_bar import Banner, ReplayBar, banner_text
+        from app.ui.replay_bar import Banner, ReplayBar
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
@@ -281,10 +286,14 @@ class MainWindow(QMainWindow):
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
-        rule_engine = desk.fresh or any(
-            a.provider == "rule-engine" for a in team.manager.list_agents())
-        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine,
-                                         label=venue.label))
+        # what the agents run on, and a language model's training-cutoff warning for the
+        # replayed period, from the moment the replay starts here; kept current as agents are
+        # created and as models answer (under the name the server gives)
+        self._banner_start_ms = venue.clock.now_ms()
+        self.banner = Banner(self._banner_text())
+        self._banner_link = BusLink(world.bus)
+        self._banner_link.subscribe(AgentStateChanged, self._agents_changed)
+        self._banner_link.subscribe(LLMCallRecorded, self._model_answered)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
@@ -366,6 +375,42 @@ class MainWindow(QMainWindow):
         self.alert_banner.add("Kestrel: the disk is full", said)
         self.statusBar().showMessage("The disk is full: the agents are stopped (see the red "
                                      "strip).", 0)
+
+    def _banner_text(self) -> str:
+        """The banner: the venue, what the agents run on, and the training-cutoff warnings of
+        the language models among them over this replay (``app.runtime.engines``)."""
+        from app.runtime.engines import agent_engines, replay_warnings
+        from app.ui.replay_bar import banner_text
+
+        world = self.world
+        assert world is not None
+        engines = agent_engines(world)
+        return banner_text(
+            offline=world.venue.offline,
+            engines=engines.words(lambda w: f"<b>{escape(w, quote=False)}</b>"),
+            label=world.venue.label, warnings=replay_warnings(world, self._banner_start_ms),
+            uses_llm=bool(engines.models),
+        )
+
+    def _refresh_banner(self) -> None:
+        """Say anew what the agents run on; an unchanged text is left alone (no relayout)."""
+        if self.world is None or self.banner is None:
+            return
+        text = self._banner_text()
+        if text != self.banner.text():
+            self.banner.setText(text)
+
+    def _agents_changed(self, _event: AgentStateChanged) -> None:
+        """An agent was created or deleted (or changed state): what runs may have changed."""
+        self._refresh_banner()
+
+    def _model_answered(self, event: LLMCallRecorded) -> None:
+        """A language model answered: under a name not seen yet, its cutoff is checked again
+        (an alias answers as the dated model behind it)."""
+        if event.provider == "rule-engine" or (event.agent_id, event.model) in self._answered:
+            return
+        self._answered.add((event.agent_id, event.model))
+        self._refresh_banner()
 
     def reset_layout(self) -> None:
         for dock in self.docks.values():
@@ -560,9 +605,11 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def _settings_saved(self, _settings: object) -> None:
-        """The toolbar shows the replay speed the saved settings gave the driver."""
+        """The toolbar shows the replay speed the saved settings gave the driver, and the banner
+        what new agents would run on under the saved [llm] (with its training-cutoff warning)."""
         if self.replay_bar is not None and self.world is not None:
             self.replay_bar.show_speed(self.world.venue.driver.speed)
+        self._refresh_banner()
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which
@@ -610,6 +657,8 @@ class MainWindow(QMainWindow):
             self.kill_controls.detach()
         if self.person is not None:
             self.person.detach()
+        if self._banner_link is not None:
+            self._banner_link.detach()
         status = self.statusBar()
         if isinstance(status, StatusBar):
             status.stop()

@@ -28,6 +28,18 @@ API::
     unfinished(answer)                 # the whole answer, then the stream is never ended
     server.written                     # bytes written so far for each endless/unfinished answer
 
+Models that fail an eval in the ways it must count apart (each can be a server's ``default``):
+
+    refusal(answer=REFUSAL_TEXT, stop_reason=False)  # a model declining, in words; with
+                                       # stop_reason the Anthropic fake ends it with stop_reason
+                                       # "refusal" (the OpenAI fake sends "stop": OpenAI says a
+                                       # text refusal only in words)
+    looping(call=LOOP_CALL)            # the same well-formed call every time: the task never
+                                       # ends until the agent's step limit stops it
+    FaultFrom(answer, marker, fault=error(401))  # answers like ``answer`` until a request
+                                       # mentions ``marker`` (e.g. a window's date), then
+                                       # ``fault`` to every request: a fault mid-eval
+
 ``api_key`` set: a call with another key gets the vendor's 401. ``echo_key`` makes that 401 quote
 the key it received, as some servers do: "full" (a proxy echoing the Authorization header),
 "masked" (OpenAI's "Incorrect API key provided: sk-abc12***…***wxyz"), "both", or "encoded" (the
@@ -118,7 +130,8 @@ class Reply:
         input_tokens / output_tokens: reported usage; ``None`` derives them from the sizes.
         cached_tokens: reported cached prompt tokens (OpenAI
             ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
-        finish_reason: "stop" or "length" (mapped to ``end_turn``/``max_tokens`` for Anthropic).
+        finish_reason: "stop", "length" (mapped to ``end_turn``/``max_tokens`` for Anthropic) or
+            "refusal" (Anthropic's ``stop_reason: "refusal"``; a plain "stop" for OpenAI).
         chunks: the exact streamed pieces; default: the text in 6-character pieces.
         model: the model the server reports; default: the requested one.
         endless: "" (a normal answer), "text" (``text`` repeated without end) or "pings"
@@ -226,6 +239,43 @@ def unfinished(answer: str, **fields: Any) -> Reply:
 
 
 ScriptItem = str | Reply | Callable[[dict[str, Any]], "str | Reply"]
+
+REFUSAL_TEXT = "I'm sorry, but I can't help with trading decisions."
+# valid for every agent of an eval (the analyst's and the trader's permissions both hold it)
+LOOP_CALL = "<get_market_snapshot><symbol>BTC/USDT</symbol></get_market_snapshot>"
+
+
+def refusal(answer: str = REFUSAL_TEXT, *, stop_reason: bool = False, **fields: Any) -> Reply:
+    """A model declining its task: ``answer`` in words; with ``stop_reason`` also Anthropic's
+    ``stop_reason: "refusal"`` (``answer`` may then be empty, as such answers often are)."""
+    return Reply(text=answer, finish_reason="refusal" if stop_reason else "stop", **fields)
+
+
+def looping(call: str = LOOP_CALL) -> Reply:
+    """The same well-formed call to every request: the agent never finishes its task, and its
+    template's step limit stops it."""
+    return Reply(text=call)
+
+
+class FaultFrom:
+    """A model that answers like ``answer`` until a request mentions ``marker`` (anywhere in
+    its JSON body, e.g. a date only a later window's task carries), then gives ``fault`` to
+    every request from then on: a server that fails part-way through an eval."""
+
+    def __init__(self, answer: Callable[[dict[str, Any]], str | Reply], marker: str,
+                 fault: Reply | None = None) -> None:
+        self.answer = answer
+        self.marker = marker
+        self.fault = fault or error(401, "The API key was revoked.")
+        self.faulted = 0  # requests answered with the fault
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str | Reply:
+        with self._lock:
+            if self.faulted or self.marker in json.dumps(body):
+                self.faulted += 1
+                return self.fault
+        return self.answer(body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,6 +596,11 @@ def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
+def _finish(reply: Reply) -> str:
+    """OpenAI's finish reason of a reply: a refusal in words ends as any answer does."""
+    return "stop" if reply.finish_reason == "refusal" else reply.finish_reason
+
+
 class FakeOpenAIServer(_FakeServerBase):
     """An OpenAI-compatible ``POST /v1/chat/completions`` (JSON or SSE chunks + ``[DONE]``)."""
 
@@ -606,7 +661,7 @@ class FakeOpenAIServer(_FakeServerBase):
     def _finish(reply: Reply) -> str:
         if reply.tool_calls and reply.finish_reason == "stop":
             return "tool_calls"
-        return reply.finish_reason
+        return _finish(reply)
 
     @staticmethod
     def _arguments(native: dict[str, Any]) -> str:
@@ -861,9 +916,12 @@ class FakeAnthropicServer(_FakeServerBase):
 
 __all__ = [
     "ENDLESS_CAP_BYTES",
+    "LOOP_CALL",
+    "REFUSAL_TEXT",
     "FakeAnthropicServer",
     "FakeOllamaServer",
     "FakeOpenAIServer",
+    "FaultFrom",
     "RecordedRequest",
     "Reply",
     "ScriptItem",
@@ -873,6 +931,8 @@ __all__ = [
     "delay",
     "endless",
     "error",
+    "looping",
+    "refusal",
     "split_pieces",
     "text",
     "unfinished",

@@ -35,6 +35,7 @@ from app.agents.llm.bounds import (
 )
 from app.agents.llm.port import (
     CUT,
+    REFUSAL,
     ChatMessage,
     LLMError,
     LLMRequest,
@@ -52,9 +53,10 @@ from app.agents.llm.tokens import complete_usage
 NAME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
-# "model_context_window_exceeded": the context filled up while answering, which also cuts it
+# "model_context_window_exceeded": the context filled up while answering, which also cuts it;
+# "refusal" (the model declined) is kept as the port's REFUSAL
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": CUT,
-                 "model_context_window_exceeded": CUT}
+                 "model_context_window_exceeded": CUT, "refusal": REFUSAL}
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,11 @@ class ToolSchema:
     description: str
     parameters: dict[str, Any]
 
+# ``LLMResponse.finish_reason`` of an answer the provider itself says the model declined
+# (Anthropic's ``stop_reason: "refusal"``): the loop ends the task there, and ``kestrel eval``
+# counts the task as a refusal, whatever text came with it.
+REFUSAL = "refusal"
+
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
