@@ -94,7 +94,10 @@ def plan(spec: TaskData, task: Task, config: Mapping[str, Any]) -> list[DataCall
                 path = path.replace(SYMBOL_KEY, symbol_key(symbol))
             except ValueError:
                 continue  # not a symbol at all: the agent's own calls will say so
-        calls.append(DataCall("read_agent_memory_file", (_node("file_path", path),)))
+        read = (_node("file_path", path),)
+        if spec.notes_as == "TEXT":
+            read += (_node("content_format", "TEXT"),)
+        calls.append(DataCall("read_agent_memory_file", read))
     if symbol is not None:
         market = (_node("symbol", symbol), _node("interval", interval))
         if spec.snapshot:

@@ -180,6 +180,8 @@ class TaskData(_Strict):
     ``notes`` are memory files; ``{symbol_key}`` in a path stands for the task's symbol as its
     folder name (``symbols/{symbol_key}/trades.yaml``). Market data, indicators and positions are
     for the task's ``symbol`` (its payload's, or the agent's only configured symbol).
+    ``notes_as`` is how the notes travel: TEXT (the files' text, which a model reads without
+    decoding, at half the tokens of base64) or BASE64 (the seed's read, for comparison).
     """
 
     task_types: tuple[StrictStr, ...] = Field(min_length=1)
@@ -188,6 +190,7 @@ class TaskData(_Strict):
     indicators: tuple[IndicatorWanted, ...] = ()
     indicator_values: StrictInt = Field(default=3, ge=1, le=50)
     notes: tuple[StrictStr, ...] = ()
+    notes_as: Literal["TEXT", "BASE64"] = "TEXT"
     positions: bool = False
     account: bool = False
     agents: bool = False

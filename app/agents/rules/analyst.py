@@ -34,7 +34,7 @@ from typing import Any
 
 from lxml import etree
 
-from app.agents.rules.calls import Answer, b64, call, final, indicator_call, unb64
+from app.agents.rules.calls import Answer, b64, call, final, indicator_call, memory_text
 from app.agents.rules.rollover import (
     ARCHIVE_DIR,
     archive_path,
@@ -538,8 +538,7 @@ class AnalystPolicy:
         previous: MarketAssessment | None = None
         note = ""
         if read is not None and read.ok:
-            text = unb64(read.first().findtext("content_base64") if read.first() is not None
-                          else None)
+            text = memory_text(read.first())
             if text.strip():
                 try:
                     previous = load_yaml(MarketAssessment, text)

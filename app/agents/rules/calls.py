@@ -96,6 +96,15 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
+def memory_text(first: Any) -> str:
+    """The text of a ``<memory_file_content>`` element: its ``<content>`` when the file was read
+    as text (a task's data block reads it so), else its decoded ``<content_base64>``."""
+    if first is None:
+        return ""
+    text = first.findtext("content")
+    return text if text is not None else unb64(first.findtext("content_base64"))
+
+
 def unb64(text: str | None) -> str:
     """Decode a memory file's base64 content; undecodable bytes become U+FFFD, not an error."""
     if not text:

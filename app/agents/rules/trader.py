@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.agents.rules.calls import Answer, b64, call, final, unb64
+from app.agents.rules.calls import Answer, b64, call, final, memory_text
 from app.agents.rules.rollover import free_name
 from app.agents.rules.sizing import (
     STREAK,
@@ -99,18 +99,13 @@ def _read_trades(step: Step | None, symbol: str) -> Record:
     if step is None or step.result is None or not step.result.ok:
         problem = step.result.problem() if step and step.result else "not read"
         return Record(empty, f"trades.yaml could not be read ({problem})")
-    text = unb64(_content(step.result))
+    text = memory_text(step.result.first())
     if not text.strip():
         return Record(empty, "no trade history with this symbol yet")
     try:
         return Record(load_yaml(TradesFile, text))
     except ValueError as exc:
         return Record(empty, f"trades.yaml is unreadable and is left as it is ({str(exc)[:200]})")
-
-
-def _content(result: Result) -> str | None:
-    first = result.first()
-    return first.findtext("content_base64") if first is not None else None
 
 
 class TraderPolicy:

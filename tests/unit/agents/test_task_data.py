@@ -48,6 +48,21 @@ def test_an_analysis_task_plans_the_snapshot_candles_configured_indicators_and_n
     assert calls[6].params[3].children[1].text == "2.5" and rsi[4].text == "3"
 
 
+def test_memory_files_travel_in_the_task_data_as_their_text_not_base64() -> None:
+    config = validate_config(TRADER, {"symbols": ["BTC/USDT"]})
+    signal = _task("NEW_MARKET_ANALYSIS_SIGNAL", {"symbol": "BTC/USDT"})
+    reads = [c for c in plan(TRADER.task_data, signal, config)
+             if c.tool == "read_agent_memory_file"]
+    assert [[(p.tag, p.text) for p in c.params] for c in reads] == [
+        [("file_path", "symbols/BTCUSDT/trades.yaml"), ("content_format", "TEXT")],
+        [("file_path", "symbols/BTCUSDT/performance_summary.yaml"), ("content_format", "TEXT")],
+    ]
+    as_before = TRADER.task_data.model_copy(update={"notes_as": "BASE64"})
+    (seed_read, _) = [c for c in plan(as_before, signal, config)
+                      if c.tool == "read_agent_memory_file"]
+    assert [p.tag for p in seed_read.params] == ["file_path"]
+
+
 def test_a_task_of_another_type_or_symbol_carries_nothing() -> None:
     config = validate_config(TRADER, {"symbols": ["BTC/USDT"]})
     spec = TRADER.task_data
@@ -113,6 +128,9 @@ def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and
             "read_agent_memory_file", "get_market_snapshot", "get_historical_klines",
             *["calculate_technical_indicator"] * 4]
         assert all(result.ok for _, result in facts.data)
+        note = facts.data[0][1].first()  # the assessment the setup's first analysis wrote
+        assert note is not None and note.find("content_base64") is None
+        assert "schema_version: 1" in (note.findtext("content") or "")
         snapshot = facts.data[1][1]
         assert snapshot.attr("time_ms") == str(now)  # the task's market time, not later
         candles = facts.data[2][1].first()
