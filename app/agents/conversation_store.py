@@ -18,8 +18,12 @@ from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
 from app.redaction import redact
 from app.store.db import StoreDb, store_db
 
-# kinds sent to the model; the others ("question", "notice", "hidden_result") are for people
-SENT_KINDS = frozenset({"task", "assistant", "tool_result", "user_reply"})
+# kinds sent to the model; the others ("question", "notice", "hidden_result") are for people.
+# An answer with blocks and their results are sent only when the task goes on after them (a
+# block was refused), so the model sees what it wrote and what came of it.
+SENT_KINDS = frozenset({
+    "task", "assistant", "tool_result", "user_reply", "answer_blocks", "block_results",
+})
 
 
 @dataclass(frozen=True, slots=True)

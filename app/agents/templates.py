@@ -221,6 +221,32 @@ class TaskData(_Strict):
         return {name: group for name, (wanted, group) in parts.items() if wanted}
 
 
+_BLOCK_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class AnswerBlock(_Strict):
+    """One block a final answer may carry after its text (``app.agents.answer_blocks``): the
+    memory write it stands for. ``file_path`` may hold ``{symbol_key}`` (the task's symbol)."""
+
+    tool: Literal[
+        "append_to_agent_memory_file", "write_agent_memory_file", "log_journal_entry"
+    ]
+    file_path: StrictStr | None = Field(default=None, min_length=1, max_length=300)
+    file_type_hint: Literal["YAML", "MARKDOWN", "TEXT"] | None = None
+
+    @model_validator(mode="after")
+    def _path(self) -> AnswerBlock:
+        journal = self.tool == "log_journal_entry"
+        if journal and (self.file_path is not None or self.file_type_hint is not None):
+            raise ValueError("a journal block writes today's journal: it takes no file_path")
+        if not journal and self.file_path is None:
+            raise ValueError(f"a {self.tool} block needs the file_path it writes")
+        left = (self.file_path or "").replace(SYMBOL_KEY, "")
+        if _PLACEHOLDER.search(left):
+            raise ValueError(f"the only placeholder a file_path may hold is {SYMBOL_KEY}")
+        return self
+
+
 class AgentTemplate(_Strict):
     """One agent template as loaded from ``resources/agents/<template_id>.yaml``.
 
@@ -242,6 +268,7 @@ class AgentTemplate(_Strict):
     config: dict[str, ConfigField] = Field(default_factory=dict, validate_default=True)
     constraints: tuple[StrictStr, ...] = ()
     task_data: TaskData | None = None
+    answer_blocks: dict[StrictStr, AnswerBlock] = Field(default_factory=dict)
 
     @field_validator("display_name", "description", "instructions")
     @classmethod
@@ -308,6 +335,20 @@ class AgentTemplate(_Strict):
                 raise ValueError(f"the defaults break the constraint {text!r}")
         return value
 
+
+    @field_validator("answer_blocks")
+    @classmethod
+    def _answer_blocks(
+        cls, value: dict[str, AnswerBlock], info: ValidationInfo
+    ) -> dict[str, AnswerBlock]:
+        for name in value:
+            if not _BLOCK_NAME.fullmatch(name):
+                raise ValueError(
+                    f"block name {name!r} must be lower_snake_case, at most 32 characters"
+                )
+        if value and Permission.MEMORY not in set(info.data.get("permissions") or ()):
+            raise ValueError("answer blocks write memory: the template must grant memory")
+        return value
 
     @field_validator("task_data")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.agents.llm.port import ChatMessage
 from app.agents.rules.engine import decide
-from app.agents.rules.transcript import read_transcript
+from app.agents.rules.transcript import blocks_of, read_transcript
 from app.events import AgentStateChanged
 from app.runtime.world import World
 from app.tools.protocol.parser import parse_response
@@ -34,7 +34,11 @@ def text_of(content: Any) -> str:
 def corrupt(answer: str, n: int) -> str:
     """One of three ways a model gets the protocol wrong, each a different error to recover from:
     the call wrapped in a ``<tool_call>`` element, a call cut off, two calls at once. (Fences
-    around a call are read as the call itself.)"""
+    around a call are read as the call itself.) A final answer with blocks is wrapped the same
+    way, or loses its text and keeps only its blocks."""
+    if blocks_of(answer) is not None:
+        blocks = answer[answer.index("\n<") + 1:]
+        return f"<tool_call>{answer}</tool_call>" if n % 2 == 0 else blocks
     call_start = answer.find("<", answer.find("</thinking>") + 1) if "</thinking>" in answer else 0
     call = answer[call_start:]
     match n % 3:
@@ -75,9 +79,9 @@ class RequestModel:
         kept: list[ChatMessage] = messages[:1]
         index = 1
         while index < len(messages):  # leave out our own malformed answers and their errors
-            if messages[index].role == "assistant" and parse_response(
-                messages[index].content
-            ).call is None:
+            content = messages[index].content
+            if (messages[index].role == "assistant" and blocks_of(content) is None
+                    and parse_response(content).call is None):
                 index += 2
                 continue
             kept.append(messages[index])
@@ -87,7 +91,8 @@ class RequestModel:
             self.seen(system, messages)
             self.calls += 1
             spoil = (self.malformed_every and self.calls % self.malformed_every == 0
-                     and parse_response(answer).call is not None
+                     and (parse_response(answer).call is not None
+                          or blocks_of(answer) is not None)
                      and len(messages) == len(kept))  # at most once per task
             if spoil:
                 self.malformed += 1

@@ -33,8 +33,15 @@ POLICIES = (orchestrator.MODEL, *analyst.MODELS, trader.MODEL)
 NO_TOKENS = LLMUsage(0, 0)
 
 
-def decide(model: str, agent_id: str, config: dict, transcript: Transcript) -> Answer:
+def decide(
+    model: str, agent_id: str, config: dict, transcript: Transcript, *, blocks: bool = True
+) -> Answer:
     """The next answer of the policy ``model``.
+
+    Args:
+        blocks: the Analyst and the Trader end with a final answer whose blocks the runtime
+            writes to memory (``app.agents.answer_blocks``); False: each write is a call of its
+            own, in base64, as before blocks (what the cost benchmark compares against).
 
     Raises:
         PermanentLLMError: ``model`` names no policy of the engine.
@@ -42,9 +49,9 @@ def decide(model: str, agent_id: str, config: dict, transcript: Transcript) -> A
     if model == orchestrator.MODEL:
         return orchestrator.OrchestratorPolicy(agent_id, config).turn(transcript)
     if model in analyst.MODELS:
-        return analyst.AnalystPolicy(model, agent_id, config).turn(transcript)
+        return analyst.AnalystPolicy(model, agent_id, config, blocks=blocks).turn(transcript)
     if model == trader.MODEL:
-        return trader.TraderPolicy(agent_id, config).turn(transcript)
+        return trader.TraderPolicy(agent_id, config, blocks=blocks).turn(transcript)
     raise PermanentLLMError(
         NAME, f"the rule engine has no policy {model!r}; its policies are {', '.join(POLICIES)}"
     )

@@ -142,9 +142,10 @@ def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and
         ).fetchall()
         names = [r[0] for r in rows]
         assert names[:7] == [tool for tool, _ in facts.data]
-        # the rule engine decided from the data: log, rewrite the assessment, answer
+        # the rule engine decided from the data and answered; the runtime wrote the answer's
+        # log entry and assessment for it, audited like the calls before
         kinds = [m.kind for m in world.agents.conversations.messages(task.task_id)]
-        assert kinds.count("assistant") <= 3 and kinds[-1] == "final"
+        assert kinds[-3:] == ["answer_blocks", "block_results", "final"]
         assert names[7:9] == ["append_to_agent_memory_file", "write_agent_memory_file"]
 
     _run(tmp_path, body)
@@ -190,11 +191,18 @@ def test_the_same_analysis_without_task_data_makes_the_calls_itself_and_decides_
 def test_the_analyst_assesses_a_task_from_its_carried_data_once_not_at_every_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Its later turns (record, rewrite the assessment, answer) ask for the same assessment
-    again; it is the one the first turn computed, not the carried results read again."""
+    """Its later turns (record, rewrite the assessment, answer: the protocol with a call per
+    write) ask for the same assessment again; it is the one the first turn computed, not the
+    carried results read again."""
     assessed: list[str] = []
     _FROM_TASK_DATA.clear()  # an earlier test's world wrote the same tasks
     real = AnalystPolicy._calculate_from
+    real_init = AnalystPolicy.__init__
+
+    def with_calls(self: AnalystPolicy, *args: Any, blocks: bool = True) -> None:
+        real_init(self, *args, blocks=False)
+
+    monkeypatch.setattr(AnalystPolicy, "__init__", with_calls)
 
     def counting(self: AnalystPolicy, t: Any, *args: Any) -> Any:
         assessed.append(t.task.task_id)
