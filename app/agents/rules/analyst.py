@@ -147,7 +147,7 @@ def _complete(
         stamp = int(point.get("timestamp_ms", "0"))
         if stamp + interval_ms > now_ms:
             continue
-        row = {key: Decimal(value) for key, value in point.attrib.items()}
+        row = {key: Decimal(value) for key, value in point.attrib.items() if key != "time_iso"}
         rows.append(row)
     return rows
 
