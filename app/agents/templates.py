@@ -266,6 +266,9 @@ class AgentTemplate(_Strict):
     provider: ProviderChoice
     limits: Limits
     config: dict[str, ConfigField] = Field(default_factory=dict, validate_default=True)
+    # settings an earlier version of the template had: dropped from a stored configuration when
+    # it is read, so agents created before keep working
+    retired_config: tuple[StrictStr, ...] = ()
     constraints: tuple[StrictStr, ...] = ()
     task_data: TaskData | None = None
     answer_blocks: dict[StrictStr, AnswerBlock] = Field(default_factory=dict)
@@ -499,6 +502,7 @@ def validate_config(template: AgentTemplate, raw: Mapping[str, Any]) -> dict[str
             details={"parameter": "initial_config_json"},
         )
     known = list(template.config)
+    raw = {key: value for key, value in raw.items() if key not in template.retired_config}
     unknown = [str(key) for key in raw if key not in template.config]
     if unknown:
         raise InvalidParameterError(

@@ -118,4 +118,4 @@ class RuleModel(RequestModel):
 
     def decide(self, model: str, system: str, agent_id: str, kept: list[ChatMessage]) -> str:
         return decide(model, agent_id, self.configs.get(agent_id, {}),
-                      read_transcript(kept)).render()
+                      read_transcript(kept), system=system).render()

@@ -34,11 +34,14 @@ NO_TOKENS = LLMUsage(0, 0)
 
 
 def decide(
-    model: str, agent_id: str, config: dict, transcript: Transcript, *, blocks: bool = True
+    model: str, agent_id: str, config: dict, transcript: Transcript, *, blocks: bool = True,
+    system: str = "",
 ) -> Answer:
     """The next answer of the policy ``model``.
 
     Args:
+        system: the agent's system prompt, where the Orchestrator reads the account's quote
+            currency (a coin named alone trades against it), as a model would.
         blocks: the Analyst and the Trader end with a final answer whose blocks the runtime
             writes to memory (``app.agents.answer_blocks``); False: each write is a call of its
             own, in base64, as before blocks (what the cost benchmark compares against).
@@ -47,7 +50,8 @@ def decide(
         PermanentLLMError: ``model`` names no policy of the engine.
     """
     if model == orchestrator.MODEL:
-        return orchestrator.OrchestratorPolicy(agent_id, config).turn(transcript)
+        quote = orchestrator.quote_currency(system)
+        return orchestrator.OrchestratorPolicy(agent_id, config, quote).turn(transcript)
     if model in analyst.MODELS:
         return analyst.AnalystPolicy(model, agent_id, config, blocks=blocks).turn(transcript)
     if model == trader.MODEL:
@@ -75,7 +79,8 @@ class RuleEngineProvider:
                 "conversations it wrote itself"
             ) from None
         try:
-            answer = decide(request.model, request.agent_id, request.agent_config, transcript)
+            answer = decide(request.model, request.agent_id, request.agent_config, transcript,
+                            system=request.system)
         except PermanentLLMError:
             raise
         except Exception as exc:  # a defect in a policy: fault the agent with the reason
