@@ -90,10 +90,7 @@ def _check_text_hint(hint: str | None, data: bytes, path: str, param: str) -> No
             ) from None
 
 
-ONE_CONTENT = (
-    "Give exactly one of content or {encoded}. content is the text itself, written exactly as "
-    "given; wrap it in <![CDATA[ ... ]]> so '<' and '&' need no escaping."
-)
+ONE_CONTENT = "Give exactly one of content (plain text, best in <![CDATA[ ... ]]>) or {encoded}."
 
 
 def _plain(description: str) -> ParamSpec:
@@ -210,8 +207,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ParamSpec(
                     "content_format",
                     ParamType.ENUM,
-                    "BASE64 returns <content_base64>; TEXT returns the text itself in <content> "
-                    "(a file that is not plain UTF-8 text still comes as base64)",
+                    "TEXT returns the text itself in <content> (unless the file is not plain text)",
                     default="BASE64",
                     choices=CONTENT_FORMATS,
                 ),
@@ -241,7 +237,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     ParamType.BASE64,
                     "The content to write, base64 encoded (at most 1 MiB once decoded)",
                 ),
-                _plain("The content to write as plain text, instead of content_base64"),
+                _plain("The content as plain text"),
                 ParamSpec(
                     "file_type_hint",
                     ParamType.ENUM,
@@ -271,7 +267,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     ParamType.BASE64,
                     "The content to append, base64 encoded",
                 ),
-                _plain("The content to append as plain text, instead of content_to_append_base64"),
+                _plain("The content as plain text"),
                 ParamSpec(
                     "ensure_newline_before_append",
                     ParamType.BOOLEAN,
