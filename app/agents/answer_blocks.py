@@ -90,14 +90,17 @@ def _opening(names: tuple[str, ...] | None) -> re.Pattern[str]:
 def split(text: str, names: Collection[str] | None) -> Found | None:
     """The answer's text and its blocks, or None when it carries none.
 
-    The blocks start at the first line that opens one of ``names`` (any lower_snake_case name
-    when None: for readers of answers already written) and run to the end of the answer.
+    The blocks start at the first line after the leading thinking that opens one of ``names``
+    (any lower_snake_case name when None: for readers of answers already written) and run to
+    the end of the answer.
     """
     if names is not None and not names:
         return None
     if "<" not in text:
         return None
-    found = _opening(None if names is None else tuple(sorted(names))).search(text)
+    thinking = _LEADING_THINKING.match(text)  # a block named in the thinking opens nothing
+    after = thinking.end() if thinking is not None else 0
+    found = _opening(None if names is None else tuple(sorted(names))).search(text, after)
     if found is None:
         return None
     return Found(text[:found.start()].rstrip(), text[found.start():].strip())

@@ -33,6 +33,9 @@ def test_the_answer_is_the_text_before_the_first_block_and_an_answer_without_blo
     assert split("A line naming <analysis_log> mid-sentence.", ANALYST) is None
     assert split("<journal>\nx\n</journal>", TRADER) is not None  # no text: refused by the loop
     assert split("Done.\n<journal>\nx\n</journal>", {}) is None  # an agent without blocks
+    thought = "<thinking>Plan:\n<journal>\nlater\n</thinking>\nDone.\n<journal>\nx\n</journal>"
+    found = split(thought, TRADER)  # a block named while thinking is not where blocks start
+    assert found is not None and found.head.endswith("</thinking>\nDone.") and found.has_text
 
 
 def test_each_block_becomes_its_memory_call_with_the_text_exactly_as_written() -> None:
