@@ -20,9 +20,13 @@ from app.store.db import StoreDb, store_db
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people.
 # "native_call": a call the model made through its API's tool calling, kept as its XML;
-# "cut_answer": an answer the server cut at its token limit (the loop answers it with an error)
-SENT_KINDS = frozenset({"task", "assistant", "tool_result", "user_reply", "native_call",
-                        "cut_answer"})
+# "cut_answer": an answer the server cut at its token limit (the loop answers it with an error).
+# An answer with blocks and their results are sent only when the task goes on after them (a
+# block was refused), so the model sees what it wrote and what came of it.
+SENT_KINDS = frozenset({
+    "task", "assistant", "tool_result", "user_reply", "native_call", "cut_answer",
+    "answer_blocks", "block_results",
+})
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,9 @@ Because the conversation is rebuilt from the store on every turn, a task redeliv
 resumes where it stopped: a stored tool call without its result is executed again under the same
 call key, which the order and dispatch tools recognise, so nothing is done twice.
 
+A text answer may end in blocks (``answer_blocks.py``): memory writes the runtime makes for the
+agent before the task is done; if one is refused, the results go back to the model instead.
+
 The loop stops at a text answer (the task is done; a reply goes back when one was expected), at
 an answer its provider ends as a refusal (done, with the model's words or a note saying so), at
 ``ask_user_clarification`` or a call a tool holds for the person's approval (the task is parked
@@ -29,6 +32,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+from app.agents import answer_blocks
 from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY, ApprovalLog, is_approval
 from app.agents.context_budget import fit_context
 from app.agents.context_window import (
@@ -62,10 +66,10 @@ from app.agents.native_calls import (
     with_words,
 )
 from app.agents.task_data import gather, with_task_data
-from app.agents.templates import DEFAULT_CONTEXT_TOKENS, TaskData
+from app.agents.templates import DEFAULT_CONTEXT_TOKENS, AnswerBlock, TaskData
 from app.domain.agents import AgentInfo, AgentState, QuestionKind, Task
 from app.domain.clock import Clock, ms_to_iso
-from app.domain.errors import APPROVAL_RULE, ErrorCode, ToolError
+from app.domain.errors import APPROVAL_RULE, ErrorCode, ParseError, ToolError
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
 from app.tools.executor import ToolExecutor
@@ -81,9 +85,15 @@ CLARIFY_TOOL = "ask_user_clarification"
 COMMENTARY = "commentary"  # message kind: the prose a model wrote around its call
 NORMALISED = "normalised"  # message kind: what the parser repaired to read an answer
 CUT_ANSWER = "cut_answer"  # message kind: an answer the server cut at its token limit
+ANSWER_BLOCKS = "answer_blocks"  # message kind: a final answer with blocks, not yet written
+BLOCK_RESULTS = "block_results"  # message kind: what writing an answer's blocks returned
 # the kinds of the model's answers: each is one step of a task
-ANSWER_KINDS = frozenset({"assistant", "final", NATIVE_CALL, CUT_ANSWER})
+ANSWER_KINDS = frozenset({"assistant", "final", NATIVE_CALL, CUT_ANSWER, ANSWER_BLOCKS})
 DECLINED = "The model declined this task: its provider ended the answer as a refusal."
+BLOCKS_FIRST = (
+    "Your answer has blocks but no text before them. A final answer starts with its text (see "
+    "your role); its blocks come after it."
+)
 
 
 class TaskOutcome(StrEnum):
@@ -146,6 +156,8 @@ class AgentProfile:
     window: Window | None = None
     # how tools reach the model: in the system prompt only, also natively, or as it answers
     tool_transport: TransportMode = "xml"
+    # the memory writes a final answer may carry after its text (the template's answer_blocks)
+    answer_blocks: dict[str, AnswerBlock] = field(default_factory=dict)
 
 
 def task_message(task: Task) -> str:
@@ -226,6 +238,10 @@ class AgentLoop:
             return await self._tell_cut(task, last, messages)
         if last.kind == "question":
             return await self._after_question(task, last, messages)
+        if last.kind == ANSWER_BLOCKS:  # an answer whose blocks are not written yet (resumed)
+            return await self._write_blocks(task, last, messages)
+        if last.kind == BLOCK_RESULTS and answer_blocks.all_written(last.content):
+            return self._answered(task, messages[-2], messages)  # written, then interrupted
         state = self.s.agents.state(self.agent_id)
         if state is None or state in (AgentState.PAUSED, AgentState.STOPPED):
             return TaskOutcome.INTERRUPTED
@@ -245,8 +261,13 @@ class AgentLoop:
             return await self._answer_cut(task, step, response, messages)
         if response.tool_calls:
             return await self._answered_natively(task, step, response, messages)
-        parsed = self.s.executor.parse(response.text)
+        parsed, found = self._read(response.text)
         self._record_reading(task, step, parsed, messages)
+        if parsed.is_text and found is not None:
+            messages.append(conv.add(
+                self.agent_id, task.task_id, step, "assistant", ANSWER_BLOCKS, response.text
+            ))
+            return await self._write_blocks(task, messages[-1], messages)
         if parsed.is_text:
             messages.append(conv.add(
                 self.agent_id, task.task_id, step, "assistant", "final", response.text
@@ -271,6 +292,25 @@ class AgentLoop:
         ))
         self._finish(task, text or DECLINED)
         return TaskOutcome.DONE
+
+    def _read(self, text: str) -> tuple[ParsedResponse, answer_blocks.Found | None]:
+        """An answer as the parser reads it, with its blocks apart when it is a final answer
+        that carries some (the blocks are not part of the text, so they never read as a call).
+
+        An answer whose text before its blocks holds a call is read whole, as before, and gets
+        the parser's words for that; one with blocks and no text at all is refused.
+        """
+        found = answer_blocks.split(text, self.profile.answer_blocks)
+        if found is None:
+            return self.s.executor.parse(text), None
+        if not found.has_text:
+            head = self.s.executor.parse(found.head) if found.head else None
+            thinking = head.thinking if head is not None else None
+            return ParsedResponse(thinking=thinking, error=ParseError(BLOCKS_FIRST)), None
+        parsed = self.s.executor.parse(found.head)
+        if parsed.is_text:
+            return parsed, found
+        return self.s.executor.parse(text), None
 
     def _record_reading(
         self, task: Task, step: int, parsed: ParsedResponse, messages: list[StoredMessage]
@@ -456,7 +496,7 @@ class AgentLoop:
         self, task: Task, call_message: StoredMessage, messages: list[StoredMessage]
     ) -> TaskOutcome | None:
         """Carry out the tool call of a stored assistant message."""
-        parsed = self.s.executor.parse(call_message.content)
+        parsed, _found = self._read(call_message.content)
         ctx = replace(self._context(task), call_key=f"{task.task_id}:{call_message.step}")
         call = parsed.call
         if call is None and parsed.error is None:
@@ -489,6 +529,50 @@ class AgentLoop:
         ))
         name = parsed.call.name if parsed.call is not None else (parsed.tool_name or "response")
         self.s.agents.record_action(self.agent_id, task.task_id, f"{name}: {result.status}")
+
+    # -- a final answer's blocks ---------------------------------------------------------------
+
+    async def _write_blocks(
+        self, task: Task, answer: StoredMessage, messages: list[StoredMessage]
+    ) -> TaskOutcome | None:
+        """Write the blocks of a stored answer, each through its memory tool under the key
+        ``<task>:<step>:<block>``, store what they returned, and end the task when all were
+        written; otherwise the model reads the results and answers again."""
+        _parsed, found = self._read(answer.content)
+        if found is None:  # cannot happen: only answers with blocks are stored so
+            raise RuntimeError("an answer without blocks was stored as one with blocks")
+        results = []
+        for block in answer_blocks.writes(
+            found, self.profile.answer_blocks, task, self.profile.info.config
+        ):
+            if block.call is None:
+                assert block.refusal is not None
+                results.append(block.refusal)
+                continue
+            ctx = replace(self._context(task),
+                          call_key=f"{task.task_id}:{answer.step}:{block.name}")
+            results.append(await self.s.executor.execute(ctx, block.call))
+        text = answer_blocks.results_message(results)
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, answer.step, "user", BLOCK_RESULTS, text
+        ))
+        self.s.agents.record_action(self.agent_id, task.task_id, answer_blocks.summary(text))
+        if answer_blocks.all_written(text):
+            return self._answered(task, answer, messages)
+        return None
+
+    def _answered(
+        self, task: Task, answer: StoredMessage, messages: list[StoredMessage]
+    ) -> TaskOutcome:
+        """End the task with the text of an answer whose blocks are all written: what people
+        read (the chat, a reply) is the text, without the blocks."""
+        parsed, found = self._read(answer.content)
+        head = found.head if found is not None else answer.content
+        messages.append(self.s.conversations.add(
+            self.agent_id, task.task_id, answer.step, "assistant", "final", head
+        ))
+        self._finish(task, parsed.text or head)
+        return TaskOutcome.DONE
 
     # -- waiting for the person ----------------------------------------------------------------
 

@@ -383,7 +383,7 @@ class AgentManager:
             provider=self._provider_for(info, tpl), max_steps=tpl.limits.max_steps,
             max_output_tokens=max_output_tokens, budget_usd=tpl.limits.budget_usd,
             task_data=tpl.task_data, context_tokens=tpl.limits.context_tokens,
-            window=window, tool_transport=transport,
+            window=window, tool_transport=transport, answer_blocks=dict(tpl.answer_blocks),
         )
 
     # -- idleness (the backtest advances the clock only when every inbox is idle) ---------------

@@ -138,9 +138,11 @@ def read_endings_of(run_dir: Path, declined: set[str] | None = None) -> list[Tas
 def read_answers(run_dir: Path, endings: Sequence[TaskEnding] = (),
                  declined: set[str] | None = None) -> Answers:
     """Each answer of the run's agents and the result it got: a stored call is followed by its
-    result; a final answer ends its task. An answer counts as taken (valid) only in a task that
-    ended as a decision: a refusal, a task stopped at the step limit or one that left out its
-    required actions is no valid answer to its task, however well-formed its calls."""
+    result; a final answer ends its task, and one with blocks is a single answer, refused
+    when a block was (its corrected answer is another). An answer counts as taken (valid) only
+    in a task that ended as a decision: a refusal, a task stopped at the step limit or one that
+    left out its required actions is no valid answer to its task, however well-formed its
+    calls."""
     answers = Answers()
     decided = {e.task_id for e in endings if e.ending is Ending.DECISION}
     answers.tasks = len(endings)
@@ -153,18 +155,31 @@ def read_answers(run_dir: Path, endings: Sequence[TaskEnding] = (),
     with _db(run_dir) as db:
         rows = db.execute(
             "SELECT task_id, kind, content FROM messages WHERE kind IN "
-            "('assistant', 'native_call', 'cut_answer', 'final', 'tool_result') "
-            "ORDER BY task_id, id").fetchall()
+            "('assistant', 'native_call', 'cut_answer', 'final', 'tool_result', "
+            "'answer_blocks', 'block_results') ORDER BY task_id, id").fetchall()
         answers.prompts_cut = int(db.execute(
             "SELECT COUNT(*) FROM messages WHERE kind = 'notice' AND content LIKE ?",
             (PROMPT_CUT_NOTICE + "%",)).fetchone()[0])
     answers.decisions = len(decided)
     waiting = ""  # the kind of the answer whose result comes next
+    closed = ""  # a task whose answer with blocks was all written (its 'final' is that answer)
     for task, kind, content in rows:
-        if kind == "final":
+        if kind == "answer_blocks":  # one answer, whatever its blocks: refused if one was
             answers.responses += 1
-            answers.accepted += task in decided
+            waiting = "blocks"
+        elif kind == "block_results" and waiting == "blocks":
+            codes = _ERROR_CODE.findall(content)
+            if codes:
+                answers.refused[codes[0]] += 1
+            else:
+                answers.accepted += task in decided
+                closed = task
             waiting = ""
+        elif kind == "final":
+            if closed != task:
+                answers.responses += 1
+                answers.accepted += task in decided
+            waiting = closed = ""
         elif kind in _ANSWER_KINDS:
             answers.responses += 1
             waiting = _ANSWER_KINDS[kind]

@@ -41,6 +41,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.agents.answer_blocks import written
 from app.agents.native_calls import NATIVE_CALL
 from app.agents.refusals import is_refusal
 from app.memory.roles import ANALYSIS_LOG, MARKET_ASSESSMENT, Signal, parse_analysis_log
@@ -104,7 +105,8 @@ def read_endings(db: sqlite3.Connection, declined: Collection[str] = ()) -> list
     conversations: dict[str, list[tuple[str, str]]] = {}
     for task_id, kind, content in db.execute(
         "SELECT task_id, kind, content FROM messages WHERE kind IN "
-        "('assistant', 'native_call', 'final', 'tool_result') ORDER BY task_id, id"
+        "('assistant', 'native_call', 'final', 'tool_result', 'answer_blocks', "
+        "'block_results') ORDER BY task_id, id"
     ):
         conversations.setdefault(task_id, []).append((kind, content))
     endings = []
@@ -165,8 +167,15 @@ def _calls(messages: list[tuple[str, str]]) -> list[_Call]:
     """Each stored call with the result that followed it (a call without one did not run)."""
     calls: list[_Call] = []
     pending: _Call | None = None
+    answer = ""  # a final answer with blocks, whose writes' results come next
     for kind, content in messages:
-        if kind in ("assistant", NATIVE_CALL):  # a native call is kept as its XML
+        if kind == "answer_blocks":
+            answer = content
+        elif kind == "block_results" and answer:  # the blocks were the calls, made for it
+            calls.extend(_Call(w.tool, {"file_path": w.file_path, "content": w.content}, w.ok)
+                         for w in written(answer, content))
+            answer = ""
+        elif kind in ("assistant", NATIVE_CALL):  # a native call is kept as its XML
             parsed = parse_response(content).call
             pending = _Call("", {}) if parsed is None else _Call(
                 parsed.name, {p.tag: p.text for p in parsed.params})
@@ -183,11 +192,13 @@ def _path(call: _Call) -> str:
 
 
 def _states_signal(call: _Call) -> bool:
-    """The newest analysis entry the call wrote states a BUY, SELL or HOLD signal."""
+    """The newest analysis entry the call wrote states a BUY, SELL or HOLD signal (its text
+    given plainly, or base64-encoded)."""
     encoded = call.params.get("content_to_append_base64") or call.params.get("content_base64")
     try:
-        text = base64.b64decode("".join((encoded or "").split()), validate=True).decode("utf-8")
-        entries = parse_analysis_log(text)
+        text = call.params.get("content") if not encoded else base64.b64decode(
+            "".join(encoded.split()), validate=True).decode("utf-8")
+        entries = parse_analysis_log(text or "")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return False
     return bool(entries) and entries[-1].signal in DECIDED

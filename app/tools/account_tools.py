@@ -244,7 +244,7 @@ def build_account_tools(
             description="The account's executed trades (fills), newest first.",
             params=(
                 SYMBOL_OPTIONAL,
-                ParamSpec("limit", ParamType.INTEGER, "How many trades. Default 20, max 500",
+                ParamSpec("limit", ParamType.INTEGER, "How many trades",
                           default=20, minimum=1, maximum=TRADES_MAX),
             ),
             permission=Permission.ACCOUNT,

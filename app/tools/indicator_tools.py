@@ -173,7 +173,7 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
                 ParamSpec(
                     "values",
                     ParamType.INTEGER,
-                    "How many most recent values to return (current and previous by default)",
+                    "How many of the latest values to return (2: the current and the previous)",
                     default=2,
                     minimum=1,
                     maximum=MAX_VALUES,

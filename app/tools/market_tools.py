@@ -66,6 +66,9 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
 
     This is the busiest result of all (a strategy polls it every bar), so the attributes are
     formatted here, once, in the order the spec shows, instead of through ``el``'s keywords.
+    Each candle carries its open time twice: ``timestamp_ms`` for arithmetic and ``time_iso``
+    for a model, which otherwise reads a date out of thirteen digits (``ms_to_iso`` is cached,
+    and consecutive polls share all but one candle).
     """
     if stop - start <= _FEW_ROWS:  # reading single items beats slicing six columns
         ts_, open_, high_, low_, close_, volume_ = (
@@ -75,6 +78,7 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
         return [
             Element("kline", (
                 ("timestamp_ms", str(ts_(i))),
+                ("time_iso", ms_to_iso(ts_(i))),
                 ("open", decimal_text(open_(i), decimals)),
                 ("high", decimal_text(high_(i), decimals)),
                 ("low", decimal_text(low_(i), decimals)),
@@ -92,6 +96,7 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
     return [
         Element("kline", (
             ("timestamp_ms", str(ts)),
+            ("time_iso", ms_to_iso(ts)),
             ("open", decimal_text(o, decimals)),
             ("high", decimal_text(h, decimals)),
             ("low", decimal_text(low, decimals)),
@@ -179,6 +184,7 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                     symbol=series.symbol,
                     interval=checked,
                     timestamp_ms=series.timestamp_ms.item(len(series) - 1),
+                    time_iso=ms_to_iso(series.timestamp_ms.item(len(series) - 1)),
                     complete=series.last_complete,
                     **_bar_attrs(series, len(series) - 1, decimals),
                 )
@@ -191,8 +197,8 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
             group=GROUP,
             description=(
                 "Fetches historical K-line (candlestick) data for a trading symbol, oldest first. "
-                "timestamp_ms is each candle's open time (UTC ms); the newest candle may still "
-                "be forming."
+                "timestamp_ms and time_iso are each candle's open time (UTC); the newest candle "
+                "may still be forming."
             ),
             params=(
                 SYMBOL,
@@ -222,8 +228,8 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
             handler=get_historical_klines,
             returns=(
                 '<klines_data symbol="BTC/USDT" interval="1h">\n'
-                '    <kline timestamp_ms="long" open="decimal" high="decimal" low="decimal" '
-                'close="decimal" volume="decimal" />\n</klines_data>'
+                '    <kline timestamp_ms="long" time_iso="iso8601" open="decimal" '
+                'high="decimal" low="decimal" close="decimal" volume="decimal" />\n</klines_data>'
             ),
         ),
         ToolSpec(
@@ -300,7 +306,8 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
             handler=get_market_snapshot,
             returns=(
                 '<market_snapshot time_ms="long" time_iso="string">\n'
-                '    <bar symbol="string" interval="1h" timestamp_ms="long" complete="true" '
+                '    <bar symbol="string" interval="1h" timestamp_ms="long" time_iso="string" '
+                'complete="true" '
                 'open="decimal" high="decimal" low="decimal" close="decimal" volume="decimal" />\n'
                 "</market_snapshot>"
             ),

@@ -9,11 +9,12 @@ the event bus.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 from app import yamltext
 from app.domain.clock import ms_to_iso
-from app.domain.errors import InvalidParameterError
+from app.domain.errors import InvalidParameterError, MissingParameterError
 from app.memory.bank import MemoryBank
 from app.tools.protocol.render import Element, el
 from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
@@ -21,6 +22,10 @@ from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolS
 GROUP = "Agent Memory Tools"
 LIST_MAX_FILES = 1000
 TYPE_HINTS = ("YAML", "MARKDOWN", "TEXT")
+CONTENT_FORMATS = ("BASE64", "TEXT")
+# characters XML text cannot carry: a file holding one is read back as base64 even when asked as
+# text, so what the model reads is always exactly the file
+_NOT_XML_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 FILE_PATH = ParamSpec(
     "file_path",
@@ -31,7 +36,36 @@ FILE_PATH = ParamSpec(
 )
 
 
-def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
+def plain_content(
+    args: dict[str, Any], encoded_name: str, path: str
+) -> tuple[bytes, str]:
+    """The content of a write or an append, and the parameter that carried it.
+
+    Part C gives these tools base64 parameters only, which doubles what a model writes and is
+    easy to get wrong (invalid base64, or valid base64 of the wrong text); ``content`` carries
+    the same bytes as plain UTF-8 text. Exactly one of the two: both or neither is refused
+    before anything is written.
+    """
+    encoded: bytes | None = args[encoded_name]
+    text: str | None = args["content"]
+    if encoded is not None and text is not None:
+        raise InvalidParameterError(
+            f"Give the content once: <content> (plain text) or <{encoded_name}> (base64), not "
+            "both. Nothing was written.",
+            details={"parameter": "content", "path": path},
+        )
+    if text is not None:
+        return text.encode("utf-8"), "content"
+    if encoded is None:
+        raise MissingParameterError(
+            f"The content is missing: give it as <content><![CDATA[...]]></content> (plain text) "
+            f"or as <{encoded_name}> (base64).",
+            details={"parameter": "content", "path": path},
+        )
+    return encoded, encoded_name
+
+
+def _check_text_hint(hint: str | None, data: bytes, path: str, param: str) -> None:
     """With a hint, the content must be UTF-8 text, and YAML must parse: refuse before writing."""
     if hint is None:
         return
@@ -41,7 +75,7 @@ def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
         raise InvalidParameterError(
             f"<file_type_hint> is {hint} but the decoded content is not UTF-8 text (byte "
             f"{exc.start}). Encode the text as UTF-8 before base64.",
-            details={"parameter": "content_base64", "path": path},
+            details={"parameter": param, "path": path},
         ) from None
     if hint == "YAML":
         try:
@@ -52,8 +86,28 @@ def _check_text_hint(hint: str | None, data: bytes, path: str) -> None:
             raise InvalidParameterError(
                 f"<file_type_hint> is YAML but the content is not valid YAML{where}: "
                 f"{getattr(exc, 'problem', None) or exc}. Nothing was written.",
-                details={"parameter": "content_base64", "path": path},
+                details={"parameter": param, "path": path},
             ) from None
+
+
+ONE_CONTENT = "Give exactly one of content (plain text, best in <![CDATA[ ... ]]>) or {encoded}."
+
+
+def _plain(description: str) -> ParamSpec:
+    """The plain-text alternative to a base64 content parameter (see ``plain_content``)."""
+    return ParamSpec(
+        "content", ParamType.STRING, description, max_length=1 << 20, free_text=True,
+        verbatim=True,
+    )
+
+
+def _as_text(data: bytes) -> str | None:
+    """The file as text when XML can carry it exactly, else None (it goes as base64)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if _NOT_XML_TEXT.search(text) else text
 
 
 def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
@@ -61,18 +115,20 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
 
     async def read_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
         content = await bank.aread_file(ctx.agent_id, args["file_path"])
+        text = _as_text(content.data) if args["content_format"] == "TEXT" else None
         return el(
             "memory_file_content",
             None,
-            el("content_base64", base64.b64encode(content.data).decode("ascii")),
+            el("content", text) if text is not None
+            else el("content_base64", base64.b64encode(content.data).decode("ascii")),
             el("file_exists", content.exists),
             el("file_type_hint", content.type_hint),
             file_path_read=content.path,
         )
 
     async def write_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        data: bytes = args["content_base64"]
-        _check_text_hint(args["file_type_hint"], data, args["file_path"])
+        data, given = plain_content(args, "content_base64", args["file_path"])
+        _check_text_hint(args["file_type_hint"], data, args["file_path"], given)
         outcome = await bank.awrite_file(ctx.agent_id, args["file_path"], data)
         return el(
             "memory_file_written",
@@ -81,10 +137,11 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
         )
 
     async def append_to_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
+        data, _given = plain_content(args, "content_to_append_base64", args["file_path"])
         outcome = await bank.aappend_file(
             ctx.agent_id,
             args["file_path"],
-            args["content_to_append_base64"],
+            data,
             ensure_newline=args["ensure_newline_before_append"],
         )
         return el(
@@ -145,12 +202,22 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 "Reads a file (typically YAML or Markdown) from your own memory folder. A missing "
                 "file is not an error: it returns empty content with file_exists false."
             ),
-            params=(FILE_PATH,),
+            params=(
+                FILE_PATH,
+                ParamSpec(
+                    "content_format",
+                    ParamType.ENUM,
+                    "TEXT returns the text itself in <content> (unless the file is not plain text)",
+                    default="BASE64",
+                    choices=CONTENT_FORMATS,
+                ),
+            ),
             permission=Permission.MEMORY,
             handler=read_agent_memory_file,
             returns=(
                 '<memory_file_content file_path_read="string">\n'
-                "    <content_base64>string_base64_encoded</content_base64>\n"
+                "    <content_base64>string_base64_encoded</content_base64> "
+                "<!-- or <content>text</content> -->\n"
                 "    <file_exists>boolean</file_exists>\n"
                 "    <file_type_hint>YAML|MARKDOWN|TEXT|UNKNOWN</file_type_hint>\n"
                 "</memory_file_content>"
@@ -169,8 +236,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     "content_base64",
                     ParamType.BASE64,
                     "The content to write, base64 encoded (at most 1 MiB once decoded)",
-                    required=True,
                 ),
+                _plain("The content as plain text"),
                 ParamSpec(
                     "file_type_hint",
                     ParamType.ENUM,
@@ -180,6 +247,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
             ),
             permission=Permission.MEMORY,
             handler=write_agent_memory_file,
+            extra_rules=(ONE_CONTENT.format(encoded="content_base64"),),
             returns=(
                 '<memory_file_written file_path_written="string" '
                 'status_message="File saved successfully." />'
@@ -198,8 +266,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                     "content_to_append_base64",
                     ParamType.BASE64,
                     "The content to append, base64 encoded",
-                    required=True,
                 ),
+                _plain("The content as plain text"),
                 ParamSpec(
                     "ensure_newline_before_append",
                     ParamType.BOOLEAN,
@@ -210,6 +278,7 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
             ),
             permission=Permission.MEMORY,
             handler=append_to_agent_memory_file,
+            extra_rules=(ONE_CONTENT.format(encoded="content_to_append_base64"),),
             returns=(
                 '<memory_file_appended file_path_appended="string" '
                 'status_message="Content appended successfully." />'

@@ -116,7 +116,7 @@ def build_trade_tools(entry: OrderEntry) -> list[ToolSpec]:
                 SYMBOL_REQUIRED,
                 ParamSpec("side", ParamType.ENUM, "BUY or SELL", required=True,
                           choices=("BUY", "SELL")),
-                ParamSpec("order_type", ParamType.ENUM, "Default MARKET", default="MARKET",
+                ParamSpec("order_type", ParamType.ENUM, "The order type", default="MARKET",
                           choices=("MARKET", "LIMIT", "STOP", "STOP_LIMIT")),
                 _decimal("quantity", "Base-currency amount; or give quote_amount instead"),
                 _decimal("quote_amount", "Spend this much quote currency (fee included)"),

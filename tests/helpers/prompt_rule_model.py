@@ -60,7 +60,7 @@ class PromptRuleModel(RequestModel):
         assert template_id is not None, "not an agent's system prompt"
         template = self.templates[template_id.group(1)]
         return decide(rule_policy(template), agent_id, _config(template, system),
-                      read_transcript(kept)).render()
+                      read_transcript(kept), system=system).render()
 
     def seen(self, system: str, messages: list[ChatMessage]) -> None:
         self.systems.append(system)

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.agents.llm.port import ChatMessage
 from app.agents.rules.engine import decide
-from app.agents.rules.transcript import read_transcript
+from app.agents.rules.transcript import blocks_of, read_transcript
 from app.events import AgentStateChanged
 from app.runtime.world import World
 from app.tools.protocol.call import ToolCall
@@ -87,7 +87,11 @@ def openai_messages(raw: list[dict[str, Any]], calls: dict[str, str]) -> list[Ch
 def corrupt(answer: str, n: int) -> str:
     """One of three ways a model gets the protocol wrong, each a different error to recover from:
     the call wrapped in a ``<tool_call>`` element, a call cut off, two calls at once. (Fences
-    around a call are read as the call itself.)"""
+    around a call are read as the call itself.) A final answer with blocks is wrapped the same
+    way, or loses its text and keeps only its blocks."""
+    if blocks_of(answer) is not None:
+        blocks = answer[answer.index("\n<") + 1:]
+        return f"<tool_call>{answer}</tool_call>" if n % 2 == 0 else blocks
     call_start = answer.find("<", answer.find("</thinking>") + 1) if "</thinking>" in answer else 0
     call = answer[call_start:]
     match n % 3:
@@ -129,7 +133,8 @@ def corrupt_native(native: dict[str, Any], n: int) -> Reply:
 class RequestModel:
     """What both scripted models share: read the system prompt and the agent id from the request,
     leave out the model's own malformed answers and their errors, and spoil every
-    ``malformed_every``-th well-formed answer (at most once per task). A subclass decides.
+    ``malformed_every``-th well-formed answer (at most once per task; natively, every
+    ``malformed_every``-th native call). A subclass decides.
 
     ``native``: when the request offers tools natively, answer a call through them (OpenAI
     ``tool_calls``, Anthropic ``tool_use``), as a model with automatic tool choice does; the
@@ -164,9 +169,9 @@ class RequestModel:
         kept: list[ChatMessage] = messages[:1]
         index = 1
         while index < len(messages):  # leave out our own malformed answers and their errors
-            if messages[index].role == "assistant" and parse_response(
-                messages[index].content
-            ).call is None:
+            content = messages[index].content
+            if (messages[index].role == "assistant" and blocks_of(content) is None
+                    and parse_response(content).call is None):
                 index += 2
                 continue
             kept.append(messages[index])
@@ -174,18 +179,22 @@ class RequestModel:
         answer = self.decide(body["model"], system, agent.group(1), kept)
         parsed = parse_response(answer)
         native = None
-        if self.native and body.get("tools") and parsed.call is not None:
+        if (self.native and body.get("tools") and parsed.call is not None
+                and blocks_of(answer) is None):  # a final answer's blocks are text, not calls
             native = call(parsed.call.name, json_arguments(parsed.call))
         with self._lock:
             self.seen(system, messages)
             self.calls += 1
-            spoil = (self.malformed_every and self.calls % self.malformed_every == 0
-                     and parsed.call is not None
-                     and len(messages) == len(kept))  # at most once per task
             if native is not None:
                 self._made[_key(native["name"], native["arguments"])] = answer[
                     answer.find(f"<{native['name']}"):]
                 self.native_calls += 1
+            # natively, only calls are spoiled (a final answer's blocks are text), counted apart
+            count = self.native_calls if self.native else self.calls
+            spoil = (self.malformed_every and count % self.malformed_every == 0
+                     and (parsed.call is not None or blocks_of(answer) is not None)
+                     and (native is not None or not self.native)
+                     and len(messages) == len(kept))  # at most once per task
             if spoil:
                 self.malformed += 1
                 if native is not None:
@@ -214,4 +223,4 @@ class RuleModel(RequestModel):
 
     def decide(self, model: str, system: str, agent_id: str, kept: list[ChatMessage]) -> str:
         return decide(model, agent_id, self.configs.get(agent_id, {}),
-                      read_transcript(kept)).render()
+                      read_transcript(kept), system=system).render()

@@ -125,7 +125,7 @@ def test_a_model_calling_tools_natively_is_measured_per_transport_and_replays(
     vendor: str,
 ) -> None:
     monkeypatch.setenv("KESTREL_EVAL_ANTHROPIC", "sk-ant-test-key")
-    model = PromptRuleModel(malformed_every=4, native=True)
+    model = PromptRuleModel(malformed_every=1, native=True)
     fake = FakeOpenAIServer if vendor == "openai" else FakeAnthropicServer
     with fake(default=model) as server:
         provider = (["--provider", "openai-compatible", "--base-url", server.base_url]

@@ -19,6 +19,7 @@ from typing import Any
 
 from lxml import etree
 
+from app.agents import answer_blocks
 from app.agents.llm.port import ChatMessage
 from app.agents.task_data import data_results, split_task_data
 from app.domain.clock import parse_time
@@ -148,6 +149,17 @@ class Transcript:
                 return step
         return None
 
+    def block(self, name: str) -> Step | None:
+        """What writing the block ``name`` of the engine's final answer returned, when the
+        answer carried one and a block was refused (so the task went on)."""
+        return self.tagged(f"block {name}")
+
+    @property
+    def answered(self) -> bool:
+        """Whether the engine already gave a final answer with blocks in this task (one of
+        them was refused, so it answers again)."""
+        return any(step.thinking.startswith(BLOCK_TAG) for step in self.steps)
+
     def count(self, name: str) -> int:
         return sum(1 for step in self.steps if step.name == name)
 
@@ -178,6 +190,32 @@ def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
         return None
     params = MappingProxyType(params_of(parsed.call.params))  # shared by the cache: read-only
     return parsed.call.name, params, parsed.thinking or ""
+
+
+BLOCK_TAG = "[block"
+
+
+@lru_cache(maxsize=CACHED_MESSAGES)
+def blocks_of(content: str) -> tuple[str, ...] | None:
+    """The block names of a final answer the engine wrote with blocks, in order, or None. Its
+    answers with blocks start with text; its calls start with ``<thinking>``."""
+    if content.lstrip().startswith("<"):
+        return None
+    found = answer_blocks.split(content, None)
+    if found is None:
+        return None
+    return tuple(answer_blocks.block_names(found.blocks))
+
+
+def _block_steps(names: tuple[str, ...], results: str | None) -> list[Step]:
+    """One step per written block, tagged ``[block <name>]``, with what writing it returned
+    (a refusal of the whole set stands for every block)."""
+    found = [parse_result(envelope) for envelope in answer_blocks.envelopes(results or "")]
+    steps = []
+    for number, name in enumerate(names):
+        result = found[number] if number < len(found) else (found[0] if found else None)
+        steps.append(Step(f"block:{name}", MappingProxyType({}), f"{BLOCK_TAG} {name}]", result))
+    return steps
 
 
 @lru_cache(maxsize=CACHED_TASKS)
@@ -275,11 +313,16 @@ def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
         message = messages[index]
         if message.role != "assistant":
             raise ValueError(f"message {index} should be the engine's call, got a user message")
+        answer = messages[index + 1].content if index + 1 < len(messages) else None
+        blocks = blocks_of(message.content)
+        if blocks is not None:  # a final answer whose blocks went back because one failed
+            steps.extend(_block_steps(blocks, answer))
+            index += 2
+            continue
         call = _call_of(message.content)
         if call is None:
             raise ValueError(f"message {index} is not a tool call the engine made")
         name, params, thinking = call
-        answer = messages[index + 1].content if index + 1 < len(messages) else None
         result: Result | None = None
         reply: str | None = None
         if answer is not None:

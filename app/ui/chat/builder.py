@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from app.agents import answer_blocks
 from app.agents.loop import CLARIFY_TOOL
 from app.agents.rules.transcript import params_of, parse_task
 from app.domain.agents import Question, QuestionKind
@@ -94,6 +95,10 @@ class ConversationBuilder:
                 return self._final(m)
             case "commentary":  # the prose a model wrote around its call: its words, shown so
                 return self._commentary(m)
+            case "answer_blocks":  # the answer shows as "final" once its blocks are written
+                return Delta()
+            case "block_results":  # the memory writes made for the answer, in one line
+                return self._blocks_written(m)
             case _:  # "notice", and any kind added later: the person sees it as a system line
                 return self._notice(m)
 
@@ -233,6 +238,13 @@ class ConversationBuilder:
             return Delta()
         return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m,
                                      text=m.content.strip()))
+
+    def _blocks_written(self, m: Message) -> Delta:
+        key = f"{m.task_id}:{m.step}:{m.kind}"
+        if key in self.entries:
+            return Delta()
+        return self._add(NoticeEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=answer_blocks.summary(m.content)))
 
     def _notice(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}:{m.kind}:{zlib.crc32(m.content.encode('utf-8'))}"
