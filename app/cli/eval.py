@@ -7,8 +7,9 @@ prints the report's table; ``kestrel eval --replay RUN`` answers from that recor
 writes the identical report. Exit codes: 0 done; 2 bad settings or input (no model configured, a
 missing key, a run folder without a recording, an ``--out`` folder it must not write: a workspace,
 another command's output, a folder with other files), one line on standard error; 3 the model
-could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do,
-and eval.json and eval.md say STOPPED and why above the windows that ran; 130 interrupted.
+could not be evaluated (an agent faulted: an unreachable server, a refused key; or one of the rule
+engine's agents it is compared with), with what to do, and eval.json and eval.md say STOPPED and
+why above the windows that ran; 130 interrupted. Any failure exits non-zero.
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def eval_command(args: argparse.Namespace) -> int:
         if exc.report is not None:  # STOPPED, why, the cutoff warning, the windows before
             print(exc.report.table())
             print(f"\nreport (STOPPED): {options.out_dir / 'eval.json'}, eval.md")
-        print(f"kestrel eval: the model could not be evaluated: {exc}", file=sys.stderr)
+        what = ("the rule engine the model is compared with could not run" if exc.baseline
+                else "the model could not be evaluated")
+        print(f"kestrel eval: {what}: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAULTED
     except KeyboardInterrupt:
         _close(bar)

@@ -111,12 +111,15 @@ class EvalOptions:
 
 
 class EvalStopped(OperationalError):
-    """The model could not be evaluated (an agent faulted: unreachable server, refused key...);
-    the windows that ran are in ``report``."""
+    """The model could not be evaluated (an agent faulted: unreachable server, refused key...;
+    or, ``baseline``, one of the rule engine's agents the model is compared with faulted); the
+    windows that ran are in ``report``."""
 
-    def __init__(self, message: str, report: EvalReport | None) -> None:
+    def __init__(self, message: str, report: EvalReport | None, *,
+                 baseline: bool = False) -> None:
         super().__init__(message)
         self.report = report
+        self.baseline = baseline
 
 
 @dataclass
@@ -220,9 +223,9 @@ async def run_eval(options: EvalOptions) -> EvalReport:
             without a recorded run.
         OutputFolderRefused: ``out_dir`` is a workspace, another command's output, holds other
             files, or would replace the recording being replayed; nothing was changed.
-        EvalStopped: an agent faulted on the model; the report of the windows before is written,
-            saying STOPPED and why (and the training-cutoff warning, which concerns the whole
-            period asked for).
+        EvalStopped: an agent faulted on the model (or on the rule engine, the baseline); the
+            report of the windows before is written, saying STOPPED and why (and the
+            training-cutoff warning, which concerns the whole period asked for).
         PermanentLLMError: the provider cannot be built (unknown kind, missing key).
     """
     check_subject(options.subject)
@@ -254,6 +257,14 @@ async def run_eval(options: EvalOptions) -> EvalReport:
         baseline = await _run_window(options, window, start, number, recording, done, total,
                                      f"{label}: rule engine", subject=False)
         done += window.bars
+        if baseline.faults:  # nothing to compare the model with: the eval cannot go on
+            fault = baseline.faults[0]
+            reason = (f"the rule-engine baseline's {fault.name} faulted in window "
+                      f"{window.name!r}: {fault.reason}")
+            report = build_report(options.subject, runs, blind=options.blind,
+                                  period_start=period_start, stopped=reason)
+            report.write(out)
+            raise EvalStopped(reason, report, baseline=True)
         folder = _folder(options, window, number)
         runs.append(WindowRun(
             window.name, window.start, model_run, folder / "model", baseline,
