@@ -49,6 +49,7 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
+from app.ui.wheel import install_wheel_guard
 from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
@@ -115,6 +116,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.loading)
         self._build_menus()
         window_layout.restore_geometry(self, self.store)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):  # a scrolled form never changes a value in passing
+            install_wheel_guard(app)
 
     # -- opening a workspace -------------------------------------------------------------------
 

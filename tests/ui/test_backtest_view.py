@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, QSize, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from app.config import Settings, settings_from_mapping
 from app.ui.backtest import BacktestView
 from app.workspace import Workspace
 from tests.helpers.paths import BTC_USD_1H, BTC_USDT_1H
+from tests.ui.desk import until
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 HOUR_MS = 3_600_000
@@ -216,3 +219,49 @@ def test_an_llm_run_before_the_models_training_cutoff_is_flagged_in_the_report(
     assert "training cutoff" in note and "gpt-4o-mini" in note and "2023-10-31" in note
     assert ("The run was blind" in note) is blind
     assert ("(blind)" in view.report.title.text()) is blind
+
+
+# -- in the window, on a small screen ------------------------------------------------------------
+
+WINDOW_LOG = pytest.mark.qt_log_ignore("This plugin does not support", "propagateSizeHints",
+                                       "does not support raise",
+                                       "does not support activateWindow")
+
+
+async def backtest_tab(desk: Any, qtbot: Any, size: QSize) -> tuple[Any, BacktestView]:
+    """The desk on a screen of ``size``, its Backtest view brought up with Ctrl+B."""
+    window = await desk.open(size=size)
+    qtbot.keyClick(window, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)
+    view = window.panels["backtest"]
+    await until(lambda: window.tabs.currentWidget() is view)
+    await view.tasks.wait()
+    return window, view
+
+
+@WINDOW_LOG
+def test_the_mouse_wheel_over_an_unfocused_spin_box_or_combo_changes_nothing(
+    desk: Any, qtbot: Any
+) -> None:
+    def wheel(widget: Any, clicks: int = 1) -> None:
+        centre = QPointF(widget.width() / 2, widget.height() / 2)
+        event = QWheelEvent(centre, widget.mapToGlobal(centre), QPoint(0, 0),
+                            QPoint(0, 120 * clicks), Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(widget, event)
+
+    async def scenario() -> None:
+        window, view = await backtest_tab(desk, qtbot, QSize(1366, 768))
+        assert view.fast.value() == 10 and not view.fast.hasFocus()
+        wheel(view.fast, 3)
+        assert view.fast.value() == 10  # a person scrolling the form leaves the parameter
+        speed = window.replay_bar.speed
+        before = speed.currentText()
+        wheel(speed, -1)
+        assert speed.currentText() == before  # and the replay speed
+        assert view.fast.focusPolicy() == Qt.FocusPolicy.StrongFocus  # a wheel never focuses
+        view.fast.setFocus()
+        await until(view.fast.hasFocus)
+        wheel(view.fast, 1)
+        assert view.fast.value() == 11  # a spin box the person is in takes the wheel
+
+    desk.run(scenario)
