@@ -35,10 +35,11 @@ from app.store.audit_trail import ledger_reader
 from app.ui.chat.builder import ConversationBuilder, Delta
 from app.ui.chat.cards import CardHooks
 from app.ui.chat.composer import Composer
-from app.ui.chat.entries import Entry, Message, ToolEntry, readable_hint, short_id
+from app.ui.chat.entries import Entry, Message, ToolEntry, readable_hint
 from app.ui.chat.header import AgentHeader
 from app.ui.chat.reader import ChatReader
 from app.ui.chat.transcript import TranscriptView
+from app.ui.names import AgentNames
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 if TYPE_CHECKING:
@@ -67,10 +68,13 @@ class ChatPanel(QWidget):
 
     agent_changed = Signal(str)
 
-    def __init__(self, world: World, parent: QWidget | None = None) -> None:
+    def __init__(self, world: World, parent: QWidget | None = None, *,
+                 names: AgentNames | None = None) -> None:
+        """``names``: who an id is (the window's resolver)."""
         super().__init__(parent)
         self.setObjectName("chatPanel")
         self.world = world
+        self.names = names if names is not None else AgentNames(self._stored_name)
         self.agent_id: str | None = None
         self.builder: ConversationBuilder | None = None
         self._names: dict[str, str] = {}
@@ -81,7 +85,7 @@ class ChatPanel(QWidget):
         self.tasks = TaskSet(on_error=self._task_failed)
         self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
         self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer,
-                               live=world.venue.is_live_account)
+                               live=world.venue.is_live_account, readable=self.names.label_ids)
         self._build()
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -367,10 +371,13 @@ class ChatPanel(QWidget):
     def _agent_name(self, agent_id: str) -> str:
         name = self._names.get(agent_id)
         if name is None:
-            info = self.world.agents.store.get(agent_id)
-            name = info.name if info is not None else short_id(agent_id)
+            name = self.names.name(agent_id)
             self._names[agent_id] = name
         return name
+
+    def _stored_name(self, agent_id: str) -> str | None:
+        info = self.world.agents.store.get(agent_id)
+        return info.name if info is not None else None
 
     def _task_failed(self, exc: BaseException) -> None:
         self.composer.show_error(f"The chat could not load: {exc}")
