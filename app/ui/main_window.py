@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self.names: AgentNames | None = None  # who an actor id is, once a workspace is open
         self.book: DeskTrades | None = None  # the account's lots with an owner, once open
+        self.notices: Any = None  # app.ui.notices.NoticeLog, keeping the notifications list
         self._pacer: asyncio.Task[None] | None = None
         self._speed_lock = asyncio.Lock()
         self._closing = False
@@ -261,9 +262,12 @@ class MainWindow(QMainWindow):
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
         from app.ui.live import LiveMarket
+        from app.ui.notices import NoticeLog
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
+        from app.ui.panels.notifications import NotificationsPanel
+        from app.ui.panels.style import money_decimals
         from app.ui.replay_bar import Banner, ReplayBar, banner_text
         from app.ui.trades import DeskTrades
         from app.ui.trading.desk_controls import DeskTradingControls
@@ -291,11 +295,19 @@ class MainWindow(QMainWindow):
                                book=self.book)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names, names=self.names)
         audit = AuditPanel(AuditTrailReader(world.ledger), world.bus, names=self.names)
-        chat = ChatPanel(world, names=self.names)
+        chat = ChatPanel(world, names=self.names, book=self.book)
         agents = AgentsPanel(world)
         backtest = BacktestView(world.workspace)
+        notifications = NotificationsPanel(team.notifications, world.bus, self.names)
+        ccy = venue.broker.quote_currency
+        # what the tray and Telegram tell the person, kept in the list as it happens
+        self.notices = NoticeLog(team.notifications, world.bus, self.book, self.names,
+                                 account.price_decimals, money_decimals(ccy), ccy,
+                                 venue.clock.now_ms,
+                                 on_recorded=notifications.changed)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
-                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
+                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest,
+                       "notifications": notifications}
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
         rule_engine = desk.fresh or any(
@@ -634,6 +646,8 @@ class MainWindow(QMainWindow):
             self.person.detach()
         if self.world is not None:
             self.world.bus.unsubscribe(AgentStateChanged, self._agent_changed)
+        if self.notices is not None:
+            self.notices.detach()
         if self.book is not None:
             self.book.detach()
         status = self.statusBar()

@@ -1,6 +1,7 @@
-"""Trades as a trader reads them in the real window: agents named everywhere, their ids in
-tooltips; Open trades with each owner's lot and a Close that says whose lot it is; Closed trades
-saying who closed each; Performance per agent and for the person."""
+"""Trades as a trader reads them in the real window: every fill and exit as a card in the chat
+and a row in the notifications list (kept across a restart); agents named everywhere, their ids
+in tooltips; Open trades with each owner's lot and a Close that says whose lot it is; Closed
+trades saying who closed each; Performance per agent and for the person."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from decimal import Decimal
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QFrame, QLabel, QWidget
 
 from app.domain.agents import PERSON_ID, AgentInfo, AgentRole
-from app.domain.trading import Side
+from app.domain.trading import ExitKind, Side
 from app.runtime.ticket import Ticket, TicketKind
 from app.tools.spec import AgentContext
 from app.ui.main_window import MainWindow
@@ -63,6 +64,20 @@ async def person_buys(window: MainWindow, quantity: str) -> None:
     assert outcome.ok, outcome.text
 
 
+class FillCardView:
+    """A fill's card in the chat, read as a person reads it: its title, its line, its P&L."""
+
+    def __init__(self, card: QWidget) -> None:
+        self.title = card.findChild(QLabel, "fillTitle")
+        self.line = card.findChild(QLabel, "fillLine")
+        self.pnl = card.findChild(QLabel, "fillPnl")
+
+
+def fill_cards(window: MainWindow) -> list[FillCardView]:
+    return [FillCardView(c) for c in window.panels["chat"].transcript.cards
+            if c.findChild(QFrame, "fillCard") is not None]
+
+
 def chat_texts(chat) -> list[str]:
     """Every text the chat's cards show (a cut label by its whole text)."""
     texts = []
@@ -76,6 +91,66 @@ def chat_texts(chat) -> list[str]:
 def cell(model, row: int, column: str, role=Qt.ItemDataRole.DisplayRole):
     titles = [c.title for c in model.columns]
     return model.data(model.index(row, titles.index(column)), role)
+
+
+def test_every_fill_and_exit_is_a_card_in_the_chat_and_stays_in_the_notifications_list(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        broker = world.venue.broker
+        trader = trader_of(window)
+        before = len(fill_cards(window))
+        await trader_buys_and_protects(window, "0.1", "0.004")
+        buy = next(f for f in world.ledger.fills() if f.agent_id == trader.agent_id
+                   and f.side is Side.BUY and f.quantity == Decimal("0.1"))
+        await until(lambda: len(fill_cards(window)) > before)
+        card = fill_cards(window)[-1]
+        assert card.title.text() == "Bought"
+        assert card.line.text() == (f"{trader.name} bought 0.1 BTC/USD at "
+                                    f"{format_fixed(buy.price, 2)}")
+        assert not card.pnl.isVisible()
+
+        for _ in range(96):  # hour by hour until its take profit or stop loss sells it
+            if broker.position_size(SYMBOL) == 0:
+                break
+            await next_bar(window)
+        assert broker.position_size(SYMBOL) == 0, "neither exit was hit in four days"
+        sell = next(f for f in world.ledger.fills() if f.agent_id == trader.agent_id
+                    and f.side is Side.SELL and f.time_ms > buy.time_ms)
+        order = await broker.get_order(trader.agent_id, SYMBOL, sell.order_id)
+        title = {ExitKind.TAKE_PROFIT: "Take profit hit",
+                 ExitKind.STOP_LOSS: "Stop loss hit"}[order.exit_kind]
+        await until(lambda: fill_cards(window)[-1].title.text() == title)
+        exit_card = fill_cards(window)[-1]
+        closed = window.book.closed()
+        trip = next(t for t in closed if t.opened_by == trader.agent_id
+                    and t.exit_ms == sell.time_ms)
+        # the lot's P&L, as Closed trades and the agent list count it
+        assert exit_card.pnl.text() == f"P&L {format_fixed(trip.pnl, 2, sign=True)} USD"
+        assert exit_card.line.text().startswith(f"{trader.name} sold 0.1 BTC/USD at ")
+
+        notices = window.panels["notifications"]
+        await until(lambda: any(n.subject == title for n in notices.model.rows))
+        shown = [cell(notices.model, r, "Kind") for r in range(notices.model.rowCount())]
+        assert shown.index(title) < shown.index("Bought")  # newest first
+        row = shown.index(title)
+        assert cell(notices.model, row, "From") == trader.name
+        assert cell(notices.model, row, "Message") == (
+            f"{exit_card.line.text()}; {exit_card.pnl.text()}")
+        assert UUID.search(" ".join(cell(notices.model, r, "Message")
+                                    for r in range(notices.model.rowCount()))) is None
+
+        await desk.close(window)
+        again = await desk.open()
+        notices = again.panels["notifications"]
+        await until(lambda: any(n.subject == title for n in notices.model.rows))
+        # the chat shows the fills of its history again, in time order
+        await until(lambda: any(c.title.text() == title for c in fill_cards(again)))
+        assert not again.errors.reports
+
+    desk.run(scenario)
 
 
 def test_agents_are_named_everywhere_with_their_id_in_a_tooltip(desk: Desk) -> None:

@@ -30,6 +30,7 @@ from app.ui.chat.entries import (
     RUNNING,
     SUCCESS,
     Entry,
+    FillEntry,
     NoticeEntry,
     TaskEntry,
     ToolEntry,
@@ -287,6 +288,42 @@ class TaskCard(Card):
         text = entry.payload.get("text")
         if isinstance(text, str) and text.strip():
             box.addWidget(text_label(hooks.readable(text.strip())))
+        self.body.addWidget(frame)
+
+
+class FillCard(Card):
+    """A fill or an exit: its kind (bought, take profit hit…), who traded what at which price,
+    and for a sell what it realized, green or red: the news of the desk, in every chat."""
+
+    entry: FillEntry
+
+    def __init__(self, entry: FillEntry, hooks: CardHooks) -> None:
+        super().__init__(entry, hooks)
+        buy = entry.side == "BUY"
+        frame = QFrame()
+        frame.setObjectName("fillCard")
+        frame.setProperty("tone", "buy" if buy else "sell")
+        box = QVBoxLayout(frame)
+        box.setContentsMargins(10, 5, 10, 6)
+        box.setSpacing(2)
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        glyph = text_label("▲" if buy else "▼", "fillGlyph", wrap=False, selectable=False)
+        glyph.setProperty("tone", "buy" if buy else "sell")
+        self.title = text_label(entry.title, "fillTitle", wrap=False)
+        head.addWidget(glyph)
+        head.addWidget(self.title)
+        head.addStretch(1)
+        head.addWidget(text_label(clock_time(entry.market_ms), "meta", wrap=False))
+        box.addLayout(head)
+        self.line = text_label(entry.line, "fillLine")
+        box.addWidget(self.line)
+        self.pnl = text_label(entry.pnl, "fillPnl")
+        tone = ("" if entry.pnl_value is None else "up" if entry.pnl_value > 0
+                else "down" if entry.pnl_value < 0 else "")
+        self.pnl.setProperty("tone", tone)
+        self.pnl.setVisible(bool(entry.pnl))
+        box.addWidget(self.pnl)
         self.body.addWidget(frame)
 
 
