@@ -105,6 +105,7 @@ class DeskTrades:
         self._early: list[OrderFilled] = []
         self._loading: asyncio.Task[None] | None = None
         self._closed: tuple[int, list[ClosedTrade]] = (-1, [])
+        self._owners: tuple[int, list[str]] = (-1, [])
         self.ready = False
         if bus is not None:
             bus.subscribe(OrderFilled, self._on_filled)
@@ -220,12 +221,15 @@ class DeskTrades:
                        and (until_ms is None or f.time_ms < until_ms)), key=_order_key)
 
     def owners(self) -> list[str]:
-        """Everyone who has held a lot, in the order they first bought."""
-        seen: dict[str, str] = {}
-        for fill in sorted(self.fills.values(), key=_order_key):
-            if fill.side is Side.BUY:
-                seen.setdefault(agent_key(fill.agent_id), fill.agent_id)
-        return list(seen.values())
+        """Everyone who has held a lot, in the order they first bought (made again only after
+        a change: the account panel asks on every refresh)."""
+        if self._owners[0] != self.version:
+            seen: dict[str, str] = {}
+            for fill in sorted(self.fills.values(), key=_order_key):
+                if fill.side is Side.BUY:
+                    seen.setdefault(agent_key(fill.agent_id), fill.agent_id)
+            self._owners = (self.version, list(seen.values()))
+        return list(self._owners[1])
 
 
 def same_owner(a: str, b: str) -> bool:

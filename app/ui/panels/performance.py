@@ -17,6 +17,7 @@ from decimal import Decimal
 
 import pyqtgraph as pg
 from PySide6.QtCore import QItemSelection, Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -270,7 +271,12 @@ class PerformanceView(QWidget):
         header = self.table.horizontalHeader()
         self.table.setMinimumWidth(min(header.length() + 2 * self.table.frameWidth() + 4,
                                        TABLE_MAX_PX))
+        if self.isVisible():  # a hidden tab is drawn when it is shown
+            self._draw()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         self._draw()
+        super().showEvent(event)
 
     def choose(self, actor: str) -> None:
         """Select ``actor``'s row (``ALL``: everyone), as a click on it would."""
