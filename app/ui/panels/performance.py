@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QTableView,
     QVBoxLayout,
@@ -44,6 +45,7 @@ DAY_MS = 86_400_000
 ALL = ""  # the row of everyone together
 CUMULATIVE, DAILY = "P&L over time", "Daily P&L"
 TABLE_MAX_PX = 700
+CHART_MIN_PX = 240
 CURVE_COLOURS = ("#4f8cff", "#f0b429", "#26a69a", "#e040fb", "#ff7043", "#8d6e63", "#90a4ae")
 
 
@@ -207,6 +209,8 @@ class PerformanceView(QWidget):
         self.caption = QLabel("")
         self.caption.setObjectName("performance_caption")
         set_look(self.caption, "muted")
+        # cut at the chart's width, never widening the panel past a small screen
+        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.chart = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         self.chart.setObjectName("performance_chart")
         self.chart.setMenuEnabled(False)
@@ -223,7 +227,7 @@ class PerformanceView(QWidget):
         bar.addWidget(self.show_box)
         column.addLayout(bar)
         column.addWidget(self.chart, 1)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         split.setChildrenCollapsible(False)
         split.addWidget(self.table)
         split.addWidget(right)
@@ -267,16 +271,24 @@ class PerformanceView(QWidget):
             if row.actor == chosen:
                 self.table.selectRow(number)
                 break
-        # the numbers whole first; the chart takes what is left
-        header = self.table.horizontalHeader()
-        self.table.setMinimumWidth(min(header.length() + 2 * self.table.frameWidth() + 4,
-                                       TABLE_MAX_PX))
         if self.isVisible():  # a hidden tab is drawn when it is shown
+            self._fit()
             self._draw()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
-        self._draw()
         super().showEvent(event)
+        self._fit()
+        self._draw()
+
+    def _fit(self) -> None:
+        """The numbers whole where there is room, the chart what is left (never a minimum
+        width: on a small screen the dock must not grow past the window)."""
+        total = sum(self.split.sizes())
+        wanted = (self.table.horizontalHeader().length() + 2 * self.table.frameWidth()
+                  + self.table.verticalScrollBar().sizeHint().width() + 4)
+        table = min(wanted, TABLE_MAX_PX, max(total - CHART_MIN_PX, total // 2))
+        if total > 0 and abs(self.split.sizes()[0] - table) > 4:
+            self.split.setSizes([table, total - table])
 
     def choose(self, actor: str) -> None:
         """Select ``actor``'s row (``ALL``: everyone), as a click on it would."""
@@ -310,8 +322,9 @@ class PerformanceView(QWidget):
                              for _, v in days], pen=pg.mkPen(None)))
             self.plot.enableAutoRange()
             return
-        self.caption.setText(f"P&L over time ({self.ccy}): {self._who(chosen)} in bold; the "
-                             "last point counts what is still open")
+        self.caption.setText(f"P&L over time ({self.ccy}), {self._who(chosen)} in bold")
+        self.caption.setToolTip("Realized as parts of each lot are sold; the last point adds "
+                                "what is still open, at the last price.")
         for index, row in enumerate(self.rows):
             xs, ys = self.curves.get(row.actor, ([], []))
             colour = (COLORS["text"] if row.actor == ALL
