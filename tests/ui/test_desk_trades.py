@@ -9,7 +9,7 @@ import re
 from decimal import Decimal
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QFrame, QLabel, QWidget
 
 from app.domain.agents import PERSON_ID, AgentInfo, AgentRole
@@ -305,7 +305,7 @@ def test_performance_shows_each_agents_and_the_persons_pnl_win_rate_and_curve(
     from app.ui.panels.performance import ALL, DAILY
 
     async def scenario() -> None:
-        window = await quiet_desk(desk)
+        window = await quiet_desk(desk, size=QSize(1280, 720))
         trader = trader_of(window)
         account = window.panels["account"]
         await person_buys(window, "0.05")
@@ -339,6 +339,12 @@ def test_performance_shows_each_agents_and_the_persons_pnl_win_rate_and_curve(
         everyone = rows[ALL]
         assert everyone.realized == sum((r.realized for a, r in rows.items() if a != ALL),
                                         Decimal(0))
+
+        # on a small screen the panel stays within its dock: the cards and tabs are not cut
+        await until(lambda: perf.isVisible())
+        dock = window.docks["account"].widget()
+        assert account.width() <= dock.viewport().width()
+        assert perf.minimumSizeHint().width() <= perf.width()  # nothing asks for more room
 
         perf.choose(trader.agent_id)
         curves = dict(perf.drawn())
