@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from lxml import etree
@@ -175,6 +176,21 @@ class QuestionEntry(Entry):
     @property
     def pending(self) -> bool:
         return self.answer is None
+
+
+@dataclass(eq=False, slots=True)
+class FillEntry(Entry):
+    """A fill on the account (anyone's: every chat shows it), worded for the person: who
+    traded what at which price, and for a sell what it realized (``app.ui.notices``).
+
+    ``market_ms`` is the fill's time: history and fills meet in time order.
+    """
+
+    title: str = ""
+    line: str = ""
+    pnl: str = ""
+    pnl_value: Decimal | None = None
+    side: str = ""  # BUY or SELL
 
 
 @dataclass(eq=False, slots=True)
