@@ -17,6 +17,8 @@ what the app uses:
   imported (pyqtgraph's plot items need QtOpenGL, which the app never names); every other
   installed ``PySide6.Qt*`` module (WebEngine, Qml/Quick, 3D, Multimedia, Designer... when
   installed) is excluded.
+- Qt's translations only when the app loads them (a ``QTranslator``); and ``strip_debug_info``
+  takes the debug information out of the binaries that carry it, once the bundle is made.
 
 A dynamic import whose module name is not written as string literals cannot be seen, so
 ``lazy_imports`` refuses it (``UnresolvedImport``) instead of building a bundle without it;
@@ -34,6 +36,8 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -51,6 +55,8 @@ IGNORE = "# bundle-scan: ignore"
 UNUSED = ("tkinter", "_tkinter", "pytest", "_pytest", "hypothesis", "talib", "backtesting",
           "backtrader", "IPython", "uvloop", "PySide6.scripts")
 QT_PACKAGE = "PySide6"
+# Qt's own translations (its dialogs in other languages), loaded only through a QTranslator
+QT_TRANSLATIONS = "PySide6/Qt/translations/"
 # Shared libraries are not data: those a package needs reach the bundle as the binaries its
 # extension modules link (PySide6's data files would otherwise bring every Qt library).
 BINARY_FILES = ("**/*.so", "**/*.so.*", "**/*.dylib", "**/*.dll")
@@ -90,6 +96,7 @@ class Plan:
     distributions: list[str]  # whose metadata the bundle carries (entry points, versions)
     qt_used: list[str]
     excludes: list[str]
+    qt_translations: bool = False  # whether the app loads Qt's translations (a QTranslator)
     resources: list[str] = field(default_factory=list)  # paths under resources/, for checks
 
     def manifest(self) -> dict[str, object]:
@@ -304,6 +311,13 @@ def qt_modules_loaded(repo_root: Path, python: str = sys.executable) -> list[str
 
 
 
+def loads_qt_translations(package_dir: Path) -> bool:
+    """Whether the app loads Qt's translations: only a ``QTranslator`` does, so without one the
+    bundle leaves ``QT_TRANSLATIONS`` out."""
+    return any("QTranslator" in path.read_text(encoding="utf-8")
+               for path in package_dir.rglob("*.py"))
+
+
 def installed_qt_modules() -> list[str]:
     """Every ``PySide6.Qt*`` module (extension or package) installed, e.g. ``PySide6.QtQml``."""
     spec = importlib.util.find_spec(QT_PACKAGE)
@@ -340,6 +354,80 @@ def entry_point_plugins(roots: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 # -- the plan ---------------------------------------------------------------------------------
+
+
+# -- stripping --------------------------------------------------------------------------------
+# Some binaries come with their debug information (numba's LLVM: 25 MB of its 130; libpython: 22
+# of 30), which nobody running the bundle uses. Stripping every binary (PyInstaller's strip=True)
+# breaks those a wheel repair tool rewrote (auditwheel's patchelf: numpy's C extensions no longer
+# load), so only the debug information goes, and only from binaries no such tool touched: their
+# library search path does not name $ORIGIN, which is what the repair writes.
+
+_SECTION = struct.Struct("<IIQQQQIIQQ")  # an ELF64 section header
+_SHT_DYNAMIC = 6
+_DT_RPATH, _DT_RUNPATH = 15, 29
+
+
+def _elf_sections(handle: object) -> list[tuple[str, tuple[int, ...]]] | None:
+    """The sections (name, header) of a 64-bit little-endian ELF file, or None for another file."""
+    read, seek = handle.read, handle.seek  # type: ignore[attr-defined]
+    ident = read(64)
+    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", ident, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
+    if not shoff or shentsize != _SECTION.size or shstrndx >= shnum:
+        return None
+    seek(shoff)
+    headers = [_SECTION.unpack(read(_SECTION.size)) for _ in range(shnum)]
+    names_header = headers[shstrndx]
+    seek(names_header[4])
+    names = read(names_header[5])
+    return [(names[h[0]:names.index(b"\0", h[0])].decode(errors="replace"), h)
+            for h in headers]
+
+
+def strippable(path: Path) -> bool:
+    """Whether ``path`` is an ELF binary carrying debug information (a ``.debug_info``
+    section) whose library search path does not name ``$ORIGIN`` (no wheel repair rewrote it)."""
+    with path.open("rb") as handle:
+        sections = _elf_sections(handle)
+        if sections is None or not any(name == ".debug_info" for name, _h in sections):
+            return False
+        for _name, header in sections:
+            if header[1] != _SHT_DYNAMIC or header[6] >= len(sections):
+                continue
+            strings = sections[header[6]][1]
+            handle.seek(header[4])
+            dynamic = handle.read(header[5])
+            for tag, value in struct.iter_unpack("<qQ", dynamic[:len(dynamic) // 16 * 16]):
+                if tag in (_DT_RPATH, _DT_RUNPATH):
+                    handle.seek(strings[4] + value)
+                    if b"$ORIGIN" in handle.read(4096).split(b"\0", 1)[0]:
+                        return False
+    return True
+
+
+def strip_debug_info(folder: Path, strip: str | None = None) -> tuple[list[Path], int]:
+    """Remove the debug information of every ``strippable`` binary under ``folder`` with
+    binutils' ``strip --strip-debug``; returns the files stripped and the bytes saved (none
+    when ``strip`` is not installed).
+
+    Raises:
+        subprocess.CalledProcessError: strip failed on a file.
+    """
+    strip = strip or shutil.which("strip")
+    if strip is None:
+        return [], 0
+    stripped, saved = [], 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file() or not strippable(path):
+            continue
+        before = path.stat().st_size
+        subprocess.run([strip, "--strip-debug", str(path)], check=True)  # noqa: S603
+        stripped.append(path)
+        saved += before - path.stat().st_size
+    return stripped, saved
 
 
 def resource_files(resources: Path) -> list[Path]:
@@ -398,6 +486,7 @@ def plan(repo_root: Path, python: str = sys.executable) -> Plan:
         distributions=sorted({*distributions_of(lazy_roots), *plugin_dists}),
         qt_used=qt_used, excludes=excludes,
         resources=[p.relative_to(resources).as_posix() for p in files],
+        qt_translations=loads_qt_translations(package_dir),
     )
 
 
@@ -417,6 +506,7 @@ def main() -> None:
     print(f"Qt modules used (by the app and the Qt libraries it uses): "
           f"{', '.join(found.qt_used)}")
     print(f"excluded: {', '.join(found.excludes)}")
+    print(f"Qt's translations: {'kept' if found.qt_translations else 'left out (no QTranslator)'}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import shutil
 import sys
 import types
 from collections.abc import Iterator
@@ -166,6 +167,7 @@ class _Recorded:
         self.metadata_of: list[str] = []
         self.analysis: dict[str, Any] = {}
         self.plan: Any = None  # the spec's PLAN
+        self.collected: dict[str, Any] = {}  # what the spec gave COLLECT
 
 
 @pytest.fixture(scope="module")
@@ -200,14 +202,26 @@ def _run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[_Recorde
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "PyInstaller.utils.hooks", hooks)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the spec puts packaging/ on it
+    # binutils' strip, stood in for by a script saying what it was asked to strip
+    strip = tmp_path / "bin" / "strip"
+    strip.parent.mkdir()
+    strip.write_text('#!/bin/sh\necho "$2" >> "$(dirname "$0")/calls"\n', encoding="utf-8")
+    strip.chmod(0o755)
+    monkeypatch.setattr(shutil, "which", lambda name: str(strip) if name == "strip" else None)
     dist = tmp_path / "dist"
 
     def analysis(scripts: list[str], **options: Any) -> types.SimpleNamespace:
         recorded.analysis = {"scripts": scripts, **options}
-        return types.SimpleNamespace(pure=[], scripts=[], binaries=[], datas=[])
+        # what PyInstaller's hooks add: PySide6's hook brings Qt's translations
+        datas = [("PySide6/Qt/translations/qt_de.qm", "/site/qt_de.qm", "DATA"),
+                 ("PySide6/Qt/plugins/platforms/libqxcb.so", "/site/libqxcb.so", "BINARY"),
+                 ("resources/prices.yaml", str(REPO / "resources/prices.yaml"), "DATA")]
+        return types.SimpleNamespace(pure=[], scripts=[], binaries=[], datas=datas)
 
-    def collect(*_parts: Any, name: str) -> None:
-        (dist / name).mkdir(parents=True)  # what PyInstaller's COLLECT makes
+    def collect(*parts: Any, name: str, **options: Any) -> None:
+        recorded.collected = {"datas": parts[2], **options}
+        (dist / name / "_internal").mkdir(parents=True)  # what PyInstaller's COLLECT makes
+        _elf(dist / name / "_internal" / "libllvmlite.so", debug=True)
 
     namespace = {"SPECPATH": str(PACKAGING), "DISTPATH": str(dist),
                  "workpath": str(tmp_path / "work"), "Analysis": analysis,
@@ -270,6 +284,21 @@ def test_the_spec_ships_every_resource_and_writes_what_the_self_test_checks(
         assert (bundle / name).is_file(), f"{name} is not next to the executable"
 
 
+def test_the_spec_leaves_out_qt_s_translations_the_app_never_loads_and_strips_debug_info(
+    spec_run: tuple[_Recorded, Path], contents: Any, tmp_path: Path
+) -> None:
+    recorded, spec_tmp = spec_run
+    assert not recorded.plan.qt_translations  # no QTranslator anywhere in app/
+    assert [d[0] for d in recorded.collected["datas"]] == [
+        "PySide6/Qt/plugins/platforms/libqxcb.so", "resources/prices.yaml"]
+    calls = (spec_tmp / "bin" / "calls").read_text(encoding="utf-8").splitlines()
+    assert calls == [str(spec_tmp / "dist" / "kestrel" / "_internal" / "libllvmlite.so")]
+    app = _tree(tmp_path, {"ui/language.py": (
+        "from PySide6.QtCore import QTranslator\n"
+        "def install(app):\n    app.installTranslator(QTranslator())\n")})
+    assert contents.loads_qt_translations(app)
+
+
 def test_the_spec_keeps_only_the_qt_modules_the_app_and_its_qt_libraries_load(
     spec_run: tuple[_Recorded, Path], contents: Any
 ) -> None:
@@ -289,3 +318,62 @@ def test_the_spec_keeps_only_the_qt_modules_the_app_and_its_qt_libraries_load(
     hidden = recorded.analysis["hiddenimports"]
     assert used <= set(hidden)
     assert not [m for m in hidden if contents.excluded(m, unused)]
+
+
+def _elf(path: Path, *, debug: bool, search_path: str | None = None, tag: int = 29) -> Path:
+    """A 64-bit ELF file with the sections ``strippable`` reads: ``.debug_info`` when ``debug``,
+    and a dynamic section whose RUNPATH (tag 29; RPATH is 15) is ``search_path``."""
+    import struct
+
+    names = [b"", b".shstrtab", b".dynstr", b".dynamic", *([b".debug_info"] if debug else [])]
+    shstrtab = b"\0".join(names) + b"\0"
+    offsets = [shstrtab.index(b"\0" + n + b"\0") + 1 if n else 0 for n in names]
+    dynstr = b"\0" + (search_path or "").encode() + b"\0"
+    entries = [(tag, 1)] if search_path is not None else []
+    dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in [*entries, (0, 0)])
+    bodies = [b"", shstrtab, dynstr, dynamic, *([b"\x01" * 64] if debug else [])]
+    data, places = b"", []
+    for body in bodies:
+        places.append(64 + len(data))
+        data += body
+    shoff = 64 + len(data)
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 0x28, shoff)
+    struct.pack_into("<HHH", header, 0x3A, 64, len(bodies), 1)
+    types = [0, 3, 3, 6, *([1] if debug else [])]
+    sections = b"".join(
+        struct.pack("<IIQQQQIIQQ", offsets[i], types[i], 0, 0, places[i] if i else 0,
+                    len(bodies[i]), 2 if types[i] == 6 else 0, 0, 1, 0)
+        for i in range(len(bodies)))
+    path.write_bytes(bytes(header) + data + sections)
+    return path
+
+
+def test_only_binaries_with_debug_information_no_wheel_repair_rewrote_are_stripped(
+    tmp_path: Path, contents: Any
+) -> None:
+    plain = _elf(tmp_path / "libllvmlite.so", debug=True)
+    built_here = _elf(tmp_path / "libpython3.12.so", debug=True, search_path="/opt/python/lib")
+    repaired = _elf(tmp_path / "_imaging.so", debug=True, search_path="$ORIGIN/../pillow.libs")
+    repaired_rpath = _elf(tmp_path / "libfreetype.so", debug=True, search_path="$ORIGIN",
+                          tag=15)
+    stripped_already = _elf(tmp_path / "_multiarray_umath.so", debug=False)
+    (tmp_path / "README.md").write_text("not a binary\n", encoding="utf-8")
+    (tmp_path / "link.so").symlink_to(plain)
+    assert [contents.strippable(p) for p in (plain, built_here, repaired, repaired_rpath,
+                                             stripped_already, tmp_path / "README.md")] == [
+        True, True, False, False, False, False]
+
+    # binutils' strip, stood in for by a script that keeps the first 100 bytes and says so
+    strip = tmp_path / "bin" / "strip"
+    strip.parent.mkdir()
+    strip.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'
+                     'head -c 100 "$2" > "$2.new" && mv "$2.new" "$2"\n', encoding="utf-8")
+    strip.chmod(0o755)
+    sizes = plain.stat().st_size + built_here.stat().st_size
+    stripped, saved = contents.strip_debug_info(tmp_path, str(strip))
+    assert stripped == [plain, built_here]  # sorted; the symlink is not a second file
+    assert saved == sizes - 200
+    assert (strip.parent / "calls").read_text().splitlines() == [
+        f"--strip-debug {plain}", f"--strip-debug {built_here}"]
