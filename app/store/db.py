@@ -258,14 +258,16 @@ MIGRATIONS: tuple[str, ...] = (
     # 8 -> 9: each tool result kept once (app.store.texts). A result was stored in its audit row
     # and again in the message that carried it to the model (a task's data block, a tool's
     # answer, a final answer's block results), half of a backtest's database. ``texts`` holds
-    # each distinct text once, by its digest; an audit row refers to its result there, and a
-    # message to the results it carries (``parts``: its text as a JSON array of literal strings
-    # and text ids). ``tool_calls`` and ``messages`` are now views that put the texts back, so
-    # every reader sees every row as it was; what they replace are the tables ``tool_call_rows``
-    # and ``message_rows``, with their rows and indexes as they were (rows written before keep
-    # their text in place). Inserting into a view stores the text in place, as before.
+    # the text once; an audit row refers to its result there, and a message to the results it
+    # carries (``parts``: its text as a JSON array of literal strings and text ids). ``key`` is a
+    # hash of the text, compared before the text when a writer looks for it among the latest
+    # texts; it has no index (one with random keys would dirty a random page per row written).
+    # ``tool_calls`` and ``messages`` are now views that put the texts back, so every reader
+    # sees every row as it was; what they replace are the tables ``tool_call_rows`` and
+    # ``message_rows``, with their rows and indexes as they were (rows written before keep their
+    # text in place). Inserting into a view stores the text in place, as before.
     """
-    CREATE TABLE texts (id INTEGER PRIMARY KEY, digest BLOB NOT NULL UNIQUE, body TEXT NOT NULL);
+    CREATE TABLE texts (id INTEGER PRIMARY KEY, key INTEGER NOT NULL, body TEXT NOT NULL);
     ALTER TABLE tool_calls RENAME TO tool_call_rows;
     ALTER TABLE tool_call_rows ADD COLUMN result_id INTEGER REFERENCES texts (id);
     CREATE VIEW tool_calls AS SELECT

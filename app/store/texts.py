@@ -1,19 +1,23 @@
-"""Texts kept once in the workspace database, by their digest, and the messages made of them.
+"""Texts kept once in the workspace database, and the messages made of them.
 
 Why: a tool's result was stored twice, in its audit row (``tool_calls``) and in the message that
 carried it to the model: a task's data block holds the results of the calls made for it, a tool's
 answer is its result, a final answer's block results are the results of its writes. In a
-backtest that was half the database. Now each distinct text is one ``texts`` row, keyed by a
-128-bit BLAKE2b digest of its UTF-8: an audit row refers to its result there, and a message that
-carries results is stored as its ``parts``, a JSON array of its literal pieces (strings) and the
-ids of the texts between them, in order. The ``tool_calls`` and ``messages`` views put the texts
-back (``app.store.db``, migration 8 -> 9), so every reader, ours or a plain ``sqlite3`` shell,
-sees each row as it was.
+backtest that was half the database. Now each text is one ``texts`` row: an audit row refers to
+its result there, and a message that carries results is stored as its ``parts``, a JSON array of
+its literal pieces (strings) and the ids of the texts between them, in order. The ``tool_calls``
+and ``messages`` views put the texts back (``app.store.db``, migration 8 -> 9), so every reader,
+ours or a plain ``sqlite3`` shell, sees each row as it was.
+
+A text is looked for among the latest ``RECENT_TEXTS`` texts only: the copies of a result are
+written moments apart (its audit row and the message that carries it), and a lookup by an
+index over all texts would cost every write a page at a random place in that index. A result
+that comes back much later is stored again, which is only its size.
 
 Crash safety: whoever writes a row writes the texts it refers to first, on the same connection,
 in the same transaction when there is one. A text is never changed or removed, and one that lost
-its row (a crash between the two statements outside a transaction) is harmless: it is found by
-its digest and used by the next row that holds the same text.
+its row (a crash between the two statements outside a transaction) is harmless: it is found as
+any other and used by the next row that holds the same text.
 """
 
 from __future__ import annotations
@@ -27,22 +31,29 @@ TOOL_RESULT_CLOSE = "</tool_result>"
 # a result shorter than this stays in its message: a reference and its lookup would cost more
 MIN_SHARED_CHARS = 64
 
-_INSERT = "INSERT OR IGNORE INTO texts (digest, body) VALUES (?, ?)"
-_FIND = "SELECT id FROM texts WHERE digest = ?"
+RECENT_TEXTS = 256  # a few dozen bars of a backtest, far more than one bar's calls
+
+_INSERT = "INSERT INTO texts (key, body) VALUES (?, ?)"
+# the bound is computed once; the rows in it are compared by key first, their text only when
+# the keys agree (so a long text's overflow pages are read once, for the match)
+_FIND = ("SELECT id FROM texts WHERE id > (SELECT ifnull(max(id), 0) FROM texts) - ? "
+         "AND key = ? AND body = ?")
 
 
-def text_digest(text: str) -> bytes:
-    """The key of a text: BLAKE2b-128 of its UTF-8 (collisions are out of reach)."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+def text_key(text: str) -> int:
+    """The ``key`` of a text: 64 bits of BLAKE2b of its UTF-8, as SQLite's signed integer."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def put_text(conn: sqlite3.Connection, text: str) -> int:
-    """The id of ``text`` in ``texts``, stored now unless it already was."""
-    digest = text_digest(text)
-    cursor = conn.execute(_INSERT, (digest, text))
-    if cursor.rowcount:
-        return int(cursor.lastrowid or 0)
-    return int(conn.execute(_FIND, (digest,)).fetchone()[0])
+    """The id of ``text`` in ``texts``: one of the latest texts when it is there, else a new
+    one stored now."""
+    key = text_key(text)
+    found = conn.execute(_FIND, (RECENT_TEXTS, key, text)).fetchone()
+    if found is not None:
+        return int(found[0])
+    return int(conn.execute(_INSERT, (key, text)).lastrowid or 0)
 
 
 def compose(conn: sqlite3.Connection, content: str) -> str | None:
