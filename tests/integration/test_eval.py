@@ -314,12 +314,14 @@ def test_an_analysis_that_never_writes_its_analysis_or_assessment_is_no_decision
 def test_a_fault_mid_eval_writes_stopped_with_the_reason_in_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the second window's tasks are the first to mention its day: the key is revoked there
+    # the second window's tasks are the first to mention its day: the key is revoked there, for
+    # every call after it (one window at a time: side by side, the first window's later calls
+    # would be refused too, and it would be the one that faulted)
     model = FaultFrom(PromptRuleModel(), "2019-10-06", error(401, "The API key was revoked."))
     with FakeOpenAIServer(default=model) as server:
         code, report, markdown = _eval(tmp_path, [
             "--provider", "openai-compatible", "--base-url", server.base_url,
-            "--model", "gpt-4o-mini"], "--windows", "2")
+            "--model", "gpt-4o-mini"], "--windows", "2", "--concurrency", "1")
     printed = capsys.readouterr()
     assert code == 3 and model.faulted
     assert [w["name"] for w in report["windows"]] == ["falling"]  # the window before the fault
