@@ -41,7 +41,7 @@ from app.sweep.store import (
 FAR_WORSE = 0.5  # of the sweep's range of the metric: a neighbour that far below is "far worse"
 FIGURES = [*METRICS.values(), *BUY_AND_HOLD.values(), "vs_bh_return_pct"]
 AGENT_FIGURES = ["llm_calls", "cost_usd"]
-TAIL = ["bars", "start", "end", "seconds", "error", "folder"]
+TAIL = ["bars", "start", "end", "seconds", "cpu_seconds", "error", "folder"]
 OK = "ok"
 
 
