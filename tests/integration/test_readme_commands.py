@@ -226,7 +226,7 @@ COMMANDS: dict[str, Entry] = {
         Entry(strategy_sweep, extra="--no-progress"),
     ".venv/bin/kestrel sweep --data resources/sample_data/BTC-USDT_1h_20190930-20191024_unknown"
     ".csv --agents AnalystAgent_Trend_v1 TraderAgent_Default_v1 --grid rsi_period=10,14,21 "
-    "--grid window=2019-10-01..2019-10-12,2019-10-12..2019-10-24 --out backtest-out/"
+    "--grid window=2019-10-01..2019-10-08,2019-10-08..2019-10-15 --out backtest-out/"
     "sweep-agents": Entry(agents_sweep, extra="--no-progress"),
     ".venv/bin/kestrel sweep --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
     ".csv --grid fast=5:50:5 --grid slow=60:200:20 --cluster tcp://HOST:8786 --out backtest-out/"

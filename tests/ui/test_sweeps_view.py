@@ -97,10 +97,11 @@ def test_the_backtest_view_has_a_sweeps_tab_over_the_workspaces_sweeps(
     view.resize(1300, 860)
     view.show()
     qloop.run_until_complete(view.tasks.wait())
-    pages = [w for w in view.findChildren(QTabWidget) if w.indexOf(view.sweeps) >= 0]
-    assert len(pages) == 1
-    tabs = [pages[0].tabText(i) for i in range(pages[0].count())]
-    assert tabs[-1] == "Sweeps" and view.start_button.window() is view.window()
-    pages[0].setCurrentWidget(view.sweeps)  # shown for the first time: it reads the folder
+    pages = view.pages
+    assert [w for w in view.findChildren(QTabWidget) if w.indexOf(view.sweeps) >= 0] == [pages]
+    tabs = [pages.tabText(i) for i in range(pages.count())]
+    assert tabs == ["Setup", "Summary", "Trades", "Past runs", "Compare", "Sweeps"]
+    assert view.start_button.window() is view.window()
+    pages.setCurrentWidget(view.sweeps)  # shown for the first time: it reads the folder
     qloop.run_until_complete(view.sweeps.tasks.wait())
     assert [s.folder.name for s in view.sweeps.sweeps] == ["first"]

@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QTableView,
     QTableWidget,
     QTableWidgetItem,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -344,26 +343,9 @@ class SweepsView(QWidget):
 
 
 def attach_sweeps(view: Any) -> SweepsView:
-    """Give the Backtest view a "Sweeps" tab listing ``<workspace>/sweeps/``.
-
-    The view's pages (``view.pages``, a ``QTabWidget``) get the tab when it has them; a view
-    laid out without pages has its content put under a first tab ("Backtest") and the sweeps
-    beside it. Either way the view keeps every widget it had.
-    """
+    """Give the Backtest view a "Sweeps" tab listing ``<workspace>/sweeps/``, last of its pages
+    (``view.pages``: Setup, Summary, Trades, Past runs, Compare), so a sweep is read beside the
+    single runs it is made of."""
     sweeps = SweepsView([view.workspace.root / SWEEPS_FOLDER])
-    pages = getattr(view, "pages", None)
-    if isinstance(pages, QTabWidget):
-        pages.addTab(sweeps, TAB_TITLE)
-        return sweeps
-    layout = view.layout()
-    content = layout.itemAt(0).widget() if layout is not None and layout.count() else None
-    pages = QTabWidget(view)
-    pages.setObjectName("backtest_pages")
-    pages.setDocumentMode(True)
-    if content is not None:
-        layout.removeWidget(content)
-        pages.addTab(content, "Backtest")
-    pages.addTab(sweeps, TAB_TITLE)
-    layout.addWidget(pages)
-    view.sweep_pages = pages
+    view.pages.addTab(sweeps, TAB_TITLE)
     return sweeps
