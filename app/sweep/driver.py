@@ -158,7 +158,7 @@ def _usable(table: SweepTable, heatmap: Sequence[str] | None) -> Sequence[str] |
 def _bar(total: int, initial: int) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, unit="cell", desc="sweep (starting)",
+    return tqdm(total=total, initial=initial, unit="cell", desc="sweep (starting): ",
                 file=sys.stderr,
                 mininterval=0.5, dynamic_ncols=True,
                 bar_format="{desc}{n_fmt}/{total_fmt} cells |{bar}| {elapsed}<{remaining} "

@@ -180,6 +180,18 @@ def test_a_failing_cell_is_recorded_with_its_error_and_the_others_finish(
     assert again["c0001"] == runs["c0001"] and again["c0003"] != runs["c0003"]
 
 
+def test_the_progress_bar_shows_cells_done_time_left_and_the_best_so_far(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = plan_sweep(SweepRequest(data=[BTC_USDT_1H], grid=["fast=5,10"], fixed=["slow=30"]))
+    outcome = run_sweep(plan, tmp_path / "sweep", InProcess, progress=True)
+    best = outcome.table.rows[0]
+    shown = capsys.readouterr().err.splitlines()[-1]
+    assert shown.startswith("sweep on 1 worker") and "2/2 cells" in shown
+    assert "<00:00 left" in shown  # nothing left to run
+    assert f"best sharpe {best['sharpe']:,.2f} (fast={best['fast']})" in shown
+
+
 def test_a_worker_dying_in_a_cell_fails_that_cell_alone(tmp_path: Path) -> None:
     plan = plan_sweep(SweepRequest(data=[BTC_USDT_1H], grid=["fast=5,10,15,20"],
                                    fixed=["slow=30"]))
