@@ -119,6 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_demo_arguments(demo)
 
+    from app.cli.sweep import add_sweep_arguments
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run many backtests over a grid (or a random sample) of parameters, on local "
+             "processes or a Dask cluster, into one sorted table",
+        description="Every cell is a full kestrel backtest (a strategy, or agent templates "
+                    "with --agents) in its own folder with the same report. The sweep resumes "
+                    "where it stopped, records a failing cell and goes on, and writes "
+                    "results.csv, results.json and heatmap.png, best first beside buy-and-hold, "
+                    "warning when the best cell is an isolated peak. E.g. kestrel sweep --data "
+                    "FILE --grid fast=5,10,20 --grid slow=30,50 --out DIR",
+    )
+    add_sweep_arguments(sweep)
+
     from app.cli.eval import add_eval_arguments
 
     evaluate = sub.add_parser(
@@ -206,6 +221,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_command(args)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from app.cli.sweep import sweep_command
+
+    return sweep_command(args)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from app.cli.agents import run_command
 
@@ -241,6 +262,7 @@ COMMANDS = {
     "reset-paper-account": cmd_reset_paper_account,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "sweep": cmd_sweep,
     "eval": cmd_eval,
     "mcp-serve": cmd_mcp_serve,
 }
