@@ -51,7 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("gui", help="open the window (the default with no command; see kestrel gui -h)")
+    _add_inspection_commands(sub)
+    _add_maintenance_commands(sub)
+    _add_backtest_commands(sub)
+    _add_agent_commands(sub)
+    return parser
 
+
+# the subparsers' action has no public type
+type Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _add_inspection_commands(sub: Commands) -> None:
+    """Commands that show what agents get: a tool call, the tools, a prompt, the indicators."""
     from app.cli.common import add_market_options
     from app.cli.tool import add_tool_arguments
 
@@ -78,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_prompt_arguments(prompt)
     sub.add_parser("indicators", help="list the technical indicator catalogue")
 
+
+def _add_maintenance_commands(sub: Commands) -> None:
+    """Commands that repair a workspace: a backup put back, a paper account started over."""
     from app.cli.restore import add_restore_arguments
 
     restore = sub.add_parser(
@@ -105,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_reset_arguments(reset)
 
+
+def _add_backtest_commands(sub: Commands) -> None:
+    """Commands that replay history: a backtest, the narrated demo, a sweep, a model's eval."""
     from app.cli.backtest import add_backtest_arguments
     from app.cli.demo import add_demo_arguments
 
@@ -150,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_eval_arguments(evaluate)
 
+
+def _add_agent_commands(sub: Commands) -> None:
+    """Commands that run the workspace's agents or serve its tools: run, chat, mcp-serve."""
     from app.cli.agents import add_chat_arguments, add_run_arguments
 
     run = sub.add_parser(
@@ -170,7 +191,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "order the approval policy would hold for a person is refused.",
     )
     add_mcp_serve_arguments(mcp_serve)
-    return parser
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
