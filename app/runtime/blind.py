@@ -454,6 +454,16 @@ class BlindDriver:
     def paused(self, value: bool) -> None:
         self._inner.paused = value
 
+    @property
+    def last_error(self) -> str | None:
+        failed: str | None = self._inner.last_error
+        return failed
+
+    @property
+    def held(self) -> str | None:
+        held: str | None = self._inner.held
+        return held
+
     def on_advance(self, service: Callable[[int], object]) -> None:
         self._inner.on_advance(lambda now_ms: service(self._blind.time(now_ms)))
 
