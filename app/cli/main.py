@@ -15,6 +15,7 @@ included, passes the secret redactor.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from collections.abc import Sequence
@@ -246,7 +247,7 @@ COMMANDS = {
 
 
 GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout", "--venue",
-                         "--exchange", "--confirm-live"})
+                         "--exchange", "--confirm-live", "--self-test", "--self-test-timeout"})
 
 
 def build_gui_parser() -> argparse.ArgumentParser:
@@ -278,11 +279,39 @@ def build_gui_parser() -> argparse.ArgumentParser:
     parser.add_argument("--confirm-live", metavar="EXCHANGE", default="",
                         help="live: confirm real-money trading by naming the exchange again "
                              "(instead of typing it in the window's dialog)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check this installation without a person or a display: open the "
+                             "desk offscreen on a fresh temporary workspace, run the offline "
+                             "demo to its first fill, then exit (0: passed; 1: failed, saying "
+                             "why); nothing of yours is read or changed")
+    parser.add_argument("--self-test-timeout", type=float, metavar="SECONDS",
+                        help="--self-test fails when it takes longer than this (180)")
     return parser
 
 
+SELF_TEST_ALONE = ("workspace", "data", "speed", "reset_layout", "venue", "exchange", "quote",
+                   "confirm_live")
+
+
 def gui_command(argv: Sequence[str]) -> int:
-    args = build_gui_parser().parse_args(list(argv))
+    parser = build_gui_parser()
+    args = parser.parse_args(list(argv))
+    if args.self_test_timeout is not None and not args.self_test:
+        parser.error("--self-test-timeout is an option of --self-test")
+    if args.self_test:
+        given = [f"--{name.replace('_', '-')}" for name in SELF_TEST_ALONE
+                 if getattr(args, name) != parser.get_default(name)]
+        if given:
+            parser.error(f"--self-test opens a fresh temporary workspace on the offline demo; "
+                         f"it takes no {', '.join(given)}")
+        timeout = args.self_test_timeout
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            parser.error(f"--self-test-timeout must be a positive number of seconds, got "
+                         f"{timeout:g}")
+        setup_logging(None)
+        from app.ui.self_test import DEFAULT_TIMEOUT_S, run_self_test
+
+        return run_self_test(DEFAULT_TIMEOUT_S if timeout is None else timeout)
     setup_logging(None)
     from app.ui.app import run_gui
 

@@ -139,6 +139,42 @@ def envelope(status: str, *expected: str) -> Check:
     return check
 
 
+def built_and_checked(_done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    """The executable the README names is where the build puts it and what the checks run."""
+    build = (REPO / "packaging" / "build.sh").read_text(encoding="utf-8")
+    check = (REPO / "packaging" / "check.sh").read_text(encoding="utf-8")
+    spec = (REPO / "packaging" / "kestrel.spec").read_text(encoding="utf-8")
+    assert '--distpath "$OUT/dist"' in build and "OUT=packaging/build\n" in build
+    assert 'name="kestrel"' in spec and "BIN=$OUT/dist/kestrel/kestrel" in build
+    assert "BIN=packaging/build/dist/kestrel/kestrel" in check
+    assert 'bash packaging/check.sh --python "$PY" "$BIN"' in build
+    runs_in_ci("bash packaging/build.sh")(_done, _tmp)
+
+
+def desktop_entry_installs(_done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    """The script the README names, run in a stand-in for the bundle's folder (the built
+    bundle's is run by packaging/check.sh in CI): the menu entry runs that folder's kestrel."""
+    bundle = tmp / "bundle folder"
+    bundle.mkdir()
+    for source in [*(REPO / "packaging" / "linux").iterdir(),
+                   *(REPO / "resources" / "icons").iterdir()]:
+        (bundle / source.name).write_bytes(source.read_bytes())
+        (bundle / source.name).chmod(source.stat().st_mode)
+    (bundle / "kestrel").write_text("#!/bin/sh\n", encoding="utf-8")
+    (bundle / "kestrel").chmod(0o755)
+    data = tmp / "xdg-data"
+    done = subprocess.run(  # noqa: S603 - the repository's own script
+        [str(bundle / "install-desktop-entry.sh")], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "XDG_DATA_HOME": str(data)}, check=False)
+    assert done.returncode == 0, done.stderr
+    entry = (data / "applications" / "kestrel.desktop").read_text(encoding="utf-8")
+    assert f'Exec="{bundle}/kestrel"' in entry.splitlines() and "Icon=kestrel" in entry
+    assert (data / "icons/hicolor/scalable/apps/kestrel.svg").is_file()
+    assert (data / "icons/hicolor/256x256/apps/kestrel.png").is_file()
+    spec = (REPO / "packaging" / "kestrel.spec").read_text(encoding="utf-8")
+    assert '"install-desktop-entry.sh"' in spec and '"kestrel.desktop"' in spec
+
+
 DEFAULT_WS = "--workspace {tmp}/default-ws"  # where the README uses the checkout's own workspace
 HEADLESS = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "QT_QPA_PLATFORM": None}
 COMMANDS: dict[str, Entry] = {
@@ -196,6 +232,12 @@ COMMANDS: dict[str, Entry] = {
     ".venv/bin/kestrel restore-backup --workspace /tmp/ws --backup /tmp/ws/kestrel.db": Entry(
         refused_and_kept("it is the workspace's live database itself, not a backup of it",
                          "nothing was changed")),
+    # the bundle: CI builds it and checks the built executable (packaging/check_bundle.py), the
+    # minutes that takes are not spent again here
+    "bash packaging/build.sh": Entry(runs_in_ci("bash packaging/build.sh"), run=False),
+    "packaging/build/dist/kestrel/kestrel": Entry(built_and_checked, run=False),
+    "packaging/build/dist/kestrel/install-desktop-entry.sh": Entry(
+        desktop_entry_installs, run=False),
 }
 
 
