@@ -187,7 +187,8 @@ class ConversationStore:
     ) -> dict[str, int]:
         """How many calls each provider answered, e.g. to count the rule engine's decisions
         apart from language-model calls."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[str | int] = []
         if run_id is not None:
             clauses.append("run_id=?")
             args.append(run_id)
@@ -222,7 +223,8 @@ class ConversationStore:
         since_wall_ms: int | None = None,
     ) -> UsageTotals:
         """Totals over the matching calls; costs are summed as Decimals, never floats."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[str | int] = []
         for column, value in (("agent_id", agent_id), ("task_id", task_id), ("run_id", run_id)):
             if value is not None:
                 clauses.append(f"{column}=?")

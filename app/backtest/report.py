@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from app.backtest.metrics import Metrics, RoundTrip, drawdown_pct
+from app.backtest.metrics import Flags, Floats, Metrics, RoundTrip, Times, drawdown_pct
 from app.domain.clock import ms_to_iso
 from app.redaction import REDACTOR
 
@@ -45,10 +43,10 @@ class BacktestResult:
             never reads as a clean "0 trades".
     """
 
-    time_ms: np.ndarray
-    equity: np.ndarray
-    baseline_equity: np.ndarray
-    exposed: np.ndarray
+    time_ms: Times
+    equity: Floats
+    baseline_equity: Floats
+    exposed: Flags
     trades: list[RoundTrip]
     metrics: Metrics
     baseline: Metrics
@@ -117,7 +115,7 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     faults = {"faults": list(result.faults)} if result.faults else {}
     warned = _warnings(result)
     warnings = {"warnings": warned} if warned else {}
-    return _clean(
+    cleaned: dict[str, Any] = _clean(
         {
             **faults,
             **warnings,
@@ -130,6 +128,7 @@ def summary(result: BacktestResult) -> dict[str, Any]:
             "stats": result.stats,
         }
     )
+    return cleaned
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

@@ -136,17 +136,20 @@ def eval_command(args: argparse.Namespace) -> int:
     from app.runtime.evaluation import EvalStopped, run_eval
 
     bar = None
+    out_dir: Path | None = None  # where a stopped run's report went
     try:
         options = _options(args)
+        out_dir = options.out_dir
         if not args.no_progress:
             bar = _ProgressBar()
             options.progress = bar.update
         report = asyncio.run(run_eval(options))
     except EvalStopped as exc:
         _close(bar)
-        if exc.report is not None:  # STOPPED, why, the cutoff warning, the windows before
+        if exc.report is not None and out_dir is not None:
+            # STOPPED, why, the cutoff warning, the windows before
             print(exc.report.table())
-            print(f"\nreport (STOPPED): {options.out_dir / 'eval.json'}, eval.md")
+            print(f"\nreport (STOPPED): {out_dir / 'eval.json'}, eval.md")
         what = ("the rule engine the model is compared with could not run" if exc.baseline
                 else "the model could not be evaluated")
         print(f"kestrel eval: {what}: {exc}", file=sys.stderr)

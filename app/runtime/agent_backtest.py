@@ -28,6 +28,7 @@ import numpy as np
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.cutoffs import period_warnings
 from app.agents.faults import RERUN_HINT, Fault, faults_of
+from app.backtest.metrics import Flags
 from app.backtest.report import REPORT_FILES, BacktestResult, write_report
 from app.config import LLMSettings
 from app.config.approval import ApprovalSettings
@@ -208,7 +209,7 @@ async def _run(
 
     reached = ReplayProgress()
 
-    def ran_so_far() -> tuple[Timeline, np.ndarray]:
+    def ran_so_far() -> tuple[Timeline, Flags]:
         done = 1 + reached.steps
         exposed = np.array([False, *reached.exposed[:reached.steps]], dtype=bool)
         return timeline.slice(0, done), exposed
@@ -239,7 +240,7 @@ async def _run(
 
 
 def _outcome(
-    world: World, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
+    world: World, agents: list[AgentInfo], ran: Timeline, exposed: Flags,
     options: AgentBacktestOptions, stop: str, planned: int,
 ) -> AgentBacktestResult:
     """The result of the steps that ran, from what the run left in its ledger and stores.

@@ -379,15 +379,15 @@ def _forget_windows_after(options: EvalOptions, windows: Sequence[EvalWindow], s
 
 def _refuse_replaying_into_itself(options: EvalOptions) -> None:
     """A replay writing into the run it replays would replace the recordings it reads."""
-    source = options.replay_from
-    if source is None:
+    given = options.replay_from
+    if given is None:
         return
-    out, source = options.out_dir.resolve(), source.resolve()
+    out, source = options.out_dir.resolve(), given.resolve()
     if source == out or source.is_relative_to(out):
         raise OutputFolderRefused(
-            f"the output folder {options.out_dir} holds the recorded run {options.replay_from} "
+            f"the output folder {options.out_dir} holds the recorded run {given} "
             f"being replayed, which writing there would replace; nothing was changed. Leave out "
-            f"--out (the replay goes to {options.replay_from / REPLAY}) or give another folder")
+            f"--out (the replay goes to {given / REPLAY}) or give another folder")
 
 
 def _folder(options: EvalOptions, window: EvalWindow, number: int) -> Path:

@@ -45,7 +45,7 @@ from app.agents.llm.port import (
     NativeCall,
     StreamCallback,
 )
-from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.retry import Backoff, Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "anthropic"
@@ -130,8 +130,8 @@ class AnthropicProvider:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.stream = stream
-        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
-                         "sleep": sleep, "jitter": jitter, "limiter": limiter}
+        self._backoff: Backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                                  "sleep": sleep, "jitter": jitter, "limiter": limiter}
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout_s,
             http_client=bounded_http_client(anthropic.DefaultAsyncHttpxClient, timeout_s),

@@ -45,7 +45,7 @@ from app.agents.llm.port import (
     PermanentLLMError,
     StreamCallback,
 )
-from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.retry import Backoff, Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "openai-compatible"
@@ -118,8 +118,8 @@ class OpenAICompatibleProvider:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.stream = stream
-        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
-                         "sleep": sleep, "jitter": jitter, "limiter": limiter}
+        self._backoff: Backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                                  "sleep": sleep, "jitter": jitter, "limiter": limiter}
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=api_key or PLACEHOLDER_API_KEY, max_retries=0,
             timeout=timeout_s, default_headers=extra_headers,

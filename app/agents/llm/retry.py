@@ -16,6 +16,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 from app.agents.llm.limits import ProviderLimiter
 from app.agents.llm.port import TemporaryLLMError
@@ -23,6 +24,16 @@ from app.agents.llm.port import TemporaryLLMError
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[object]]
+
+
+class Backoff(TypedDict):
+    """A provider's pacing of its retries, passed on to ``with_retries`` as it is."""
+
+    base_delay_s: float
+    max_delay_s: float
+    sleep: Sleep
+    jitter: Callable[[], float]
+    limiter: ProviderLimiter | None
 
 
 class ThrottledLLMError(TemporaryLLMError):
@@ -71,7 +82,7 @@ def backoff_delay(
     Half the exponential step is fixed and half is random, so concurrent agents hitting the same
     rate limit spread out while each still waits at least half the nominal step.
     """
-    step = min(max_delay_s, base_delay_s * (2 ** (attempt - 1)))
+    step = min(max_delay_s, base_delay_s * (2.0 ** (attempt - 1)))
     return step / 2 + step / 2 * min(max(jitter(), 0.0), 1.0)
 
 
