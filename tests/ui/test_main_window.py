@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from PySide6.QtCore import QRect, QSize
+from PySide6.QtCore import QRect, QSize, Qt
 
 from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
@@ -282,5 +282,50 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
         assert header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
         assert header.sectionSize(0) >= 80  # names elided at worst, never gone
+
+    desk.run(scenario)
+
+
+def test_ctrl_q_with_agents_running_asks_first_naming_them(desk: Desk, qtbot) -> None:
+    """A stray Ctrl+Q closed a desk whose agents were trading, without a word."""
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        await until(lambda: window.quit_dialog is not None and window.quit_dialog.isVisible())
+        said = window.quit_dialog.informativeText()
+        assert "2 agents are running: BTC/USD Trader, BTC/USD 1h Trend Analyst." in said
+        assert "resumes where it stood" in said
+        window.quit_dialog.reject()  # second thoughts: the desk goes on
+        await until(lambda: window.quit_dialog is None)
+        assert window.isVisible() and window.world is not None
+
+        await window.pause_all()  # nothing running, nothing held: Quit quits at once
+        await window.trading.controls.flatten()
+        window.world.venue.driver.advance_to(window.world.venue.clock.now_ms() + HOUR_MS)
+        window.quit()
+        await until(lambda: not window.isVisible())
+        assert window.quit_dialog is None
+
+    desk.run(scenario)
+
+
+def test_a_replay_left_paused_opens_paused_where_it_stood(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        window.replay_bar.pause_button.click()
+        stood = window.world.venue.clock.now_ms()
+        await desk.close(window)
+
+        again = await desk.open(paced=True)  # the pacer runs: only the pause holds the clock
+        assert again.world.venue.driver.paused
+        assert again.replay_bar.pause_button.text() == "Play"
+        assert again.world.venue.clock.now_ms() == stood
+        again.replay_bar.pause_button.click()  # Play: time flows, and the next start too
+        await until(lambda: again.world.venue.clock.now_ms() > stood)
+        await desk.close(again)
+        third = await desk.open()
+        assert not third.world.venue.driver.paused
 
     desk.run(scenario)

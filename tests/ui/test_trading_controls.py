@@ -273,3 +273,28 @@ def test_the_ticket_and_its_verdicts_are_readable_in_both_themes_on_a_small_scre
             assert contrast(text, ground(image, rect)) >= MIN_CONTRAST, label.objectName()
 
     desk.run(scenario)
+
+
+def test_a_market_order_placed_while_paused_shows_filled_after_one_step(desk: Desk, qtbot) -> None:
+    """It took two presses of "Step 1 bar": the replay had been paused mid-bar, so the order
+    waited for the bar after next (the paper broker fills at the open of the first bar that
+    opens after the order)."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        broker = world.venue.broker
+        world.venue.driver.advance_to(world.venue.clock.now_ms() + 37 * 60_000)  # mid-bar
+        window.replay_bar.pause_button.click()
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.02")
+        await review_and_place(ticket, qtbot)
+        assert ticket.outcome.ok and ticket.outcome.order_status == "SUBMITTED"
+        ticket.close()
+        window.replay_bar.step_button.click()
+        assert broker.position_size(SYMBOL) == Decimal("0.02"), "filled after one step"
+        account = window.panels["account"]
+        await account.refresh()
+        await until(lambda: account.position_button(SYMBOL) is not None)
+
+    desk.run(scenario)
