@@ -109,12 +109,16 @@ class PersonControls:
 
     Args:
         on_exits: told the outcome of TP/SL exits placed after a ticket's BUY filled.
+        next_bar_open: on a replay, when a market order placed now fills (see
+            ``close_fills_at``); None on live quotes and on an exchange.
     """
 
     executor: ToolExecutor
     orders: OrderEntry
     bus: EventBus | None = None
     on_exits: Callable[[Outcome], None] | None = None
+    # a replay's: the open of the bar a market order of a symbol placed now fills at
+    next_bar_open: Callable[[str], int] | None = None
     pending_exits: dict[str, _PendingExits] = field(default_factory=dict)
     exit_outcomes: list[Outcome] = field(default_factory=list)
 
@@ -255,10 +259,53 @@ class PersonControls:
         return await self._call("cancel_order", {"symbol": order.symbol,
                                                  "order_id": order.order_id})
 
+    def keeps_exits_while_closing(self, symbol: str) -> bool:
+        """Whether a close leaves the position's take profit and stop loss resting until its
+        sell fills: where exits share the coins (a paper account), nothing needs them gone
+        first, and a paper market sell fills only at the next bar's open (or quote); where a
+        resting sell locks its coins (an exchange), they must go first."""
+        try:
+            return not self.broker.abilities(symbol).exits_lock_coins
+        except KestrelError:
+            return False
+
+    def close_fills_at(self, symbol: str) -> int | None:
+        """The market time a market close of ``symbol`` placed now fills at (the open of the
+        next bar of a replay); None where it fills at once, on live quotes or an exchange."""
+        if self.next_bar_open is None:
+            return None
+        try:
+            return self.next_bar_open(symbol)
+        except KestrelError:
+            return None
+
     async def close(self, symbol: str) -> Outcome:
-        """Market-sell the whole position of ``symbol`` (reduce-only: passes a tripped switch)."""
-        return await self._call("close_position", {"symbol": symbol,
-                                                   "reason": "closed by the person"})
+        """Market-sell the whole position of ``symbol`` (reduce-only: passes a tripped switch).
+
+        On a paper account the take profit and stop loss stay until the sell fills (the
+        settlement cancels them once the position is flat), so the position is never without
+        its stop while the close waits for the next bar; only sells that are not exits go
+        first, since they hold back what the close sells. Elsewhere ``close_position``
+        cancels the exits first, as an exchange that locks their coins requires.
+        """
+        if not self.keeps_exits_while_closing(symbol):
+            return await self._call("close_position", {"symbol": symbol,
+                                                       "reason": "closed by the person"})
+        try:
+            symbol = self.broker.canonical_symbol(symbol)
+            held = await self.orders.own_lot(PERSON, symbol)
+            holding_back = [o for o in await self.broker.open_orders(None, symbol)
+                            if o.side is Side.SELL and not o.reduce_only]
+        except KestrelError as exc:
+            return Outcome("error", _words(exc))
+        for order in holding_back:
+            cancelled = await self.cancel(order)
+            if not cancelled.ok:
+                return cancelled
+        return await self._call("create_order", {
+            "symbol": symbol, "side": Side.SELL.value, "order_type": "MARKET",
+            "quantity": plain(held), "reason": "closed by the person",
+        })
 
     async def flatten_plan(self) -> FlattenPlan:
         state = await self.broker.account()

@@ -275,7 +275,8 @@ class MainWindow(QMainWindow):
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
         book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
-        self.person = PersonControls(world.executor, world.orders, world.bus)
+        self.person = PersonControls(world.executor, world.orders, world.bus,
+                                     next_bar_open=_next_bar_open(venue))
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
                                venue.label, controls=self.person, agent_name=self._agent_name)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
@@ -773,3 +774,20 @@ class MainWindow(QMainWindow):
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _next_bar_open(venue: Any) -> Any:
+    """On a replay, when a market order of a symbol placed now fills: the paper broker fills
+    it at the open of the first bar of the symbol's finest interval that opens at or after the
+    order; None elsewhere (live quotes fill at once)."""
+    if not venue.offline:
+        return None
+    from app.domain.market import interval_ms
+
+    market, clock = venue.market, venue.clock
+
+    def opens(symbol: str) -> int:
+        bar = interval_ms(market.finest_interval(symbol))
+        return -(-clock.now_ms() // bar) * bar
+
+    return opens

@@ -142,7 +142,8 @@ def test_a_position_closed_from_its_row_after_naming_quantity_and_pnl(desk: Desk
                     and account.dialog.isVisible())
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
         await until(lambda: "Closing BTC/USD" in account.message.text())
-        assert audit_actors(window, "close_position")[-1] == PERSON_ID
+        # on paper the close is a market sell as the person (its exits stay until it fills)
+        assert audit_actors(window, "create_order")[-1] == PERSON_ID
         await next_bar(window)
         assert broker.position_size(SYMBOL) == 0
         await until(lambda: account.positions.rowCount() == 0)
@@ -296,5 +297,51 @@ def test_a_market_order_placed_while_paused_shows_filled_after_one_step(desk: De
         account = window.panels["account"]
         await account.refresh()
         await until(lambda: account.position_button(SYMBOL) is not None)
+
+    desk.run(scenario)
+
+
+def test_close_keeps_the_stop_until_its_sell_fills_and_says_when_that_is(
+    desk: Desk, qtbot
+) -> None:
+    """Close cancelled the stop loss at once while the sell waited a bar for its fill: for that
+    bar the position had no stop. The question now says when the close fills."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        broker = world.venue.broker
+        account = window.panels["account"]
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.02")
+        last = await last_price(window)
+        ticket.fields["take_profit"].setText(str((last * Decimal("1.5")).quantize(Decimal(1))))
+        ticket.fields["stop_loss"].setText(str((last * Decimal("0.5")).quantize(Decimal(1))))
+        await review_and_place(ticket, qtbot)
+        ticket.close()
+        await next_bar(window)
+        await until(lambda: len(window.person.exit_outcomes) == 1)
+        world.venue.driver.advance_to(world.venue.clock.now_ms() + 20 * 60_000)
+        window.replay_bar.pause_button.click()  # stands on the bar's close
+        at = world.venue.clock.now_ms()
+        assert at % HOUR_MS == 0
+
+        await until(lambda: account.position_button(SYMBOL) is not None)
+        qtbot.mouseClick(account.position_button(SYMBOL), Qt.MouseButton.LeftButton)
+        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+                    and account.dialog.isVisible())
+        said = account.dialog.text()
+        hour = f"{at // HOUR_MS % 24:02d}:00 UTC"
+        assert f"It fills at the next bar's open, <b>{hour}</b>" in said, said
+        assert "stop loss keep protecting the position until the sell fills" in said
+        qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
+        await until(lambda: "Closing BTC/USD" in account.message.text())
+        exits = {o.exit_kind.value for o in await broker.open_orders() if o.reduce_only}
+        assert exits == {"STOP_LOSS", "TAKE_PROFIT"}, "the exits stay until the sell fills"
+
+        window.replay_bar.step_button.click()
+        assert broker.position_size(SYMBOL) == 0
+        assert await broker.open_orders() == [], "the exits went with the position"
+        assert not window.errors.reports
 
     desk.run(scenario)

@@ -437,9 +437,15 @@ class AccountPanel(QWidget):
         if self.dialog is not None:
             self.dialog.raise_()
             return
+        controls = self.controls
+        assert controls is not None, "a view without controls has no Close"
+        text = close_text(position, self.broker.quote_currency, self.mode,
+                          fills_at_ms=controls.close_fills_at(position.symbol),
+                          now_ms=self.clock.now_ms(),
+                          exits_stay=controls.keeps_exits_while_closing(position.symbol))
         dialog = ConfirmDialog(
             "closeDialog", f"Close {position.symbol}", f"Close the {position.symbol} position?",
-            close_text(position, self.broker.quote_currency, self.mode), "Close position", self,
+            text, "Close position", self,
         )
 
         def confirmed() -> None:

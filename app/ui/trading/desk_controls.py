@@ -132,7 +132,10 @@ class DeskTradingControls(QObject):
             return
         dialog = ConfirmDialog(
             "flattenDialog", "Flatten all", "Cancel everything and close every position?",
-            flatten_text(plan, self.broker.quote_currency, self.mode, self.name),
+            flatten_text(plan, self.broker.quote_currency, self.mode, self.name,
+                         fills_at_ms=next((self.controls.close_fills_at(p.symbol)
+                                           for p in plan.positions), None),
+                         now_ms=self.controls.orders.now_ms()),
             "Flatten all", self.window,
         )
         dialog.accepted.connect(lambda: self.tasks.spawn(self.flatten()))
