@@ -107,6 +107,8 @@ class ChatPanel(QWidget):
         root.setSpacing(0)
         self.header = AgentHeader()
         self.header.agent_chosen.connect(self.set_agent)
+        self.header.resume_requested.connect(lambda agent_id: self.tasks.spawn(
+            self.resume(agent_id)))
         self.transcript = TranscriptView(self.hooks)
         self.transcript.load_earlier_requested.connect(
             lambda: self.tasks.spawn(self._load_earlier()))
@@ -247,6 +249,15 @@ class ChatPanel(QWidget):
         if isinstance(outcome, Task):
             self._apply(self.builder.queued(outcome.task_id, text, self.world.venue.clock.now_ms()))
         self.transcript.scroll_to_bottom()
+
+    async def resume(self, agent_id: str) -> None:
+        """The header's Resume: the agent runs again (the Agents panel's Resume, here where
+        the person sees their message wait); a refusal is said above the input."""
+        try:
+            await self.world.agents.manager.control(agent_id, "resume")
+        except (KestrelError, ValueError) as exc:  # ValueError: a refused state change
+            self.composer.show_error(f"Could not resume: {exc}")
+        self.refresh_agents()
 
     def _answer(self, question_id: str, text: str) -> bool:
         try:
