@@ -331,7 +331,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
-            account.show_message, self._agent_name,
+            account.show_message, self._agent_name, market=market,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
         self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])

@@ -4,15 +4,13 @@ and F1's list is the window's own actions, so it cannot name a key that does not
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, until
+from tests.ui.desk import Desk, focus_back, until
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -24,15 +22,12 @@ def press(window: MainWindow, qtbot, action: QAction) -> None:
 
 
 def close_dialogs(window: MainWindow) -> None:
-    """Back out of whatever a press opened (Esc, as a person would), and give the window the
-    focus back as a desktop does when a dialog closes (the offscreen screen has no window
-    manager to do it), so the next key reaches the window."""
+    """Back out of whatever a press opened (Esc, as a person would); the window is active
+    again, so the next key reaches it."""
     for widget in QApplication.topLevelWidgets():
         if widget is not window and isinstance(widget, QDialog) and widget.isVisible():
             widget.reject()
-    with warnings.catch_warnings():  # deprecated for apps; the offscreen screen needs it
-        warnings.simplefilter("ignore", DeprecationWarning)
-        QApplication.setActiveWindow(window)
+    focus_back(window)
 
 
 def test_every_shortcut_f1_lists_works_twice(desk: Desk, qtbot) -> None:

@@ -21,7 +21,7 @@ from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
 from app.ui.trading.confirm import ConfirmDialog
 from app.ui.trading.ticket import OrderTicket
-from tests.ui.desk import Desk, on_screen, until
+from tests.ui.desk import Desk, focus_back, on_screen, until
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -343,5 +343,61 @@ def test_close_keeps_the_stop_until_its_sell_fills_and_says_when_that_is(
         assert broker.position_size(SYMBOL) == 0
         assert await broker.open_orders() == [], "the exits went with the position"
         assert not window.errors.reports
+
+    desk.run(scenario)
+
+
+def test_the_ticket_shows_the_live_bid_and_ask_while_open(desk: Desk, qtbot) -> None:
+    """The ticket read "last" once: one showed 10938.29 while its review said 10601.53."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        ticket = await ticket_by_keyboard(window, qtbot)
+        market = window.world.venue.market
+
+        async def shown() -> str:
+            last = await last_price(window)
+            book = await market.order_book(SYMBOL, 1)
+            return (f"last {last:,.2f}  ·  bid {book.best_bid:,.2f}  ·  "
+                    f"ask {book.best_ask:,.2f}")
+
+        expected = await shown()
+        await until(lambda: ticket.last.text() == expected)
+        for _hour in range(3):  # the market moves while the ticket is open
+            await next_bar(window)
+            expected = await shown()
+            await until(lambda e=expected: ticket.last.text() == e)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.01")
+        qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
+        await until(lambda: ticket.go.text().startswith("Place"))
+        last = await last_price(window)
+        assert f"at market (last {last.normalize():f})" in ticket.review_box.text()
+        assert f"last {last:,.2f}" in ticket.last.text()
+
+    desk.run(scenario)
+
+
+def test_a_reopened_ticket_reviews_afresh(desk: Desk, qtbot) -> None:
+    """A ticket closed on "Risk Guard would refuse it (kill_switch)" still said so when opened
+    again after the switch was reset."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        await world.agents.kill_switch.trip("testing", "the person")
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.01")
+        qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
+        await until(lambda: "Risk Guard would refuse it (kill_switch)"
+                    in ticket.review_box.text())
+        ticket.close()
+        focus_back(window)
+        await world.agents.kill_switch.reset("the person")
+
+        again = await ticket_by_keyboard(window, qtbot)
+        assert again is ticket  # the same ticket, its fields as they were left
+        await until(lambda: "The Risk Guard would accept it now." in ticket.review_box.text())
+        assert "kill_switch" not in ticket.review_box.text()
+        assert ticket.go.text() == "Place BUY order"
 
     desk.run(scenario)
