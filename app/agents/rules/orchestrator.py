@@ -42,7 +42,7 @@ from app.agents.rules.roster import (
     announce,
     symbols_label,
 )
-from app.agents.rules.transcript import Transcript
+from app.agents.rules.transcript import Result, Transcript
 from app.memory.roles import symbol_key
 
 MODEL = "rules-orchestrator-v1"
@@ -63,6 +63,19 @@ def _schedule_words(listed: str) -> str:
     if listed.startswith("cron "):
         return Schedule(cron=listed.removeprefix("cron ")).words()
     return listed
+
+
+def _cannot_watch(result: Result | None, interval: str) -> str | None:
+    """A creation refused because its symbol cannot trade here (the runtime's check names the
+    symbol and what can be watched): the person's answer, with a setup that would work."""
+    if result is None or result.ok or "tradeable" not in result.details:
+        return None
+    tradeable = [str(s) for s in result.details.get("tradeable") or []]
+    answer = f"Nothing was set up. {result.message}"
+    if tradeable:
+        answer += (f" Try: watch {tradeable[0]} on {interval} every {interval} with a trend "
+                   "analyst and a trader")
+    return answer
 
 
 def _same_setup(
@@ -224,6 +237,9 @@ class OrchestratorPolicy:
                     initial_config_json={"symbols": list(c.symbols)}, start_immediately=True,
                 )
             if created.result is None or not created.result.ok:
+                refused = _cannot_watch(created.result, c.interval or self.default_interval)
+                if refused is not None:
+                    return final(refused)
                 problem = created.result.problem() if created.result else "no result"
                 return final(f"Could not create the Trader: {problem}. Nothing was set up.")
             trader_id = created.result.attr("agent_id")
@@ -241,6 +257,9 @@ class OrchestratorPolicy:
                 initial_config_json=config, start_immediately=True,
             )
         if analyst.result is None or not analyst.result.ok:
+            refused = _cannot_watch(analyst.result, interval)
+            if refused is not None and choice is not TraderChoice.NEW:
+                return final(refused)
             problem = analyst.result.problem() if analyst.result else "no result"
             made = f" The Trader {trader_name} was created and waits idle." if (
                 choice is TraderChoice.NEW) else ""
