@@ -128,7 +128,8 @@ class VenueSettings(_Section):
     kind: Literal["replay", "live-paper"] = Field(
         default="replay",
         description="'replay': the offline replay of kline files (no network); 'live-paper': "
-        "paper trading on an exchange's live quotes (public data, no keys).",
+        "paper trading on an exchange's live quotes (public data, no keys). A LIVE account is "
+        "never a default: it opens only with --venue live, confirmed each time.",
     )
     exchange: ExchangeId = Field(
         default="binance", description="live-paper: the ccxt id of the exchange, e.g. binance."
