@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QStackedWidget,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -116,7 +117,14 @@ class MainWindow(QMainWindow):
         self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.loading.setStyleSheet("font-size: 14pt;")
         set_look(self.loading, "muted")
-        self.setCentralWidget(self.loading)
+        self.loading.setWordWrap(True)  # a long error is wrapped, never cut at both edges
+        self.loading.setMargin(24)
+        # until the desk is built: the loading line, or why the workspace could not open
+        self.opening = QStackedWidget()
+        self.opening.addWidget(self.loading)
+        self.setCentralWidget(self.opening)
+        self.opening_live = False  # the venue being opened is a live market (needs a network)
+        self.open_failed: Any = None  # app.ui.open_failed.OpenFailedPage, once an open failed
         self._build_menus()
         window_layout.restore_geometry(self, self.store)
 
@@ -149,11 +157,16 @@ class MainWindow(QMainWindow):
         # the agents run on this window's loop: they time-slice their steps, and step aside
         # while a chart, book or account repaint is due
         share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
+        self.opening_live = False
+        if self.open_failed is not None:
+            self.open_failed.set_busy(True)
+        self.opening.setCurrentWidget(self.loading)
         try:
             if venue is not None:
                 live = venue if venue.live else None
             else:
                 live = live_spec(workspace, venue_kind, exchange)
+            self.opening_live = live is not None
             if live is not None and live.kind == "live":
                 desk = await self._open_live(workspace, live, bus, share)
             elif live is not None:
@@ -205,6 +218,29 @@ class MainWindow(QMainWindow):
             self.start_replay()
         self._refresh_title()
         return desk
+
+    def show_open_failure(
+        self, workspace: Workspace, exc: Exception, *,
+        retry: Callable[[], Coroutine[Any, Any, Any]],
+        replay: Callable[[], Coroutine[Any, Any, Any]] | None,
+    ) -> None:
+        """A live market could not be reached: say why in the middle of the window and offer
+        Retry and the offline replay, instead of a dead shell behind a message box."""
+        from app.ui.open_failed import OpenFailedPage
+
+        why = str(exc)
+        page = OpenFailedPage(f"Kestrel could not open {workspace.root.name}",
+                              why[:1].upper() + why[1:], offer_replay=replay is not None)
+        page.retry_requested.connect(lambda: self.tasks.spawn(retry()))
+        if replay is not None:
+            page.replay_requested.connect(lambda: self.tasks.spawn(replay()))
+        if self.open_failed is not None:
+            self.opening.removeWidget(self.open_failed)
+            self.open_failed.deleteLater()
+        self.open_failed = page
+        self.opening.addWidget(page)
+        self.opening.setCurrentWidget(page)
+        self.setWindowTitle(f"Kestrel — {workspace.root.name} — not open")
 
     async def _open_live(
         self, workspace: Workspace, venue: VenueSpec, bus: EventBus, share: Any
@@ -334,6 +370,7 @@ class MainWindow(QMainWindow):
             account.show_message, self._agent_name, market=market,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
+        self.trading_menu.removeAction(self.trading_waits)
         self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])
         self.trading_menu.addSeparator()
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
@@ -561,6 +598,9 @@ class MainWindow(QMainWindow):
         agents_menu.addActions([pause, resume])
         # the kill switch's actions join once a workspace is open (app.ui.kill_switch)
         self.trading_menu = bar.addMenu("&Trading")
+        self.trading_waits = self.trading_menu.addAction(
+            "New order, Flatten all and the kill switch come with the workspace")
+        self.trading_waits.setEnabled(False)
         self._runtime_actions = [pause, resume, chart_action, backtest_action]
         for action in self._runtime_actions:
             action.setEnabled(False)
