@@ -23,10 +23,11 @@ memory: if Kestrel is closed before the buy fills, the exits are not placed, and
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from app.domain.agents import PERSON_ID
 from app.domain.errors import KestrelError, ToolError
@@ -46,6 +47,9 @@ PERSON_CONTEXT = AgentContext(
     PERSON_ID, permissions=frozenset({Permission.TRADE, Permission.ACCOUNT}), role="person"
 )
 PERSON = Caller(PERSON_ID)
+# a broker's amounts of money and prices in its sentences (not its quantities): "needs X",
+# "only X is free", "at about X", "costs X"
+_AMOUNTS = re.compile(r"\b(needs |needed |only |at about |costs? |free: )(\d+\.\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +163,9 @@ class PersonControls:
             return await self._preview_exits(ticket, symbol, last)
         review = await self.orders.preview(PERSON, self._ask(ticket))
         checked = review.checked
+        error = None if review.error is None else self._readable(review.error, symbol)
         if checked is None:
-            return Preview(error=review.error)
+            return Preview(error=error)
         at = ticket.price or ticket.stop_price
         notional = checked.quantity * (at or checked.reference_price)
         lines = [
@@ -181,11 +186,28 @@ class PersonControls:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
             lines.extend(exits.notes)
-        if review.error is not None:
-            return Preview(tuple(lines), error=review.error)
+        if error is not None:
+            return Preview(tuple(lines), error=error)
         if review.rule is not None:
             return Preview(tuple(lines), rule=review.rule, refusal=review.refusal)
         return Preview(tuple(lines))
+
+    def _readable(self, words: str, symbol: str) -> str:
+        """The broker's words with its amounts at the market's precision: it writes them to the
+        last unit for the agents ("needs 49999.9932432 … 8517.26774931 is free"), which a
+        person reads as noise. Amounts of the quote currency (what is needed, what is free) and
+        prices are rounded to the market's price precision; quantities are left as written."""
+        try:
+            places = self.broker.market_rules(symbol).price_decimals
+        except KestrelError:
+            places = 2
+        quantum = Decimal(1).scaleb(-places)
+
+        def rounded(match: re.Match[str]) -> str:
+            value = Decimal(match.group(2)).quantize(quantum, rounding=ROUND_HALF_UP)
+            return f"{match.group(1)}{value:,}"
+
+        return _AMOUNTS.sub(rounded, words)
 
     async def _preview_exits(self, ticket: Ticket, symbol: str, last: Decimal) -> Preview:
         review = await self.orders.preview_exits(PERSON, symbol, ticket.take_profit,

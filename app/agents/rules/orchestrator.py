@@ -43,6 +43,7 @@ from app.agents.rules.roster import (
     symbols_label,
 )
 from app.agents.rules.transcript import Result, Transcript
+from app.domain.words import iso_in_words
 from app.memory.roles import symbol_key
 
 MODEL = "rules-orchestrator-v1"
@@ -52,17 +53,6 @@ ANALYST_TEMPLATES = {
         "AnalystAgent_MeanReversion_v1", "MeanReversion", "Mean-Reversion Analyst"),
 }
 _ASK_TAG = re.compile(r"^\[ask (\w+) (\d+)\]")
-
-
-def _schedule_words(listed: str) -> str:
-    """A job's schedule as ``list_agent_instances`` gives it ("every 3600 s", "cron 0 * * * *"),
-    in the words a setup uses ("every 1h")."""
-    every = re.fullmatch(r"every (\d+) s", listed)
-    if every is not None:
-        return Schedule(interval_s=int(every.group(1))).words()
-    if listed.startswith("cron "):
-        return Schedule(cron=listed.removeprefix("cron ")).words()
-    return listed
 
 
 def _cannot_watch(result: Result | None, interval: str) -> str | None:
@@ -303,9 +293,10 @@ class OrchestratorPolicy:
             name = f"{symbol_key(symbol)}_{interval}_{job_word}_{analyst_id[:8]}"
             found = next((j for j in existing if j.get("job_name") == name), None)
             if found is not None:
-                kept = _schedule_words(found.get("schedule", ""))
+                kept = Schedule.listed_words(found.get("schedule", ""))
+                next_run = found.get("next_run_time_utc_iso")
                 jobs.append(f"{symbol} {kept} (job {name}, next run "
-                            f"{found.get('next_run_time_utc_iso') or 'none: it is disabled'})")
+                            f"{iso_in_words(next_run) if next_run else 'none: it is disabled'})")
                 if kept != schedule.words():
                     notes.append(f"You asked for {schedule.words()}; the existing schedule of "
                                  f"{symbol} ({kept}) is kept: stop this analyst and set the "
@@ -325,7 +316,7 @@ class OrchestratorPolicy:
             if job.result is not None and job.result.ok:
                 jobs.append(
                     f"{symbol} {schedule.words()} (job {job.result.attr('job_name')}, next run "
-                    f"{job.result.attr('next_run_time_utc_iso')})"
+                    f"{iso_in_words(job.result.attr('next_run_time_utc_iso') or '')})"
                 )
             else:
                 problem = job.result.problem() if job.result else "no result"
