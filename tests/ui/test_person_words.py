@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 
 from app.domain.agents import AgentRole
 from app.runtime.ticket import TicketKind
-from app.ui.chat.bubbles import AnswerBubble
+from app.ui.chat.bubbles import AnswerBubble, QuestionCard
 from tests.ui.desk import Desk, until
 from tests.ui.test_untradeable_watch import say
 
@@ -74,5 +74,38 @@ def test_schedules_times_and_money_are_said_in_a_persons_words(desk: Desk, qtbot
         assert re.search(r"needs [\d,]+\.\d\d \(quantity 50 at about [\d,]+\.\d\d, fee and "
                          r"slippage included\) but only [\d,]+\.\d\d is free", refusal), refusal
         ticket.close()
+
+    desk.run(scenario)
+
+
+def test_the_input_asks_for_an_answer_in_words_that_fit_and_stops_once_it_is_given(
+    desk: Desk, qtbot
+) -> None:
+    """The input's "Answer …'s question, or pick a reply above (expected: …)" was cut off in a
+    narrow chat, and stayed after the reply button had answered the question."""
+    async def scenario() -> None:
+        window = await desk.open(size=QSize(1280, 720))
+        await desk.settle(window)
+        chat = window.panels["chat"]
+        box = chat.composer.input
+        qtbot.keyClicks(box, "watch BTC/USD")
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+        await desk.settle(window)
+        await until(lambda: any(isinstance(c, QuestionCard) for c in chat.transcript.cards))
+        question = [c for c in chat.transcript.cards if isinstance(c, QuestionCard)][-1]
+        shown = box.placeholderText()
+        assert shown.startswith("Answer Orchestrator"), shown
+        assert box.fontMetrics().horizontalAdvance(shown) <= box.viewport().width()
+        assert box.toolTip() == ("Answer Orchestrator (expected: text) or pick a reply "
+                                 "above…")
+        qtbot.mouseClick(question.buttons[0], Qt.MouseButton.LeftButton)
+        assert box.placeholderText() == "Message Orchestrator…", "answered: no question open"
+        await desk.settle(window)
+        await until(lambda: len([c for c in chat.transcript.cards
+                                 if isinstance(c, QuestionCard)]) == 2)
+        assert box.placeholderText().startswith("Answer Orchestrator")  # the next question
+        qtbot.keyClicks(box, "cancel")
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+        assert box.placeholderText() == "Message Orchestrator…"
 
     desk.run(scenario)
