@@ -70,9 +70,11 @@ class PaperSettings(_Section):
 
 
 class LoggingSettings(_Section):
-    level: str = Field(
-        default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$",
-        description="The least severe message the log file keeps.",
+    """``[logging]``: the workspace's log file (``logs/kestrel.log``, rotated, secrets
+    redacted)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="The least severe message the log file keeps.",
     )
     to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
     max_bytes: int = Field(

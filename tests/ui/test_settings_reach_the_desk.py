@@ -106,3 +106,68 @@ def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk
         dialog.close()
 
     desk.run(scenario)
+
+
+def test_closing_settings_with_edits_not_saved_asks_naming_the_pages(desk: Desk) -> None:
+    """Settings closed without a word, and the edits were gone."""
+    async def scenario() -> None:
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        assert dialog.unsaved() == [], "nothing edited: nothing to ask"
+        form = dialog.risk_page.forms["risk"]
+        _type(desk.qtbot, form, "max_position_weight.limit_pct", "7")
+        desk.qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+        await until(lambda: dialog.unsaved_box is not None and dialog.unsaved_box.isVisible())
+        box = dialog.unsaved_box
+        assert box.informativeText() == "Changed and not saved: Risk limits."
+        box.button(box.StandardButton.Cancel).click()  # back to the dialog, edit kept
+        await until(lambda: dialog.unsaved_box is None)
+        assert dialog.isVisible() and form.widget("max_position_weight.limit_pct").text() == "7"
+
+        dialog.reject()  # Close again: this time save
+        box = dialog.unsaved_box
+        (save,) = [b for b in box.buttons() if b.text() == "Save"]
+        save.click()
+        await until(lambda: not dialog.isVisible())
+        assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
+
+        window.open_settings()
+        dialog = _dialog()
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "9")
+        dialog.reject()
+        (discard,) = [b for b in dialog.unsaved_box.buttons() if b.text() == "Discard"]
+        discard.click()
+        await until(lambda: not dialog.isVisible())
+        assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
+
+    desk.run(scenario)
+
+
+def test_the_logging_page_sets_the_workspaces_log_and_applies_at_once(desk: Desk) -> None:
+    """[logging] had no page: its level and rotation could only be set by editing the file."""
+    async def scenario() -> None:
+        import logging
+
+        before = logging.getLogger().level
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        titles = [dialog.nav.item(i).text() for i in range(dialog.nav.count())]
+        assert "Logging" in titles
+        dialog.nav.setCurrentRow(titles.index("Logging"))
+        page = dialog.logging_page
+        assert "logs/kestrel.log" in " ".join(
+            label.text() for label in page.findChildren(type(dialog.banner)))
+        level = page.forms["logging"].widget("level")
+        level.setCurrentText("DEBUG")
+        _type(desk.qtbot, page.forms["logging"], "backups", "5")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: logging" in dialog.banner.text(), dialog.banner.text()
+        saved = desk.workspace.settings().logging
+        assert (saved.level, saved.backups) == ("DEBUG", 5)
+        assert logging.getLogger().getEffectiveLevel() == logging.DEBUG
+        logging.getLogger().setLevel(before)  # the next tests log as before
+        dialog.close()
+
+    desk.run(scenario)
