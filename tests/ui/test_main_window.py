@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from PySide6.QtCore import QRect, QSize, Qt
+from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QToolTip
 
 from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
@@ -327,5 +329,51 @@ def test_a_replay_left_paused_opens_paused_where_it_stood(desk: Desk) -> None:
         await desk.close(again)
         third = await desk.open()
         assert not third.world.venue.driver.paused
+
+    desk.run(scenario)
+
+
+def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_chart(
+    desk: Desk,
+) -> None:
+    """The tooltip said "reason: —" where the order had its reason, and ran off the chart."""
+    async def scenario() -> None:
+        window = await desk.open(size=QSize(1280, 720))
+        await desk.settle(window)
+        window.replay_bar.pause_button.click()
+        window.replay_bar.step_button.click()  # the demo's first order fills
+        chart = window.panels["chart"]
+        await until(lambda: any(m.filled for m in chart.view.markers.markers))
+        (fill,) = window.world.ledger.fills()[:1]
+        reason = next(r.order.reason for r in window.world.ledger.load().orders
+                      if r.order.order_id == fill.order_id)
+        assert reason
+        marker = next(m for m in chart.view.markers.markers if m.filled)
+        assert "reason: —" not in marker.tooltip
+        assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
+        assert "UTC" in marker.tooltip and "Z\n" not in marker.tooltip
+
+        view = chart.view
+        area = QRect(view.mapToGlobal(QPoint(0, 0)), view.size()).intersected(
+            view.screen().availableGeometry())  # the test screen is smaller than the window
+        x, y, _ = view.markers.marker_positions()[0]  # the fill's (fills come first)
+        spot = view.mapFromScene(view.price_plot.vb.mapViewToScene(QPointF(x, y)))
+
+        def hovered() -> bool:  # moved again until pyqtgraph takes a move (it drops some)
+            QTest.mouseMove(view.viewport(), spot)
+            return QToolTip.isVisible()
+
+        await until(hovered)
+        assert " ".join(QToolTip.text().split("reason: ")[1].split()) == reason
+        (tip,) = [w for w in QApplication.topLevelWidgets()
+                  if w.metaObject().className() == "QTipLabel" and w.isVisible()]
+        assert area.contains(tip.geometry()), (area, tip.geometry())
+        await desk.close(window)
+
+        again = await desk.open()  # a relaunch reads the fill's order, reason and all
+        chart = again.panels["chart"]
+        await until(lambda: any(m.filled for m in chart.view.markers.markers))
+        marker = next(m for m in chart.view.markers.markers if m.filled)
+        assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
 
     desk.run(scenario)
