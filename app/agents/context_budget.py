@@ -16,7 +16,7 @@ keeps the prefix of later requests stable for the provider's cache.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from lxml import etree
@@ -63,7 +63,7 @@ def fit_context(system: str, messages: Sequence[ChatMessage], budget: int) -> Fi
         saved = sizes[index] - _tokens(short)
         if saved <= 0:
             continue
-        fitted[index] = ChatMessage(messages[index].role, short)
+        fitted[index] = replace(messages[index], content=short)  # still answers its call
         total -= saved
         summarised += 1
     return Fitted(fitted, total, summarised)

@@ -18,8 +18,15 @@ from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
 from app.redaction import redact
 from app.store.db import StoreDb, store_db
 
-# kinds sent to the model; the others ("question", "notice", "hidden_result") are for people
-SENT_KINDS = frozenset({"task", "assistant", "tool_result", "user_reply"})
+# kinds sent to the model; the others ("question", "notice", "hidden_result") are for people.
+# "native_call": a call the model made through its API's tool calling, kept as its XML;
+# "cut_answer": an answer the server cut at its token limit (the loop answers it with an error).
+# An answer with blocks and their results are sent only when the task goes on after them (a
+# block was refused), so the model sees what it wrote and what came of it.
+SENT_KINDS = frozenset({
+    "task", "assistant", "tool_result", "user_reply", "native_call", "cut_answer",
+    "answer_blocks", "block_results",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +44,15 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class UsageTotals:
+    """Totals over model calls; ``estimated_calls`` had their tokens counted by Kestrel (the
+    server reported none), ``cut_answers`` were cut by the server at their token limit."""
+
     calls: int
     input_tokens: int
     output_tokens: int
     cost: Decimal
+    estimated_calls: int = 0
+    cut_answers: int = 0
 
 
 class ConversationStore:
@@ -112,15 +124,19 @@ class ConversationStore:
         cached_tokens: int,
         cost: Decimal,
         latency_ms: float,
+        estimated: bool = False,
+        cut: bool = False,
     ) -> None:
+        """One call: ``estimated`` when Kestrel counted its tokens (the server reported none),
+        ``cut`` when the server cut the answer at its token limit."""
         self._db.conn.execute(
             "INSERT INTO llm_usage (agent_id, task_id, run_id, provider, model, input_tokens, "
-            "output_tokens, cached_tokens, cost, latency_ms, market_ms, wall_ms) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "output_tokens, cached_tokens, cost, latency_ms, market_ms, wall_ms, estimated, cut) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 agent_id, task_id, run_id, provider, model, input_tokens, output_tokens,
                 cached_tokens, str(cost), latency_ms, self._clock.now_ms(),
-                int(time.time() * 1000),
+                int(time.time() * 1000), int(estimated), int(cut),
             ),
         )
         if agent_id in self._spent_by_agent:
@@ -165,6 +181,19 @@ class ConversationStore:
         ).fetchall()
         return {str(provider): int(count) for provider, count in rows}
 
+    def answered_models(self, *, run_id: str | None = None) -> dict[str, set[str]]:
+        """Per agent, the names its language-model calls were answered under (the answer's own
+        model field, as recorded): which model really ran, where an alias was asked for."""
+        query = "SELECT DISTINCT agent_id, model FROM llm_usage WHERE provider != 'rule-engine'"
+        if run_id is None:
+            rows = self._db.conn.execute(query).fetchall()
+        else:
+            rows = self._db.conn.execute(f"{query} AND run_id=?", (run_id,)).fetchall()
+        answered: dict[str, set[str]] = {}
+        for agent_id, model in rows:
+            answered.setdefault(str(agent_id), set()).add(str(model))
+        return answered
+
     def usage(
         self,
         *,
@@ -183,8 +212,9 @@ class ConversationStore:
             clauses.append("wall_ms>=?")
             args.append(since_wall_ms)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        totals = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
-        calls, tokens_in, tokens_out = self._db.conn.execute(
+        totals = ("COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+                  "COALESCE(SUM(estimated), 0), COALESCE(SUM(cut), 0)")
+        calls, tokens_in, tokens_out, estimated, cut = self._db.conn.execute(
             f"SELECT {totals} FROM llm_usage {where}", args  # noqa: S608
         ).fetchone()
         # free calls (the rule engine, replays) are most rows: only priced ones are summed
@@ -195,4 +225,5 @@ class ConversationStore:
         return UsageTotals(
             calls=int(calls), input_tokens=int(tokens_in), output_tokens=int(tokens_out),
             cost=sum((Decimal(r[0]) for r in costs), Decimal(0)),
+            estimated_calls=int(estimated), cut_answers=int(cut),
         )

@@ -22,6 +22,8 @@ _SERVER_WORDS = ("cannot reach", "connection to", "did not answer", "no complete
                  "stopped answering", "failed (HTTP 5", "HTTP 50")
 _MODEL_WORDS = ("does not know the model", "refused access to the model")
 _LIMIT_WORDS = ("rate limiting", "asks for payment", "HTTP 429", "HTTP 402")
+_CONTEXT_WORDS = ("context_tokens", "maximum context length", "context length", "context size")
+_TOOLS_WORDS = ("refused the tools offered natively",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,12 @@ def what_to_do(reason: str, retry: str = RESUME_HINT) -> str:
         step = "check the model name in Settings > LLM (or the agent's template)"
     elif any(word in reason for word in _LIMIT_WORDS):
         step = "the provider limits or bills this key: wait, or check the account"
+    elif any(word in reason for word in _CONTEXT_WORDS):
+        step = ("set context_tokens in Settings > LLM to the server's context (or give the server "
+                "a larger one), or lower max_output_tokens")
+    elif any(word in reason for word in _TOOLS_WORDS):
+        step = ("this server or model takes no tools through its API: set tool_transport to "
+                "\"auto\" or \"xml\" in Settings > LLM")
     elif "internal error" in reason:
         step = ("this is a bug in Kestrel; the log in the workspace's logs folder has the "
                 "details")

@@ -15,10 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app import yamltext
+from app.agents.context_window import Window
 from app.agents.llm.port import LLMError, LLMProvider
 from app.agents.loop import USER_MESSAGE, AgentLoop, AgentProfile, LoopServices, TaskOutcome
+from app.agents.native_calls import TransportMode
 from app.agents.prompt import build_system_prompt
 from app.agents.templates import AgentTemplate, permissions_of, to_json_safe, validate_config
+from app.config import LLMSettings
 from app.domain.agents import USER_SOURCE, AgentInfo, AgentState, Question, Task, TaskStatus
 from app.domain.errors import InvalidParameterError, NotFoundError
 from app.events import TaskQueued
@@ -47,10 +50,13 @@ class AgentManager:
         provider_choice: Callable[[AgentTemplate], tuple[str, str]],
         extra_permissions: Callable[[AgentInfo], frozenset[str]] | None = None,
         disk: DiskFullWatch | None = None,
+        llm_settings: Callable[[], LLMSettings] | None = None,
     ) -> None:
         """``provider_choice``: the provider kind and model a new agent of a template gets (the
         runtime's one rule, ``app.runtime.providers.choose_provider``, under the live settings).
-        ``disk``: told when an agent's work fails because the disk is full (see ``_work``)."""
+        ``disk``: told when an agent's work fails because the disk is full (see ``_work``).
+        ``llm_settings``: the live ``[llm]`` settings, read as each agent's profile is built: the
+        server's context, the tokens kept for each answer, the tool transport."""
         self._disk = disk
         self.s = services
         self.templates = dict(templates)
@@ -62,6 +68,7 @@ class AgentManager:
         self._provider_choice = provider_choice
         # permissions granted beyond the template's groups (the MCP tools a person enabled)
         self._extra_permissions = extra_permissions
+        self._llm_settings = llm_settings
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._loops: dict[str, AgentLoop] = {}
@@ -379,11 +386,20 @@ class AgentManager:
         )
         if self.s.disguise is not None:
             prompt = self.s.disguise(prompt)
+        max_output_tokens = tpl.limits.max_output_tokens
+        window: Window | None = None
+        transport: TransportMode = "xml"
+        if self._llm_settings is not None:  # a template may ask for fewer tokens per answer
+            llm = self._llm_settings()
+            max_output_tokens = min(max_output_tokens, llm.max_output_tokens)
+            window = Window(llm.context_tokens, max_output_tokens)
+            transport = llm.tool_transport
         return AgentProfile(
             info=info, system_prompt=prompt, permissions=permissions,
             provider=self._provider_for(info, tpl), max_steps=tpl.limits.max_steps,
-            max_output_tokens=tpl.limits.max_output_tokens, budget_usd=tpl.limits.budget_usd,
+            max_output_tokens=max_output_tokens, budget_usd=tpl.limits.budget_usd,
             task_data=tpl.task_data, context_tokens=tpl.limits.context_tokens,
+            window=window, tool_transport=transport, answer_blocks=dict(tpl.answer_blocks),
         )
 
     # -- idleness (the backtest advances the clock only when every inbox is idle) ---------------

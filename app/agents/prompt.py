@@ -52,6 +52,65 @@ MODE_NOTES = {
     Mode.LIVE: "LIVE trading. Orders are sent to a real exchange and spend real money.",
 }
 ALL_SYMBOLS = "all configured symbols"
+CLARIFY_TOOL = "ask_user_clarification"
+MEMORY_TOOLS = ("read_agent_memory_file", "write_agent_memory_file", "append_to_agent_memory_file")
+
+# Part D's directives told every agent to ask the person with ask_user_clarification, which only
+# the Orchestrator has: an Analyst or a Trader that tries it gets UNKNOWN_TOOL or PERMISSION_DENIED
+# and loses a step. Each such sentence is written for the tools the agent actually has.
+WHEN_UNCLEAR = {
+    True: "If a user's request is ambiguous or lacks necessary information to proceed, you "
+          "**MUST** use the `ask_user_clarification` tool to get the required details.",
+    False: "If a request is ambiguous or lacks necessary information to proceed, do not guess: "
+           "say in your final answer exactly what is missing (you cannot ask the person "
+           "questions in this role).",
+}
+ON_ERROR = {
+    True: "You may then attempt a modified approach (e.g., different parameters, a different "
+          "tool if logical), inform the user of the issue (if appropriate for your role), or use "
+          "`ask_user_clarification` if user input can resolve it.",
+    False: "You may then attempt a modified approach (e.g., different parameters, a different "
+           "tool if logical), or report the issue in your final answer.",
+}
+ON_CONFLICT = {
+    True: "If an action seems to conflict, seek clarification or report the constraint.",
+    False: "If an action seems to conflict, do not take it: report the constraint in your final "
+           "answer.",
+}
+AFTER_QUESTION = {
+    True: "\n- After `ask_user_clarification`, the next message is the person's answer as plain "
+          "text.",
+    False: "",
+}
+MEMORY_DIRECTIVE = {
+    True: "You have access to an agent-specific memory cache (via `read_agent_memory_file`, "
+          "`write_agent_memory_file`, `append_to_agent_memory_file` tools). You should use this "
+          "to store and retrieve relevant information, analysis, logs, configurations, or "
+          "learned experiences to maintain context, improve decision-making over time, and "
+          "fulfill your role-specific duties.",
+    False: "This role has no memory tools: what must be kept goes into your final answer.",
+}
+# Part D's "MUST NOT provide ... investment recommendations" stood in the prompt of agents whose
+# job is to recommend and to trade, and invites refusals; the Orchestrator, who speaks with the
+# person, still gives them no personal advice of its own.
+NO_ADVICE = {
+    AgentRole.ORCHESTRATOR: (
+        "You set up and report on agents that carry out the person's own strategies. You "
+        "**MUST NOT** give the person financial advice or investment recommendations of your own "
+        "(what they should buy, sell or hold), nor guarantees of profit."
+    ),
+    AgentRole.ANALYST: (
+        "Turning the data into the BUY, SELL or HOLD signals of the strategy the person "
+        "configured, with a confidence, is your job: do it plainly, without refusing or "
+        "hedging. It is not personal financial advice to the person, and you never promise a "
+        "profit."
+    ),
+    AgentRole.TRADER: (
+        "Deciding on signals and placing the trades within the person's configuration and risk "
+        "limits is your job: do it plainly, without refusing or hedging. It is not personal "
+        "financial advice to the person, and you never promise a profit."
+    ),
+}
 
 
 @cache
@@ -153,6 +212,17 @@ def template_catalogue(templates: Mapping[str, AgentTemplate]) -> str:
     return "\n".join(entries) or "    - (no templates installed)"
 
 
+def directive_values(role: AgentRole, tools: set[str] | frozenset[str]) -> dict[str, str]:
+    """The Core Directives' sentences that depend on the agent's role and on the tools it has."""
+    asks = CLARIFY_TOOL in tools
+    remembers = all(name in tools for name in MEMORY_TOOLS)
+    return {
+        "when_unclear": WHEN_UNCLEAR[asks], "on_error": ON_ERROR[asks],
+        "on_conflict": ON_CONFLICT[asks], "after_question": AFTER_QUESTION[asks],
+        "memory_directive": MEMORY_DIRECTIVE[remembers], "no_advice": NO_ADVICE[role],
+    }
+
+
 @cache
 def _bundled_templates() -> Mapping[str, AgentTemplate]:
     return load_templates()
@@ -210,7 +280,8 @@ def build_system_prompt(
     tools = registry.available_tools_section(granted) or "(none)"
     prompt = fill(
         _read(folder, SYSTEM_TEMPLATE),
-        {"available_tools": tools, "role_augmentation": role, "runtime_context": context},
+        {"available_tools": tools, "role_augmentation": role, "runtime_context": context,
+         **directive_values(template.role, {spec.name for spec in registry.permitted(granted)})},
         SYSTEM_TEMPLATE,
     )
     leftover = sorted({m for m in PLACEHOLDER.findall(prompt) if m in _ALL_PLACEHOLDERS})
@@ -224,6 +295,7 @@ def build_system_prompt(
 
 _ALL_PLACEHOLDERS = frozenset({
     "available_tools", "role_augmentation", "runtime_context", "strategy_name",
+    "when_unclear", "on_error", "on_conflict", "after_question", "memory_directive", "no_advice",
     "target_market_or_symbols", "timeframe", "configured_symbols_or_all", "symbol",
     "strategy_instructions", "agent_templates", "agent_id", "agent_name", "role_title",
     "template_id", "mode", "mode_note", "quote_currency", "configuration",

@@ -62,6 +62,13 @@ def _node(name: str, value: Any) -> ParamNode:
 _ELSEWHERE = "elsewhere"  # the task names a symbol the agent is not configured for
 
 
+def task_symbol(task: Task, config: Mapping[str, Any]) -> str | None:
+    """The one symbol a task is about: its payload's (when the agent may work on it), or the
+    agent's only configured symbol; None when there is no single one."""
+    symbol = _symbol(task, config)
+    return None if symbol == _ELSEWHERE else symbol
+
+
 def _symbol(task: Task, config: Mapping[str, Any]) -> str | None:
     configured = [str(s).upper() for s in config.get("symbols") or []]
     named = task.payload.get("symbol")
@@ -94,7 +101,10 @@ def plan(spec: TaskData, task: Task, config: Mapping[str, Any]) -> list[DataCall
                 path = path.replace(SYMBOL_KEY, symbol_key(symbol))
             except ValueError:
                 continue  # not a symbol at all: the agent's own calls will say so
-        calls.append(DataCall("read_agent_memory_file", (_node("file_path", path),)))
+        read = (_node("file_path", path),)
+        if spec.notes_as == "TEXT":
+            read += (_node("content_format", "TEXT"),)
+        calls.append(DataCall("read_agent_memory_file", read))
     if symbol is not None:
         market = (_node("symbol", symbol), _node("interval", interval))
         if spec.snapshot:

@@ -180,6 +180,8 @@ class TaskData(_Strict):
     ``notes`` are memory files; ``{symbol_key}`` in a path stands for the task's symbol as its
     folder name (``symbols/{symbol_key}/trades.yaml``). Market data, indicators and positions are
     for the task's ``symbol`` (its payload's, or the agent's only configured symbol).
+    ``notes_as`` is how the notes travel: TEXT (the files' text, which a model reads without
+    decoding, at half the tokens of base64) or BASE64 (the seed's read, for comparison).
     """
 
     task_types: tuple[StrictStr, ...] = Field(min_length=1)
@@ -188,6 +190,7 @@ class TaskData(_Strict):
     indicators: tuple[IndicatorWanted, ...] = ()
     indicator_values: StrictInt = Field(default=3, ge=1, le=50)
     notes: tuple[StrictStr, ...] = ()
+    notes_as: Literal["TEXT", "BASE64"] = "TEXT"
     positions: bool = False
     account: bool = False
     agents: bool = False
@@ -218,6 +221,32 @@ class TaskData(_Strict):
         return {name: group for name, (wanted, group) in parts.items() if wanted}
 
 
+_BLOCK_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class AnswerBlock(_Strict):
+    """One block a final answer may carry after its text (``app.agents.answer_blocks``): the
+    memory write it stands for. ``file_path`` may hold ``{symbol_key}`` (the task's symbol)."""
+
+    tool: Literal[
+        "append_to_agent_memory_file", "write_agent_memory_file", "log_journal_entry"
+    ]
+    file_path: StrictStr | None = Field(default=None, min_length=1, max_length=300)
+    file_type_hint: Literal["YAML", "MARKDOWN", "TEXT"] | None = None
+
+    @model_validator(mode="after")
+    def _path(self) -> AnswerBlock:
+        journal = self.tool == "log_journal_entry"
+        if journal and (self.file_path is not None or self.file_type_hint is not None):
+            raise ValueError("a journal block writes today's journal: it takes no file_path")
+        if not journal and self.file_path is None:
+            raise ValueError(f"a {self.tool} block needs the file_path it writes")
+        left = (self.file_path or "").replace(SYMBOL_KEY, "")
+        if _PLACEHOLDER.search(left):
+            raise ValueError(f"the only placeholder a file_path may hold is {SYMBOL_KEY}")
+        return self
+
+
 class AgentTemplate(_Strict):
     """One agent template as loaded from ``resources/agents/<template_id>.yaml``.
 
@@ -237,8 +266,12 @@ class AgentTemplate(_Strict):
     provider: ProviderChoice
     limits: Limits
     config: dict[str, ConfigField] = Field(default_factory=dict, validate_default=True)
+    # settings an earlier version of the template had: dropped from a stored configuration when
+    # it is read, so agents created before keep working
+    retired_config: tuple[StrictStr, ...] = ()
     constraints: tuple[StrictStr, ...] = ()
     task_data: TaskData | None = None
+    answer_blocks: dict[StrictStr, AnswerBlock] = Field(default_factory=dict)
 
     @field_validator("display_name", "description", "instructions")
     @classmethod
@@ -305,6 +338,20 @@ class AgentTemplate(_Strict):
                 raise ValueError(f"the defaults break the constraint {text!r}")
         return value
 
+
+    @field_validator("answer_blocks")
+    @classmethod
+    def _answer_blocks(
+        cls, value: dict[str, AnswerBlock], info: ValidationInfo
+    ) -> dict[str, AnswerBlock]:
+        for name in value:
+            if not _BLOCK_NAME.fullmatch(name):
+                raise ValueError(
+                    f"block name {name!r} must be lower_snake_case, at most 32 characters"
+                )
+        if value and Permission.MEMORY not in set(info.data.get("permissions") or ()):
+            raise ValueError("answer blocks write memory: the template must grant memory")
+        return value
 
     @field_validator("task_data")
     @classmethod
@@ -455,6 +502,7 @@ def validate_config(template: AgentTemplate, raw: Mapping[str, Any]) -> dict[str
             details={"parameter": "initial_config_json"},
         )
     known = list(template.config)
+    raw = {key: value for key, value in raw.items() if key not in template.retired_config}
     unknown = [str(key) for key in raw if key not in template.config]
     if unknown:
         raise InvalidParameterError(

@@ -33,7 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ccxt import account as views
-from app.ccxt import oco
+from app.ccxt import oco, replace
 from app.ccxt.announce import Announcer
 from app.ccxt.client import build_exchange
 from app.ccxt.client_ids import derive, rules_for
@@ -218,16 +218,39 @@ class CcxtBroker:
     def abilities(self, symbol: str) -> BrokerAbilities:
         """What ``symbol``'s market holds, from the exchange's market data: the stop types it
         lists, whether it takes an OCO list; a spot exchange locks a resting sell's coins, so
-        two separate exits of one position cannot both rest. Binance's cancel-replace is not
-        sent by Kestrel yet, so it is not declared."""
+        two separate exits of one position cannot both rest; an order is moved in one request
+        where Kestrel knows the exchange's cancel-replace."""
         symbol = self.canonical_symbol(symbol)
         market = (getattr(self.exchange, "markets", None) or {}).get(symbol) or {}
         stop_market, stop_limit = stop_kinds(self.venue, market)
         return BrokerAbilities(
             stop_market=stop_market, stop_limit=stop_limit,
             oco=oco.oco_allowed(self.exchange, symbol), exits_lock_coins=True,
-            cancel_replace=False, grants=self.grants is not None,
+            cancel_replace=replace.cancel_replace_allowed(self.exchange),
+            grants=self.grants is not None,
         )
+
+    async def replace_order(
+        self, agent_id: str, symbol: str, order_id: str, req: OrderRequest
+    ) -> Order:
+        """Cancel ``order_id`` and place ``req`` in one request (``app.ccxt.replace``)."""
+        try:
+            return await replace.replace(self, agent_id, symbol, order_id, req)
+        except (InvalidOrderError, InsufficientFundsError, NotFoundError,
+                AccessDeniedError) as exc:
+            self.announce.rejected(req, exc, self.clock.now_ms())
+            raise
+
+    def entry_of(self, agent_id: str, symbol: str, order_id: str) -> JournalEntry:
+        """The journal's entry of an order, found by its id (NOT_FOUND otherwise)."""
+        return self._entry(agent_id, symbol, order_id, None)
+
+    def as_sent(self, req: OrderRequest, symbol: str) -> OrderRequest:
+        return self._as_sent(req, symbol)
+
+    def forget_balances(self) -> None:
+        """The balances changed on the exchange (an order cancelled): read them afresh."""
+        self._balances_mono = None
 
     def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
         """Every check of an OCO list that needs no balance (fields, rules, prices), so a
@@ -343,7 +366,7 @@ class CcxtBroker:
             needed = req.quote_amount if req.quote_amount is not None else (
                 quantity * at * (1 + self._taker))
             cash = balances.get(self.quote_currency)
-            free = ZERO if cash is None else cash.free
+            free = (ZERO if cash is None else cash.free) + released  # a replaced buy's hold
             if needed > free:
                 raise InsufficientFundsError(
                     f"Not enough {self.quote_currency}: the order needs about {fmt(needed)} "

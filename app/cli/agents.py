@@ -16,6 +16,11 @@ it could not record; 1 and 2 as every command (an internal error; bad input). ``
 shows a faulted Orchestrator, why, and what to do, and ``/resume`` lets faulted and paused agents
 run again. The rule engine's answers are counted as "rule-engine decisions", never as LLM calls.
 
+Both commands say at start what the agents run on (each language model by provider and model,
+the rule engine as not being one), and, on the offline replay, the training-cutoff warning of
+every language model whose data may cover the replayed period (``app.runtime.engines``), again
+when a model answers under a name that changes it (an alias served by a dated model).
+
 The kill switch: both commands say at start when it is tripped (the Risk Guard then refuses every
 new order) and print a trip or a reset as it happens. ``kestrel chat`` trips it with ``/kill``
 and resets it with ``/reset``, each after a confirmation the person types: the terminal is a
@@ -63,6 +68,7 @@ from app.events import (
     QuestionAsked,
 )
 from app.runtime.desk import workspace_resume_ms
+from app.runtime.engines import agent_engines, replay_warnings
 from app.runtime.open_world import open_world
 from app.runtime.start import check_world_setup, plan_for_files, world_hint_symbol
 from app.runtime.venue import VenueSpec
@@ -217,6 +223,18 @@ class TerminalNarrator:
             self.out(f"[{self._stamp()}] {event.fills} fill(s)")
 
 
+def _print_warnings(world: World, start_ms: int, shown: set[str] | None = None) -> set[str]:
+    """Print the training-cutoff warnings of the replay from ``start_ms`` not ``shown`` yet
+    (a model is checked under the names it answers with, so one may come after its first
+    answer); returns every warning shown so far."""
+    shown = set() if shown is None else shown
+    for text in replay_warnings(world, start_ms):
+        if text not in shown:
+            print(f"WARNING: {text}")
+            shown.add(text)
+    return shown
+
+
 def _print_kill_switch(world: World) -> None:
     trip = world.agents.kill_switch.active()
     if trip is not None:
@@ -289,8 +307,10 @@ async def _run_world(
     if account:
         print(live_banner(world))
     pace = "in real time" if live else f"at {speed:g}x"
-    print(f"{world.venue.label} from {ms_to_iso(world.venue.clock.now_ms())} {pace}; "
-          "agents on the built-in rule engine (not an LLM) unless configured otherwise.")
+    start_ms = world.venue.clock.now_ms()
+    print(f"{world.venue.label} from {ms_to_iso(start_ms)} {pace}; "
+          f"{agent_engines(world).words()}.")
+    warned = _print_warnings(world, start_ms)
     _print_kill_switch(world)
     if args.setup:
         world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
@@ -304,7 +324,9 @@ async def _run_world(
     # a tick moves at most one candle of the finest data, so no close is skipped
     await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
     await world.agents.manager.wait_idle()
-    return await _print_summary(world)
+    faults = await _print_summary(world)
+    _print_warnings(world, start_ms, warned)  # a model that answered under another name
+    return faults
 
 
 async def _start(world: World, args: argparse.Namespace, grants: LiveGrantsByName) -> None:
@@ -380,9 +402,12 @@ async def _chat(args: argparse.Namespace) -> int:
         hint = "" if symbol is None else (
             f" Try: watch {symbol} on 1h every 1h with a trend analyst and a trader")
         advance = "/advance 4h, " if world.venue.offline else ""
+        start_ms = world.venue.clock.now_ms()
         print(f"Talking to {orchestrator.name} ({engine}) on {world.venue.label}. Market time "
-              f"{ms_to_iso(world.venue.clock.now_ms())}. Commands: {advance}/agents, "
+              f"{ms_to_iso(start_ms)}. Commands: {advance}/agents, "
               f"/resume, /kill, /reset, /quit.{hint}")
+        print(f"Here: {agent_engines(world).words()}.")
+        warned = _print_warnings(world, start_ms)
         _print_kill_switch(world)
         _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
         while True:
@@ -392,6 +417,7 @@ async def _chat(args: argparse.Namespace) -> int:
             if not line.strip():
                 continue
             await _chat_line(world, orchestrator.agent_id, line.strip())
+            _print_warnings(world, start_ms, warned)
     finally:
         if flowing is not None:
             flowing.cancel()

@@ -7,8 +7,8 @@ prints the report's table; ``kestrel eval --replay RUN`` answers from that recor
 writes the identical report. Exit codes: 0 done; 2 bad settings or input (no model configured, a
 missing key, a run folder without a recording, an ``--out`` folder it must not write: a workspace,
 another command's output, a folder with other files), one line on standard error; 3 the model
-could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do;
-130 interrupted.
+could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do,
+and eval.json and eval.md say STOPPED and why above the windows that ran; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keyring entry (or KESTREL_<NAME> variable) holding the API key")
     parser.add_argument("--max-retries", type=int, help="retries of a failed model call")
     parser.add_argument("--timeout", type=float, help="seconds to wait for one model answer")
+    parser.add_argument("--context-tokens", type=int, metavar="N",
+                        help="the server's context (prompt and answer), e.g. what "
+                             "OLLAMA_CONTEXT_LENGTH gives Ollama; default: [llm] context_tokens")
+    parser.add_argument("--max-output-tokens", type=int, metavar="N",
+                        help="tokens kept for each answer; default: [llm] max_output_tokens")
+    parser.add_argument("--tool-transport", choices=["xml", "native", "auto"],
+                        help="how the model calls tools: XML in its text, the API's native tool "
+                             "calls, or auto (native when the model answers natively); default: "
+                             "[llm] tool_transport")
     parser.add_argument("--bars", type=int,
                         help="bars per window (default: each window's own, 48)")
     parser.add_argument("--windows", type=int,
@@ -60,6 +69,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _subject(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
     from app.config import LLMSettings
     from app.workspace import Workspace
 
@@ -74,7 +85,18 @@ def _subject(args: argparse.Namespace) -> Any:
         updates["max_retries"] = args.max_retries
     if args.timeout is not None:
         updates["timeout_s"] = args.timeout
-    return LLMSettings.model_validate({**settings.model_dump(), **updates})
+    for option, key in (("context_tokens", "context_tokens"),
+                        ("max_output_tokens", "max_output_tokens"),
+                        ("tool_transport", "tool_transport")):
+        if getattr(args, option, None) is not None:
+            updates[key] = getattr(args, option)
+    try:
+        return LLMSettings.model_validate({**settings.model_dump(), **updates})
+    except ValidationError as exc:  # one line per option, as the settings file's errors read
+        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: "
+                             f"{str(e['msg']).removeprefix('Value error, ')}"
+                             for e in exc.errors())
+        raise ValueError(problems) from None
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -109,8 +131,9 @@ def eval_command(args: argparse.Namespace) -> int:
         report = asyncio.run(run_eval(options))
     except EvalStopped as exc:
         _close(bar)
-        if exc.report is not None and exc.report.data["windows"]:
+        if exc.report is not None:  # STOPPED, why, the cutoff warning, the windows before
             print(exc.report.table())
+            print(f"\nreport (STOPPED): {options.out_dir / 'eval.json'}, eval.md")
         print(f"kestrel eval: the model could not be evaluated: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAULTED
     except KeyboardInterrupt:

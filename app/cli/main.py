@@ -125,10 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure a configured model as Kestrel's Analyst and Trader on fixed market "
              "windows (recorded; --replay repeats a run offline)",
         description="Run the model as the Trend Analyst and the Trader over fixed windows of the "
-                    "bundled data and beside the rule engine: valid answers and refusals by "
-                    "error code, calls and tokens per decision, cost, latency, agreement with "
-                    "the rule engine, return against buy-and-hold. Every exchange with the "
-                    "model is recorded; --replay RUN gives the same report offline.",
+                    "bundled data and beside the rule engine: tasks that ended in a decision, "
+                    "with refusals, step-limit stops and tasks left without their required "
+                    "actions counted apart; valid answers and the refused ones by error code, "
+                    "calls and tokens per decision, cost, latency, agreement with the rule "
+                    "engine, return against buy-and-hold. Every exchange with the model is "
+                    "recorded; --replay RUN gives the same report offline.",
     )
     add_eval_arguments(evaluate)
 

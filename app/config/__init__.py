@@ -18,7 +18,16 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 
 from app.config.approval import ApprovalSettings
@@ -109,6 +118,33 @@ class LLMSettings(_Section):
         description="The model's training cutoff (YYYY-MM-DD); empty: the bundled table's. A "
         "backtest before it is flagged: the model may remember that market.",
     )
+    context_tokens: int = Field(
+        default=32_768, ge=2_048, le=2_000_000,
+        description="The server's context in tokens, prompt and answer together (a local "
+        "server's is often 4,096 or 8,192). Each request is fitted into it, or refused before "
+        "it is sent.",
+    )
+    max_output_tokens: int = Field(
+        default=2_048, ge=256, le=200_000,
+        description="Tokens of the context kept for each answer (an agent template may ask "
+        "for fewer). An answer cut at this limit is never acted on: the model is told.",
+    )
+    tool_transport: Literal["xml", "native", "auto"] = Field(
+        default="auto",
+        description="How agents call tools: 'xml' in their answers' text; 'native' through the "
+        "API's own tool calls as well; 'auto' native when the model answers with native calls, "
+        "XML otherwise (and when the server refuses tools).",
+    )
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _room_for_the_prompt(cls, value: int, info: ValidationInfo) -> int:
+        context = info.data.get("context_tokens")
+        if context is not None and value > context - 1_024:
+            raise ValueError(
+                f"must leave at least 1,024 of the {context:,} context tokens for the prompt "
+                f"(at most {context - 1_024:,})")
+        return value
 
 
 class AgentSettings(_Section):

@@ -15,6 +15,8 @@ class ErrorCode(StrEnum):
     """Error codes of the tool protocol (TOOLS_PART_B.md, last section)."""
 
     PARSE_ERROR = "PARSE_ERROR"
+    # the server cut the answer at its token limit: nothing in it was run (Kestrel's own code)
+    ANSWER_CUT = "ANSWER_CUT"
     MULTIPLE_TOOL_CALLS = "MULTIPLE_TOOL_CALLS"
     UNKNOWN_TOOL = "UNKNOWN_TOOL"
     MISSING_PARAMETER = "MISSING_PARAMETER"

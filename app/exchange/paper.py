@@ -265,6 +265,31 @@ class PaperBroker:
         self.canonical_symbol(symbol)
         return PAPER_ABILITIES
 
+    async def replace_order(
+        self, agent_id: str, symbol: str, order_id: str, req: OrderRequest
+    ) -> Order:
+        """Cancel the open order and place ``req`` at once: the new one is checked first, with
+        what the old one holds counted as free, so a refusal leaves the old one as it was."""
+        record = self._account.lookup(symbol, order_id, None, agent_id)
+        old = record.order
+        if agent_key(old.agent_id) != agent_key(agent_id):
+            raise AccessDeniedError(
+                f"Order {old.order_id} belongs to agent {old.agent_id!r}; an agent may only "
+                "replace its own orders.", details={"order_id": old.order_id,
+                                                     "owner": old.agent_id})
+        if not old.status.is_open:
+            raise InvalidOrderError(
+                f"Order {old.order_id} is already {old.status.value} and cannot be moved.",
+                details={"order_id": old.order_id, "status": old.status.value})
+        released = old.remaining if old.side is Side.SELL else record.reserved
+        try:
+            await self._check(req, released)
+        except ToolError as exc:
+            self._rejected(req, exc)
+            raise
+        await self.cancel_order(agent_id, symbol, order_id)
+        return await self.create_order(req)
+
     async def placement(self, agent_id: str, client_order_id: str) -> Placement:
         """Booked, or never: a paper order has no outcome to wait for."""
         found = self.find_order(agent_id, client_order_id)
@@ -412,7 +437,7 @@ class PaperBroker:
         else:
             at = req.stop_price if req.order_type is OrderType.STOP else ref
             needed = quote_up(quantity * (at or ref) * (1 + self.slippage) * (1 + self.fee_taker))
-        free = self._account.book.free(self.quote_currency)
+        free = self._account.book.free(self.quote_currency) + released  # a replaced buy's hold
         if needed > free:
             raise InsufficientFundsError(
                 f"Not enough {self.quote_currency}: the order needs {fmt(needed)} (quantity "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
-from app.agents.cutoffs import period_warning
+from app.agents.cutoffs import period_warnings
 from app.agents.faults import RERUN_HINT, Fault, faults_of
 from app.backtest.report import REPORT_FILES, BacktestResult, write_report
 from app.config import LLMSettings
@@ -264,14 +264,19 @@ def _outcome(
         "tokens_in": usage.input_tokens,
         "tokens_out": usage.output_tokens, "cost_usd": str(usage.cost), "tool_calls": tool_calls,
     }
+    if usage.cut_answers:  # answers the server cut at their token limit (never acted on)
+        stats["cut_answers"] = usage.cut_answers
+    if usage.estimated_calls:  # calls without usage from the server, counted by Kestrel
+        stats["estimated_usage_calls"] = usage.estimated_calls
     if len(ran) < planned:
         stats["bars_run"], stats["bars_planned"] = len(ran) - 1, planned - 1
         stats["stopped_early"] = stop
     result = collect_result(
         world, ran, ReplayOutput(exposed, len(ran)), settings=settings, stats=stats
     )
-    flags, unknown = memory_warnings(agents, int(ran.time_ms[0]),
-                                     world.settings.llm.training_cutoff, blind=options.blind)
+    flags, unknown = memory_warnings(
+        agents, int(ran.time_ms[0]), world.settings.llm.training_cutoff, blind=options.blind,
+        answered=team.conversations.answered_models(run_id=team.run_id))
     if flags:
         stats["before_training_cutoff"] = True
     warnings = (*flags, *unknown)
@@ -286,14 +291,22 @@ def _outcome(
 
 
 def memory_warnings(
-    agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False
+    agents: Sequence[AgentInfo], start_ms: int, override: str = "", *, blind: bool = False,
+    answered: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Per language model of the run: a flag when its training data reaches past ``start_ms``,
-    a note when its cutoff is unknown (flags first, then notes)."""
-    models = sorted({a.model for a in agents if a.provider != RULE_ENGINE})
-    warned = [w for m in models if (w := period_warning(m, start_ms, override, blind=blind))]
-    return (tuple(text for text, flag in warned if flag),
-            tuple(text for text, flag in warned if not flag))
+    a note when its cutoff is unknown (flags first, then notes). Each agent's model is checked
+    under the names its calls were ``answered`` with (agent id: names), where the table knows
+    them (``checked_names``)."""
+    warned: dict[str, bool] = {}
+    for agent in sorted(agents, key=lambda a: a.model):
+        if agent.provider == RULE_ENGINE:
+            continue
+        names = (answered or {}).get(agent.agent_id, ())
+        for text, flag in period_warnings(agent.model, names, start_ms, override, blind=blind):
+            warned.setdefault(text, flag)
+    return (tuple(text for text, flag in warned.items() if flag),
+            tuple(text for text, flag in warned.items() if not flag))
 
 
 async def _create_agents(

@@ -663,6 +663,13 @@ class BlindBroker:
         return [replace(lot, symbol=self._b.symbol(lot.symbol), size=self._b.qty(lot.size))
                 for lot in found]
 
+    async def replace_order(
+        self, agent_id: str, symbol: str, order_id: str, req: OrderRequest
+    ) -> Order:
+        real = self._b.real_symbol(symbol)
+        return self._b.order(await self._call(self._inner.replace_order(
+            agent_id, real, order_id, self._request(req))))
+
     def check_oco(self, take_profit: OrderRequest, stop_loss: OrderRequest) -> None:
         tp, sl = self._request(take_profit), self._request(stop_loss)
         self._sync(lambda: self._inner.check_oco(tp, sl))

@@ -44,7 +44,8 @@ from app.trading.port import STOP_LIMIT_NOTE, TradingBroker
 logger = logging.getLogger(__name__)
 
 PERSON_CONTEXT = AgentContext(
-    PERSON_ID, permissions=frozenset({Permission.TRADE, Permission.ACCOUNT}), role="person"
+    PERSON_ID, permissions=frozenset({Permission.TRADE, Permission.ACCOUNT, Permission.DESK}),
+    role="person",
 )
 PERSON = Caller(PERSON_ID)
 # a broker's amounts of money and prices in its sentences (not its quantities): "needs X",
@@ -281,6 +282,13 @@ class PersonControls:
         return await self._call("cancel_order", {"symbol": order.symbol,
                                                  "order_id": order.order_id})
 
+    async def modify(self, order: Order, *, price: Decimal | None = None,
+                     stop_price: Decimal | None = None) -> Outcome:
+        """Move an open order (any agent's too) to a new price: its line dragged on the chart."""
+        return await self._call("modify_order", {
+            "symbol": order.symbol, "order_id": order.order_id, "price": price,
+            "stop_price": stop_price})
+
     def keeps_exits_while_closing(self, symbol: str) -> bool:
         """Whether a close leaves the position's take profit and stop loss resting until its
         sell fills: where exits share the coins (a paper account), nothing needs them gone
@@ -365,6 +373,9 @@ def _outcome(result: ToolResult) -> Outcome:
     order_id, status = item.attr("order_id"), item.attr("status")
     if item.tag == "order_cancelled":
         return Outcome("success", f"Cancelled {order_id}.", order_id, status)
+    if item.tag == "order_moved":
+        return Outcome("success", f"Moved: order {order_id} now rests in its place.", order_id,
+                       status)
     if item.tag == "tp_sl_set":
         parts = [f"take profit {tp}" for tp in [item.attr("take_profit_order_id")] if tp]
         parts += [f"stop loss {sl}" for sl in [item.attr("stop_loss_order_id")] if sl]

@@ -28,6 +28,7 @@ from app.agents.rules.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
 from app.config import LLMSettings
 from app.domain.agents import AgentInfo
+from app.domain.clock import parse_time
 from app.domain.errors import OperationalError
 from app.market.csv_loader import load_csv
 from app.resources import resource_path
@@ -91,7 +92,8 @@ class EvalOptions:
 
     Attributes:
         subject: the model under evaluation (provider kind, model, server, key entry, timeout,
-            retries); ``provider="rule-engine"`` evaluates the rule engine itself.
+            retries, the server's context and the tokens kept per answer, the tool transport);
+            ``provider="rule-engine"`` evaluates the rule engine itself.
         replay_from: a recorded run's folder: answer from its recordings instead of the model.
         progress: ``(done, total, label)`` as bars are run, for a progress bar.
         secrets: where the API key is read (tests give their own).
@@ -164,7 +166,8 @@ def load_plan(run_dir: Path) -> EvalOptions:
 
 def _write_plan(options: EvalOptions) -> None:
     subject = options.subject.model_dump(
-        include={"provider", "model", "base_url", "api_key_name", "training_cutoff"})
+        include={"provider", "model", "base_url", "api_key_name", "training_cutoff",
+                 "context_tokens", "max_output_tokens", "tool_transport"})
     plan = _Plan(subject, [asdict(w) for w in options.windows], list(options.templates),
                  str(options.cash), options.blind)
     (options.out_dir / RUN_FILE).write_text(json.dumps(asdict(plan), indent=2) + "\n",
@@ -173,8 +176,6 @@ def _write_plan(options: EvalOptions) -> None:
 
 def _start_index(window: EvalWindow) -> int:
     """The candle of the file where the window starts (the ones before are its warm-up)."""
-    from app.domain.clock import parse_time
-
     loaded = load_csv(window.path(), allow_gaps=False)
     times = loaded.series.timestamp_ms
     index = int(np.searchsorted(times, parse_time(window.start)))
@@ -219,7 +220,9 @@ async def run_eval(options: EvalOptions) -> EvalReport:
             without a recorded run.
         OutputFolderRefused: ``out_dir`` is a workspace, another command's output, holds other
             files, or would replace the recording being replayed; nothing was changed.
-        EvalStopped: an agent faulted on the model (the report of the windows before is kept).
+        EvalStopped: an agent faulted on the model; the report of the windows before is written,
+            saying STOPPED and why (and the training-cutoff warning, which concerns the whole
+            period asked for).
         PermanentLLMError: the provider cannot be built (unknown kind, missing key).
     """
     check_subject(options.subject)
@@ -229,6 +232,8 @@ async def run_eval(options: EvalOptions) -> EvalReport:
     prepare_output_folder(out, OUTPUT)
     (out / RECORDINGS).mkdir(exist_ok=True)
     _write_plan(options)
+    # the period the eval covers starts with its first window, whether or not that one is done
+    period_start = min((w.start for w in options.windows), key=parse_time, default=None)
     total = 2 * sum(w.bars for w in options.windows)
     done = 0
     runs: list[WindowRun] = []
@@ -239,12 +244,13 @@ async def run_eval(options: EvalOptions) -> EvalReport:
                                       f"{label}: model", subject=True)
         done += window.bars
         if model_run.faults:
-            report = build_report(options.subject, runs, blind=options.blind)
-            report.write(out)
             fault = model_run.faults[0]
-            raise EvalStopped(
-                f"{fault.name} faulted in window {window.name!r}: {fault.reason}. What to do: "
-                f"{what_to_do(fault.reason)}", report)
+            reason = (f"{fault.name} faulted in window {window.name!r}: {fault.reason}. What to "
+                      f"do: {what_to_do(fault.reason)}")
+            report = build_report(options.subject, runs, blind=options.blind,
+                                  period_start=period_start, stopped=reason)
+            report.write(out)
+            raise EvalStopped(reason, report)
         baseline = await _run_window(options, window, start, number, recording, done, total,
                                      f"{label}: rule engine", subject=False)
         done += window.bars
@@ -255,7 +261,7 @@ async def run_eval(options: EvalOptions) -> EvalReport:
             recording if options.replay_from is None
             else options.replay_from / RECORDINGS / recording.name,
         ))
-    report = build_report(options.subject, runs, blind=options.blind)
+    report = build_report(options.subject, runs, blind=options.blind, period_start=period_start)
     report.write(out)
     return report
 

@@ -249,6 +249,12 @@ MIGRATIONS: tuple[str, ...] = (
         order_id TEXT, reason TEXT NOT NULL DEFAULT ''
     );
     """,
+    # 7 -> 8: each model call says whether Kestrel counted its tokens (the server reported no
+    # usage: ``estimated``) and whether the server cut its answer at the token limit (``cut``).
+    """
+    ALTER TABLE llm_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE llm_usage ADD COLUMN cut INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,10 +14,10 @@ from app.domain.errors import InvalidParameterError, NotFoundError
 from app.domain.market import is_interval
 from app.market.port import MarketData
 from app.market.series import KlineSeries, decimal_text
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 
-GROUP = "Market Data Tools"
 KLINES_MAX = 1000
 KLINES_DEFAULT = 100
 BOOK_MAX = 100
@@ -66,6 +66,9 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
 
     This is the busiest result of all (a strategy polls it every bar), so the attributes are
     formatted here, once, in the order the spec shows, instead of through ``el``'s keywords.
+    Each candle carries its open time twice: ``timestamp_ms`` for arithmetic and ``time_iso``
+    for a model, which otherwise reads a date out of thirteen digits (``ms_to_iso`` is cached,
+    and consecutive polls share all but one candle).
     """
     if stop - start <= _FEW_ROWS:  # reading single items beats slicing six columns
         ts_, open_, high_, low_, close_, volume_ = (
@@ -75,6 +78,7 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
         return [
             Element("kline", (
                 ("timestamp_ms", str(ts_(i))),
+                ("time_iso", ms_to_iso(ts_(i))),
                 ("open", decimal_text(open_(i), decimals)),
                 ("high", decimal_text(high_(i), decimals)),
                 ("low", decimal_text(low_(i), decimals)),
@@ -92,6 +96,7 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
     return [
         Element("kline", (
             ("timestamp_ms", str(ts)),
+            ("time_iso", ms_to_iso(ts)),
             ("open", decimal_text(o, decimals)),
             ("high", decimal_text(h, decimals)),
             ("low", decimal_text(low, decimals)),
@@ -102,10 +107,131 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
     ]
 
 
-def build_market_tools(market: MarketData) -> list[ToolSpec]:
-    """The market data tools bound to one market."""
+class MarketTools(ToolGroup):
+    """The market data tools, bound to one market."""
 
-    async def get_historical_klines(ctx: AgentContext, args: dict[str, Any]) -> Element:
+    GROUP = "Market Data Tools"
+    TOOLS = (
+        ToolDef(
+            name="get_historical_klines",
+            description=(
+                "Fetches historical K-line (candlestick) data for a trading symbol, oldest first. "
+                "timestamp_ms and time_iso are each candle's open time (UTC); the newest candle "
+                "may still be forming."
+            ),
+            params=(
+                SYMBOL,
+                ParamSpec(
+                    "interval",
+                    ParamType.STRING,
+                    'The K-line interval, e.g. "1m", "5m", "15m", "1h", "4h", "1d"',
+                    required=True,
+                    max_length=8,
+                ),
+                ParamSpec(
+                    "limit",
+                    ParamType.INTEGER,
+                    "Number of K-lines to fetch",
+                    default=KLINES_DEFAULT,
+                    minimum=1,
+                    maximum=KLINES_MAX,
+                ),
+                ParamSpec(
+                    "end_time_ms",
+                    ParamType.LONG,
+                    "Unix timestamp in milliseconds; fetches K-lines that open before this time",
+                    minimum=0,
+                ),
+            ),
+            permission=Permission.MARKET,
+            returns=(
+                '<klines_data symbol="BTC/USDT" interval="1h">\n'
+                '    <kline timestamp_ms="long" time_iso="iso8601" open="decimal" '
+                'high="decimal" low="decimal" close="decimal" volume="decimal" />\n</klines_data>'
+            ),
+        ),
+        ToolDef(
+            name="get_current_ticker_info",
+            description="Fetches the last price and 24h statistics for one or more symbols",
+            params=(
+                ParamSpec(
+                    "symbols",
+                    ParamType.LIST,
+                    "Trading symbol(s), at least one",
+                    required=True,
+                    item_tag="symbol",
+                    maximum=TICKER_MAX_SYMBOLS,
+                ),
+            ),
+            permission=Permission.MARKET,
+            returns=(
+                "<tickers_data>\n"
+                '    <ticker symbol="string" last_price="decimal" high_24h="decimal" '
+                'low_24h="decimal" volume_24h="decimal" change_percent_24h="decimal" />\n'
+                "</tickers_data>"
+            ),
+        ),
+        ToolDef(
+            name="get_order_book",
+            description=(
+                "Fetches the current order book (depth of market) for a symbol; best prices first."
+            ),
+            params=(
+                SYMBOL,
+                ParamSpec(
+                    "limit",
+                    ParamType.INTEGER,
+                    "Number of bid and ask levels to return",
+                    default=BOOK_DEFAULT,
+                    minimum=1,
+                    maximum=BOOK_MAX,
+                ),
+            ),
+            permission=Permission.MARKET,
+            returns=(
+                '<order_book_data symbol="string">\n'
+                '    <bids><level price="decimal" quantity="decimal" /></bids>\n'
+                '    <asks><level price="decimal" quantity="decimal" /></asks>\n'
+                "</order_book_data>"
+            ),
+        ),
+        ToolDef(
+            name="get_market_snapshot",
+            description=(
+                "The current candle of one symbol or of every symbol you watch (market.observe). "
+                'complete="false" marks a candle that is still forming.'
+            ),
+            params=(
+                ParamSpec(
+                    "symbol",
+                    ParamType.STRING,
+                    "One symbol; default: every symbol you watch",
+                    max_length=40,
+                ),
+                ParamSpec(
+                    "interval",
+                    ParamType.STRING,
+                    "Candle interval; default: your configured interval",
+                    max_length=8,
+                ),
+            ),
+            permission=Permission.MARKET,
+            returns=(
+                '<market_snapshot time_ms="long" time_iso="string">\n'
+                '    <bar symbol="string" interval="1h" timestamp_ms="long" time_iso="string" '
+                'complete="true" '
+                'open="decimal" high="decimal" low="decimal" close="decimal" volume="decimal" />\n'
+                "</market_snapshot>"
+            ),
+        ),
+    )
+
+    def __init__(self, market: MarketData) -> None:
+        self._market = market
+
+    async def get_historical_klines(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """Candles up to ``end_time_ms`` (or the newest), oldest first."""
+        market = self._market
         symbol = args["symbol"]
         # its first step, market.intervals(symbol), answers an unknown symbol with NOT_FOUND
         interval = _check_interval(market, symbol, args["interval"])
@@ -118,7 +244,10 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
         return Element("klines_data", (("symbol", symbol), ("interval", interval)), None,
                        tuple(klines))
 
-    async def get_current_ticker_info(ctx: AgentContext, args: dict[str, Any]) -> Element:
+    async def get_current_ticker_info(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """One ticker per distinct symbol; any unknown symbol refuses the whole call, naming
+        the symbols there are."""
+        market = self._market
         symbols: list[str] = args["symbols"]
         unknown = [
             s for s in symbols if s not in market.symbols() and s.upper() not in market.symbols()
@@ -146,8 +275,9 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
             )
         return el("tickers_data", None, *tickers)
 
-    async def get_order_book(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        book = await market.order_book(args["symbol"], args["limit"])
+    async def get_order_book(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The book's best ``limit`` levels each side."""
+        book = await self._market.order_book(args["symbol"], args["limit"])
         bids = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.bids]
         asks = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.asks]
         return el(
@@ -158,7 +288,10 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
             symbol=book.symbol,
         )
 
-    async def get_market_snapshot(ctx: AgentContext, args: dict[str, Any]) -> Element:
+    async def get_market_snapshot(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The newest candle of one symbol or of the caller's watched ones, in the caller's
+        interval unless it names one."""
+        market = self._market
         if args["symbol"]:
             symbols: Sequence[str] = [args["symbol"]]
         else:
@@ -179,130 +312,9 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                     symbol=series.symbol,
                     interval=checked,
                     timestamp_ms=series.timestamp_ms.item(len(series) - 1),
+                    time_iso=ms_to_iso(series.timestamp_ms.item(len(series) - 1)),
                     complete=series.last_complete,
                     **_bar_attrs(series, len(series) - 1, decimals),
                 )
             )
         return el("market_snapshot", None, *bars, time_ms=now, time_iso=ms_to_iso(now))
-
-    return [
-        ToolSpec(
-            name="get_historical_klines",
-            group=GROUP,
-            description=(
-                "Fetches historical K-line (candlestick) data for a trading symbol, oldest first. "
-                "timestamp_ms is each candle's open time (UTC ms); the newest candle may still "
-                "be forming."
-            ),
-            params=(
-                SYMBOL,
-                ParamSpec(
-                    "interval",
-                    ParamType.STRING,
-                    'The K-line interval, e.g. "1m", "5m", "15m", "1h", "4h", "1d"',
-                    required=True,
-                    max_length=8,
-                ),
-                ParamSpec(
-                    "limit",
-                    ParamType.INTEGER,
-                    "Number of K-lines to fetch",
-                    default=KLINES_DEFAULT,
-                    minimum=1,
-                    maximum=KLINES_MAX,
-                ),
-                ParamSpec(
-                    "end_time_ms",
-                    ParamType.LONG,
-                    "Unix timestamp in milliseconds; fetches K-lines that open before this time",
-                    minimum=0,
-                ),
-            ),
-            permission=Permission.MARKET,
-            handler=get_historical_klines,
-            returns=(
-                '<klines_data symbol="BTC/USDT" interval="1h">\n'
-                '    <kline timestamp_ms="long" open="decimal" high="decimal" low="decimal" '
-                'close="decimal" volume="decimal" />\n</klines_data>'
-            ),
-        ),
-        ToolSpec(
-            name="get_current_ticker_info",
-            group=GROUP,
-            description="Fetches the last price and 24h statistics for one or more symbols",
-            params=(
-                ParamSpec(
-                    "symbols",
-                    ParamType.LIST,
-                    "Trading symbol(s), at least one",
-                    required=True,
-                    item_tag="symbol",
-                    maximum=TICKER_MAX_SYMBOLS,
-                ),
-            ),
-            permission=Permission.MARKET,
-            handler=get_current_ticker_info,
-            returns=(
-                "<tickers_data>\n"
-                '    <ticker symbol="string" last_price="decimal" high_24h="decimal" '
-                'low_24h="decimal" volume_24h="decimal" change_percent_24h="decimal" />\n'
-                "</tickers_data>"
-            ),
-        ),
-        ToolSpec(
-            name="get_order_book",
-            group=GROUP,
-            description=(
-                "Fetches the current order book (depth of market) for a symbol; best prices first."
-            ),
-            params=(
-                SYMBOL,
-                ParamSpec(
-                    "limit",
-                    ParamType.INTEGER,
-                    "Number of bid and ask levels to return",
-                    default=BOOK_DEFAULT,
-                    minimum=1,
-                    maximum=BOOK_MAX,
-                ),
-            ),
-            permission=Permission.MARKET,
-            handler=get_order_book,
-            returns=(
-                '<order_book_data symbol="string">\n'
-                '    <bids><level price="decimal" quantity="decimal" /></bids>\n'
-                '    <asks><level price="decimal" quantity="decimal" /></asks>\n'
-                "</order_book_data>"
-            ),
-        ),
-        ToolSpec(
-            name="get_market_snapshot",
-            group=GROUP,
-            description=(
-                "The current candle of one symbol or of every symbol you watch (market.observe). "
-                'complete="false" marks a candle that is still forming.'
-            ),
-            params=(
-                ParamSpec(
-                    "symbol",
-                    ParamType.STRING,
-                    "One symbol; default: every symbol you watch",
-                    max_length=40,
-                ),
-                ParamSpec(
-                    "interval",
-                    ParamType.STRING,
-                    "Candle interval; default: your configured interval",
-                    max_length=8,
-                ),
-            ),
-            permission=Permission.MARKET,
-            handler=get_market_snapshot,
-            returns=(
-                '<market_snapshot time_ms="long" time_iso="string">\n'
-                '    <bar symbol="string" interval="1h" timestamp_ms="long" complete="true" '
-                'open="decimal" high="decimal" low="decimal" close="decimal" volume="decimal" />\n'
-                "</market_snapshot>"
-            ),
-        ),
-    ]

@@ -52,6 +52,9 @@ class Permission(StrEnum):
     JOBS = "jobs"
     NOTIFY = "notify"
     ASK_USER = "ask_user"
+    # the person's own controls at the desk (moving an order from the chart): never granted to
+    # an agent template, so no agent's prompt lists these tools
+    DESK = "desk"
 
 
 ALL_PERMISSIONS = frozenset(Permission)
@@ -80,6 +83,10 @@ class ParamSpec:
         free_text: the value is prose a model writes (a note, a message, a reason): raw '<', '>'
             and '&' in it are read as text where they cannot be markup
             (``app.tools.protocol.free_text``). Elsewhere they must be escaped.
+        verbatim: a STRING kept exactly as written (a file's content: its blank lines and final
+            newline matter), not stripped; only a newline right after the opening tag is
+            dropped, so ``<content>`` may start on a line of its own. Empty is a value (an
+            empty file), not "use the default".
     """
 
     name: str
@@ -94,6 +101,7 @@ class ParamSpec:
     example: str = ""
     max_length: int | None = None
     free_text: bool = False
+    verbatim: bool = False
 
     def placeholder(self) -> str:
         if self.example:
@@ -194,6 +202,8 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
     text = _scalar_text(spec, node)
     if kind is ParamType.BASE64:
         return _coerce_base64(spec, text)
+    if spec.verbatim:
+        return _verbatim(spec, text)
     text = text.strip()
     if kind is ParamType.STRING:
         if spec.max_length is not None and len(text) > spec.max_length:
@@ -238,6 +248,15 @@ def coerce(spec: ParamSpec, node: ParamNode) -> Any:
     if kind is ParamType.JSON_OBJECT:
         return _coerce_json(spec, text)
     raise AssertionError(f"unhandled parameter type {kind}")
+
+
+def _verbatim(spec: ParamSpec, text: str) -> str:
+    """A STRING as written, less one newline right after the opening tag."""
+    if text.startswith("\n"):
+        text = text[1:]
+    if spec.max_length is not None and len(text) > spec.max_length:
+        raise _fail(spec, f"is too long: {len(text)} characters > {spec.max_length}.")
+    return text
 
 
 def _coerce_decimal(spec: ParamSpec, text: str) -> Decimal:
@@ -368,6 +387,7 @@ def validate(spec: ToolSpec, params: Sequence[ParamNode]) -> dict[str, Any]:
         if (
             not param.required
             and param.type in _EMPTY_MEANS_DEFAULT
+            and not param.verbatim
             and not node.children
             and not node.text.strip()
         ):

@@ -49,10 +49,12 @@ from app.config.approval import ApprovalSettings
 from app.domain.agents import PERSON_ID, agent_key
 from app.domain.clock import ms_to_iso
 from app.domain.errors import (
+    AccessDeniedError,
     InvalidOrderError,
     InvalidParameterError,
     KestrelError,
     MissingParameterError,
+    NotFoundError,
     RiskRejection,
     ToolError,
 )
@@ -532,6 +534,86 @@ class OrderEntry:
     ) -> Order:
         """Cancel as ``agent_id`` (the kill switch's own cancels come this way)."""
         return await self.cancel(Caller(agent_id), symbol, order_id, client_order_id)
+
+    # -- moving an order ----------------------------------------------------------------------
+
+    async def modify(
+        self, who: Caller, symbol: str, order_id: str, *, price: Decimal | None = None,
+        stop_price: Decimal | None = None,
+    ) -> Order:
+        """Move an open order to a new price (the person dragging its line on the chart).
+
+        An exit of a lot moves as ``set_exits`` moves it (the other exit kept, put back if
+        refused); any other order is replaced in one request where the broker can
+        (``cancel_replace``), else cancelled and placed again, the old one put back if the new
+        one is refused. The same steps as a new order: the kill switch blocks a moved entry, the
+        approval policy holds an agent's, the broker and the Risk Guard judge it.
+
+        Raises:
+            NotFoundError: no such open order; AccessDeniedError: an agent's order not its own.
+        """
+        if price is None and stop_price is None:
+            raise MissingParameterError("Give the new <price> or <stop_price>.",
+                                        details={"parameter": "price"})
+        symbol = self.broker.canonical_symbol(symbol)
+        old = next((o for o in await self.broker.open_orders(None, symbol)
+                    if o.order_id == order_id), None)
+        if old is None:
+            raise NotFoundError(f"No open order {order_id!r} for {symbol}.",
+                                details={"order_id": order_id, "symbol": symbol})
+        if not who.is_person and agent_key(old.agent_id) != agent_key(who.agent_id):
+            raise AccessDeniedError(
+                f"Order {order_id} belongs to agent {old.agent_id!r}; an agent may only move its "
+                "own orders.", details={"order_id": order_id, "owner": old.agent_id})
+        if old.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS):
+            return await self._move_exit(old, symbol, price, stop_price)
+        req = OrderRequest(
+            old.agent_id, symbol, old.side, old.order_type, old.remaining,
+            price=price if price is not None else old.price,
+            stop_price=stop_price if stop_price is not None else old.stop_price,
+            client_order_id=f"mv-{uuid.uuid4().hex[:16]}", reduce_only=old.reduce_only,
+            exit_kind=old.exit_kind,
+            reason=old.reason or f"moved by {'the person' if who.is_person else who.agent_id}",
+        )
+        self._entry_block(req)
+        await self._approve(who, req)
+        released = old.remaining if old.side is Side.SELL else ZERO
+        checked = await self.broker.precheck(req, released=released)
+        intent = order_intent(req, checked, self.broker.position_size(symbol))
+        with self.guard.admit(intent, self.broker.risk_view()):
+            if self.broker.abilities(symbol).cancel_replace:
+                return await self.broker.replace_order(old.agent_id, symbol, old.order_id, req)
+            await self.broker.cancel_order(old.agent_id, symbol, old.order_id)
+            try:
+                return await self.broker.create_order(req)
+            except (ToolError, RiskRejection) as exc:
+                if is_unknown_outcome(exc):
+                    raise
+                back = replace(req, price=old.price, stop_price=old.stop_price,
+                               client_order_id="", reason=f"{old.reason} (put back)".strip())
+                put = await self.broker.create_order(back)
+                raise _with_words(exc, f"{_words(exc)} The order was not moved: it was placed "
+                                       f"again at its old price (order {put.order_id}).") from exc
+
+    async def _move_exit(
+        self, old: Order, symbol: str, price: Decimal | None, stop_price: Decimal | None
+    ) -> Order:
+        """A take profit or stop loss moved: its lot's exits set again with the other kept."""
+        owner = Caller(old.agent_id)
+        exits = [o for o in await self.broker.open_orders(old.agent_id, symbol)
+                 if o.exit_kind in (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS)]
+        tp = next((o.price for o in exits if o.exit_kind is ExitKind.TAKE_PROFIT), None)
+        sl = next((o.stop_price for o in exits if o.exit_kind is ExitKind.STOP_LOSS), None)
+        if old.exit_kind is ExitKind.TAKE_PROFIT:
+            tp = price if price is not None else tp
+        else:
+            sl = stop_price if stop_price is not None else (price if price is not None else sl)
+        done = await self.set_exits(owner, symbol, tp, sl)
+        moved = done.take_profit if old.exit_kind is ExitKind.TAKE_PROFIT else done.stop_loss
+        if moved is None:  # the market could not hold it beside the other (said in left_out)
+            raise InvalidOrderError(done.left_out or "The exit could not be moved.",
+                                    details={"order_id": old.order_id})
+        return moved
 
     # -- the lot an owner holds ----------------------------------------------------------------
 

@@ -116,7 +116,7 @@ class BrokerAbilities:
         return self.oco or not self.exits_lock_coins
 
 
-PAPER_ABILITIES = BrokerAbilities()
+PAPER_ABILITIES = BrokerAbilities(cancel_replace=True)
 
 
 class PlacementState(StrEnum):
@@ -228,9 +228,23 @@ class TradingBroker(Broker, Protocol):
     async def precheck(self, req: OrderRequest, *, released: Decimal = Decimal(0)) -> CheckedOrder:
         """Validate without placing; say what the order would be and hold back.
 
-        ``released``: base coins open sells hold now that are cancelled before this order is
-        sent (the exits a new exit replaces); they count as free, since an exchange that locks
-        a resting sell's coins would otherwise refuse every move of a stop.
+        ``released``: what an open order holds now that goes before this order is sent: base
+        coins for a sell (the exits a new exit replaces), quote for a buy (the buy it replaces);
+        they count as free, since an exchange that locks a resting order's funds would
+        otherwise refuse every move of a stop or a limit.
+        """
+        ...
+
+    async def replace_order(
+        self, agent_id: str, symbol: str, order_id: str, req: OrderRequest
+    ) -> Order:
+        """Cancel the open order ``order_id`` of ``agent_id`` and place ``req`` in its place in
+        one request, with no moment without either (only where
+        ``abilities(symbol).cancel_replace``).
+
+        Raises:
+            InvalidOrderError: the order is not open, or the new one is refused (its message
+                says whether the old one was cancelled: ``details["old_cancelled"]``).
         """
         ...
 

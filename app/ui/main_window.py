@@ -21,6 +21,7 @@ import logging
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,21 +42,25 @@ from PySide6.QtWidgets import (
 from app.domain.agents import AgentRole, AgentState
 from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError, OperationalError, TemporaryError
-from app.events import EventBus
+from app.events import AgentStateChanged, EventBus, LLMCallRecorded
 from app.secrets import SecretStore
 from app.ui import window_layout
 from app.ui.errors import ErrorReporter
-from app.ui.panels.tasks import TaskSet, stop_panel
+from app.ui.names import AgentNames
+from app.ui.names import install as install_names
+from app.ui.panels.tasks import BusLink, TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
+from app.ui.wheel import install_wheel_guard
 from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
     from app.runtime.venue import VenueSpec
     from app.runtime.world import World
+    from app.ui.trades import DeskTrades
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +112,14 @@ class MainWindow(QMainWindow):
         self.person: Any = None  # app.runtime.controls.PersonControls, once open
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
+        self.names: AgentNames | None = None  # who an actor id is, once a workspace is open
+        self.book: DeskTrades | None = None  # the account's lots with an owner, once open
+        self.notices: Any = None  # app.ui.notices.NoticeLog, keeping the notifications list
         self._pacer: asyncio.Task[None] | None = None
+        self.banner: Any = None  # app.ui.replay_bar.Banner, once open
+        self._banner_link: BusLink | None = None
+        self._banner_start_ms = 0
+        self._answered: set[tuple[str, str]] = set()  # (agent id, model) answers seen
         self._speed_lock = asyncio.Lock()
         self._closing = False
         self._asking_quit = False
@@ -127,6 +139,9 @@ class MainWindow(QMainWindow):
         self.open_failed: Any = None  # app.ui.open_failed.OpenFailedPage, once an open failed
         self._build_menus()
         window_layout.restore_geometry(self, self.store)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):  # a scrolled form never changes a value in passing
+            install_wheel_guard(app)
 
     # -- opening a workspace -------------------------------------------------------------------
 
@@ -294,16 +309,26 @@ class MainWindow(QMainWindow):
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
         from app.ui.live import LiveMarket
+        from app.ui.notices import NoticeLog
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
-        from app.ui.replay_bar import Banner, ReplayBar, banner_text
+        from app.ui.panels.notifications import NotificationsPanel
+        from app.ui.panels.style import money_decimals
+        from app.ui.replay_bar import Banner, ReplayBar
+        from app.ui.trades import DeskTrades
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
         world = desk.world
         venue, team = world.venue, world.agents
         assert team is not None, "the desk's world runs agents"
+        # who an id is, for every panel (the chart's markers find it as names.current()), and
+        # the one book of lots with an owner every trade view reads
+        self.names = AgentNames(self._agent_name)
+        install_names(self.names)
+        world.bus.subscribe(AgentStateChanged, self._agent_changed)
+        self.book = DeskTrades(venue.broker, world.bus)
         market = venue.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
@@ -314,20 +339,33 @@ class MainWindow(QMainWindow):
         self.person = PersonControls(world.executor, world.orders, world.bus,
                                      next_bar_open=_next_bar_open(venue))
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
-                               venue.label, controls=self.person, agent_name=self._agent_name)
-        memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
-        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus)
-        chat = ChatPanel(world)
+                               venue.label, controls=self.person, names=self.names,
+                               book=self.book)
+        memory = MemoryBrowser(world.memory, world.bus, self._agent_names, names=self.names)
+        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus, names=self.names)
+        chat = ChatPanel(world, names=self.names, book=self.book)
         agents = AgentsPanel(world)
         backtest = BacktestView(world.workspace)
+        notifications = NotificationsPanel(team.notifications, world.bus, self.names)
+        ccy = venue.broker.quote_currency
+        # what the tray and Telegram tell the person, kept in the list as it happens
+        self.notices = NoticeLog(team.notifications, world.bus, self.book, self.names,
+                                 account.price_decimals, money_decimals(ccy), ccy,
+                                 venue.clock.now_ms,
+                                 on_recorded=notifications.changed)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
-                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
+                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest,
+                       "notifications": notifications}
         chart.symbol_box.currentTextChanged.connect(book.set_symbol)
 
-        rule_engine = desk.fresh or any(
-            a.provider == "rule-engine" for a in team.manager.list_agents())
-        self.banner = Banner(banner_text(offline=venue.offline, rule_engine=rule_engine,
-                                         label=venue.label))
+        # what the agents run on, and a language model's training-cutoff warning for the
+        # replayed period, from the moment the replay starts here; kept current as agents are
+        # created and as models answer (under the name the server gives)
+        self._banner_start_ms = venue.clock.now_ms()
+        self.banner = Banner(self._banner_text())
+        self._banner_link = BusLink(world.bus)
+        self._banner_link.subscribe(AgentStateChanged, self._agents_changed)
+        self._banner_link.subscribe(LLMCallRecorded, self._model_answered)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
@@ -367,7 +405,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
-            account.show_message, self._agent_name, market=market,
+            account.show_message, self.names, market=market,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
         self.trading_menu.removeAction(self.trading_waits)
@@ -383,7 +421,7 @@ class MainWindow(QMainWindow):
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
-            agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
+            agent_name=self.names, close_to_tray=self.prefs.close_to_tray,
             trip_kill_switch=lambda: kill.request_trip("tray"),
             halted=team.kill_switch.is_tripped(),
             live=venue.label if venue.is_live_account else "",
@@ -422,6 +460,42 @@ class MainWindow(QMainWindow):
         self.alert_banner.add("Kestrel: the disk is full", said)
         self.statusBar().showMessage("The disk is full: the agents are stopped (see the red "
                                      "strip).", 0)
+
+    def _banner_text(self) -> str:
+        """The banner: the venue, what the agents run on, and the training-cutoff warnings of
+        the language models among them over this replay (``app.runtime.engines``)."""
+        from app.runtime.engines import agent_engines, replay_warnings
+        from app.ui.replay_bar import banner_text
+
+        world = self.world
+        assert world is not None
+        engines = agent_engines(world)
+        return banner_text(
+            offline=world.venue.offline,
+            engines=engines.words(lambda w: f"<b>{escape(w, quote=False)}</b>"),
+            label=world.venue.label, warnings=replay_warnings(world, self._banner_start_ms),
+            uses_llm=bool(engines.models),
+        )
+
+    def _refresh_banner(self) -> None:
+        """Say anew what the agents run on; an unchanged text is left alone (no relayout)."""
+        if self.world is None or self.banner is None:
+            return
+        text = self._banner_text()
+        if text != self.banner.text():
+            self.banner.setText(text)
+
+    def _agents_changed(self, _event: AgentStateChanged) -> None:
+        """An agent was created or deleted (or changed state): what runs may have changed."""
+        self._refresh_banner()
+
+    def _model_answered(self, event: LLMCallRecorded) -> None:
+        """A language model answered: under a name not seen yet, its cutoff is checked again
+        (an alias answers as the dated model behind it)."""
+        if event.provider == "rule-engine" or (event.agent_id, event.model) in self._answered:
+            return
+        self._answered.add((event.agent_id, event.model))
+        self._refresh_banner()
 
     def reset_layout(self) -> None:
         for dock in self.docks.values():
@@ -547,6 +621,11 @@ class MainWindow(QMainWindow):
         info = self.world.agents.store.get(agent_id)
         return info.name if info is not None else None
 
+    def _agent_changed(self, event: AgentStateChanged) -> None:
+        """An agent was made or changed: its name is read again (a deleted one keeps it)."""
+        if event.state != "deleted" and self.names is not None:
+            self.names.changed(event.agent_id)
+
     def _show_notice(self, notice: Any) -> None:
         if self.tray is None or not self.tray.available:
             self.statusBar().showMessage(f"{notice.title}: {notice.message}", 10_000)
@@ -656,9 +735,11 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def _settings_saved(self, _settings: object) -> None:
-        """The toolbar shows the replay speed the saved settings gave the driver."""
+        """The toolbar shows the replay speed the saved settings gave the driver, and the banner
+        what new agents would run on under the saved [llm] (with its training-cutoff warning)."""
         if self.replay_bar is not None and self.world is not None:
             self.replay_bar.show_speed(self.world.venue.driver.speed)
+        self._refresh_banner()
 
     def apply_theme(self, name: str) -> None:
         """Switch the whole window to theme ``name``: the application's palette and sheet (which
@@ -789,6 +870,14 @@ class MainWindow(QMainWindow):
             self.kill_controls.detach()
         if self.person is not None:
             self.person.detach()
+        if self._banner_link is not None:
+            self._banner_link.detach()
+        if self.world is not None:
+            self.world.bus.unsubscribe(AgentStateChanged, self._agent_changed)
+        if self.notices is not None:
+            self.notices.detach()
+        if self.book is not None:
+            self.book.detach()
         status = self.statusBar()
         if isinstance(status, StatusBar):
             status.stop()

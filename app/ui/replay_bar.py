@@ -1,5 +1,7 @@
 """The replay controls and the banner: speed (1x/10x/60x/600x), pause, step, and what the person
-is looking at (offline replay on the rule engine, or a real LLM), with how to connect real ones.
+is looking at (offline replay on the rule engine, or a real LLM, named by provider and model), with
+how to connect real ones, and, for a language model replaying a market from before its training
+cutoff, the warning that it may remember what came next.
 
 Simulated time is driven by the venue's ``Driver``; this toolbar only changes its speed and pause
 flag and asks for one step, so the same driver serves the GUI, the CLI and the tests.
@@ -15,6 +17,9 @@ the paper broker's fill at the next bar's open shows after one step, as it would
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -129,24 +134,36 @@ class ReplayBar(QToolBar):
         self.step_action.setEnabled(paused)
 
 
-def banner_text(offline: bool, rule_engine: bool, label: str = "") -> str:
-    """What the banner says about where the data and the decisions come from."""
+def banner_text(
+    offline: bool, engines: str = "", label: str = "", warnings: Sequence[str] = (),
+    *, uses_llm: bool = False,
+) -> str:
+    """What the banner says about where the data and the decisions come from.
+
+    Args:
+        engines: what the agents run on, as markup (``Engines.words``): each language model by
+            provider and model, the rule engine as not being one.
+        warnings: the training-cutoff warnings of the replayed period (plain text), each on a
+            line of its own: a model trading a market it was trained on may remember it.
+        uses_llm: a language model decides: the advice is where to change it, not to connect one.
+    """
     parts = []
     if offline:
         parts.append("<b>Offline replay</b> of bundled real market data with a simulated "
                      "(paper) exchange")
     elif label.startswith("Paper"):
-        parts.append(f"<b>{label}</b>: the exchange's real prices and order book, orders filled "
-                     "by a simulated (paper) account, no keys, no real money")
-    if rule_engine:
-        parts.append("agents run on the built-in <b>rule engine (not an LLM)</b>")
+        parts.append(f"<b>{escape(label, quote=False)}</b>: the exchange's real prices and order "
+                     "book, orders filled by a simulated (paper) account, no keys, no real money")
+    if engines:
+        parts.append(engines)
     if not parts:
         return ""
-    return (
-        "; ".join(parts)
-        + ". To connect a real LLM (OpenAI-compatible, Ollama, LM Studio, Anthropic) open "
-        "<i>Settings → LLM</i>; exchanges are under <i>Settings → Exchanges</i>."
-    )
+    llm = ("Change the model in <i>Settings → LLM</i>" if uses_llm else
+           "To connect a real LLM (OpenAI-compatible, Ollama, LM Studio, Anthropic) open "
+           "<i>Settings → LLM</i>")
+    text = "; ".join(parts) + f". {llm}; exchanges are under <i>Settings → Exchanges</i>."
+    return text + "".join(f"<br><b>Training cutoff:</b> {escape(w, quote=False)}"
+                          for w in warnings)
 
 
 class Banner(QLabel):

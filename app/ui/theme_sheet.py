@@ -229,6 +229,19 @@ QFrame#toolCard[tone="rejected"] {{
     background: {t.rejected_bg}; border: 1px solid {t.rejected_border};
     border-left: 3px solid {t.rejected};
 }}
+QFrame#fillCard {{
+    background: {t.panel}; border: 1px solid {t.border}; border-radius: 6px;
+    border-left: 3px solid {t.accent};
+}}
+QFrame#fillCard[tone="buy"] {{ border-left-color: {t.up}; }}
+QFrame#fillCard[tone="sell"] {{ border-left-color: {t.down}; }}
+QLabel#fillGlyph[tone="buy"] {{ color: {t.up}; }}
+QLabel#fillGlyph[tone="sell"] {{ color: {t.down}; }}
+QLabel#fillTitle {{ font-weight: bold; color: {t.text}; }}
+QLabel#fillLine {{ color: {t.text}; }}
+QLabel#fillPnl {{ font-weight: bold; color: {t.text}; }}
+QLabel#fillPnl[tone="up"] {{ color: {t.up}; }}
+QLabel#fillPnl[tone="down"] {{ color: {t.down}; }}
 QFrame#problem {{ background: {t.error_bg}; border-radius: 4px; }}
 QFrame#problem[tone="rejected"] {{ background: {t.rejected_problem_bg}; }}
 QFrame#question {{

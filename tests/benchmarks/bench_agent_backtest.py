@@ -14,10 +14,11 @@ each in its own fresh subprocess, so each peak resident set is that run's own:
 * baseline: ``kestrel backtest --strategy sma_cross`` (the strategy backtest: one XML tool call
   path per bar, ledger in memory), timed over its replay;
 * agents: ``kestrel backtest --agents AnalystAgent_Trend_v1 TraderAgent_Default_v1`` on the
-  built-in rule engine (every bar: the analyst's 3 model turns and about 9 tool calls, 7 of them
-  gathering the task's data, the trader's turns on each signal, all stored in the run's SQLite
-  workspace and memory folder, the recall index written every 256 bars), timed from
-  the first bar after the 60-bar warm-up to the last, report included.
+  built-in rule engine (every bar: the analyst's one model turn and about 9 tool calls, 7 of
+  them gathering the task's data and 2 writing its answer's blocks, the trader's turns on each
+  signal, all stored in the run's SQLite workspace and memory folder, the recall index written
+  every 256 bars), timed from the first bar after the 60-bar warm-up to the last, report
+  included.
 
 It prints bars/s and peak RSS of each, their ratio, and the agents' resident set and speed sampled
 along the run, so growth shows (target: flat, and >= 500 bars/s for the agents). The speed is also

@@ -65,6 +65,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from app.agents.llm.port import LLMRequest, LLMResponse, LLMUsage, StreamCallback  # noqa: E402
 from app.agents.prompt import (  # noqa: E402
+    PLACEHOLDER,
     SYSTEM_TEMPLATE,
     build_system_prompt,
     estimate_tokens,
@@ -723,7 +724,7 @@ def cl100k() -> Any:
 def prompt_sizes(registry: ToolRegistry) -> dict[str, Any]:
     encoding = cl100k()
     bare_text = (resource_path("prompts") / SYSTEM_TEMPLATE).read_text(encoding="utf-8")
-    empty = {"available_tools": "", "role_augmentation": "", "runtime_context": ""}
+    empty = {name: "" for name in PLACEHOLDER.findall(bare_text)}  # the template's own text
     baseline = estimate_tokens(fill(bare_text, empty, SYSTEM_TEMPLATE))
     wanted = {"symbols": [SYMBOL], "interval": "1h",
               "trader_agent_id": "0b7e4d7c-5a43-4f0e-9d55-3c2a1f6e8b90"}

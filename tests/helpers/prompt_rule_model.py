@@ -46,10 +46,11 @@ def _config(template: AgentTemplate, system: str) -> dict[str, Any]:
 
 
 class PromptRuleModel(RequestModel):
-    """``server.default = PromptRuleModel(malformed_every=5)``."""
+    """``server.default = PromptRuleModel(malformed_every=5)``; ``native=True`` calls tools
+    through the API when the request offers them (``RequestModel``)."""
 
-    def __init__(self, *, malformed_every: int = 0) -> None:
-        super().__init__(malformed_every=malformed_every)
+    def __init__(self, *, malformed_every: int = 0, native: bool = False) -> None:
+        super().__init__(malformed_every=malformed_every, native=native)
         self.templates = load_templates()
         self.systems: list[str] = []
         self.messages: list[str] = []
@@ -59,7 +60,7 @@ class PromptRuleModel(RequestModel):
         assert template_id is not None, "not an agent's system prompt"
         template = self.templates[template_id.group(1)]
         return decide(rule_policy(template), agent_id, _config(template, system),
-                      read_transcript(kept)).render()
+                      read_transcript(kept), system=system).render()
 
     def seen(self, system: str, messages: list[ChatMessage]) -> None:
         self.systems.append(system)

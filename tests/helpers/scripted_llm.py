@@ -6,19 +6,24 @@ against the fake servers in ``fake_llm_servers.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.agents.llm.port import LLMRequest, LLMResponse, LLMUsage, StreamCallback
+from tests.helpers.fake_llm_servers import count_tokens
 
 Answer = str | Exception | Callable[[LLMRequest], str]
 
 
 @dataclass
 class ScriptedProvider:
+    """``usage``: what every answer reports; by default what a server would count: the
+    request's prompt (``prompt_size``) and 100 tokens for the answer."""
+
     answers: list[Answer]
     model: str = "gpt-4o-mini"
-    usage: LLMUsage = field(default_factory=lambda: LLMUsage(1_000, 100))
+    usage: LLMUsage | None = None
     name: str = "openai-compatible"
     is_llm: bool = True
     requests: list[LLMRequest] = field(default_factory=list)
@@ -39,7 +44,17 @@ class ScriptedProvider:
             half = len(text) // 2
             on_delta(text[:half])
             on_delta(text[half:])
-        return LLMResponse(text, self.usage, self.model, self.name, 5.0)
+        usage = self.usage or LLMUsage(prompt_size(request), 100)
+        return LLMResponse(text, usage, self.model, self.name, 5.0)
 
     async def aclose(self) -> None:
         return None
+
+
+def prompt_size(request: LLMRequest) -> int:
+    """A request's prompt as a server counts it: cl100k_base over the system prompt, the
+    messages and any tools offered natively, 4 tokens around each message."""
+    tools = getattr(request, "tools", ())
+    return (count_tokens(request.system) + 4
+            + sum(count_tokens(m.content) + 4 for m in request.messages)
+            + (count_tokens(json.dumps([repr(t) for t in tools])) if tools else 0))

@@ -168,12 +168,12 @@ def test_a_recorded_run_replays_offline_with_identical_decisions_and_a_change_is
     assert sum(len(calls) for calls in recorded.values()) > 100 and replayed == recorded
 
     lines = recording.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines):  # the Analyst's first log goes to another file
+    for number, line in enumerate(lines):  # the Analyst's first assessment says something else
         entry = json.loads(line)
-        logged = "<file_path>analysis_log.md</file_path>"
-        if entry["type"] == "exchange" and logged in entry["response"]["text"]:
+        written = "<assessment>\n"
+        if entry["type"] == "exchange" and written in entry["response"]["text"]:
             entry["response"]["text"] = entry["response"]["text"].replace(
-                logged, "<file_path>analysis_log_2.md</file_path>")
+                written, f"{written}# changed_by_hand\n")
             lines[number] = json.dumps(entry)
             break
     changed = tmp_path / "changed.jsonl"
@@ -194,7 +194,7 @@ def test_a_recorded_run_replays_offline_with_identical_decisions_and_a_change_is
             analyst = world.agents.store.get(analyst.agent_id)
             assert analyst.state is AgentState.FAULTED
             assert "differs" in (analyst.fault_reason or "")
-            assert "analysis_log_2" in (analyst.fault_reason or "")
+            assert "changed_by_hand" in (analyst.fault_reason or "")
         finally:
             await world.aclose()
 

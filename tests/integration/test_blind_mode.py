@@ -27,7 +27,7 @@ from app.market.csv_loader import load_csv
 from app.orchestration.ids import SeededIds
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.runtime.blind import PRICE_FACTOR
-from app.runtime.eval_report import Answers, read_answers
+from app.runtime.eval_report import Answers, read_answers, read_endings_of
 from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, EvalWindow, run_eval
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world
@@ -193,7 +193,7 @@ def _agent_run(out: Path, blind: bool) -> tuple[Answers, list[tuple[str, ...]]]:
     with sqlite3.connect(out / "workspace" / "kestrel.db") as db:
         orders = db.execute("SELECT symbol, side, order_type, exit_kind, quantity, price, "
                             "stop_price, status FROM orders ORDER BY seq").fetchall()
-    return read_answers(out), orders
+    return read_answers(out, read_endings_of(out)), orders
 
 
 def test_a_well_behaved_model_trades_and_protects_blind_exactly_as_in_real_terms(

@@ -33,6 +33,7 @@ from tests.helpers.fake_exchange.live import (
     run_live,
     trader,
 )
+from tests.helpers.fake_exchange.venues import Binance
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     START_MS,
     fake_exchange_fixture,
@@ -343,6 +344,60 @@ def test_a_close_the_exchange_refuses_puts_the_stop_it_cancelled_back(
             in closed.xml
         assert _sells(server) == [("CANCELED", old), ("NEW", old)]
         assert await world.venue.broker.positions("BTC/USDT")  # still open, still protected
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def _limit_buy(_world: World) -> str:
+    return ("<create_order><symbol>BTC/USDT</symbol><side>BUY</side><order_type>LIMIT"
+            "</order_type><quantity>0.01000</quantity><price>{price}</price></create_order>")
+
+
+def test_a_resting_limit_moved_on_the_chart_is_replaced_in_one_request(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        last = await world.venue.broker.last_price("BTC/USDT")
+        first = (last * Decimal("0.95")).quantize(CENT)
+        placed = await call(world, PERSON_ID, _limit_buy(world).format(price=first))
+        assert placed.status == "success", placed.xml
+        person = PersonControls(world.executor, world.orders, world.bus)
+        (order,) = await world.venue.broker.open_orders(PERSON_ID)
+        new = (last * Decimal("0.96")).quantize(CENT)
+        moved = await person.modify(order, price=new)
+        assert moved.ok, moved.text
+        assert server.count("binance", "order.cancelReplace") == 1
+        assert server.count("binance", "order.cancel") == 0  # no moment without an order
+        with server.binance_account.lock:
+            states = [(o.status, o.price) for o in server.binance_account.orders]
+        assert states == [("CANCELED", first), ("NEW", new)]
+        assert_journal_matches_exchange(world.venue.broker, server)
+
+    run_live(tmp_path, server, body)
+
+
+def test_a_move_whose_new_order_the_exchange_refuses_says_the_old_one_is_gone(
+    tmp_path: Path, server: FakeExchangeServer
+) -> None:
+    async def body(world: World) -> None:
+        last = await world.venue.broker.last_price("BTC/USDT")
+        first = (last * Decimal("0.95")).quantize(CENT)
+        assert (await call(world, PERSON_ID, _limit_buy(world).format(price=first))).ok
+        (order,) = await world.venue.broker.open_orders(PERSON_ID)
+        # the exchange stops taking limit orders after its exchangeInfo was read: the cancel
+        # goes through, the new order is refused (-2021)
+        binance = server.venues["binance"]
+        assert isinstance(binance, Binance)
+        server.binance_account.relist("BTC/USDT", {**binance.infos["BTC/USDT"],
+                                                   "orderTypes": ["MARKET"]})
+        person = PersonControls(world.executor, world.orders, world.bus)
+        moved = await person.modify(order, price=(last * Decimal("0.96")).quantize(CENT))
+        assert not moved.ok
+        assert "was cancelled but its replacement was refused" in moved.text
+        assert "nothing rests in its place" in moved.text
+        with server.binance_account.lock:
+            assert [o.status for o in server.binance_account.orders] == ["CANCELED"]
         assert_journal_matches_exchange(world.venue.broker, server)
 
     run_live(tmp_path, server, body)

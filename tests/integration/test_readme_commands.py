@@ -182,7 +182,7 @@ COMMANDS: dict[str, Entry] = {
     ".venv/bin/kestrel tool --workspace /tmp/ws --agent analyst-1 '<recall_memory><query>dips"
     "</query></recall_memory>'": Entry(envelope("success", "buy dips")),
     ".venv/bin/kestrel eval --provider rule-engine --out /tmp/ws-eval-rules": Entry(
-        ok("Eval of rule-engine:rules", "100.00", "Refused answers: none"),
+        ok("Eval of rule-engine:rules", "100.00", "Answers the toolset refused: none"),
         extra=f"--windows 1 --bars 4 --no-progress {DEFAULT_WS}"),
     ".venv/bin/kestrel eval --replay /tmp/ws-eval-rules": Entry(
         ok("Eval of rule-engine:rules", "no model called"), extra="--no-progress"),

@@ -4,6 +4,7 @@ how the Trader decides, with its memory, the Risk Guard and the paper broker all
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
@@ -276,7 +277,9 @@ def test_a_long_record_rolls_its_oldest_trades_over_to_an_archive_losing_none(
             "SELECT params_json FROM tool_calls WHERE agent_id=? AND tool_name=? ORDER BY id",
             (trader_id, "write_agent_memory_file")).fetchall()
         # the archive is written before trades.yaml is trimmed, then the summary
-        assert ["trades_archive" in w[0] for w in writes] == [True, False, False]
+        paths = [json.loads(w[0])["file_path"] for w in writes]
+        assert ["trades_archive" in p for p in paths] == [True, False, False]
+        assert paths[1:] == [path, "symbols/BTCUSDT/performance_summary.yaml"]
 
     run(tmp_path, body)
 

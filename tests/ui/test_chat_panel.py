@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from base64 import b64encode
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +24,7 @@ from app.agents.llm.port import (
 )
 from app.domain.agents import AgentInfo, AgentRole, AgentState
 from app.runtime.world import World
+from app.tools.protocol.render import el, render_success
 from app.ui.chat import ChatPanel
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble, QuestionCard
 from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
@@ -485,16 +487,32 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
         agents = {a.role: a for a in world.agents.manager.list_agents()}
         analyst, trader = agents[AgentRole.ANALYST], agents[AgentRole.TRADER]
 
+        # a model that wrote its assessment with a call of its own, in base64
+        (task, *_) = world.agents.queue.tasks(agent_id=analyst.agent_id)
+        assessment = b64encode(b"schema_version: 1\nsymbols: {}\n").decode()
+        world.agents.conversations.add(
+            analyst.agent_id, task.task_id, 9, "assistant", "assistant",
+            "<write_agent_memory_file><file_path>current_market_assessment.yaml</file_path>"
+            f"<content_base64>{assessment}</content_base64></write_agent_memory_file>")
+        world.agents.conversations.add(
+            analyst.agent_id, task.task_id, 9, "user", "tool_result", render_success(
+                "write_agent_memory_file", el("memory_file_written",
+                                              file_path_written="current_market_assessment.yaml",
+                                              status_message="File saved successfully."),
+            ).xml)
+
         picker.setCurrentIndex(picker.findData(analyst.agent_id))
         await until(lambda: not panel.loading and bool(cards(panel, TaskCard)))
         assert opened == [analyst.agent_id]
         assert "analyst" in panel.header.status_text()
         assert not cards(panel, PersonBubble)
         names = [c.entry.tool_name for c in cards(panel, ToolCard)]
-        assert "append_to_agent_memory_file" in names
         assert "create_new_agent_instance" not in names
-        assert any("calculate_technical_indicator" in n.label.text()  # came with the task
-                   for n in cards(panel, NoticeLine))
+        notices = [n.label.text() for n in cards(panel, NoticeLine)]
+        assert any("calculate_technical_indicator" in n for n in notices)  # came with the task
+        # the answer's log entry and assessment, written for it after the answer
+        assert any("Written after the answer: append_to_agent_memory_file: success; "
+                   "write_agent_memory_file: success." in n for n in notices)
         (write,) = [c for c in cards(panel, ToolCard)
                     if c.entry.tool_name == "write_agent_memory_file"]
         assert "content=“schema_version: 1" in write.params.full_text  # base64, decoded
@@ -554,7 +572,7 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         panel.set_agent(analyst.agent_id)
         await until(lambda: not panel.loading)
-        await advance_hours(world, 100)  # about 700 messages
+        await advance_hours(world, 160)  # about 650 messages
         await until(lambda: not panel.busy)
         stored = len(world.agents.conversations.recent(analyst.agent_id, 10_000))
         assert stored > 2 * MAX_CARDS

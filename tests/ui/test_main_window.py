@@ -16,6 +16,7 @@ from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
 from app.ui.window_layout import DOCKS
+from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
 from tests.ui.desk import Desk, on_screen, until
 
 # the offscreen platform cannot size, raise or activate windows and says so
@@ -32,6 +33,7 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         start = world.venue.clock.now_ms()
         banner = window.banner.text()
         assert "Offline replay" in banner and "rule engine (not an LLM)" in banner
+        assert "Training cutoff" not in banner  # the rule engine remembers no market
         assert window.replay_bar.speed.currentText() == "600x"
         await until(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
         await desk.settle(window)
@@ -375,5 +377,31 @@ def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_cha
         await until(lambda: any(m.filled for m in chart.view.markers.markers))
         marker = next(m for m in chart.view.markers.markers if m.filled)
         assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
+
+    desk.run(scenario)
+
+
+def test_a_language_model_on_the_bundled_replay_is_named_and_warned_of_in_the_banner(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        # a proxy's alias, served by a dated OpenAI model: the banner checks the name it answers
+        answer = Reply(text="Noted: nothing to set up yet.", model="gpt-4o-mini-2024-07-18")
+        with FakeOpenAIServer(default=answer) as server:
+            desk.workspace.root.mkdir(parents=True, exist_ok=True)
+            desk.workspace.settings_path.write_text(
+                f'[llm]\nprovider = "openai-compatible"\nmodel = "house-default"\n'
+                f'base_url = "{server.base_url}"\nmax_retries = 0\n', encoding="utf-8")
+            window = await desk.open()  # the demo's first request goes to the model
+            await desk.settle(window)
+            assert server.bodies, "the Orchestrator asked the model"
+            banner = window.banner.text()
+            assert "agents on <b>openai-compatible:house-default</b>" in banner
+            assert "not an LLM" not in banner and "Change the model" in banner
+            warning = banner.split("<br><b>Training cutoff:</b> ", 1)[1]
+            assert warning.startswith("This period starts 2019-")  # the bundled replay
+            assert "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in warning
+            assert "does not know house-default" not in banner and "--blind" not in banner
+            await desk.close(window)
 
     desk.run(scenario)

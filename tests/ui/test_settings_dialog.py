@@ -212,6 +212,41 @@ def test_valid_changes_round_trip_through_load_settings_and_keep_other_sections(
     assert not list(workspace.root.glob(".settings.toml.*"))  # no temp file left behind
 
 
+def test_the_llm_page_sets_the_servers_context_the_answers_tokens_and_the_tool_transport(
+    make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, workspace: Workspace,
+) -> None:
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    form = dialog.llm_page.forms["llm"]
+    assert form.widget("context_tokens").text() == "32768"  # type: ignore[attr-defined]
+    assert form.widget("max_output_tokens").text() == "2048"  # type: ignore[attr-defined]
+    transport = form.widget("tool_transport")
+    assert [transport.itemText(i) for i in range(transport.count())] == [  # type: ignore[attr-defined]
+        "xml", "native", "auto"]
+    before = workspace.settings_path.read_bytes()
+    for path, value in (("context_tokens", "1000"), ("max_output_tokens", "512")):
+        form.widget(path).clear()  # type: ignore[attr-defined]
+        qtbot.keyClicks(form.widget(path), value)
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert "greater than or equal to 2048" in form.error_label("context_tokens").text()
+    assert workspace.settings_path.read_bytes() == before
+    form.widget("context_tokens").clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(form.widget("context_tokens"), "8192")
+    form.widget("max_output_tokens").clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(form.widget("max_output_tokens"), "7680")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert "at least 1,024 of the 8,192 context tokens for the prompt" in form.error_label(
+        "max_output_tokens").text()
+    assert workspace.settings_path.read_bytes() == before
+    form.widget("max_output_tokens").clear()  # type: ignore[attr-defined]
+    qtbot.keyClicks(form.widget("max_output_tokens"), "1024")
+    transport.setCurrentText("native")  # type: ignore[attr-defined]
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert dialog.banner.text().startswith("Saved"), dialog.banner.text()
+    llm = load_settings(workspace.settings_path).llm
+    assert (llm.context_tokens, llm.max_output_tokens, llm.tool_transport) == (
+        8192, 1024, "native")
+
+
 def test_appearance_change_emits_the_theme_and_is_remembered(
     make_dialog: Callable[[SecretStore], SettingsDialog], qtbot: Any, prefs: UiPrefs,
 ) -> None:

@@ -1,6 +1,7 @@
 """Settings saved in the window reach the running desk: a risk limit changed in the dialog judges
-the very next order, a new fee is charged on the next fill, and the dialog says plainly what
-waits for the next start."""
+the very next order, a new fee is charged on the next fill, a language model chosen for new agents
+is named in the banner with its training-cutoff warning, and the dialog says plainly what waits
+for the next start."""
 
 from __future__ import annotations
 
@@ -168,6 +169,28 @@ def test_the_logging_page_sets_the_workspaces_log_and_applies_at_once(desk: Desk
         assert (saved.level, saved.backups) == ("DEBUG", 5)
         assert logging.getLogger().getEffectiveLevel() == logging.DEBUG
         logging.getLogger().setLevel(before)  # the next tests log as before
+        dialog.close()
+
+    desk.run(scenario)
+
+
+def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_banner(
+    desk: Desk,
+) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        assert "Training cutoff" not in window.banner.text()  # the demo's rule engine
+        window.open_settings()
+        dialog = _dialog()
+        form = dialog.llm_page.forms["llm"]
+        form.widget("provider").setCurrentText("openai-compatible")
+        _type(desk.qtbot, form, "model", "gpt-4o-mini")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        await until(lambda: "new agents on" in window.banner.text())
+        banner = window.banner.text()
+        assert "new agents on <b>openai-compatible:gpt-4o-mini</b>" in banner
+        assert "before gpt-4o-mini's training cutoff (2023-10-31" in banner
         dialog.close()
 
     desk.run(scenario)

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from app.agents.health import FAILING_STREAK
 from app.domain.agents import AgentRole
-from app.ui.chat.bubbles import AnswerBubble
+from app.ui.chat.bubbles import AnswerBubble, PersonBubble
 from app.ui.main_window import MainWindow
 from tests.ui.desk import Desk, until
 
@@ -23,13 +23,18 @@ ANALYST = "AnalystAgent_Trend_v1"
 async def say(desk: Desk, window: MainWindow, qtbot, text: str) -> str:
     """Type ``text`` to the Orchestrator, press Enter; the answer it shows."""
     chat = window.panels["chat"]
-    answers = len([c for c in chat.transcript.cards if isinstance(c, AnswerBubble)])
     qtbot.keyClicks(chat.composer.input, text)
     qtbot.keyClick(chat.composer.input, Qt.Key.Key_Return)
     await desk.settle(window)
-    await until(lambda: len([c for c in chat.transcript.cards
-                             if isinstance(c, AnswerBubble)]) > answers)
-    return [c for c in chat.transcript.cards if isinstance(c, AnswerBubble)][-1].text.text()
+
+    def answers() -> list[AnswerBubble]:  # those after the message (earlier ones may come late)
+        cards = chat.transcript.cards
+        asked = max((i for i, c in enumerate(cards) if isinstance(c, PersonBubble)
+                     and c.entry.text == text), default=len(cards))
+        return [c for c in cards[asked:] if isinstance(c, AnswerBubble)]
+
+    await until(lambda: bool(answers()))
+    return answers()[-1].text.text()
 
 
 def test_the_chat_refuses_to_watch_a_market_it_cannot_trade_naming_what_it_can(

@@ -5,7 +5,13 @@ block list with ``cache_control`` so the static prefix (prompt template, role, t
 re-read at a tenth of the price on every step of an agent; the conversation also gets a cache
 breakpoint on its last message, so each step re-reads the previous steps from the cache. Messages
 must alternate user/assistant, so consecutive same-role messages are merged. SDK exceptions are
-translated once, here, into the port's error tree.
+translated once, here, into the port's error tree, by the table both clients share
+(``app.agents.llm.errors``).
+
+Tools a request offers natively go out as ``tools`` (one call per answer: parallel tool use off);
+the model's ``tool_use`` blocks come back as ``NativeCall``s, and a conversation's earlier native
+calls and their results are sent as ``tool_use`` and ``tool_result`` blocks. A proxy that sends no
+usage has its tokens counted here (estimated).
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-import httpx2
 
 from app.agents.llm.bounds import (
     AnswerBounds,
@@ -28,22 +33,34 @@ from app.agents.llm.bounds import (
     raw_limit,
     raw_limit_passed,
 )
+from app.agents.llm.errors import SdkErrors, translate_error
 from app.agents.llm.port import (
+    CUT,
+    REFUSAL,
     ChatMessage,
-    LLMError,
     LLMRequest,
     LLMResponse,
     LLMUsage,
-    PermanentLLMError,
+    NativeCall,
     StreamCallback,
-    TemporaryLLMError,
 )
-from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.tokens import complete_usage
 
 NAME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+# "model_context_window_exceeded": the context filled up while answering, which also cuts it;
+# "refusal" (the model declined) is kept as the port's REFUSAL
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": CUT,
+                 "model_context_window_exceeded": CUT, "refusal": REFUSAL}
+# The SDK's failures, for the shared table (app.agents.llm.errors).
+ANTHROPIC_ERRORS = SdkErrors(
+    provider=NAME, client="anthropic", timeout=anthropic.APITimeoutError,
+    unreachable=anthropic.APIConnectionError, status=anthropic.APIStatusError,
+    bad_format=anthropic.APIResponseValidationError, mid_answer=anthropic.APIError,
+    base=anthropic.AnthropicError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +69,7 @@ class _Answer:
     usage: LLMUsage
     model: str
     finish_reason: str
+    calls: tuple[NativeCall, ...] = ()
 
 
 EMPTY_TURN = "(empty)"
@@ -127,26 +145,33 @@ class AnthropicProvider:
             lambda: self._attempt(params, model, timeout_s, bounds, on_delta),
             attempts=self.max_retries + 1, **self._backoff,
         )
+        usage, estimated = complete_usage(answer.usage, request, answer.text, answer.calls)
         return LLMResponse(
-            text=answer.text, usage=answer.usage, model=answer.model, provider=self.name,
+            text=answer.text, usage=usage, model=answer.model, provider=self.name,
             latency_ms=(time.perf_counter() - started) * 1000.0, finish_reason=answer.finish_reason,
+            tool_calls=answer.calls, usage_estimated=estimated,
         )
 
     def request_params(self, request: LLMRequest, model: str) -> dict[str, Any]:
         """The Messages API arguments, with cache breakpoints on the system prompt and on the
-        conversation's last message.
+        conversation's last message, and the tools when the request offers them natively.
 
         ``request.temperature`` is not sent: API version 2026-10-21 (which anthropic 2.x sends)
         rejects ``temperature``/``top_p``/``top_k`` with HTTP 400, and the SDK removed them.
         """
-        messages: list[dict[str, Any]] = [
-            {"role": m.role, "content": m.content} for m in merge_alternating(request.messages)
-        ]
+        native = bool(request.tools)
+        if native:
+            messages = _block_messages(request.messages)
+        else:
+            messages = [
+                {"role": m.role, "content": m.content}
+                for m in merge_alternating(request.messages)
+            ]
         if messages:
             last = messages[-1]
-            last["content"] = [
-                {"type": "text", "text": last["content"], "cache_control": EPHEMERAL}
-            ]
+            if isinstance(last["content"], str):
+                last["content"] = [{"type": "text", "text": last["content"]}]
+            last["content"][-1] = {**last["content"][-1], "cache_control": EPHEMERAL}
         params: dict[str, Any] = {
             "model": model, "messages": messages, "max_tokens": request.max_output_tokens,
         }
@@ -154,6 +179,12 @@ class AnthropicProvider:
             params["system"] = [
                 {"type": "text", "text": request.system, "cache_control": EPHEMERAL}
             ]
+        if native:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         return params
 
     async def aclose(self) -> None:
@@ -174,23 +205,11 @@ class AnthropicProvider:
                     answer = _answer(message, model)
         except RawLimitPassed as exc:
             raise bounds.raw_passed(self.name, where) from exc
-        except anthropic.AnthropicError as exc:
+        except ANTHROPIC_ERRORS.caught as exc:
             if raw_limit_passed(exc) is not None:
                 raise bounds.raw_passed(self.name, where) from exc
-            raise translate_anthropic_error(exc, base_url=self.base_url, model=model,
-                                            timeout_s=timeout_s) from exc
-        except httpx2.TimeoutException as exc:
-            raise TemporaryLLMError(
-                self.name, f"the server at {self.base_url} stopped answering for {timeout_s:g} s"
-            ) from exc
-        except httpx2.TransportError as exc:
-            raise TemporaryLLMError(
-                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
-                "(the time limit of one answer); the connection was closed"
-            ) from exc
+            raise translate_error(exc, ANTHROPIC_ERRORS, base_url=self.base_url, model=model,
+                                  timeout_s=timeout_s, offered_tools="tools" in params) from exc
         if len(answer.text) > bounds.chars:
             raise bounds.text_passed(self.name, streamed=False)
         if on_delta is not None and answer.text:
@@ -212,13 +231,49 @@ class AnthropicProvider:
         return _answer(message, model)
 
 
+def _block_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The conversation as content blocks, for a request that offers tools: a native call as a
+    ``tool_use`` block and its result as a ``tool_result`` block; consecutive same-role turns
+    merged as ``merge_alternating`` merges them (text joined by a blank line)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        for block in _blocks(message):
+            if merged and merged[-1]["role"] == message.role:
+                blocks = merged[-1]["content"]
+                if blocks[-1]["type"] == "text" and block["type"] == "text":
+                    blocks[-1] = {"type": "text",
+                                  "text": f"{blocks[-1]['text']}\n\n{block['text']}"}
+                else:
+                    blocks.append(block)
+            else:
+                merged.append({"role": message.role, "content": [block]})
+    return merged
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    call = message.call
+    if call is not None:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        use = {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+        return [{"type": "text", "text": message.said}, use] if message.said else [use]
+    if message.call_id:
+        return [{"type": "tool_result", "tool_use_id": message.call_id,
+                 "content": message.content or EMPTY_TURN}]
+    return [{"type": "text", "text": message.content or EMPTY_TURN}]
+
+
 def _answer(message: Any, model: str) -> _Answer:
     text = "".join(
         block.text for block in message.content if getattr(block, "type", "") == "text"
     )
+    calls = tuple(
+        NativeCall(str(block.id or ""), str(block.name or ""),
+                   block.input if isinstance(block.input, dict) else str(block.input))
+        for block in message.content if getattr(block, "type", "") == "tool_use"
+    )
     reason = message.stop_reason or "end_turn"
     return _Answer(text, usage_from_anthropic(message.usage), message.model or model,
-                   _STOP_REASONS.get(reason, reason))
+                   _STOP_REASONS.get(reason, reason), calls)
 
 
 def usage_from_anthropic(usage: Any) -> LLMUsage:
@@ -234,51 +289,3 @@ def usage_from_anthropic(usage: Any) -> LLMUsage:
         output_tokens=int(usage.output_tokens or 0),
         cached_input_tokens=cached,
     )
-
-
-def _detail(body: object, fallback: str) -> str:
-    """The server's message from ``{"type": "error", "error": {"message": ...}}``."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
-    return fallback
-
-
-def translate_anthropic_error(
-    exc: anthropic.AnthropicError, *, base_url: str, model: str, timeout_s: float
-) -> LLMError:
-    """Map one SDK exception to the port's error tree, in words that say what to do."""
-    where = f"the server at {base_url}"
-    if isinstance(exc, anthropic.APITimeoutError):
-        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return TemporaryLLMError(NAME, f"cannot reach {where} ({exc})")
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        detail = _detail(exc.body, str(exc))
-        hint = parse_retry_after(exc.response.headers)
-        if isinstance(exc, anthropic.RateLimitError):
-            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}", hint)
-        if isinstance(exc, anthropic.InternalServerError) or status in (408, 409) or status >= 500:
-            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}", hint)
-        if isinstance(exc, anthropic.AuthenticationError):
-            return PermanentLLMError(
-                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
-                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
-        if isinstance(exc, anthropic.PermissionDeniedError):
-            return PermanentLLMError(
-                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
-        if isinstance(exc, anthropic.NotFoundError):
-            return PermanentLLMError(
-                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail})")
-        if status == 402:
-            return PermanentLLMError(NAME, f"{where} asks for payment (HTTP 402): {detail}")
-        return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
-    if isinstance(exc, anthropic.APIError):
-        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
-    return PermanentLLMError(NAME, f"the anthropic client failed: {exc}")

@@ -3,13 +3,20 @@ vLLM, llama.cpp's server), through the ``openai`` SDK with a configurable base U
 
 Why one adapter for all of them: they speak the same ``/chat/completions`` wire format, so the
 differences (key or no key, usage reported or not, cache fields) are handled as data here. SDK
-exceptions are translated once, at this border, into ``TemporaryLLMError`` (retried by
-``with_retries``) or ``PermanentLLMError`` with a sentence a person can act on.
+exceptions are translated once, at this border, by the table both clients share
+(``app.agents.llm.errors``): into ``TemporaryLLMError`` (retried by ``with_retries``) or
+``PermanentLLMError``, with a sentence a person can act on.
+
+Tools a request offers natively go out as ``tools`` (one call per answer:
+``parallel_tool_calls`` off); the model's ``tool_calls`` come back as ``NativeCall``s, and a
+conversation's earlier native calls and their results are sent as the assistant's ``tool_calls``
+and ``tool`` messages. A server that sends no usage has its tokens counted here (estimated).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable
@@ -17,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx2
 import openai
 
 from app.agents.llm.bounds import (
@@ -28,16 +34,18 @@ from app.agents.llm.bounds import (
     raw_limit,
     raw_limit_passed,
 )
+from app.agents.llm.errors import SdkErrors, translate_error
 from app.agents.llm.port import (
-    LLMError,
+    ChatMessage,
     LLMRequest,
     LLMResponse,
     LLMUsage,
+    NativeCall,
     PermanentLLMError,
     StreamCallback,
-    TemporaryLLMError,
 )
-from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.tokens import complete_usage
 
 NAME = "openai-compatible"
 # Local servers (Ollama, LM Studio, llama.cpp) accept any key, but the SDK sends what it is given.
@@ -45,6 +53,15 @@ PLACEHOLDER_API_KEY = "not-needed"  # noqa: S105 - not a secret: sent to servers
 OPENAI_HOST = "api.openai.com"
 # OpenAI's reasoning models refuse a temperature other than their default (HTTP 400).
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+# The SDK's failures, for the shared table (app.agents.llm.errors); a local server may simply not
+# be running, and an unknown model is often a base URL without its /v1.
+OPENAI_ERRORS = SdkErrors(
+    provider=NAME, client="openai", timeout=openai.APITimeoutError,
+    unreachable=openai.APIConnectionError, status=openai.APIStatusError,
+    bad_format=openai.APIResponseValidationError, mid_answer=openai.APIError,
+    base=openai.OpenAIError, unreachable_hint="is it running? ",
+    not_found_hint="; check the model name, and that the base URL ends in /v1",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +70,7 @@ class _Answer:
     usage: LLMUsage
     model: str
     finish_reason: str
+    calls: tuple[NativeCall, ...] = ()
 
 
 class OpenAICompatibleProvider:
@@ -116,17 +134,21 @@ class OpenAICompatibleProvider:
             lambda: self._attempt(params, model, timeout_s, bounds, on_delta),
             attempts=self.max_retries + 1, **self._backoff,
         )
+        usage, estimated = complete_usage(answer.usage, request, answer.text, answer.calls)
         return LLMResponse(
-            text=answer.text, usage=answer.usage, model=answer.model, provider=self.name,
+            text=answer.text, usage=usage, model=answer.model, provider=self.name,
             latency_ms=(time.perf_counter() - started) * 1000.0, finish_reason=answer.finish_reason,
+            tool_calls=answer.calls, usage_estimated=estimated,
         )
 
     def request_params(self, request: LLMRequest, model: str) -> dict[str, Any]:
-        """The chat-completions arguments: the static system prompt first, then the conversation."""
-        messages: list[dict[str, str]] = []
+        """The chat-completions arguments: the static system prompt first, then the conversation,
+        and the tools when the request offers them natively."""
+        messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        native = bool(request.tools)
+        messages.extend(_message(m, native) for m in request.messages)
         # OpenAI itself wants max_completion_tokens (newer models refuse max_tokens); every other
         # compatible server (Ollama, vLLM, DeepSeek, OpenRouter...) knows max_tokens.
         on_openai = urlsplit(self.base_url).hostname == OPENAI_HOST
@@ -136,6 +158,13 @@ class OpenAICompatibleProvider:
         }
         if not model.lower().split("/")[-1].startswith(_NO_TEMPERATURE_PREFIXES):
             params["temperature"] = request.temperature
+        if native:
+            params["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description,
+                                                  "parameters": t.parameters}}
+                for t in request.tools
+            ]
+            params["parallel_tool_calls"] = False  # one call per answer, as in XML
         if self.stream:
             params["stream"] = True
             params["stream_options"] = {"include_usage": True}
@@ -158,19 +187,11 @@ class OpenAICompatibleProvider:
                     answer = await self._plain(params, model, timeout_s, bounds)
         except RawLimitPassed as exc:
             raise bounds.raw_passed(self.name, where) from exc
-        except openai.OpenAIError as exc:
+        except OPENAI_ERRORS.caught as exc:
             if raw_limit_passed(exc) is not None:
                 raise bounds.raw_passed(self.name, where) from exc
-            raise translate_openai_error(exc, base_url=self.base_url, model=model,
-                                         timeout_s=timeout_s) from exc
-        except httpx2.TransportError as exc:
-            raise TemporaryLLMError(
-                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
-                "(the time limit of one answer); the connection was closed"
-            ) from exc
+            raise translate_error(exc, OPENAI_ERRORS, base_url=self.base_url, model=model,
+                                  timeout_s=timeout_s, offered_tools="tools" in params) from exc
         if on_delta is not None and answer.text:
             on_delta(answer.text)
         return answer
@@ -183,11 +204,16 @@ class OpenAICompatibleProvider:
             raise PermanentLLMError(self.name, f"the server at {self.base_url} sent no answer")
         choice = completion.choices[0]
         text = choice.message.content or ""
-        if len(text) > bounds.chars:
+        calls = tuple(
+            native_call(c.id, c.function.name, c.function.arguments)
+            for c in choice.message.tool_calls or () if getattr(c, "function", None) is not None
+        )
+        if len(text) + sum(len(str(c.arguments)) for c in calls) > bounds.chars:
             raise bounds.text_passed(self.name, streamed=False)
         return _Answer(
             text=text, usage=usage_from_openai(completion.usage),
             model=completion.model or model, finish_reason=choice.finish_reason or "stop",
+            calls=calls,
         )
 
     async def _streamed(
@@ -195,6 +221,7 @@ class OpenAICompatibleProvider:
         on_delta: StreamCallback | None,
     ) -> _Answer:
         text = AnswerText(bounds, self.name)
+        calls = _StreamedCalls(AnswerText(bounds, self.name))
         usage = LLMUsage(0, 0)
         finish = "stop"
         reported_model = ""
@@ -205,16 +232,70 @@ class OpenAICompatibleProvider:
                 if chunk.usage is not None:
                     usage = usage_from_openai(chunk.usage)
                 for choice in chunk.choices:
-                    piece = choice.delta.content if choice.delta is not None else None
+                    delta = choice.delta
+                    piece = delta.content if delta is not None else None
                     if piece:
                         text.add(piece)  # past its bound: raises, and the stream is closed
                         if on_delta is not None:
                             on_delta(piece)
+                    if delta is not None and delta.tool_calls:
+                        calls.add(delta.tool_calls)
                     if choice.finish_reason:
                         finish = choice.finish_reason
         finally:
             await stream.close()
-        return _Answer(text.text(), usage, reported_model or model, finish)
+        return _Answer(text.text(), usage, reported_model or model, finish, calls.calls())
+
+
+class _StreamedCalls:
+    """Native tool calls as a stream sends them: each by its index, its id and name in its first
+    piece, its arguments' JSON text in pieces (bounded like the answer's text)."""
+
+    def __init__(self, arguments: AnswerText) -> None:
+        self._bound = arguments
+        self._parts: dict[int, list[str]] = {}
+
+    def add(self, deltas: Any) -> None:
+        for delta in deltas:
+            index = int(getattr(delta, "index", 0) or 0)
+            part = self._parts.setdefault(index, ["", "", ""])
+            part[0] = part[0] or (delta.id or "")
+            function = delta.function
+            if function is not None:
+                part[1] = part[1] or (function.name or "")
+                if function.arguments:
+                    self._bound.add(function.arguments)
+                    part[2] += function.arguments
+
+    def calls(self) -> tuple[NativeCall, ...]:
+        return tuple(native_call(id_, name, arguments)
+                     for _, (id_, name, arguments) in sorted(self._parts.items()) if name)
+
+
+def native_call(call_id: str | None, name: str, arguments: str | None) -> NativeCall:
+    """A call as the API sent it: its arguments' JSON text read as an object; text that is no
+    JSON object is kept as it came, for the model to be told what is wrong with it."""
+    raw = arguments or ""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        value = raw
+    return NativeCall(call_id or "", name, value if isinstance(value, dict) else raw)
+
+
+def _message(message: ChatMessage, native: bool) -> dict[str, Any]:
+    """One turn in the chat-completions format: with tools offered, a native call as the
+    assistant's ``tool_calls`` and its result as a ``tool`` message; otherwise both as text."""
+    call = message.call
+    if native and call is not None:
+        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(
+            call.arguments, ensure_ascii=False)
+        return {"role": "assistant", "content": message.said or None, "tool_calls": [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": arguments}}]}
+    if native and message.call_id:
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    return {"role": message.role, "content": message.content}
 
 
 def usage_from_openai(usage: Any) -> LLMUsage:
@@ -232,56 +313,3 @@ def usage_from_openai(usage: Any) -> LLMUsage:
         output_tokens=int(usage.completion_tokens or 0),
         cached_input_tokens=int(cached or 0),
     )
-
-
-def _detail(body: object, fallback: str) -> str:
-    """The server's own message from an error body (``{"error": {"message": ...}}`` or similar)."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
-    return fallback
-
-
-def translate_openai_error(
-    exc: openai.OpenAIError, *, base_url: str, model: str, timeout_s: float
-) -> LLMError:
-    """Map one SDK exception to the port's error tree, in words that say what to do."""
-    where = f"the server at {base_url}"
-    if isinstance(exc, openai.APITimeoutError):
-        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
-    if isinstance(exc, openai.APIConnectionError):
-        return TemporaryLLMError(NAME, f"cannot reach {where} (is it running? {exc})")
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        detail = _detail(exc.body, str(exc))
-        if isinstance(exc, openai.RateLimitError):
-            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}",
-                                     parse_retry_after(exc.response.headers))
-        if isinstance(exc, openai.InternalServerError) or status in (408, 409):
-            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}",
-                                     parse_retry_after(exc.response.headers))
-        if isinstance(exc, openai.AuthenticationError):
-            return PermanentLLMError(
-                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
-                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
-        if isinstance(exc, openai.PermissionDeniedError):
-            return PermanentLLMError(
-                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
-        if isinstance(exc, openai.NotFoundError):
-            return PermanentLLMError(
-                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail}); check "
-                "the model name, and that the base URL ends in /v1")
-        if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
-            return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
-        return PermanentLLMError(NAME, f"{where} answered HTTP {status}: {detail}")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
-    if isinstance(exc, openai.APIError):
-        # An error event in the middle of a stream: the server gave up on this answer.
-        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
-    return PermanentLLMError(NAME, f"the openai client failed: {exc}")

@@ -11,8 +11,10 @@ File format (JSON Lines, append-only, so a crash loses at most the line being wr
 * ``{"type": "text", "sha": ..., "text": ...}`` — each distinct system prompt or message, once;
 * ``{"type": "exchange", "agent_id", "index", "task_id", "request_hash", "model", "system": sha,
   "messages": [[role, sha], ...], "is_llm", "response": {text, usage, model, provider,
-  finish_reason, latency_ms}}`` — one per call, referring to the texts by hash, so a long
-  conversation is not stored again at every step.
+  finish_reason, latency_ms[, tool_calls, usage_estimated]}}`` — one per call, referring to the
+  texts by hash, so a long conversation is not stored again at every step. ``tool_calls`` (the
+  answer's native calls: ``[{id, name, arguments}]``) and ``usage_estimated`` are written only
+  when there are calls, or Kestrel counted the tokens itself; older recordings read as before.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from app.agents.llm.port import (
     LLMRequest,
     LLMResponse,
     LLMUsage,
+    NativeCall,
     PermanentLLMError,
     ReplayMismatchError,
     StreamCallback,
@@ -49,10 +52,39 @@ def _sha(text: str) -> str:
 
 
 def request_hash(model: str, system: str, messages: list[ChatMessage]) -> str:
-    """sha256 of the canonical JSON of model, system prompt and messages."""
+    """sha256 of the canonical JSON of model, system prompt and messages (a message's native
+    call and the call it answers only when it has them, so older recordings keep their hash)."""
     payload = {"model": model, "system": system,
-               "messages": [{"role": m.role, "content": m.content} for m in messages]}
+               "messages": [_message_data(m) for m in messages]}
     return _sha(_canonical(payload))
+
+
+def _message_data(message: ChatMessage) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.call is not None:
+        data["call"] = _call_data(message.call)
+    if message.call_id:
+        data["call_id"] = message.call_id
+    if message.said:
+        data["said"] = message.said
+    return data
+
+
+def _call_data(call: NativeCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def _response_data(response: LLMResponse) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "text": response.text, "usage": _usage_dict(response.usage), "model": response.model,
+        "provider": response.provider, "finish_reason": response.finish_reason,
+        "latency_ms": round(response.latency_ms, 3),
+    }
+    if response.tool_calls:
+        data["tool_calls"] = [_call_data(c) for c in response.tool_calls]
+    if response.usage_estimated:
+        data["usage_estimated"] = True
+    return data
 
 
 def _usage_dict(usage: LLMUsage) -> dict[str, int]:
@@ -114,10 +146,7 @@ class RecordingProvider:
                 "messages": [[m.role, sha] for m, sha in zip(request.messages, refs[1:],
                                                              strict=True)],
                 "is_llm": self.is_llm,
-                "response": {"text": response.text, "usage": _usage_dict(response.usage),
-                             "model": response.model, "provider": response.provider,
-                             "finish_reason": response.finish_reason,
-                             "latency_ms": round(response.latency_ms, 3)},
+                "response": _response_data(response),
             }
             lines.append(_canonical(exchange))
             with self.path.open("a", encoding="utf-8") as handle:
@@ -210,6 +239,9 @@ class ReplayProvider:
             text=answer["text"], usage=LLMUsage(**answer["usage"]), model=answer["model"],
             provider=NAME, latency_ms=float(answer.get("latency_ms", 0.0)),
             finish_reason=answer.get("finish_reason", "stop"),
+            tool_calls=tuple(NativeCall(str(c["id"]), str(c["name"]), c["arguments"])
+                             for c in answer.get("tool_calls", ())),
+            usage_estimated=bool(answer.get("usage_estimated", False)),
         )
 
     async def aclose(self) -> None:
@@ -233,6 +265,9 @@ class ReplayProvider:
             if message.content != text:
                 return (f"message {position} ({role}) differs: "
                         + _excerpts(text, message.content))
+            if message.call is not None or message.call_id:
+                return (f"message {position} ({role}) is the same text, but its native tool "
+                        "call (or the call it answers) differs from the recording's")
         return (f"the request has {len(request.messages)} messages, the recording "
                 f"{len(recorded)}")
 

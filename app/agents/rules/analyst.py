@@ -1,24 +1,28 @@
-"""The Analyst policy: fetch, calculate, judge by the template's rules, record, signal.
+"""The Analyst policy: fetch, calculate, judge by the template's rules, signal, record.
 
 For each symbol of the task (the ``RUN_ANALYSIS`` payload's, those named in a person's message,
-or the configured ones) the engine makes these calls, in order, each named by a tag in its
-thinking so the next turn finds its result:
+or the configured ones) it needs, each named by a tag in its thinking so the next turn finds its
+result, and each taken from the task's data block when the task carries it:
 
 1. ``get_market_snapshot``: the market time and whether the newest candle is complete;
 2. ``get_historical_klines`` (30 candles): observations, swing high and low;
 3. ``calculate_technical_indicator`` for EMA (trend only), RSI, MACD and BBANDS, 3 values each,
    of which the last two complete ones are used;
-4. ``append_to_agent_memory_file`` ``analysis_log.md``: the entry of ``app.memory.roles``; when
-   the log is full the append is refused, and the log is rolled over to an archive file and
-   started again with the entry (``rollover.py``: read, list the archive, write the archive, write
-   the log);
-5. ``dispatch_task_to_agent`` NEW_MARKET_ANALYSIS_SIGNAL to the configured Trader when the signal
+4. ``dispatch_task_to_agent`` NEW_MARKET_ANALYSIS_SIGNAL to the configured Trader when the signal
    is BUY or SELL and its confidence reaches ``min_confidence``; without a Trader,
    ``send_notification`` instead.
 
-Before the first symbol it reads ``current_market_assessment.yaml`` and after the last it
-rewrites it whole. A failing call is recorded as a NONE entry with the error, never retried
-blindly. The rules themselves are in ``signals.py``.
+Before the first symbol it reads ``current_market_assessment.yaml``. It ends with one line per
+symbol, carrying as blocks (``app.agents.answer_blocks``) each symbol's entry of
+``app.memory.roles`` for ``analysis_log.md`` and the assessment rewritten whole: a HOLD bar with
+its data carried is one model call. When the log is full the runtime's append is refused; the
+answer then comes back, and the log is rolled over to an archive file and started again with the
+entries (``rollover.py``: read, list the archive, write the archive, write the log) before the
+final line. A failing call is recorded as a NONE entry with the error, never retried blindly.
+The rules themselves are in ``signals.py``.
+
+``blocks=False`` is the protocol before answer blocks (the cost baseline): the entry is appended
+with a call of its own before the signal, and the assessment rewritten with another, in base64.
 """
 
 from __future__ import annotations
@@ -27,14 +31,14 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
 
 from lxml import etree
 
-from app.agents.rules.calls import Answer, b64, call, final, indicator_call, unb64
+from app.agents.rules.calls import Answer, b64, call, final, indicator_call, memory_text
 from app.agents.rules.rollover import (
     ARCHIVE_DIR,
     archive_path,
@@ -49,7 +53,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import CACHED_TASKS, Result, Step, TaskFacts, Transcript
+from app.agents.rules.transcript import CACHED_TASKS, Step, TaskFacts, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (
@@ -63,6 +67,7 @@ from app.memory.roles import (
     render_analysis_entry,
     to_yaml,
 )
+from app.tools.protocol.result import Result
 
 TREND = "rules-analyst-trend-v1"
 MEAN_REVERSION = "rules-analyst-meanreversion-v1"
@@ -75,6 +80,8 @@ SYMBOL_IN_TEXT = re.compile(r"\b([A-Za-z0-9]{2,12}/[A-Za-z0-9]{2,12})\b")
 # assessments (and their converted rows) kept for the later turns of the tasks in progress (a
 # task reads up to five results); each entry keeps its results' XML trees alive
 CACHED_RESULTS = 8 * CACHED_TASKS
+LOG_BLOCK = "analysis_log"  # the final answer's block appended to analysis_log.md
+ASSESSMENT_BLOCK = "assessment"  # ... and the one that rewrites current_market_assessment.yaml
 INTERVAL_MS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "30m": 1_800_000,
                "1h": 3_600_000, "4h": 14_400_000, "1d": 86_400_000, "1w": 604_800_000}
 
@@ -141,7 +148,7 @@ def _complete(
         stamp = int(point.get("timestamp_ms", "0"))
         if stamp + interval_ms > now_ms:
             continue
-        row = {key: Decimal(value) for key, value in point.attrib.items()}
+        row = {key: Decimal(value) for key, value in point.attrib.items() if key != "time_iso"}
         rows.append(row)
     return rows
 
@@ -217,8 +224,33 @@ _FROM_TASK_DATA: OrderedDict[
 _FROM_TASK_DATA_LOCK = threading.Lock()  # a backtest may run on a thread beside the desk
 
 
+@dataclass(frozen=True, slots=True)
+class _Analysed:
+    """One symbol analysed: its outcome, the Trader it was sent to (or why not), its log entry
+    and the market time it was made at."""
+
+    symbol: str
+    outcome: Assessment | _Failed
+    sent: str | None
+    entry: str
+    now_ms: int
+
+
+def logged_base64(step: Step) -> str:
+    """The entry an ``append_to_agent_memory_file`` call of the engine's carried, as base64."""
+    return str(step.params.get("content_to_append_base64") or "")
+
+
 class AnalystPolicy:
-    def __init__(self, model: str, agent_id: str, config: Mapping[str, Any]) -> None:
+    """The Analyst's turns. ``blocks``: end with the final answer carrying the log entry and the
+    assessment as blocks the runtime writes (one model call for a HOLD bar); without, append and
+    rewrite with calls of their own, in base64, as before (the baseline the cost is measured
+    against)."""
+
+    def __init__(
+        self, model: str, agent_id: str, config: Mapping[str, Any], *, blocks: bool = True
+    ) -> None:
+        self.blocks = blocks
         self.trend = model == TREND
         self.agent_id = agent_id
         self.config = config
@@ -278,27 +310,54 @@ class AnalystPolicy:
                 "My latest view comes first, so this analysis updates it rather than starting "
                 "over.", file_path=MARKET_ASSESSMENT,
             )
-        outcomes: list[tuple[str, Assessment | _Failed, str | None]] = []
+        outcomes: list[_Analysed] = []
         for symbol in symbols:
             step = self._analyse(t, symbol, interval)
             if isinstance(step, Answer):
                 return step
-            outcomes.append((symbol, *step))
+            outcomes.append(step)
+        assessments = {o.symbol: o.outcome for o in outcomes if isinstance(o.outcome, Assessment)}
+        if self.blocks:
+            return self._answer(t, read.result, outcomes, assessments, interval)
         written = t.tagged("write assessment")
-        assessments = {s: a for s, a, _ in outcomes if isinstance(a, Assessment)}
         if written is None and assessments:
             return self._write_assessment(t, read.result, assessments, interval)
         lines = []
-        for symbol, outcome, sent in outcomes:
-            lines.append(self._line(symbol, interval, outcome, sent))
-            lines += self._log_note(t, symbol)
+        for o in outcomes:
+            lines.append(self._line(o.symbol, interval, o.outcome, o.sent))
+            lines += self._log_note(t, o.symbol, t.tagged(f"log {o.symbol}"))
+        if written is not None and written.result is not None and not written.result.ok:
+            lines.append(f"Could not rewrite {MARKET_ASSESSMENT}: {written.result.problem()}")
+        return final("\n".join(lines))
+
+    def _answer(
+        self, t: Transcript, read: Result | None, outcomes: Sequence[_Analysed],
+        assessments: Mapping[str, Assessment], interval: str,
+    ) -> Answer:
+        """The final answer, its entries and the rewritten assessment as blocks the runtime
+        writes; when one of them was refused, the roll-over of a full log, then the answer
+        saying what became of them."""
+        lines = [self._line(o.symbol, interval, o.outcome, o.sent) for o in outcomes]
+        entries = "".join(o.entry for o in outcomes)
+        if not t.answered:
+            blocks = {LOG_BLOCK: entries}
+            if assessments:
+                blocks[ASSESSMENT_BLOCK] = self._assessment_yaml(t, read, assessments, interval)
+            return final("\n".join(lines), blocks)
+        logged = t.block(LOG_BLOCK)
+        if logged is not None:
+            rolling = self._roll(t, "log", logged, b64(entries), outcomes[-1].now_ms)
+            if rolling is not None:
+                return rolling
+            lines += self._log_note(t, "log", logged)
+        written = t.block(ASSESSMENT_BLOCK)
         if written is not None and written.result is not None and not written.result.ok:
             lines.append(f"Could not rewrite {MARKET_ASSESSMENT}: {written.result.problem()}")
         return final("\n".join(lines))
 
     def _analyse(
         self, t: Transcript, symbol: str, interval: str
-    ) -> Answer | tuple[Assessment | _Failed, str | None]:
+    ) -> Answer | _Analysed:
         """The next call for ``symbol``, or its outcome once every call has been answered."""
         snap = _snapshot(t, symbol, interval)
         if snap is None:
@@ -316,27 +375,32 @@ class AnalystPolicy:
                 return outcome_or_call
             outcome = outcome_or_call
         now_ms = int(snap.result.attr("time_ms") or 0) if snap.result and snap.result.ok else 0
-        logged = t.tagged(f"log {symbol}")
         sending = self._should_send(outcome)
-        if logged is None:
-            return self._log(symbol, interval, now_ms, outcome, sending)
-        rolling = self._roll(t, symbol, logged, now_ms)
-        if rolling is not None:
-            return rolling
+        entry = self._entry(symbol, interval, now_ms, outcome, sending)
+        if not self.blocks:  # the entry is a call of its own, before the signal
+            logged = t.tagged(f"log {symbol}")
+            if logged is None:
+                return self._log(symbol, entry, outcome)
+            rolling = self._roll(t, symbol, logged, logged_base64(logged), now_ms)
+            if rolling is not None:
+                return rolling
+        done = _Analysed(symbol, outcome, None, entry, now_ms)
         if not isinstance(outcome, Assessment) or outcome.signal not in (Signal.BUY, Signal.SELL):
-            return outcome, None
+            return done
         if sending:
             sent = t.tagged(f"dispatch {symbol}")
             if sent is None:
                 return self._dispatch(symbol, interval, now_ms, outcome)
             if sent.result is not None and sent.result.ok:
-                return outcome, self.trader
-            return outcome, "failed: " + (sent.result.problem() if sent.result else "no result")
+                return replace(done, sent=self.trader)
+            return replace(
+                done, sent="failed: " + (sent.result.problem() if sent.result else "no result")
+            )
         if not self.trader and outcome.confidence >= self.min_confidence:
             noted = t.tagged(f"notify {symbol}")
             if noted is None:
                 return self._notify(symbol, interval, outcome)
-        return outcome, None
+        return done
 
     def _calculate(
         self, t: Transcript, symbol: str, interval: str, snapshot: Result
@@ -410,9 +474,10 @@ class AnalystPolicy:
 
     # -- the calls that record and signal ------------------------------------------------------
 
-    def _log(
+    def _entry(
         self, symbol: str, interval: str, now_ms: int, outcome: Assessment | _Failed, sending: bool
-    ) -> Answer:
+    ) -> str:
+        """The symbol's ``analysis_log.md`` entry (``app.memory.roles``), as written."""
         if isinstance(outcome, Assessment):
             entry = AnalysisEntry(
                 time=ms_to_iso(now_ms), symbol=symbol, interval=interval, signal=outcome.signal,
@@ -421,28 +486,38 @@ class AnalystPolicy:
                 reasoning=f"{self.strategy} rules (rule engine): " + "; ".join(outcome.reasons),
                 dispatched_to=self.trader if sending else None,
             )
-            why = (f"{symbol}: {outcome.signal.value} with confidence {outcome.confidence}. "
-                   "Recording the analysis before anything else.")
         else:
             entry = AnalysisEntry(
                 time=ms_to_iso(now_ms), symbol=symbol, interval=interval, signal=Signal.NONE,
                 confidence=Decimal(0), reasoning=f"No analysis: {outcome.text}",
             )
+        return render_analysis_entry(entry)
+
+    @staticmethod
+    def _log(symbol: str, entry: str, outcome: Assessment | _Failed) -> Answer:
+        if isinstance(outcome, Assessment):
+            why = (f"{symbol}: {outcome.signal.value} with confidence {outcome.confidence}. "
+                   "Recording the analysis before anything else.")
+        else:
             why = f"{symbol}: the analysis could not finish ({outcome.text}); recording why."
         return call(
             "append_to_agent_memory_file", f"log {symbol}", why, file_path=ANALYSIS_LOG,
-            content_to_append_base64=b64(render_analysis_entry(entry)),
+            content_to_append_base64=b64(entry),
         )
 
-    def _roll(self, t: Transcript, symbol: str, logged: Step, now_ms: int) -> Answer | None:
+    def _roll(
+        self, t: Transcript, key: str, logged: Step, restart_base64: str, now_ms: int
+    ) -> Answer | None:
         """The next call of rolling a full log over (``rollover.py``), or None: the log took the
-        entry, the roll is done, or a step of it failed (the final answer says which)."""
+        entry, the roll is done, or a step of it failed (the final answer says which). ``key``
+        names the roll's steps (``roll <key> read``...); the log starts again with
+        ``restart_base64``, the entries it refused."""
         if not refused_as_full(logged.result, ANALYSIS_LOG):
             return None
-        read = t.tagged(f"roll {symbol} read")
+        read = t.tagged(f"roll {key} read")
         if read is None:
             return call(
-                "read_agent_memory_file", f"roll {symbol} read",
+                "read_agent_memory_file", f"roll {key} read",
                 f"{ANALYSIS_LOG} is full ({logged.result.problem() if logged.result else ''}). "
                 "Its entries move to an archive file first, then the log starts again with this "
                 "entry.", file_path=ANALYSIS_LOG,
@@ -450,43 +525,42 @@ class AnalystPolicy:
         log = log_content(read.result) if read.result is not None else None
         if log is None:
             return None
-        listed = t.tagged(f"roll {symbol} list")
+        listed = t.tagged(f"roll {key} list")
         if listed is None:
             return call(
-                "list_agent_memory_files", f"roll {symbol} list",
+                "list_agent_memory_files", f"roll {key} list",
                 "The archives I already have, so this one gets a name of its own.",
                 folder=ARCHIVE_DIR,
             )
-        archived = t.tagged(f"roll {symbol} archive")
+        archived = t.tagged(f"roll {key} archive")
         if archived is None:
             taken = archived_paths(listed.result) if listed.result is not None else frozenset()
             path = archive_path(log, taken, ms_to_iso(now_ms)[:10])
             return call(
-                "write_agent_memory_file", f"roll {symbol} archive",
+                "write_agent_memory_file", f"roll {key} archive",
                 f"Archiving the {log.entries} entries ({log.size} bytes) of {ANALYSIS_LOG} "
                 f"unchanged in {path}.", file_path=path, content_base64=log.content_base64,
             )
         if archived.result is None or not archived.result.ok:
             return None
-        if t.tagged(f"roll {symbol} restart") is None:
+        if t.tagged(f"roll {key} restart") is None:
             return call(
-                "write_agent_memory_file", f"roll {symbol} restart",
+                "write_agent_memory_file", f"roll {key} restart",
                 f"The entries are safe in {archived.params.get('file_path')}: {ANALYSIS_LOG} "
-                f"starts again with {symbol}'s entry.", file_path=ANALYSIS_LOG,
-                content_base64=str(logged.params.get("content_to_append_base64") or ""),
+                "starts again with this analysis.", file_path=ANALYSIS_LOG,
+                content_base64=restart_base64,
             )
         return None
 
     @staticmethod
-    def _log_note(t: Transcript, symbol: str) -> list[str]:
-        """What became of the symbol's log entry, when it is not simply appended."""
-        logged = t.tagged(f"log {symbol}")
+    def _log_note(t: Transcript, key: str, logged: Step | None) -> list[str]:
+        """What became of the log entry, when it is not simply appended."""
         if logged is None or logged.result is None or logged.result.ok:
             return []
         if not refused_as_full(logged.result, ANALYSIS_LOG):
             return [f"Could not record the analysis in {ANALYSIS_LOG}: "
                     f"{logged.result.problem()}"]
-        steps = [t.tagged(f"roll {symbol} {name}") for name in ("read", "archive", "restart")]
+        steps = [t.tagged(f"roll {key} {name}") for name in ("read", "archive", "restart")]
         _, archived, restarted = steps
         if restarted is not None and restarted.result is not None and restarted.result.ok:
             assert archived is not None
@@ -531,20 +605,20 @@ class AnalystPolicy:
             urgency_level="MEDIUM",
         )
 
-    def _write_assessment(
+    def _assessment_yaml(
         self, t: Transcript, read: Result | None, assessments: Mapping[str, Assessment],
         interval: str,
-    ) -> Answer:
+    ) -> str:
+        """``current_market_assessment.yaml`` with these assessments: the file as read, each
+        symbol's entry replaced (a file that does not parse is replaced whole)."""
         previous: MarketAssessment | None = None
-        note = ""
         if read is not None and read.ok:
-            text = unb64(read.first().findtext("content_base64") if read.first() is not None
-                          else None)
+            text = memory_text(read.first())
             if text.strip():
                 try:
                     previous = load_yaml(MarketAssessment, text)
-                except ValueError as exc:
-                    note = f" The previous file was unreadable and is replaced ({exc})."[:300]
+                except ValueError:
+                    previous = None
         stamp = self._assessed_at(t, assessments, interval)
         document = previous or MarketAssessment(updated_at=stamp)
         for symbol, a in assessments.items():
@@ -554,10 +628,23 @@ class AnalystPolicy:
                 indicators=dict(a.indicators), summary="; ".join(a.reasons),
                 assessed_at=stamp,
             ))
+        return to_yaml(document)
+
+    def _write_assessment(
+        self, t: Transcript, read: Result | None, assessments: Mapping[str, Assessment],
+        interval: str,
+    ) -> Answer:
+        note = ""
+        if read is not None and read.ok and memory_text(read.first()).strip():
+            try:
+                load_yaml(MarketAssessment, memory_text(read.first()))
+            except ValueError as exc:
+                note = f" The previous file was unreadable and is replaced ({exc})."[:300]
         return call(
             "write_agent_memory_file", "write assessment",
             f"Rewriting my current view of {', '.join(assessments)}.{note}",
-            file_path=MARKET_ASSESSMENT, content_base64=b64(to_yaml(document)),
+            file_path=MARKET_ASSESSMENT,
+            content_base64=b64(self._assessment_yaml(t, read, assessments, interval)),
             file_type_hint="YAML",
         )
 

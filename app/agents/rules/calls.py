@@ -22,21 +22,26 @@ ParamValue = str | int | bool | Decimal | tuple[str, list[str]] | Mapping[str, A
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """One turn: a call (with the reasoning behind it), or the final text of the task."""
+    """One turn: a call (with the reasoning behind it), or the final text of the task with the
+    blocks the runtime writes after it (``app.agents.answer_blocks``): (name, content) pairs."""
 
     thinking: str
     call: str | None = None
     text: str | None = None
+    blocks: tuple[tuple[str, str], ...] = ()
 
     def render(self) -> str:
         if self.call is None:
-            return self.text or ""
+            # a newline opens each block's text, which the reader drops: the content is exact
+            return (self.text or "") + "".join(
+                f"\n<{name}>\n{escape(content)}</{name}>" for name, content in self.blocks
+            )
         return f"<thinking>{escape(self.thinking)}</thinking>\n{self.call}"
 
 
-def final(text: str) -> Answer:
-    return Answer("", text=text)
-
+def final(text: str, blocks: Mapping[str, str] | None = None) -> Answer:
+    """The task's final answer; ``blocks`` (name -> content, in order) are written after it."""
+    return Answer("", text=text, blocks=tuple((blocks or {}).items()))
 
 
 def _text(value: str | int | bool | Decimal) -> str:
@@ -94,6 +99,15 @@ def indicator_call(
 
 def b64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def memory_text(first: Any) -> str:
+    """The text of a ``<memory_file_content>`` element: its ``<content>`` when the file was read
+    as text (a task's data block reads it so), else its decoded ``<content_base64>``."""
+    if first is None:
+        return ""
+    text = first.findtext("content")
+    return text if text is not None else unb64(first.findtext("content_base64"))
 
 
 def unb64(text: str | None) -> str:

@@ -33,18 +33,29 @@ POLICIES = (orchestrator.MODEL, *analyst.MODELS, trader.MODEL)
 NO_TOKENS = LLMUsage(0, 0)
 
 
-def decide(model: str, agent_id: str, config: dict, transcript: Transcript) -> Answer:
+def decide(
+    model: str, agent_id: str, config: dict, transcript: Transcript, *, blocks: bool = True,
+    system: str = "",
+) -> Answer:
     """The next answer of the policy ``model``.
+
+    Args:
+        system: the agent's system prompt, where the Orchestrator reads the account's quote
+            currency (a coin named alone trades against it), as a model would.
+        blocks: the Analyst and the Trader end with a final answer whose blocks the runtime
+            writes to memory (``app.agents.answer_blocks``); False: each write is a call of its
+            own, in base64, as before blocks (what the cost benchmark compares against).
 
     Raises:
         PermanentLLMError: ``model`` names no policy of the engine.
     """
     if model == orchestrator.MODEL:
-        return orchestrator.OrchestratorPolicy(agent_id, config).turn(transcript)
+        quote = orchestrator.quote_currency(system)
+        return orchestrator.OrchestratorPolicy(agent_id, config, quote).turn(transcript)
     if model in analyst.MODELS:
-        return analyst.AnalystPolicy(model, agent_id, config).turn(transcript)
+        return analyst.AnalystPolicy(model, agent_id, config, blocks=blocks).turn(transcript)
     if model == trader.MODEL:
-        return trader.TraderPolicy(agent_id, config).turn(transcript)
+        return trader.TraderPolicy(agent_id, config, blocks=blocks).turn(transcript)
     raise PermanentLLMError(
         NAME, f"the rule engine has no policy {model!r}; its policies are {', '.join(POLICIES)}"
     )
@@ -68,7 +79,8 @@ class RuleEngineProvider:
                 "conversations it wrote itself"
             ) from None
         try:
-            answer = decide(request.model, request.agent_id, request.agent_config, transcript)
+            answer = decide(request.model, request.agent_id, request.agent_config, transcript,
+                            system=request.system)
         except PermanentLLMError:
             raise
         except Exception as exc:  # a defect in a policy: fault the agent with the reason

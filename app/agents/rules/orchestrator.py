@@ -88,10 +88,20 @@ def _same_setup(
     return None
 
 
+_QUOTE = re.compile(r"^- Quote currency: ([A-Za-z0-9]{2,10}) ", re.MULTILINE)
+
+
+def quote_currency(system: str) -> str:
+    """The account's quote currency as the system prompt's Runtime Context names it (what a
+    model reads): a coin named alone trades against it. USDT when the prompt names none."""
+    found = _QUOTE.search(system)
+    return found.group(1).upper() if found is not None else "USDT"
+
+
 class OrchestratorPolicy:
-    def __init__(self, agent_id: str, config: Mapping[str, Any]) -> None:
+    def __init__(self, agent_id: str, config: Mapping[str, Any], quote: str = "USDT") -> None:
         self.agent_id = agent_id
-        self.quote = str(config.get("default_quote") or "USDT").upper()
+        self.quote = quote
         self.default_interval = str(config.get("default_interval") or "1h")
 
     def turn(self, t: Transcript) -> Answer:

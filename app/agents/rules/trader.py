@@ -1,25 +1,32 @@
 """The Trader policy: check its record, size by risk, order through the Risk Guard, protect, log.
 
-A ``NEW_MARKET_ANALYSIS_SIGNAL`` task goes through these calls, each tagged in its thinking:
-``read_agent_memory_file`` of the symbol's ``trades.yaml`` and ``performance_summary.yaml`` (Part
-D's rule: memory before any decision), ``get_open_positions`` and ``get_account_balance``; then
-the decision:
+A ``NEW_MARKET_ANALYSIS_SIGNAL`` task needs the symbol's ``trades.yaml`` and
+``performance_summary.yaml`` (Part D's rule: memory before any decision), ``get_open_positions``
+and ``get_account_balance``, each read with a call of its own (tagged in its thinking) unless the
+task's data block carries it; then the decision:
 
 - BUY while flat: size by risk (``sizing.py``), honour the memory rules, ``create_order``
   (MARKET, or LIMIT at the signal's price) with the stop and target in the reason; on success the
   trade goes into ``trades.yaml`` with its planned stop-loss and take-profit;
 - BUY while long: no trade (no adding to an open position in the same direction);
-- SELL while long: ``close_position``; SELL while flat: no trade (a spot account cannot short);
+- SELL while long: ``close_position`` (a SELL is an exit); SELL while flat: no trade (a spot
+  account cannot sell short);
 
-and every decision, taken or not, goes into the journal (``log_journal_entry``); an order is
-announced with ``send_notification`` (UI_ALERT and TRAY).
+and every decision, taken or not, goes into the journal; an order is announced with
+``send_notification`` (UI_ALERT and TRAY).
 
 An ``ORDER_FILLED`` task protects an entry with ``set_position_tp_sl_orders`` at the planned
 prices (or closes at once if the fill gapped through the stop) and records the fill; an exit
 fill completes the trade in ``trades.yaml`` with its realised P&L and a reflection, and rewrites
 ``performance_summary.yaml``; past ``ROLL_AT`` closed trades it first moves the older ones to
-``trades_archive/`` (written before the file is trimmed, their totals kept under ``archived``).
-A Risk Guard refusal is recorded with its rule and reason and never resent.
+``trades_archive/`` with a call of its own (written before the file is trimmed, their totals
+kept under ``archived``). A Risk Guard refusal is recorded with its rule and reason and never
+resent.
+
+The records, the summary and the journal entry travel as blocks of the final answer
+(``app.agents.answer_blocks``), which the runtime writes: a trade is the order, the notice and
+the answer. ``blocks=False`` is the protocol before blocks (the cost baseline): each is a call of
+its own, in base64, the journal entry before the notice.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from app.agents.rules.calls import Answer, b64, call, final, unb64
+from app.agents.rules.calls import Answer, b64, call, final, memory_text
 from app.agents.rules.rollover import free_name
 from app.agents.rules.sizing import (
     STREAK,
@@ -38,7 +45,7 @@ from app.agents.rules.sizing import (
     position_size,
     risk_adjustment,
 )
-from app.agents.rules.transcript import Result, Step, Transcript
+from app.agents.rules.transcript import Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (
@@ -51,6 +58,7 @@ from app.memory.roles import (
     trades_archive_dir,
     trades_path,
 )
+from app.tools.protocol.result import Result
 
 MODEL = "rules-trader-v1"
 # trades.yaml keeps the open trades and the latest closed ones: past ROLL_AT closed trades, all but
@@ -62,6 +70,11 @@ SIGNAL = "NEW_MARKET_ANALYSIS_SIGNAL"
 FILLED = "ORDER_FILLED"
 EXITS = ("TAKE_PROFIT", "STOP_LOSS", "CLOSE")
 NOTIFY_CHANNELS = ("channel", ["UI_ALERT", "TRAY"])
+# the final answer's blocks: the symbol's trades.yaml and performance_summary.yaml rewritten whole,
+# and the decision's journal entry
+TRADES_BLOCK = "trades"
+SUMMARY_BLOCK = "performance_summary"
+JOURNAL_BLOCK = "journal"
 
 
 def _dec(value: Any) -> Decimal | None:
@@ -99,7 +112,7 @@ def _read_trades(step: Step | None, symbol: str) -> Record:
     if step is None or step.result is None or not step.result.ok:
         problem = step.result.problem() if step and step.result else "not read"
         return Record(empty, f"trades.yaml could not be read ({problem})")
-    text = unb64(_content(step.result))
+    text = memory_text(step.result.first())
     if not text.strip():
         return Record(empty, "no trade history with this symbol yet")
     try:
@@ -108,13 +121,13 @@ def _read_trades(step: Step | None, symbol: str) -> Record:
         return Record(empty, f"trades.yaml is unreadable and is left as it is ({str(exc)[:200]})")
 
 
-def _content(result: Result) -> str | None:
-    first = result.first()
-    return first.findtext("content_base64") if first is not None else None
-
-
 class TraderPolicy:
-    def __init__(self, agent_id: str, config: Mapping[str, Any]) -> None:
+    """The Trader's turns. ``blocks``: the record, the summary and the journal entry travel as
+    blocks of the final answer, which the runtime writes; without, each is a call of its own,
+    in base64, as before (the baseline the cost is measured against)."""
+
+    def __init__(self, agent_id: str, config: Mapping[str, Any], *, blocks: bool = True) -> None:
+        self.blocks = blocks
         self.agent_id = agent_id
         self.symbols = [str(s).upper() for s in config.get("symbols") or []]
         self.risk_pct = _dec(config.get("risk_per_trade_pct")) or Decimal(1)
@@ -267,16 +280,17 @@ class TraderPolicy:
             signal=str(p.get("reason") or "")[:500], confidence=confidence,
             reasoning=reasoning, order_ids=[order_id], stop_loss=stop, take_profit=target,
         )
-        saved = t.tagged("record")
-        if saved is None:
-            return self._write_trades(symbol, record.trades.upsert(trade), "record",
+        trades = record.trades.upsert(trade)
+        if not self.blocks and t.tagged("record") is None:
+            return self._write_trades(symbol, trades, "record",
                                       f"Recording order {order_id} in my {symbol} trades.")
         message = (
             f"Placed {self.order_type} BUY {plain(quantity)} {symbol} (order {order_id}, "
             f"status {outcome.attr('status')}); stop-loss {plain(stop)}, take-profit "
             f"{plain(target)} once filled."
         )
-        return self._close_out(t, symbol, f"{message} {reasoning}", message)
+        return self._close_out(t, symbol, f"{message} {reasoning}", message,
+                               {TRADES_BLOCK: to_yaml(trades)})
 
     def _order(self, symbol: str, quantity: Decimal, entry: Decimal, stop: Decimal,
                target: Decimal, reasoning: str, tag: str) -> Answer:
@@ -375,9 +389,9 @@ class TraderPolicy:
             order_ids=list(dict.fromkeys([*(trade.order_ids if trade else [order_id]), *exit_ids])),
             stop_loss=stop, take_profit=target,
         )
-        saved = t.tagged("record")
-        if saved is None:
-            return self._write_trades(symbol, record.trades.upsert(filled), "record",
+        trades = record.trades.upsert(filled)
+        if not self.blocks and t.tagged("record") is None:
+            return self._write_trades(symbol, trades, "record",
                                       f"Recording the fill of order {order_id}.")
         left_out = protect.result.attr("note") if protected and protect.result else None
         if protected and left_out:
@@ -390,7 +404,7 @@ class TraderPolicy:
             problem = protect.result.problem() if protect.result else "no result"
             message = (f"Bought {plain(quantity)} {symbol} at {plain(price)} but could NOT set "
                        f"take-profit/stop-loss: {problem}. The position is unprotected.")
-        return self._close_out(t, symbol, message, message)
+        return self._close_out(t, symbol, message, message, {TRADES_BLOCK: to_yaml(trades)})
 
     def _exit_fill(self, t: Transcript, symbol: str, record: Record) -> Answer:
         p = t.task.payload
@@ -437,21 +451,21 @@ class TraderPolicy:
                 )
             if archiving.result is not None and archiving.result.ok:
                 trades = trades.without(moved, path)  # only what is safely archived leaves
-        saved = t.tagged("record")
-        if saved is None:
-            return self._write_trades(symbol, trades, "record",
-                                      f"Completing trade {trade.trade_id}: {reflection}")
-        summary = t.tagged("summary")
-        if summary is None:
-            document = summarise(trades, t.task.market_time_ms or 0)
-            return call(
-                "write_agent_memory_file", "summary",
-                f"Updating my performance summary with {symbol}.",
-                file_path=performance_path(symbol), content_base64=b64(to_yaml(document)),
-                file_type_hint="YAML",
-            )
+        summary = to_yaml(summarise(trades, t.task.market_time_ms or 0))
+        if not self.blocks:
+            if t.tagged("record") is None:
+                return self._write_trades(symbol, trades, "record",
+                                          f"Completing trade {trade.trade_id}: {reflection}")
+            if t.tagged("summary") is None:
+                return call(
+                    "write_agent_memory_file", "summary",
+                    f"Updating my performance summary with {symbol}.",
+                    file_path=performance_path(symbol), content_base64=b64(summary),
+                    file_type_hint="YAML",
+                )
         message = f"Closed {plain(trade.quantity)} {symbol}: {reflection}"
-        return self._close_out(t, symbol, message, message)
+        return self._close_out(t, symbol, message, message,
+                               {TRADES_BLOCK: to_yaml(trades), SUMMARY_BLOCK: summary})
 
     # -- status and endings --------------------------------------------------------------------
 
@@ -490,9 +504,14 @@ class TraderPolicy:
             content_base64=b64(to_yaml(trades)), file_type_hint="YAML",
         )
 
-    def _close_out(self, t: Transcript, symbol: str, decision: str, notice: str | None) -> Answer:
-        """Journal the decision, notify when something was traded, then answer in one line."""
-        if t.tagged("journal") is None:
+    def _close_out(
+        self, t: Transcript, symbol: str, decision: str, notice: str | None,
+        records: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """Notify when something was traded, then answer in one line; the decision goes into
+        the journal and ``records`` (block name -> the file's new text) into memory as the
+        answer's blocks. Without blocks, the journal entry is a call before the notice."""
+        if not self.blocks and t.tagged("journal") is None:
             return call(
                 "log_journal_entry", "journal", "Logging the decision and why.",
                 content=f"{symbol}: {decision}",
@@ -503,7 +522,17 @@ class TraderPolicy:
                 channels=NOTIFY_CHANNELS, message_text=notice,
                 subject_text=f"Trader: {symbol}", urgency_level="MEDIUM",
             )
-        return final(decision)
+        if not self.blocks:
+            return final(decision)
+        if not t.answered:
+            return final(decision, {**(records or {}), JOURNAL_BLOCK: f"{symbol}: {decision}"})
+        refused = [
+            f"Could not write {name}: {step.result.problem()}."
+            for name in (*(records or {}), JOURNAL_BLOCK)
+            if (step := t.block(name)) is not None and step.result is not None
+            and not step.result.ok
+        ]
+        return final(" ".join([decision, *refused]))
 
 
 def _archive_path(moved: list[TradeRecord], trades: TradesFile, symbol: str) -> str:

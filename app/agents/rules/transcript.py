@@ -12,35 +12,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
 from lxml import etree
 
+from app.agents import answer_blocks
 from app.agents.llm.port import ChatMessage
 from app.agents.task_data import data_results, split_task_data
 from app.domain.clock import parse_time
 from app.tools.protocol.call import ParamNode
 from app.tools.protocol.parser import parse_response
+from app.tools.protocol.result import (
+    CACHED_MESSAGES,
+    Result,
+    parse_result,
+    result_tool,
+    xml_parser,
+)
 
 USER_MESSAGE = "USER_MESSAGE"
-# Parsed messages kept for the next turns of their task (each turn re-reads the whole
-# conversation): enough for every message of a few dozen agents' current tasks, and a bound on
-# memory, since each parsed tool result holds an XML tree outside Python's heap.
-CACHED_MESSAGES = 512
 # Parsed first messages (the task and the results its data block carries), kept for the later
 # turns of the tasks in progress: one per agent working is enough; more would keep every
 # carried result's XML tree alive long after its task ended.
 CACHED_TASKS = 16
-
-
-def _xml_parser() -> etree.XMLParser:
-    return etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
-        remove_comments=True, remove_pis=True,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,44 +57,6 @@ class TaskFacts:
     @property
     def is_user_message(self) -> bool:
         return self.task_type == USER_MESSAGE
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Result:
-    """One ``<tool_result>``: its status and either the data elements or the error/refusal.
-
-    Equal only to itself (and hashed by identity): ``parse_result`` hands back the same object
-    for the same text, so the analyst's caches keyed by a result hit on every later turn.
-    """
-
-    status: str  # "success", "error", "rejected"
-    data: tuple[etree._Element, ...] = ()
-    error_code: str = ""
-    message: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict)
-    rule: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success"
-
-    def first(self) -> etree._Element | None:
-        return self.data[0] if self.data else None
-
-    def attr(self, name: str) -> str | None:
-        """The attribute ``name`` of the first data element that has it."""
-        for element in self.data:
-            value = element.get(name)
-            if value is not None:
-                return value
-        return None
-
-    def problem(self) -> str:
-        """The failure in words, for a log line or a final answer."""
-        if self.status == "rejected":
-            return f"rejected by the Risk Guard ({self.rule}): {self.message}"
-        code = f"{self.error_code}: " if self.error_code else ""
-        return f"{code}{self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +107,17 @@ class Transcript:
                 return step
         return None
 
+    def block(self, name: str) -> Step | None:
+        """What writing the block ``name`` of the engine's final answer returned, when the
+        answer carried one and a block was refused (so the task went on)."""
+        return self.tagged(f"block {name}")
+
+    @property
+    def answered(self) -> bool:
+        """Whether the engine already gave a final answer with blocks in this task (one of
+        them was refused, so it answers again)."""
+        return any(step.thinking.startswith(BLOCK_TAG) for step in self.steps)
+
     def count(self, name: str) -> int:
         return sum(1 for step in self.steps if step.name == name)
 
@@ -180,6 +150,32 @@ def _call_of(content: str) -> tuple[str, Mapping[str, Any], str] | None:
     return parsed.call.name, params, parsed.thinking or ""
 
 
+BLOCK_TAG = "[block"
+
+
+@lru_cache(maxsize=CACHED_MESSAGES)
+def blocks_of(content: str) -> tuple[str, ...] | None:
+    """The block names of a final answer the engine wrote with blocks, in order, or None. Its
+    answers with blocks start with text; its calls start with ``<thinking>``."""
+    if content.lstrip().startswith("<"):
+        return None
+    found = answer_blocks.split(content, None)
+    if found is None:
+        return None
+    return tuple(answer_blocks.block_names(found.blocks))
+
+
+def _block_steps(names: tuple[str, ...], results: str | None) -> list[Step]:
+    """One step per written block, tagged ``[block <name>]``, with what writing it returned
+    (a refusal of the whole set stands for every block)."""
+    found = [parse_result(envelope) for envelope in answer_blocks.envelopes(results or "")]
+    steps = []
+    for number, name in enumerate(names):
+        result = found[number] if number < len(found) else (found[0] if found else None)
+        steps.append(Step(f"block:{name}", MappingProxyType({}), f"{BLOCK_TAG} {name}]", result))
+    return steps
+
+
 @lru_cache(maxsize=CACHED_TASKS)
 def parse_task(content: str) -> TaskFacts:
     """The first message: a ``<task>`` element, or the person's plain text; either may end in
@@ -193,7 +189,7 @@ def parse_task(content: str) -> TaskFacts:
     if not text.startswith("<task "):
         return TaskFacts(USER_MESSAGE, {}, text=text, data=data)
     try:
-        root = etree.fromstring(text.encode("utf-8"), _xml_parser())
+        root = etree.fromstring(text.encode("utf-8"), xml_parser())
         payload = json.loads(root.text or "{}")
     except (etree.XMLSyntaxError, ValueError):
         return TaskFacts("UNREADABLE_TASK", {}, text=text)
@@ -214,50 +210,6 @@ def parse_task(content: str) -> TaskFacts:
     )
 
 
-def result_tool(content: str) -> str:
-    """The ``tool_name`` of a ``<tool_result>`` envelope, read from its opening tag."""
-    start = content.find('tool_name="')
-    end = content.find('"', start + 11) if start >= 0 else -1
-    return content[start + 11:end] if end > start else ""
-
-
-@lru_cache(maxsize=CACHED_MESSAGES)
-def parse_result(content: str) -> Result:
-    """A ``<tool_result>`` envelope as a ``Result``; unreadable text is an error result."""
-    try:
-        root = etree.fromstring(content.strip().encode("utf-8"), _xml_parser())
-    except etree.XMLSyntaxError as exc:
-        return Result("error", error_code="PARSE_ERROR", message=f"unreadable tool result: {exc}")
-    status = (root.findtext("status") or "").strip()
-    if status == "success":
-        data = root.find("data")
-        return Result("success", tuple(data) if data is not None else ())
-    if status == "rejected":
-        return Result(
-            "rejected", message=(root.findtext("reason") or "").strip(),
-            rule=(root.findtext("rule") or "").strip(), details=_details(root.findtext(
-                "details_json")),
-        )
-    error = root.find("error_details")
-    if error is None:
-        return Result("error", error_code="UNKNOWN", message="a tool result without a status")
-    return Result(
-        "error", error_code=(error.findtext("error_code") or "").strip(),
-        message=(error.findtext("message") or "").strip(),
-        details=_details(error.findtext("details_json")),
-    )
-
-
-def _details(text: str | None) -> Mapping[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
     """Pair every call of the engine's with the message that answered it.
 
@@ -275,11 +227,16 @@ def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:
         message = messages[index]
         if message.role != "assistant":
             raise ValueError(f"message {index} should be the engine's call, got a user message")
+        answer = messages[index + 1].content if index + 1 < len(messages) else None
+        blocks = blocks_of(message.content)
+        if blocks is not None:  # a final answer whose blocks went back because one failed
+            steps.extend(_block_steps(blocks, answer))
+            index += 2
+            continue
         call = _call_of(message.content)
         if call is None:
             raise ValueError(f"message {index} is not a tool call the engine made")
         name, params, thinking = call
-        answer = messages[index + 1].content if index + 1 < len(messages) else None
         result: Result | None = None
         reply: str | None = None
         if answer is not None:

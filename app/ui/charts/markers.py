@@ -3,8 +3,8 @@
 Fills are the record of what happened, so they get solid triangles (buy ▲ green under the bar,
 sell ▼ red over it) at the bar they executed in; orders that never filled fully are hollow
 triangles at their limit/stop price, so a person sees both what agents did and what they tried.
-Hovering a marker shows who traded, what, at what price, and why (the order's reason), in a
-tooltip placed inside the chart.
+Hovering a marker shows who traded (by name: the window's resolver, ``app.ui.names``, with the id
+after it), what, at what price, and why (the order's reason), in a tooltip placed inside the chart.
 Open positions get their entry, take-profit and stop-loss as horizontal lines.
 """
 
@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QToolTip
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, Position, Side
 from app.domain.words import market_time
 from app.ui.charts.style import format_price, format_quantity, qcolor
+from app.ui.names import current as current_names
 
 MARKER_SIZE = 12
 MARKER_Z = 20
@@ -32,6 +33,7 @@ MARKER_Z = 20
 LINE_Z = 30
 MARKER_GAP_PX = 9  # distance between a bar's extreme and its marker's centre
 REASON_CHARS = 56  # a reason's line length in a tooltip: narrow enough for a small chart
+CONTINUED = " " * 8  # a wrapped line's indent: under the text after its label
 TIP_OFFSET = 12
 TIP_PADDING = QSize(16, 12)  # the tooltip's frame and margins around its text
 QT_TIP_SHIFT = QPoint(2, 16)
@@ -66,7 +68,7 @@ def _reason(order: Order | None) -> str:
     """The order's reason, wrapped so the tooltip stays narrow enough for the chart."""
     if order is None or not order.reason:
         return "—"
-    return "\n        ".join(textwrap.wrap(order.reason, REASON_CHARS)) or "—"
+    return f"\n{CONTINUED}".join(textwrap.wrap(order.reason, REASON_CHARS)) or "—"
 
 
 def place_tip(area: QRect, cursor: QPoint, size: QSize) -> QPoint:
@@ -79,14 +81,38 @@ def place_tip(area: QRect, cursor: QPoint, size: QSize) -> QPoint:
     return QPoint(max(x, area.left()), max(y, area.top()))
 
 
+def fit_text(text: str, metrics: QFontMetrics, width: int) -> str:
+    """``text`` with each line wider than ``width`` pixels wrapped at words (continued lines
+    indented under the label, as a reason's are), so a tooltip fits a narrow chart."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        chars = len(line)
+        pieces = [line]
+        indent = line[:len(line) - len(line.lstrip())]  # a line already continued keeps it
+        while chars > 8 and any(metrics.horizontalAdvance(p) > width for p in pieces):
+            chars -= max(1, chars // 10)
+            pieces = textwrap.wrap(line.strip(), chars, initial_indent=indent,
+                                   subsequent_indent=indent or CONTINUED,
+                                   break_long_words=False) or [line]
+        out.extend(pieces)
+    return "\n".join(out)
+
+
+def who(actor: str) -> str:
+    """``BTC/USD Trader (id 2e9f…)``: the name a person knows, and the id the audit trail has."""
+    names = current_names()
+    name = names.lookup(actor)
+    return f"{name} (id {actor})" if name is not None and name != actor else actor
+
+
 def _fill_tooltip(fill: Fill, order: Order | None, decimals: int) -> str:
     reason = _reason(order)
     kind = order.order_type.value if order is not None else ""
     return (
         f"{fill.side.value} {format_quantity(fill.quantity, 6)} {fill.symbol} "
         f"@ {format_price(fill.price, decimals)}\n"
-        f"agent: {fill.agent_id}   {kind} fill {fill.fill_id}\n"
-        f"time: {market_time(fill.time_ms)}\n"
+        f"by {who(fill.agent_id)}\n"
+        f"time: {market_time(fill.time_ms)}   {kind} fill {fill.fill_id}\n"
         f"reason: {reason}"
     )
 
@@ -95,8 +121,8 @@ def _order_tooltip(order: Order, price: Decimal, decimals: int) -> str:
     return (
         f"{order.side.value} {order.order_type.value} {format_quantity(order.quantity, 6)} "
         f"{order.symbol} @ {format_price(price, decimals)} ({order.status.value})\n"
-        f"agent: {order.agent_id}   order {order.order_id}\n"
-        f"time: {market_time(order.created_ms)}\n"
+        f"by {who(order.agent_id)}\n"
+        f"time: {market_time(order.created_ms)}   order {order.order_id}\n"
         f"reason: {_reason(order)}"
     )
 
@@ -190,6 +216,7 @@ class TradeMarkers:
         seen = area.intersected(view.screen().availableGeometry())
         area = seen if not seen.isEmpty() else area
         metrics = QFontMetrics(QToolTip.font())
+        text = fit_text(text, metrics, area.width() - TIP_PADDING.width())
         size = metrics.boundingRect(QRect(0, 0, 4000, 4000), 0, text).size() + TIP_PADDING
         cursor = event.screenPos().toPoint() if hasattr(event, "screenPos") else area.center()
         # Qt shifts a tooltip from the point it is given (2 px right, 16 down): given less

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from app.agents import answer_blocks
 from app.agents.loop import CLARIFY_TOOL
 from app.agents.rules.transcript import params_of, parse_task
 from app.domain.agents import Question, QuestionKind
@@ -27,6 +28,7 @@ from app.ui.chat.entries import (
     RUNNING,
     AnswerEntry,
     Entry,
+    FillEntry,
     Message,
     NoticeEntry,
     PersonEntry,
@@ -79,7 +81,10 @@ class ConversationBuilder:
         match m.kind:
             case "task":
                 return self._task(m)
-            case "assistant":
+            # a call written in the answer, one made through the API's native tool calling
+            # (stored as its XML), or an answer the server cut (shown as an unreadable call:
+            # its error result follows under the same step)
+            case "assistant" | "native_call" | "cut_answer":
                 return self._assistant(m)
             case "tool_result":
                 return self._result(m)
@@ -91,6 +96,10 @@ class ConversationBuilder:
                 return self._final(m)
             case "commentary":  # the prose a model wrote around its call: its words, shown so
                 return self._commentary(m)
+            case "answer_blocks":  # the answer shows as "final" once its blocks are written
+                return Delta()
+            case "block_results":  # the memory writes made for the answer, in one line
+                return self._blocks_written(m)
             case _:  # "notice", and any kind added later: the person sees it as a system line
                 return self._notice(m)
 
@@ -231,6 +240,13 @@ class ConversationBuilder:
         return self._add(AnswerEntry(key, m.agent_id, m.task_id, m.market_ms, m,
                                      text=m.content.strip()))
 
+    def _blocks_written(self, m: Message) -> Delta:
+        key = f"{m.task_id}:{m.step}:{m.kind}"
+        if key in self.entries:
+            return Delta()
+        return self._add(NoticeEntry(key, m.agent_id, m.task_id, m.market_ms, m,
+                                     text=answer_blocks.summary(m.content)))
+
     def _notice(self, m: Message) -> Delta:
         key = f"{m.task_id}:{m.step}:{m.kind}:{zlib.crc32(m.content.encode('utf-8'))}"
         if key in self.entries:
@@ -295,6 +311,12 @@ class ConversationBuilder:
         return self._add(PersonEntry(key, self.agent_id, task_id, market_ms, None, text=text,
                                      queued=True))
 
+    def fill(self, entry: FillEntry) -> Delta:
+        """A fill's card, once (a fill seen live and again in a page of history is one card)."""
+        if entry.key in self.entries:
+            return Delta()
+        return self._add(entry)
+
     def adopt(self, page: ConversationBuilder) -> list[Entry]:
         """Take the entries of an earlier page that this chat does not have yet, in order."""
         taken = []
@@ -313,6 +335,20 @@ class ConversationBuilder:
             entry = self.entries.pop(key, None)
             if isinstance(entry, QuestionEntry) and entry.question_id:
                 self._by_question.pop(entry.question_id, None)
+
+
+def by_time(entries: list[Entry], fills: list[FillEntry]) -> list[Entry]:
+    """``entries`` in their order with ``fills`` (oldest first) put where their time falls: a
+    fill goes before the first entry made after it."""
+    out: list[Entry] = []
+    waiting = list(fills)
+    for entry in entries:
+        made = entry.market_ms
+        while waiting and made is not None and (waiting[0].market_ms or 0) < made:
+            out.append(waiting.pop(0))
+        out.append(entry)
+    out.extend(waiting)
+    return out
 
 
 def _fill(entry: QuestionEntry, q: Question) -> None:

@@ -426,6 +426,39 @@ class FakeBinanceAccount:
             out["origClientOrderId"] = order.client_id
             return out
 
+    def cancel_replace(self, params: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """POST /api/v3/order/cancelReplace with ``STOP_ON_FAILURE``, as Binance answers it:
+        the order named by ``cancelOrderId`` (or ``cancelOrigClientOrderId``) is cancelled and
+        the new one placed in the same request; a failed cancel places nothing (-2022), a new
+        order refused after the cancel leaves the old one cancelled (-2021), each with what
+        became of both parts in ``data``."""
+        with self.lock:
+            self.match()
+            found = {"symbol": params.get("symbol", "")}
+            if "cancelOrderId" in params:
+                found["orderId"] = params["cancelOrderId"]
+            else:
+                found["origClientOrderId"] = params.get("cancelOrigClientOrderId", "")
+            try:
+                cancelled = self.cancel(found)
+            except Refused as refused:
+                return 400, {"code": -2022, "msg": "Order cancel-replace failed.", "data": {
+                    "cancelResult": "FAILURE", "newOrderResult": "NOT_ATTEMPTED",
+                    "cancelResponse": {"code": refused.code, "msg": refused.msg},
+                    "newOrderResponse": None}}
+            new = {k: v for k, v in params.items()
+                   if not k.startswith("cancel") and k != "cancelReplaceMode"}
+            try:
+                placed = self.create(new)
+            except Refused as refused:
+                return 400, {"code": -2021, "msg": "Order cancel-replace partially failed.",
+                             "data": {"cancelResult": "SUCCESS", "newOrderResult": "FAILURE",
+                                      "cancelResponse": cancelled,
+                                      "newOrderResponse": {"code": refused.code,
+                                                           "msg": refused.msg}}}
+            return 200, {"cancelResult": "SUCCESS", "newOrderResult": "SUCCESS",
+                         "cancelResponse": cancelled, "newOrderResponse": placed}
+
     def open_orders(self, params: Mapping[str, str]) -> list[dict[str, Any]]:
         with self.lock:
             self.match()

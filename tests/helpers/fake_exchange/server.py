@@ -473,6 +473,7 @@ class FakeExchangeServer(LocalServer):
 
 PRIVATE = {
     ("POST", "/api/v3/order"): "order.create",
+    ("POST", "/api/v3/order/cancelReplace"): "order.cancelReplace",
     ("POST", "/api/v3/orderList/oco"): "orderList.oco",
     ("GET", "/api/v3/order"): "order.get",
     ("DELETE", "/api/v3/order"): "order.cancel",
@@ -490,6 +491,8 @@ async def _private_answer(
         account.check_time(params)
         if endpoint == "order.create":
             return 200, account.create(params)
+        if endpoint == "order.cancelReplace":
+            return account.cancel_replace(params)
         if endpoint == "orderList.oco":
             return 200, create_oco(account, params)
         if endpoint == "order.get":

@@ -13,7 +13,7 @@ from app.domain.agents import AgentState, TaskStatus
 from app.events import AnswerStreamed
 from app.runtime.world import World
 from tests.helpers.agents import agent_world, settle
-from tests.helpers.scripted_llm import ScriptedProvider
+from tests.helpers.scripted_llm import ScriptedProvider, prompt_size
 
 TICKER = (
     "<get_current_ticker_info><symbols><symbol>BTC/USDT</symbol></symbols>"
@@ -204,7 +204,8 @@ def test_every_call_is_stored_with_tokens_and_streamed_pieces(tmp_path: Path) ->
         task = world.agents.manager.send_user_message(agent_id, "price?")
         await settle(world)
         usage = world.agents.conversations.usage(task_id=task.task_id)
-        assert usage.calls == 2 and usage.input_tokens == 2_000 and usage.output_tokens == 200
+        asked = sum(prompt_size(r) for r in provider.requests)
+        assert usage.calls == 2 and usage.input_tokens == asked and usage.output_tokens == 200
         assert usage.cost > 0
         assert "".join(p.delta for p in pieces if p.step == 1) == TICKER
         assert _kinds(world, task.task_id) == [

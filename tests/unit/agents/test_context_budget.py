@@ -10,7 +10,7 @@ from pathlib import Path
 from lxml import etree
 
 from app.agents.context_budget import KEEP_RECENT, fit_context, summarise
-from app.agents.llm.port import ChatMessage
+from app.agents.llm.port import ChatMessage, NativeCall
 from app.agents.prompt import estimate_tokens
 from app.domain.errors import ErrorCode
 from app.runtime.world import World
@@ -117,3 +117,15 @@ def test_an_llm_agent_with_a_small_budget_is_sent_summaries_of_its_older_results
             await world.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_summarised_result_still_answers_the_native_call_it_belongs_to() -> None:
+    messages = [ChatMessage("user", '<task task_type="RUN_ANALYSIS">{}</task>')]
+    for i in range(4):
+        call = NativeCall(f"call_{i}", "get_historical_klines", {"limit": i})
+        messages.append(ChatMessage("assistant", f"<get_historical_klines><limit>{i}</limit>"
+                                                 "</get_historical_klines>", call=call))
+        messages.append(ChatMessage("user", klines(40), call_id=f"call_{i}"))
+    fitted = fit_context(SYSTEM, messages, tokens(SYSTEM, messages) // 2)
+    assert fitted.summarised > 0
+    assert [m.call_id for m in fitted.messages] == [m.call_id for m in messages]

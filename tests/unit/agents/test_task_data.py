@@ -48,6 +48,21 @@ def test_an_analysis_task_plans_the_snapshot_candles_configured_indicators_and_n
     assert calls[6].params[3].children[1].text == "2.5" and rsi[4].text == "3"
 
 
+def test_memory_files_travel_in_the_task_data_as_their_text_not_base64() -> None:
+    config = validate_config(TRADER, {"symbols": ["BTC/USDT"]})
+    signal = _task("NEW_MARKET_ANALYSIS_SIGNAL", {"symbol": "BTC/USDT"})
+    reads = [c for c in plan(TRADER.task_data, signal, config)
+             if c.tool == "read_agent_memory_file"]
+    assert [[(p.tag, p.text) for p in c.params] for c in reads] == [
+        [("file_path", "symbols/BTCUSDT/trades.yaml"), ("content_format", "TEXT")],
+        [("file_path", "symbols/BTCUSDT/performance_summary.yaml"), ("content_format", "TEXT")],
+    ]
+    as_before = TRADER.task_data.model_copy(update={"notes_as": "BASE64"})
+    (seed_read, _) = [c for c in plan(as_before, signal, config)
+                      if c.tool == "read_agent_memory_file"]
+    assert [p.tag for p in seed_read.params] == ["file_path"]
+
+
 def test_a_task_of_another_type_or_symbol_carries_nothing() -> None:
     config = validate_config(TRADER, {"symbols": ["BTC/USDT"]})
     spec = TRADER.task_data
@@ -113,6 +128,9 @@ def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and
             "read_agent_memory_file", "get_market_snapshot", "get_historical_klines",
             *["calculate_technical_indicator"] * 4]
         assert all(result.ok for _, result in facts.data)
+        note = facts.data[0][1].first()  # the assessment the setup's first analysis wrote
+        assert note is not None and note.find("content_base64") is None
+        assert "schema_version: 1" in (note.findtext("content") or "")
         snapshot = facts.data[1][1]
         assert snapshot.attr("time_ms") == str(now)  # the task's market time, not later
         candles = facts.data[2][1].first()
@@ -124,9 +142,10 @@ def test_an_hourly_analysis_arrives_with_its_data_fetched_at_its_market_time_and
         ).fetchall()
         names = [r[0] for r in rows]
         assert names[:7] == [tool for tool, _ in facts.data]
-        # the rule engine decided from the data: log, rewrite the assessment, answer
+        # the rule engine decided from the data and answered; the runtime wrote the answer's
+        # log entry and assessment for it, audited like the calls before
         kinds = [m.kind for m in world.agents.conversations.messages(task.task_id)]
-        assert kinds.count("assistant") <= 3 and kinds[-1] == "final"
+        assert kinds[-3:] == ["answer_blocks", "block_results", "final"]
         assert names[7:9] == ["append_to_agent_memory_file", "write_agent_memory_file"]
 
     _run(tmp_path, body)
@@ -172,11 +191,18 @@ def test_the_same_analysis_without_task_data_makes_the_calls_itself_and_decides_
 def test_the_analyst_assesses_a_task_from_its_carried_data_once_not_at_every_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Its later turns (record, rewrite the assessment, answer) ask for the same assessment
-    again; it is the one the first turn computed, not the carried results read again."""
+    """Its later turns (record, rewrite the assessment, answer: the protocol with a call per
+    write) ask for the same assessment again; it is the one the first turn computed, not the
+    carried results read again."""
     assessed: list[str] = []
     _FROM_TASK_DATA.clear()  # an earlier test's world wrote the same tasks
     real = AnalystPolicy._calculate_from
+    real_init = AnalystPolicy.__init__
+
+    def with_calls(self: AnalystPolicy, *args: Any, blocks: bool = True) -> None:
+        real_init(self, *args, blocks=False)
+
+    monkeypatch.setattr(AnalystPolicy, "__init__", with_calls)
 
     def counting(self: AnalystPolicy, t: Any, *args: Any) -> Any:
         assessed.append(t.task.task_id)

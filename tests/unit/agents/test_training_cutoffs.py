@@ -6,7 +6,14 @@ from datetime import date
 
 import pytest
 
-from app.agents.cutoffs import cutoff_for, load_cutoffs, memory_warning
+from app.agents.cutoffs import (
+    checked_names,
+    cutoff_for,
+    load_cutoffs,
+    memory_warning,
+    period_warning,
+    period_warnings,
+)
 from app.agents.template_files import load_templates
 from app.config import LLMSettings
 from app.domain.agents import AgentInfo, AgentRole, AgentState
@@ -86,3 +93,62 @@ def test_the_rule_engine_baseline_runs_each_template_on_its_rule_policy() -> Non
     analyst = templates["AnalystAgent_Trend_v1"]
     assert choose_provider(analyst, LLMSettings(provider="rule-engine", model="gpt-4o")).model \
         == analyst.provider.model
+
+
+@pytest.mark.parametrize(("model", "day"), [
+    ("llama3.3:70b", date(2023, 12, 31)), ("meta-llama/Llama-3.3-70B-Instruct", date(2023, 12, 31)),
+    ("llama3:70b", date(2023, 12, 31)), ("llama3:8b", date(2023, 3, 31)),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", date(2023, 12, 31)),
+    ("llama4:scout", date(2024, 8, 31)), ("llama2:13b", date(2022, 9, 30)),
+    ("gemma3:12b", date(2024, 8, 31)), ("google/gemma-3n-E4B-it", date(2024, 6, 30)),
+    ("phi3:mini", date(2023, 10, 31)), ("microsoft/Phi-3.5-mini-instruct", date(2023, 10, 31)),
+    ("phi4:14b", date(2024, 6, 30)),
+])
+def test_open_weight_models_people_run_locally_have_their_published_cutoffs(
+    model: str, day: date
+) -> None:
+    found = cutoff_for(model)
+    assert found is not None and found.cutoff == day and "model card" in found.source
+
+
+CANNOT_CITE = "give no training cutoff this table could cite"
+
+
+@pytest.mark.parametrize(("model", "why"), [
+    ("qwen2.5:7b", f"Alibaba's Qwen model cards and technical reports {CANNOT_CITE}"),
+    ("Qwen/Qwen3-8B", f"Alibaba's Qwen model cards and technical reports {CANNOT_CITE}"),
+    ("deepseek-r1:8b", f"DeepSeek's model cards and technical reports {CANNOT_CITE}"),
+    ("mistral:7b", f"Mistral AI's model cards {CANNOT_CITE}"),
+    ("mixtral:8x7b", f"Mistral AI's model cards {CANNOT_CITE}"),
+    ("gemma2:9b", f"Google's model cards for Gemma and Gemma 2 {CANNOT_CITE}"),
+    ("phi4-mini", "The table has no Microsoft model card date for Phi-4-mini"),
+    ("house-model-7", ""),  # a name the table does not know at all
+])
+def test_an_open_weight_model_without_a_published_cutoff_gets_the_honest_unknown_note(
+    model: str, why: str
+) -> None:
+    start = parse_time("2017-07-03T00:00:00Z")
+    assert cutoff_for(model) is None  # nothing is flagged as known...
+    warned = period_warning(model, start, can_run_blind=False)
+    assert warned is not None
+    note, flagged = warned
+    assert not flagged  # ...and nothing is said to be safe: the note says what is not known
+    assert note.startswith(f"Kestrel does not know {model}'s training cutoff: if its training "
+                           "data reaches past 2017-07-03, it may remember")
+    assert (f" {why[0].upper()}{why[1:]}." in note) if why else ("cite" not in note)
+    assert '[llm] training_cutoff = "YYYY-MM-DD"' in note
+    assert "--blind" not in note  # the desk's and the terminal's replay cannot run blind
+
+
+def test_a_model_is_checked_under_the_names_the_server_answered_with() -> None:
+    start = parse_time("2019-10-04T19:00:00Z")
+    # an alias the table does not know, served by a dated model it does know
+    assert checked_names("house-default", ["gpt-4o-mini-2024-07-18"]) == [
+        "gpt-4o-mini-2024-07-18"]
+    (flag,) = period_warnings("house-default", ["gpt-4o-mini-2024-07-18"], start)
+    assert flag[1] and "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in flag[0]
+    # a server that answers with a name that tells nothing: the name asked for is checked
+    assert checked_names("llama3.1:8b", ["default"]) == ["llama3.1:8b"]
+    agent = _agent("openai-compatible", "house-default")
+    flags, notes = memory_warnings([agent], start, answered={"a1": {"gpt-4o-mini-2024-07-18"}})
+    assert len(flags) == 1 and "gpt-4o-mini-2024-07-18" in flags[0] and notes == ()

@@ -9,7 +9,7 @@ from lxml import etree
 from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.market_tools import build_market_tools
+from app.tools.market_tools import MarketTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from tests.helpers.paths import BTC_USD_1D, BTC_USD_1H, BTC_USDT_1H
@@ -25,7 +25,7 @@ def executor() -> ToolExecutor:
     clock = ReplayClock(0)
     market = ReplayMarketData.from_paths(clock, [BTC_USD_1H, BTC_USD_1D, BTC_USDT_1H])
     clock.advance_to(CURSOR)
-    return ToolExecutor(ToolRegistry(build_market_tools(market)), MemoryRecorder(), clock)
+    return ToolExecutor(ToolRegistry(MarketTools(market).specs()), MemoryRecorder(), clock)
 
 
 CTX = AgentContext("analyst-1", watched_symbols=("BTC/USD",), interval="1h")
@@ -55,6 +55,26 @@ def test_klines_default_to_the_last_100_visible_candles(executor):
     assert float(last.get("low")) == row.low
     assert float(last.get("close")) == row.close
     assert float(last.get("volume")) == pytest.approx(row.volume)
+
+
+@pytest.mark.parametrize("limit", [3, 40])  # a few candles and a slice take two paths
+def test_each_candle_carries_its_open_time_in_iso_beside_the_milliseconds(executor, limit):
+    _, root = run(
+        executor,
+        "<get_historical_klines><symbol>BTC/USD</symbol><interval>1h</interval>"
+        f"<limit>{limit}</limit></get_historical_klines>",
+    )
+    klines = root.findall("./data/klines_data/kline")
+    assert len(klines) == limit
+    for kline in klines:
+        stamp = pd.Timestamp(int(kline.get("timestamp_ms")), unit="ms", tz="UTC")
+        assert kline.get("time_iso") == stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert klines[-1].get("time_iso") == "2019-10-13T06:00:00Z"
+    _, snapshot = run(
+        executor, "<get_market_snapshot><symbol>BTC/USD</symbol></get_market_snapshot>"
+    )
+    (bar,) = snapshot.findall("./data/market_snapshot/bar")
+    assert bar.get("time_iso") == klines[-1].get("time_iso")
 
 
 def test_klines_honour_limit_and_end_time(executor):

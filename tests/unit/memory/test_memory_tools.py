@@ -6,7 +6,7 @@ import pytest
 
 from app.domain.errors import ErrorCode
 from app.memory.bank import MemoryBank, MemoryLimits
-from app.tools.memory_tools import build_memory_tools
+from app.tools.memory_tools import MemoryTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import Permission
 from tests.unit.memory.support import ToolRunner, call
@@ -26,7 +26,7 @@ def payload(result) -> str:  # the <data> body, dedented, as the model sees it
 def test_every_memory_tool_is_in_the_agent_memory_group_with_memory_permission(
     bank: MemoryBank,
 ) -> None:
-    specs = build_memory_tools(bank)
+    specs = MemoryTools(bank).specs()
     assert {s.name for s in specs} == {
         "read_agent_memory_file",
         "write_agent_memory_file",
@@ -112,6 +112,64 @@ def test_ensure_newline_false_continues_a_line_a_person_left_open(
         )
     )
     assert (folder / "draft.txt").read_bytes() == b"open line continued\nnext\n"
+
+
+PLAN = "# Plan\n\nBuy if RSI < 30 & MACD turns up.\n\n"
+
+
+def test_plain_text_content_is_written_exactly_and_read_back_as_text(
+    run_tool: ToolRunner, bank: MemoryBank
+) -> None:
+    written = run_tool(
+        call("write_agent_memory_file", file_path="notes/plan.md",
+             content=f"<![CDATA[\n{PLAN}]]>")
+    )
+    assert written.status == "success"
+    assert bank.read_file("trader-1", "notes/plan.md").data == PLAN.encode()
+    run_tool(call("append_to_agent_memory_file", file_path="notes/plan.md",
+                  content="Sold at 2 &lt; 3 &amp; kept notes"))
+    expected = PLAN + "Sold at 2 < 3 & kept notes\n"
+    assert bank.read_file("trader-1", "notes/plan.md").data == expected.encode()
+    as_text = run_tool(call("read_agent_memory_file", file_path="notes/plan.md",
+                            content_format="TEXT"))
+    assert as_text.data[0].children[0].tag == "content"
+    assert as_text.data[0].children[0].text == expected
+    seed = run_tool(call("read_agent_memory_file", file_path="notes/plan.md"))
+    assert f"<content_base64>{b64(expected)}</content_base64>" in seed.xml
+
+
+@pytest.mark.parametrize("tool, encoded", [
+    ("write_agent_memory_file", "content_base64"),
+    ("append_to_agent_memory_file", "content_to_append_base64"),
+])
+def test_content_given_both_ways_or_not_at_all_is_refused_and_nothing_is_written(
+    run_tool: ToolRunner, bank: MemoryBank, tool: str, encoded: str
+) -> None:
+    both = run_tool(call(tool, file_path="x.md", content="x", **{encoded: b64("x")}))
+    assert both.error_code is ErrorCode.INVALID_PARAMETER
+    assert "not both" in both.message and encoded in both.message
+    neither = run_tool(call(tool, file_path="x.md"))
+    assert neither.error_code is ErrorCode.MISSING_PARAMETER
+    assert "<content>" in neither.message and encoded in neither.message
+    assert bank.list_files("trader-1") == []
+
+
+def test_a_yaml_hint_checks_plain_text_content_too(run_tool: ToolRunner, bank: MemoryBank) -> None:
+    result = run_tool(call("write_agent_memory_file", file_path="a.yaml",
+                           content="ok: 1\nbad: [unclosed\n", file_type_hint="YAML"))
+    assert result.error_code is ErrorCode.INVALID_PARAMETER
+    assert "not valid YAML at line" in result.message
+    assert result.details["parameter"] == "content"
+    assert not bank.read_file("trader-1", "a.yaml").exists
+
+
+def test_a_file_xml_cannot_carry_as_text_is_read_back_as_base64(
+    run_tool: ToolRunner, bank: MemoryBank
+) -> None:
+    for name, data in (("blob.bin", b"\x00\x01\xff"), ("bell.txt", b"ring \x07")):
+        run_tool(call("write_agent_memory_file", file_path=name, content_base64=b64(data)))
+        read = run_tool(call("read_agent_memory_file", file_path=name, content_format="TEXT"))
+        assert f"<content_base64>{b64(data)}</content_base64>" in read.xml, name
 
 
 def test_type_hint_is_sniffed_from_content_when_the_extension_says_nothing(

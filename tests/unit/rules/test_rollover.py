@@ -1,21 +1,24 @@
 """A full analysis log is rolled over to an archive and started again, losing no entry.
 
-The analyst's calls are read back from a conversation exactly as the rule engine reads them, so
-each test plays the memory tools' answers (a refusal, a failed write) and checks the next call.
+The analyst's answers are read back from a conversation exactly as the rule engine reads them:
+its final answer carries the entry as a block, whose append the runtime makes, and each test
+plays the memory tools' answers (the append refused, a failed write) and checks the next call.
 """
 
 from __future__ import annotations
 
 import base64
 
+from app.agents.answer_blocks import NOT_WRITTEN_NOTE
 from app.agents.llm.port import ChatMessage
-from app.agents.rules.analyst import TREND, AnalystPolicy
-from app.agents.rules.calls import Answer, b64, call
+from app.agents.rules.analyst import ASSESSMENT_BLOCK, LOG_BLOCK, TREND, AnalystPolicy
+from app.agents.rules.calls import Answer, b64, final
 from app.agents.rules.rollover import archive_path, log_content, refused_as_full
-from app.agents.rules.transcript import Transcript, parse_result, read_transcript
+from app.agents.rules.transcript import Transcript, read_transcript
 from app.domain.errors import ErrorCode
-from app.memory.roles import ANALYSIS_LOG
+from app.memory.roles import ANALYSIS_LOG, MARKET_ASSESSMENT
 from app.tools.protocol.render import el, render_error, render_success
+from app.tools.protocol.result import parse_result
 
 SYMBOL = "BTC/USDT"
 NOW_MS = 1_570_694_400_000  # 2019-10-10T08:00:00Z
@@ -67,16 +70,30 @@ def conversation(*turns: tuple[Answer, str]) -> Transcript:
     return read_transcript(messages)
 
 
-LOG_CALL = call("append_to_agent_memory_file", f"log {SYMBOL}", "Recording.",
-                file_path=ANALYSIS_LOG, content_to_append_base64=b64(ENTRY))
+ANSWER = final(f"{SYMBOL} 1h: HOLD (confidence 0.1), nothing to dispatch.",
+               {LOG_BLOCK: ENTRY, ASSESSMENT_BLOCK: "schema_version: 1\n"})
 POLICY = AnalystPolicy(TREND, "analyst-1", {"trader_agent_id": "trader-1"})
+
+
+def blocks_written(log_result: str) -> str:
+    """What the runtime answers after writing the answer's blocks: the log's append refused,
+    the assessment written."""
+    return f"{NOT_WRITTEN_NOTE}\n{log_result}\n{written(MARKET_ASSESSMENT)}"
+
+
+LOG_CALL = (ANSWER, blocks_written(full()))
 
 
 def next_call(*turns: tuple[Answer, str]) -> Answer | None:
     t = conversation(*turns)
-    logged = t.tagged(f"log {SYMBOL}")
+    logged = t.block(LOG_BLOCK)
     assert logged is not None
-    return POLICY._roll(t, SYMBOL, logged, NOW_MS)
+    return POLICY._roll(t, "log", logged, b64(ENTRY), NOW_MS)
+
+
+def log_note(*turns: tuple[Answer, str]) -> list[str]:
+    t = conversation(*turns)
+    return POLICY._log_note(t, "log", t.block(LOG_BLOCK))
 
 
 def params(answer: Answer | None) -> dict[str, object]:
@@ -109,16 +126,16 @@ def test_the_archive_is_named_by_its_first_and_last_entry_and_never_overwrites_o
 
 
 def test_a_full_log_is_archived_byte_for_byte_then_started_again_with_the_refused_entry() -> None:
-    read = next_call((LOG_CALL, full()))
+    read = next_call(LOG_CALL)
     assert params(read) == {"tool": "read_agent_memory_file", "file_path": ANALYSIS_LOG}
     assert read is not None
-    listing = next_call((LOG_CALL, full()), (read, read_result(OLD_LOG)))
+    listing = next_call(LOG_CALL, (read, read_result(OLD_LOG)))
     assert params(listing) == {"tool": "list_agent_memory_files",
                                "folder": "analysis_log_archive"}
     assert listing is not None
     missing = render_error("list_agent_memory_files", ErrorCode.NOT_FOUND,
                            "Folder 'analysis_log_archive' does not exist.").xml
-    turns = [(LOG_CALL, full()), (read, read_result(OLD_LOG)), (listing, missing)]
+    turns = [LOG_CALL, (read, read_result(OLD_LOG)), (listing, missing)]
     archive = next_call(*turns)
     path = "analysis_log_archive/2019-09-01_2019-10-10.md"
     got = params(archive)
@@ -133,36 +150,36 @@ def test_a_full_log_is_archived_byte_for_byte_then_started_again_with_the_refuse
     assert restart is not None
     turns.append((restart, written(ANALYSIS_LOG)))
     assert next_call(*turns) is None  # done: the analysis goes on (dispatch, assessment)
-    (note,) = POLICY._log_note(conversation(*turns), SYMBOL)
+    (note,) = log_note(*turns)
     assert path in note and "starts again" in note
 
 
 def test_when_the_archive_cannot_be_written_the_log_is_left_whole() -> None:
-    read = next_call((LOG_CALL, full()))
+    read = next_call(LOG_CALL)
     assert read is not None
-    listing = next_call((LOG_CALL, full()), (read, read_result(OLD_LOG)))
+    listing = next_call(LOG_CALL, (read, read_result(OLD_LOG)))
     assert listing is not None
-    turns = [(LOG_CALL, full()), (read, read_result(OLD_LOG)), (listing, listed())]
+    turns = [LOG_CALL, (read, read_result(OLD_LOG)), (listing, listed())]
     archive = next_call(*turns)
     assert archive is not None
     turns.append((archive, refused_write("analysis_log_archive/x.md")))
     assert next_call(*turns) is None  # no restart: the log is not overwritten
-    (note,) = POLICY._log_note(conversation(*turns), SYMBOL)
+    (note,) = log_note(*turns)
     assert "could not be rolled over" in note and "over the quota" in note
 
 
 def test_an_entry_too_big_for_an_empty_log_is_reported_not_rolled_forever() -> None:
-    read = next_call((LOG_CALL, full()))
+    read = next_call(LOG_CALL)
     assert read is not None
-    turns = [(LOG_CALL, full()), (read, read_result(None))]
+    turns = [LOG_CALL, (read, read_result(None))]
     assert next_call(*turns) is None
-    (note,) = POLICY._log_note(conversation(*turns), SYMBOL)
+    (note,) = log_note(*turns)
     assert "nothing to archive" in note and "not recorded" in note
 
 
 def test_another_refused_append_is_reported_in_the_final_answer() -> None:
     quota = render_error("append_to_agent_memory_file", ErrorCode.ACCESS_DENIED,
                          "over its quota", {"path": ANALYSIS_LOG}).xml
-    assert next_call((LOG_CALL, quota)) is None
-    (note,) = POLICY._log_note(conversation((LOG_CALL, quota)), SYMBOL)
+    assert next_call((ANSWER, blocks_written(quota))) is None
+    (note,) = log_note((ANSWER, blocks_written(quota)))
     assert "Could not record the analysis" in note and "over its quota" in note

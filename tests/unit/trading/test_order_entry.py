@@ -12,7 +12,7 @@ import pytest
 from app.config.approval import ApprovalSettings
 from app.config.risk import AllowedSymbolsConfig, RiskConfig
 from app.domain.agents import PERSON_ID
-from app.domain.errors import APPROVAL_RULE, InvalidOrderError, RiskRejection
+from app.domain.errors import APPROVAL_RULE, AccessDeniedError, InvalidOrderError, RiskRejection
 from app.domain.kill_switch import Trip, TripCause
 from app.domain.trading import Mode, OrderType, Side
 from app.risk.config import build_guard
@@ -208,3 +208,33 @@ def test_the_preview_takes_the_steps_placing_takes_without_sending_or_recording(
     assert asyncio.run(entry.preview(PERSON, buy("0.2"))).passes
     assert asyncio.run(entry.preview(PERSON, buy("50"))).error is not None  # funds
     assert desk.rig.ledger.load().orders == [] and desk.decisions.decisions == []
+
+
+def test_the_person_moves_a_resting_limit_in_one_step_and_it_rests_at_the_new_price():
+    desk = _desk()
+    entry = desk.entry
+    placed = asyncio.run(entry.place(PERSON, buy("0.1", order_type=OrderType.LIMIT,
+                                                 price=Decimal("6500"))))
+    moved = asyncio.run(entry.modify(PERSON, SYMBOL, placed.order_id, price=Decimal("6600")))
+    assert moved.order_id != placed.order_id and moved.price == Decimal("6600")
+    open_now = asyncio.run(desk.rig.broker.open_orders())
+    assert [(o.order_id, o.price) for o in open_now] == [(moved.order_id, Decimal("6600"))]
+    assert moved.agent_id == PERSON_ID
+
+
+def test_moving_an_agents_stop_loss_keeps_its_take_profit_and_another_agent_may_not():
+    desk = _desk()
+    entry = desk.entry
+    asyncio.run(entry.place(TRADER, buy("0.1")))
+    desk.rig.step()
+    exits = asyncio.run(entry.set_exits(TRADER, SYMBOL, Decimal("9000"), Decimal("6000")))
+    assert exits.stop_loss is not None
+    with pytest.raises(AccessDeniedError):
+        asyncio.run(entry.modify(Caller("other"), SYMBOL, exits.stop_loss.order_id,
+                                 stop_price=Decimal("6100")))
+    moved = asyncio.run(entry.modify(PERSON, SYMBOL, exits.stop_loss.order_id,
+                                     stop_price=Decimal("6200")))
+    assert moved.stop_price == Decimal("6200") and moved.agent_id == "trader"
+    kinds = {(o.exit_kind.value, o.price or o.stop_price)
+             for o in asyncio.run(desk.rig.broker.open_orders("trader"))}
+    assert kinds == {("TAKE_PROFIT", Decimal("9000")), ("STOP_LOSS", Decimal("6200"))}
