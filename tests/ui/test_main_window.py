@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtWidgets import QAbstractItemView, QApplication, QToolTip
 
 from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
@@ -403,5 +403,41 @@ def test_a_language_model_on_the_bundled_replay_is_named_and_warned_of_in_the_ba
             assert "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in warning
             assert "does not know house-default" not in banner and "--blind" not in banner
             await desk.close(window)
+
+    desk.run(scenario)
+
+
+def _rows_shown(view: QAbstractItemView, row_height: int) -> int:
+    return view.viewport().height() // max(row_height, 1)
+
+
+@pytest.mark.parametrize(("size", "account_rows"), [(QSize(1366, 768), 4), (QSize(1280, 720), 3)],
+                         ids=str)
+def test_the_docks_show_rows_enough_to_scan_on_a_small_screen(
+    desk: Desk, size: QSize, account_rows: int
+) -> None:
+    """At 1366x768 the memory tree, the tool calls and the open orders showed two rows each."""
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        await desk.settle(window)
+        memory, audit, account = (window.panels[k] for k in ("memory", "audit", "account"))
+        window.open_panel("memory")
+        window.open_panel("audit")
+        account.tabs.setCurrentWidget(account.orders_view)
+        tree = memory.tree
+        await until(lambda: tree.topLevelItemCount() == 3)
+        row = tree.visualItemRect(tree.topLevelItem(0)).height()
+        await until(lambda: _rows_shown(tree, row) >= 6)
+        await until(lambda: _rows_shown(audit.table, audit.table.verticalHeader()
+                                        .defaultSectionSize()) >= 5)
+        assert not audit.detail_title.visibleRegion().isEmpty()  # the details beside it
+        window.open_panel("account")
+        orders = account.orders_view
+        await until(lambda: _rows_shown(orders, orders.verticalHeader().defaultSectionSize())
+                    >= account_rows)
+        for card in account.cards.values():  # compact: each figure still read in full
+            assert card.value.isVisible() and card.value.visibleRegion().boundingRect().width() \
+                >= card.value.fontMetrics().horizontalAdvance(card.value.text())
+        assert "USD" in account.cards["Cash"].toolTip()
 
     desk.run(scenario)
