@@ -15,6 +15,7 @@ from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
+from app.ui.agents.agent_table import fit_columns
 from app.ui.window_layout import DOCKS
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
 from tests.ui.desk import Desk, on_screen, until
@@ -279,12 +280,16 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
         window = await desk.open(size=size)
         panel = window.panels["agents"]
         await until(lambda: panel.model.rowCount() == 3)
-        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
         await panel.refresh()
         header = panel.view.horizontalHeader()
-        shown = panel.view.viewport().width()
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
-        assert header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
+
+        def pnl_shown() -> bool:  # once the default dock sizes are set, after the first layout
+            fit_columns(panel.view, panel.model)  # as the panel's next refresh does
+            end = header.sectionViewportPosition(pnl) + header.sectionSize(pnl)
+            return end <= panel.view.viewport().width()
+
+        await until(pnl_shown)
         assert header.sectionSize(0) >= 80  # names elided at worst, never gone
 
     desk.run(scenario)

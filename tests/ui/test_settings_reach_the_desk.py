@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from app.tools.spec import AgentContext
 from app.ui.settings import SettingsDialog
@@ -191,6 +191,33 @@ def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_ban
         banner = window.banner.text()
         assert "new agents on <b>openai-compatible:gpt-4o-mini</b>" in banner
         assert "before gpt-4o-mini's training cutoff (2023-10-31" in banner
+        dialog.close()
+
+    desk.run(scenario)
+
+
+def test_settings_exchanges_in_the_window_offers_replay_or_paper_as_default_never_live(
+    desk: Desk,
+) -> None:
+    """The page said live trading was not built while the window opened ``--venue live``."""
+    async def scenario() -> None:
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        titles = [dialog.nav.item(i).text() for i in range(dialog.nav.count())]
+        dialog.nav.setCurrentRow(titles.index("Exchanges"))
+        page = dialog.exchange_page
+        words = page.findChild(QLabel, "venues_in_words")
+        await until(lambda: words.isVisible())
+        assert "LIVE is never a default" in words.text() and "--venue live" in words.text()
+        assert "not built" not in " ".join(label.text() for label in page.findChildren(QLabel))
+        kind = page.forms["venue"].widget("kind")
+        assert [kind.itemText(i) for i in range(kind.count())] == ["replay", "live-paper"]
+        kind.setCurrentText("live-paper")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert dialog.banner.text().startswith("Saved"), dialog.banner.text()
+        assert desk.workspace.settings().venue.kind == "live-paper"
+        assert window.world is not None and window.world.venue.kind == "replay"  # opened next
         dialog.close()
 
     desk.run(scenario)
