@@ -446,3 +446,20 @@ def test_the_docks_show_rows_enough_to_scan_on_a_small_screen(
         assert "USD" in account.cards["Cash"].toolTip()
 
     desk.run(scenario)
+
+
+@pytest.mark.parametrize("size", [QSize(1366, 768), QSize(1280, 720)], ids=str)
+def test_the_charts_readout_shows_every_figure_on_a_small_screen(desk: Desk, size: QSize) -> None:
+    """At 1280x720 the readout's one line was cut after "C 10,5": no close, volume or change."""
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        readout = window.panels["chart"].readout
+        await until(lambda: "%" in readout.text())
+        room = readout.contentsRect().width()
+        lines = readout.text().split("\n")
+        assert all(readout.fontMetrics().horizontalAdvance(line) <= room for line in lines), (
+            room, lines)
+        assert " C " in readout.text() and " V " in readout.text()
+        assert readout.toolTip().replace("\n", "") == readout.toolTip()  # the whole, one line
+
+    desk.run(scenario)
