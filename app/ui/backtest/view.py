@@ -129,6 +129,10 @@ class BacktestView(QWidget):
         for path in data_files if data_files is not None else sample_data_files():
             self._add_file(Path(path), checked=False)
         self.tasks.spawn(self.load_files())
+        # -- sweeps: a tab of their own (app.ui.backtest.sweeps), kept apart from this view --
+        from app.ui.backtest.sweeps import attach_sweeps
+
+        self.sweeps = attach_sweeps(self)
 
     @staticmethod
     def _load_templates() -> dict[str, Any]:
