@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
-from PySide6.QtTest import QTest
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QSize, Qt
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QToolTip
 
 from app.agents.loop_share import LoopShare
@@ -367,7 +367,11 @@ def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_cha
         spot = view.mapFromScene(view.price_plot.vb.mapViewToScene(QPointF(x, y)))
 
         def hovered() -> bool:  # moved again until pyqtgraph takes a move (it drops some)
-            QTest.mouseMove(view.viewport(), spot)
+            # sent, not QTest.mouseMove: that spins Qt's loop inside this coroutine's step,
+            # and the qasync loop can lose the step (the test then waited forever)
+            QApplication.sendEvent(view.viewport(), QMouseEvent(
+                QEvent.Type.MouseMove, QPointF(spot), QPointF(view.viewport().mapToGlobal(spot)),
+                Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
             return QToolTip.isVisible()
 
         await until(hovered)
