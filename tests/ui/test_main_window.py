@@ -15,7 +15,6 @@ from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
-from app.ui.agents.agent_table import fit_columns
 from app.ui.window_layout import DOCKS
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
 from tests.ui.desk import Desk, on_screen, until
@@ -275,7 +274,8 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
     desk: Desk, size: QSize
 ) -> None:
     """What a desk scans for: at 1280x720 the P&L column ran past the dock's edge (the long
-    analyst name took the room), so the Trader's P&L read "+62" with the rest cut off."""
+    analyst name took the room), so the Trader's P&L read "+62" with the rest cut off; and the
+    columns fitted before the docks had their sizes stayed so until the next refresh."""
     async def scenario() -> None:
         window = await desk.open(size=size)
         panel = window.panels["agents"]
@@ -285,7 +285,6 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
 
         def pnl_shown() -> bool:  # once the default dock sizes are set, after the first layout
-            fit_columns(panel.view, panel.model)  # as the panel's next refresh does
             end = header.sectionViewportPosition(pnl) + header.sectionSize(pnl)
             return end <= panel.view.viewport().width()
 
