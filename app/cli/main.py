@@ -312,8 +312,9 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="replay: the offline replay (the default); live-paper: paper "
                              "trading on an exchange's live quotes (network, no keys); live: "
                              "REAL orders on your exchange account (keys from the OS keyring; "
-                             "the window asks you to type the exchange's name); default: the "
-                             "workspace's [venue] setting")
+                             "the window asks you to type the exchange's name; never a "
+                             "default); default: the workspace's [venue] setting (replay or "
+                             "live-paper)")
     parser.add_argument("--exchange", metavar="ID",
                         help="live kinds: the ccxt id of the exchange, e.g. binance")
     parser.add_argument("--quote", default="USDT",

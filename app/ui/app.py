@@ -117,7 +117,9 @@ async def open_or_explain(
     """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
 
     A workspace another process writes, or whose database is damaged, is a known refusal (a
-    person must act: close the other one, restore a backup), not a crash report.
+    person must act: close the other one, restore a backup), not a crash report. A live market
+    out of reach is said in the window itself, with Retry and (paper on live quotes) the
+    offline replay (``MainWindow.show_open_failure``).
     """
     from app.domain.errors import OperationalError
 
@@ -127,6 +129,19 @@ async def open_or_explain(
         logger.info("desk open: %s", window.describe())
     except OperationalError as exc:
         logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
+        if window.opening_live:  # the market is out of reach: try again, or the replay
+            def again() -> Any:
+                return open_or_explain(window, workspace, data_files=data_files, speed=speed,
+                                       venue_kind=venue_kind, exchange=exchange, venue=venue)
+
+            def replay() -> Any:
+                return open_or_explain(window, workspace, data_files=data_files, speed=speed,
+                                       venue_kind="replay")
+
+            window.show_open_failure(workspace, exc, retry=again,
+                                     replay=None if venue is not None and venue.kind == "live"
+                                     else replay)
+            return None
         return show_cannot_open(window, workspace, exc)
     except Exception as exc:  # noqa: BLE001 - shown in the window; it stays open to say so
         logger.exception("cannot open the workspace %s", workspace.root)

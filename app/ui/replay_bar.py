@@ -5,6 +5,15 @@ cutoff, the warning that it may remember what came next.
 
 Simulated time is driven by the venue's ``Driver``; this toolbar only changes its speed and pause
 flag and asks for one step, so the same driver serves the GUI, the CLI and the tests.
+
+Pause and step are ``QAction``s (Ctrl+Space pauses and resumes; the window holds both actions, so
+the key works while the toolbar is hidden too). A button given a shortcut of its own loses it the
+first time its text changes ("Pause" to "Play"): the action keeps it, whatever its text says.
+
+A paused replay stands on a bar's close: pausing moves the clock on to the close of the bar
+forming (at most one bar of simulated time, a few seconds of the replay's own pace), and each
+step moves it to the next close. An order placed while paused is then stamped at the close, so
+the paper broker's fill at the next bar's open shows after one step, as it would in a backtest.
 """
 
 from __future__ import annotations
@@ -12,24 +21,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QToolBar, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QComboBox, QLabel, QToolBar, QToolButton, QWidget
 
+from app.domain.clock import Clock
 from app.runtime.venue import Driver
 
 SPEEDS = (1.0, 10.0, 60.0, 600.0)
+PAUSE_SHORTCUT = "Ctrl+Space"
+
+
+def bar_close_at_or_after(now_ms: int, bar_ms: int) -> int:
+    """The close of the bar forming at ``now_ms`` (``now_ms`` itself when it is a close)."""
+    return -(-now_ms // bar_ms) * bar_ms
 
 
 class ReplayBar(QToolBar):
-    """Speed, pause/play and step for the replay clock."""
+    """Speed, pause/play and step for the replay clock.
+
+    Attributes:
+        pause_action: pauses or resumes (Ctrl+Space); its text says what a press does now.
+        step_action: one bar forward, while paused.
+    """
 
     stepped = Signal(int)  # fills produced by a manual step
     speed_chosen = Signal(float)  # the person picked a speed (the window keeps it)
+    pause_chosen = Signal(bool)  # the person paused (True) or resumed (the window keeps it)
 
-    def __init__(self, driver: Driver, step_ms: int, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, driver: Driver, clock: Clock, step_ms: int, parent: QWidget | None = None
+    ) -> None:
         super().__init__("Replay", parent)
         self.setObjectName("replay_bar")
         self.driver = driver
+        self.clock = clock
         self.step_ms = step_ms
         self.addWidget(QLabel(" Replay speed "))
         self.speed = QComboBox()
@@ -39,19 +65,23 @@ class ReplayBar(QToolBar):
         self.speed.setCurrentIndex(self._nearest(driver.speed))
         self.speed.currentIndexChanged.connect(self._speed_changed)
         self.addWidget(self.speed)
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setObjectName("replay_pause")
-        self.pause_button.setShortcut("Ctrl+Space")
-        self.pause_button.setToolTip("Pause or resume the replay clock (Ctrl+Space)")
-        self.pause_button.clicked.connect(self.toggle_pause)
-        self.addWidget(self.pause_button)
-        self.step_button = QPushButton("Step 1 bar")
-        self.step_button.setObjectName("replay_step")
-        self.step_button.setToolTip("Advance one bar while paused")
-        self.step_button.clicked.connect(self.step)
-        self.step_button.setEnabled(driver.paused)
-        self.addWidget(self.step_button)
+        self.pause_action = QAction("Pause", self)
+        self.pause_action.setShortcut(QKeySequence(PAUSE_SHORTCUT))
+        self.pause_action.triggered.connect(self.toggle_pause)
+        self.pause_button = self._button(self.pause_action, "replay_pause")
+        self.step_action = QAction("Step 1 bar", self)
+        self.step_action.setToolTip("Advance to the next bar's close while paused")
+        self.step_action.triggered.connect(self.step)
+        self.step_button = self._button(self.step_action, "replay_step")
         self._sync()
+
+    def _button(self, action: QAction, name: str) -> QToolButton:
+        button = QToolButton()
+        button.setObjectName(name)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        button.setDefaultAction(action)
+        self.addWidget(button)
+        return button
 
     def _nearest(self, speed: float) -> int:
         return min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
@@ -75,16 +105,33 @@ class ReplayBar(QToolBar):
         self.speed_chosen.emit(speed)
 
     def toggle_pause(self) -> None:
-        self.driver.paused = not self.driver.paused
+        """Pause (on the forming bar's close) or resume; the window keeps the choice."""
+        self.set_paused(not self.driver.paused)
+        self.pause_chosen.emit(self.driver.paused)
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause on the close of the bar forming now, or let time flow again."""
+        self.driver.paused = paused
+        if paused:
+            self._advance(bar_close_at_or_after(self.clock.now_ms(), self.step_ms))
         self._sync()
 
     def step(self) -> None:
+        """One bar forward while paused: to the next bar's close."""
         if self.driver.paused:
-            self.stepped.emit(self.driver.step_once(self.step_ms))
+            now = self.clock.now_ms()
+            self.stepped.emit(self._advance(bar_close_at_or_after(now + 1, self.step_ms)))
+
+    def _advance(self, to_ms: int) -> int:
+        end = getattr(self.driver, "end_ms", None)  # a replay's driver knows where data ends
+        return self.driver.advance_to(to_ms if end is None else min(to_ms, end))
 
     def _sync(self) -> None:
-        self.pause_button.setText("Play" if self.driver.paused else "Pause")
-        self.step_button.setEnabled(self.driver.paused)
+        paused = self.driver.paused
+        self.pause_action.setText("Play" if paused else "Pause")
+        self.pause_action.setToolTip(
+            f"{'Resume' if paused else 'Pause'} the replay clock ({PAUSE_SHORTCUT})")
+        self.step_action.setEnabled(paused)
 
 
 def banner_text(

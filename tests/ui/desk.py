@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.secrets import SecretStore
 from app.ui.main_window import MainWindow
@@ -71,6 +72,14 @@ class Desk:
         window.close()
         await window.aclose()
         self.windows.remove(window)
+
+
+def focus_back(window: QWidget) -> None:
+    """Make ``window`` the active one again, as a desktop does when a dialog over it closes (the
+    offscreen screen has no window manager to do it), so its shortcuts answer the next key."""
+    with warnings.catch_warnings():  # deprecated for apps; a test's screen needs it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        QApplication.setActiveWindow(window)
 
 
 def on_screen(dock: QWidget) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QToolTip
 
 from app.domain.clock import ReplayClock
 from app.domain.trading import (
@@ -204,6 +205,7 @@ def _order(order_id: str, side: Side, created_ms: int, **extra) -> Order:
     )
 
 
+@pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise")  # the tooltip
 def test_fills_and_orders_are_marked_at_their_bars_with_agent_and_reason(
     chart: ChartWidget, qloop
 ) -> None:
@@ -246,7 +248,7 @@ def test_fills_and_orders_are_marked_at_their_bars_with_agent_and_reason(
     view_point = chart.view.mapFromScene(scene_point)
     QTest.qWait(50)  # pyqtgraph drops mouse moves closer together than its rate limit
     QTest.mouseMove(chart.view.viewport(), view_point)
-    assert "take profit at resistance" in vb.toolTip()
+    assert QToolTip.isVisible() and "take profit at resistance" in QToolTip.text()
 
 
 def test_open_position_shows_entry_take_profit_and_stop_loss_lines(chart: ChartWidget) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -37,6 +37,7 @@ from app.ui.charts.chart_view import ChartView
 from app.ui.charts.indicator_panes import (
     PrefixCache,
     Study,
+    fit_readout,
     indicator_menu,
     placement,
     readout_text,
@@ -144,7 +145,7 @@ class ChartWidget(QWidget):
         self.readout.setFont(mono_font(9))
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setContentsMargins(6, 0, 6, 0)
-        # a long readout must not widen the window; it is cut at the right edge instead
+        # a long readout must not widen the window: it goes on a second line instead
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
     def _fill_symbols(self, symbol: str | None, interval: str | None) -> None:
@@ -178,6 +179,11 @@ class ChartWidget(QWidget):
         self._tasks.spawn(self.load())
 
     # -- tasks --------------------------------------------------------------------------------
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """The readout on as many lines as the new width needs."""
+        super().resizeEvent(event)
+        self._show_readout(self._hovered)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Stop the redraw timer: a closed panel must not wake up to fetch data."""
@@ -403,5 +409,9 @@ class ChartWidget(QWidget):
             self.view.price_plot.getAxis("bottom").label_for_index(bar),
             list(self.studies.values()),
         )
-        self.readout.setText(text)
+        metrics = self.readout.fontMetrics()
+        room = self.readout.contentsRect().width()
+        self.readout.setText(fit_readout(text, lambda line: metrics.horizontalAdvance(line)
+                                         <= room))
+        self.readout.setToolTip(text)
         set_look(self.readout, "up" if rising else "down")

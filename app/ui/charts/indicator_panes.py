@@ -41,6 +41,7 @@ PRICE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "VWAP": ("value",),
     "VWMA": ("value",),
 }
+READOUT_GAP = "   "  # between the readout's parts (one part has double spaces inside)
 #: Outputs that are states, not levels; never drawn as lines.
 HIDDEN_OUTPUTS = frozenset({"direction"})
 #: Panes with a fixed scale and guide levels (overbought / oversold).
@@ -214,6 +215,18 @@ def indicator_menu(
     return menu
 
 
+def fit_readout(text: str, fits: Callable[[str], bool]) -> str:
+    """``text`` (parts joined by three spaces) on as few lines as ``fits`` allows: a narrow
+    chart (1280x720) cut the close, the volume and the change off its one line."""
+    lines: list[str] = []
+    for part in text.split(READOUT_GAP):
+        if lines and fits(lines[-1] + READOUT_GAP + part):
+            lines[-1] += READOUT_GAP + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def readout_text(
     series: KlineSeries, bar: int, decimals: int, time_text: str, studies: list[Study]
 ) -> tuple[str, bool]:
@@ -231,4 +244,4 @@ def readout_text(
     for study in studies:
         shown = "/".join(format_price(v, 2) for v in study.value_at(bar).values())
         parts.append(f"{study.label} {shown}")
-    return "   ".join(parts), c >= o
+    return READOUT_GAP.join(parts), c >= o
