@@ -253,6 +253,7 @@ class MainWindow(QMainWindow):
         from app.ui.alerts import AlertBanner
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
+        from app.ui.charts.chart_state import ChartMemory
         from app.ui.charts.chart_widget import ChartWidget
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
@@ -271,8 +272,11 @@ class MainWindow(QMainWindow):
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
-        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
-        book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
+        # the chart's set-up (indicators, drawings, log scale) is kept per workspace
+        kept = ChartMemory(self.store, world.workspace.identity() or str(world.workspace.root))
+        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0, memory=kept,
+                            owner_name=self._agent_name)
+        book = BookWidget(market, symbol=chart.symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
         self.person = PersonControls(world.executor, world.orders, world.bus)
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
@@ -284,7 +288,7 @@ class MainWindow(QMainWindow):
         backtest = BacktestView(world.workspace)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
-        chart.symbol_box.currentTextChanged.connect(book.set_symbol)
+        chart.symbol_changed.connect(book.set_symbol)
 
         # what the agents run on, and a language model's training-cutoff warning for the
         # replayed period, from the moment the replay starts here; kept current as agents are
