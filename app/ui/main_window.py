@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
         self.person: Any = None  # app.runtime.controls.PersonControls, once open
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
+        self.chart_trading: Any = None  # app.ui.trading.chart_trading.ChartTrading, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self._pacer: asyncio.Task[None] | None = None
         self.banner: Any = None  # app.ui.replay_bar.Banner, once open
@@ -262,6 +263,7 @@ class MainWindow(QMainWindow):
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
         from app.ui.replay_bar import Banner, ReplayBar
+        from app.ui.trading.chart_trading import ChartTrading
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
@@ -334,6 +336,9 @@ class MainWindow(QMainWindow):
             account.show_message, self._agent_name,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
+        # dragging an order's line, "limit here" and the book's prices: the person's calls
+        self.chart_trading = ChartTrading(chart, book, self.person, self.trading, self.tasks,
+                                          account.show_message)
         self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])
         self.trading_menu.addSeparator()
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
