@@ -134,10 +134,12 @@ class MainWindow(QMainWindow):
         venue: VenueSpec | None = None,
         venue_kind: str | None = None,
         exchange: str | None = None,
+        start_ms: int | None = None,
     ) -> Desk:
         """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or on a
         live venue (``venue``; else ``venue_kind`` and ``exchange`` over the workspace's
         ``[venue]`` setting) let time flow; a live account only once the person confirmed it.
+        ``start_ms``: the replay's start date, the person's choice (``kestrel gui --at``).
 
         Raises:
             KestrelError: the workspace or its data cannot be used, or a live market cannot be
@@ -166,7 +168,8 @@ class MainWindow(QMainWindow):
                 self.loading.setText(f"Opening {workspace.root} …\n"
                                      "Loading market data and agents.")
                 desk = await asyncio.to_thread(
-                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
+                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share,
+                    start_ms=start_ms,
                 )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
@@ -327,8 +330,11 @@ class MainWindow(QMainWindow):
         window_layout.restore_layout(self, self.store)
 
         if venue.offline:  # a live market's time cannot be paused, stepped or sped up
-            self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
+            self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self, clock=venue.clock,
+                                        end_ms=venue.end_ms)
             self.replay_bar.speed_chosen.connect(self.keep_speed)
+            self.replay_bar.jumped.connect(lambda text: self.statusBar().showMessage(text, 15_000))
+            self.addAction(self.replay_bar.step_action)
             self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
@@ -588,7 +594,9 @@ class MainWindow(QMainWindow):
         lines = [
             "Ctrl+1  Chart", "Ctrl+B  Backtest",
             *(f"{spec.shortcut}  {spec.title}" for spec in window_layout.DOCKS),
-            "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
+            "Ctrl+Space  Pause or resume the replay",
+            "Ctrl+.  Step the replay one bar (pauses it)", "Ctrl+J  Jump the replay to a date",
+            "Ctrl+Shift+P  Pause all agents",
             "Ctrl+Shift+R  Resume all agents",
             "Ctrl+Shift+K  Trip the kill switch (asks first; reset from the banner)",
             "F9  New order (your own, reviewed against the Risk Guard)",

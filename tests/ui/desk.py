@@ -50,7 +50,8 @@ class Desk:
         self.qloop.run_until_complete(guarded())
 
     async def open(
-        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None
+        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None,
+        start_ms: int | None = None,
     ) -> MainWindow:
         prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
         window = MainWindow(prefs, SecretStore(), interactive_errors=False)
@@ -59,7 +60,7 @@ class Desk:
             window.setWindowState(Qt.WindowState.WindowNoState)
             window.resize(size)
         window.show()
-        await window.open_workspace(self.workspace, paced=paced, speed=speed)
+        await window.open_workspace(self.workspace, paced=paced, speed=speed, start_ms=start_ms)
         self.windows.append(window)
         return window
 
