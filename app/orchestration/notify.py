@@ -156,6 +156,46 @@ class NotificationService:
             )
         return notification
 
+    def record(
+        self,
+        agent_id: str,
+        message: str,
+        subject: str,
+        urgency: Urgency = Urgency.LOW,
+        *,
+        key: str,
+        shown_on: Channel = Channel.UI_ALERT,
+        where: str = "shown in the window",
+        at_ms: int | None = None,
+    ) -> Notification:
+        """Keep a notice the person was already given (a fill card in the chat, a question in
+        the tray) in the notifications list, without sending it anywhere: stored as delivered on
+        ``shown_on``, at ``at_ms`` (default: the clock's now; a fill's own time, say). ``key``
+        names what it is about (a fill, a question): recording it again returns the stored one.
+        Raises ``InvalidParameterError`` for an empty message."""
+        message, subject = redact(message), redact(subject)
+        if not message.strip():
+            raise InvalidParameterError(
+                "<message_text> must not be empty.", details={"parameter": "message_text"}
+            )
+        notification = Notification(
+            notification_id=keyed_id(f"notification:{key}"), agent_id=agent_id,
+            channels=(shown_on,), message=message, subject=subject, urgency=Urgency(urgency),
+            created_ms=self._clock.now_ms() if at_ms is None else at_ms,
+            statuses=(ChannelStatus(shown_on, DeliveryStatus.SUCCESS, where),),
+        )
+        with self._db.transaction() as conn:
+            existing = _first(_select(conn, "notification_id=?", (notification.notification_id,)))
+            if existing is not None:
+                return existing
+            self._db.insert("notifications", {
+                "notification_id": notification.notification_id, "agent_id": agent_id,
+                "channels": shown_on.value, "message": message, "subject": subject,
+                "urgency": notification.urgency.value, "created_ms": notification.created_ms,
+                "statuses_json": _statuses_json(notification.statuses),
+            })
+        return notification
+
     async def _deliver(self, channel: Channel, n: Notification) -> ChannelStatus:
         """One channel, guarded: whatever it does, the result is a status for that channel."""
         notifier = self._notifiers.get(channel)

@@ -1,7 +1,7 @@
 """The ports the orchestration tools reach the agent manager through.
 
 The tools live below ``app/agents`` (imports point down only), so they cannot import the manager;
-the manager implements ``AgentDirectory`` and is handed to ``build_orchestration_tools``.
+the manager implements ``AgentDirectory`` and is handed to ``OrchestrationTools``.
 """
 
 from __future__ import annotations

@@ -97,14 +97,14 @@ from app.store.kill_switch_log import KillSwitchLog
 from app.store.ledger import Ledger
 from app.store.order_requests import OrderRequests
 from app.store.writer import WriterHold
-from app.tools.account_tools import build_account_tools
+from app.tools.account_tools import AccountTools
 from app.tools.executor import MemoryRecorder, ToolCallRecorder, ToolExecutor
-from app.tools.indicator_tools import build_indicator_tools
-from app.tools.market_tools import build_market_tools
-from app.tools.memory_tools import build_memory_tools
-from app.tools.orchestration_tools import build_orchestration_tools
+from app.tools.indicator_tools import IndicatorTools
+from app.tools.market_tools import MarketTools
+from app.tools.memory_tools import MemoryTools
+from app.tools.orchestration_tools import OrchestrationTools
 from app.tools.registry import ToolRegistry
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.trading.entry import OrderEntry
 from app.trading.held_stop_watch import watch_held_stops
 from app.workspace import Workspace
@@ -531,11 +531,11 @@ def _assemble(
     if announce:
         watch_held_stops(orders, bus)
     registry = ToolRegistry([
-        *build_market_tools(market),
-        *build_indicator_tools(market, IndicatorEngine()),
-        *build_account_tools(broker, orders.held_stops),
-        *build_trade_tools(orders),
-        *(build_memory_tools(memory) if memory is not None else ()),
+        *MarketTools(market).specs(),
+        *IndicatorTools(market, IndicatorEngine()).specs(),
+        *AccountTools(broker, orders.held_stops).specs(),
+        *TradeTools(orders).specs(),
+        *(MemoryTools(memory).specs() if memory is not None else ()),
     ])
     recorder = options.recorder
     if recorder is None:
@@ -621,9 +621,7 @@ def _team(
         world.memory, providers.for_agent, ids.new, scheduler, provider_choice=provider_choice,
         extra_permissions=mcp_grants, disk=world.disk, llm_settings=lambda: providers.llm,
     )
-    for spec in build_orchestration_tools(
-        manager, queue, scheduler, notifications, questions, clock
-    ):
+    for spec in OrchestrationTools(manager, queue, scheduler, notifications, questions).specs():
         world.registry.register(spec)
     # after every core tool: an MCP tool may never take a core tool's name
     mcp_hub = attach_mcp(

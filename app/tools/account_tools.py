@@ -13,11 +13,11 @@ from typing import Any
 from app.domain.market_rules import MarketRules
 from app.domain.trading import Fill, Order
 from app.store.held_stops import HeldStop
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 from app.trading.port import TradingBroker
 
-GROUP = "Account Tools"
 QUOTE_STEP = Decimal("0.00000001")
 PCT_STEP = Decimal("0.01")
 TRADES_MAX = 500
@@ -110,12 +110,103 @@ def _asset_rules(broker: TradingBroker, asset: str, symbols: dict[str, str]) -> 
     return None if symbol is None else broker.market_rules(symbol)
 
 
-def build_account_tools(
-    broker: TradingBroker, held_stops: Callable[[str | None], Sequence[HeldStop]] = lambda _: ()
-) -> list[ToolSpec]:
-    """The read-only account tools bound to one broker."""
+def _no_held_stops(symbol: str | None) -> Sequence[HeldStop]:
+    """For an account whose order entry holds no stops itself."""
+    return ()
 
-    async def get_account_balance(ctx: AgentContext, args: dict[str, Any]) -> Element:
+
+class AccountTools(ToolGroup):
+    """The read-only account tools, bound to one broker (and the stops Kestrel holds for it)."""
+
+    GROUP = "Account Tools"
+    TOOLS = (
+        ToolDef(
+            name="get_account_balance",
+            description=(
+                "The account status: cash and equity in the quote currency, each asset's free, "
+                "used (reserved by open orders) and total amounts, today's and total P&L, the "
+                "maximum drawdown so far, and the mode (PAPER, LIVE or BACKTEST)."
+            ),
+            params=(),
+            permission=Permission.ACCOUNT,
+            returns=(
+                '<account_balance quote_currency="USDT" cash="412.5" equity="472.7" '
+                'today_pnl="2.2" total_pnl="-27.3" max_drawdown_pct="8.0" mode="PAPER">\n'
+                '    <asset currency="BTC" free="0.5" used="0.1" total="0.6" />\n'
+                "</account_balance>"
+            ),
+        ),
+        ToolDef(
+            name="get_open_positions",
+            description=(
+                "Open spot positions with size, average cost per unit (avg_price: the buys' fees "
+                "included, so unrealized P&L is what selling at the current price would make "
+                "before that sale's fee), current price, unrealized P&L and weight in equity (%)."
+            ),
+            params=(SYMBOL_OPTIONAL,),
+            permission=Permission.ACCOUNT,
+            returns=(
+                '<positions>\n    <position symbol="BTC/USDT" size="0.6" avg_price="100.2" '
+                'current_price="100.5" unrealized_pnl="0.18" weight_pct="12.76" />\n</positions>'
+            ),
+        ),
+        ToolDef(
+            name="get_order_status",
+            description="Every field of one order of this account, open or closed.",
+            params=(
+                SYMBOL_REQUIRED,
+                ParamSpec("order_id", ParamType.STRING, "The order_id create_order returned",
+                          required=True, max_length=64),
+            ),
+            permission=Permission.ACCOUNT,
+            returns=(
+                '<order order_id="P00000001" client_order_id="c1" symbol="BTC/USDT" side="BUY" '
+                'order_type="LIMIT" status="SUBMITTED" quantity="0.1" filled_quantity="0" '
+                'price="99.5" fee="0" fee_currency="USDT" />'
+            ),
+        ),
+        ToolDef(
+            name="get_open_orders",
+            description="The account's open (unfilled) orders, of every agent, newest last.",
+            params=(SYMBOL_OPTIONAL,),
+            permission=Permission.ACCOUNT,
+            returns=(
+                '<orders>\n    <order order_id="P00000002" status="SUBMITTED" ... />\n</orders>'
+            ),
+        ),
+        ToolDef(
+            name="get_trade_history",
+            description="The account's executed trades (fills), newest first.",
+            params=(
+                SYMBOL_OPTIONAL,
+                ParamSpec("limit", ParamType.INTEGER, "How many trades",
+                          default=20, minimum=1, maximum=TRADES_MAX),
+            ),
+            permission=Permission.ACCOUNT,
+            returns=(
+                '<trades>\n    <trade time_ms="long" symbol="BTC/USDT" side="BUY" '
+                'quantity="0.1" price="100.2" fee="0.01002" realized_pnl="0" '
+                'order_id="P00000001" />\n</trades>'
+            ),
+        ),
+    )
+
+    def __init__(
+        self,
+        broker: TradingBroker,
+        held_stops: Callable[[str | None], Sequence[HeldStop]] = _no_held_stops,
+    ) -> None:
+        self._broker = broker
+        self._held_stops = held_stops
+
+    def _symbol(self, args: dict[str, Any]) -> str | None:
+        """The optional symbol filter as the broker names it, or None for every symbol."""
+        return self._broker.canonical_symbol(args["symbol"]) if args["symbol"] else None
+
+    async def get_account_balance(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """Cash, equity, P&L and each asset, an asset held as a position rounded to its
+        market's step, any other to the quote precision."""
+        broker = self._broker
         state = await broker.account()
         bases = {p.symbol.split("/")[0]: p.symbol for p in state.positions}
         assets = []
@@ -140,10 +231,11 @@ def build_account_tools(
             mode=state.mode.value,
         )
 
-    async def get_open_positions(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        symbol = broker.canonical_symbol(args["symbol"]) if args["symbol"] else None
+    async def get_open_positions(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """Every open position (or one symbol's), at its market's precision."""
+        broker = self._broker
         items = []
-        for pos in await broker.positions(symbol):
+        for pos in await broker.positions(self._symbol(args)):
             rules = broker.market_rules(pos.symbol)
             items.append(el(
                 "position", None, symbol=pos.symbol, size=amount(pos.size, rules),
@@ -153,106 +245,30 @@ def build_account_tools(
             ))
         return el("positions", None, *items)
 
-    async def get_order_status(ctx: AgentContext, args: dict[str, Any]) -> Element:
+    async def get_order_status(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """One order of the caller's, open or closed."""
+        broker = self._broker
         symbol = broker.canonical_symbol(args["symbol"])
         order = await broker.get_order(ctx.agent_id, symbol, args["order_id"])
         return order_element(order, broker.market_rules(order.symbol))
 
-    async def get_open_orders(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        symbol = broker.canonical_symbol(args["symbol"]) if args["symbol"] else None
+    async def get_open_orders(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The open orders of every agent, then the stop losses Kestrel holds itself (where
+        the market holds no stop order), so an agent sees every exit of a lot."""
+        broker = self._broker
+        symbol = self._symbol(args)
         orders = await broker.open_orders(None, symbol)
         return el(
             "orders", None,
             *(order_element(o, broker.market_rules(o.symbol)) for o in orders),
-            *(held_element(h, broker.market_rules(h.symbol)) for h in held_stops(symbol)),
+            *(held_element(h, broker.market_rules(h.symbol)) for h in self._held_stops(symbol)),
         )
 
-    async def get_trade_history(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        symbol = broker.canonical_symbol(args["symbol"]) if args["symbol"] else None
-        fills = await broker.trades(symbol, args["limit"])
+    async def get_trade_history(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The newest ``limit`` fills, of every symbol or one."""
+        broker = self._broker
+        fills = await broker.trades(self._symbol(args), args["limit"])
         return el(
             "trades", None,
             *(trade_element(f, broker.market_rules(f.symbol)) for f in fills),
         )
-
-    return [
-        ToolSpec(
-            name="get_account_balance",
-            group=GROUP,
-            description=(
-                "The account status: cash and equity in the quote currency, each asset's free, "
-                "used (reserved by open orders) and total amounts, today's and total P&L, the "
-                "maximum drawdown so far, and the mode (PAPER, LIVE or BACKTEST)."
-            ),
-            params=(),
-            permission=Permission.ACCOUNT,
-            handler=get_account_balance,
-            returns=(
-                '<account_balance quote_currency="USDT" cash="412.5" equity="472.7" '
-                'today_pnl="2.2" total_pnl="-27.3" max_drawdown_pct="8.0" mode="PAPER">\n'
-                '    <asset currency="BTC" free="0.5" used="0.1" total="0.6" />\n'
-                "</account_balance>"
-            ),
-        ),
-        ToolSpec(
-            name="get_open_positions",
-            group=GROUP,
-            description=(
-                "Open spot positions with size, average cost per unit (avg_price: the buys' fees "
-                "included, so unrealized P&L is what selling at the current price would make "
-                "before that sale's fee), current price, unrealized P&L and weight in equity (%)."
-            ),
-            params=(SYMBOL_OPTIONAL,),
-            permission=Permission.ACCOUNT,
-            handler=get_open_positions,
-            returns=(
-                '<positions>\n    <position symbol="BTC/USDT" size="0.6" avg_price="100.2" '
-                'current_price="100.5" unrealized_pnl="0.18" weight_pct="12.76" />\n</positions>'
-            ),
-        ),
-        ToolSpec(
-            name="get_order_status",
-            group=GROUP,
-            description="Every field of one order of this account, open or closed.",
-            params=(
-                SYMBOL_REQUIRED,
-                ParamSpec("order_id", ParamType.STRING, "The order_id create_order returned",
-                          required=True, max_length=64),
-            ),
-            permission=Permission.ACCOUNT,
-            handler=get_order_status,
-            returns=(
-                '<order order_id="P00000001" client_order_id="c1" symbol="BTC/USDT" side="BUY" '
-                'order_type="LIMIT" status="SUBMITTED" quantity="0.1" filled_quantity="0" '
-                'price="99.5" fee="0" fee_currency="USDT" />'
-            ),
-        ),
-        ToolSpec(
-            name="get_open_orders",
-            group=GROUP,
-            description="The account's open (unfilled) orders, of every agent, newest last.",
-            params=(SYMBOL_OPTIONAL,),
-            permission=Permission.ACCOUNT,
-            handler=get_open_orders,
-            returns=(
-                '<orders>\n    <order order_id="P00000002" status="SUBMITTED" ... />\n</orders>'
-            ),
-        ),
-        ToolSpec(
-            name="get_trade_history",
-            group=GROUP,
-            description="The account's executed trades (fills), newest first.",
-            params=(
-                SYMBOL_OPTIONAL,
-                ParamSpec("limit", ParamType.INTEGER, "How many trades",
-                          default=20, minimum=1, maximum=TRADES_MAX),
-            ),
-            permission=Permission.ACCOUNT,
-            handler=get_trade_history,
-            returns=(
-                '<trades>\n    <trade time_ms="long" symbol="BTC/USDT" side="BUY" '
-                'quantity="0.1" price="100.2" fee="0.01002" realized_pnl="0" '
-                'order_id="P00000001" />\n</trades>'
-            ),
-        ),
-    ]

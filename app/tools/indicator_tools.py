@@ -23,10 +23,10 @@ from app.indicators.model import (
     format_number,
 )
 from app.market.port import MarketData
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 
-GROUP = "Indicator Tools"
 SIGNIFICANT_DIGITS = 10
 MAX_VALUES = 500
 
@@ -113,44 +113,23 @@ def _description(indicator: IndicatorDef) -> Element:
     )
 
 
-def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[ToolSpec]:
-    """The three indicator tools, closing over one market and one engine (and its cache)."""
-    catalogue = engine.catalogue
+INDICATOR_NAME = ParamSpec(
+    "indicator_name",
+    ParamType.STRING,
+    "Indicator id, case-insensitive, e.g. RSI, MACD, BBANDS, EMA (see "
+    "list_technical_indicators)",
+    required=True,
+    max_length=40,
+)
 
-    async def calculate(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        indicator = catalogue.get(args["indicator_name"])
-        params = bind_params(indicator, args.get("params") or {})
-        interval = args["interval"]
-        if not is_interval(interval):
-            raise InvalidParameterError(
-                f"Parameter <interval> must be an interval such as 1m, 15m, 1h, 4h or 1d, got "
-                f"{interval!r}.",
-                details={"parameter": "interval", "got": interval},
-            )
-        values = await engine.latest(
-            market, args["symbol"], interval, indicator, params, args["values"]
-        )
-        return render_values(values)
 
-    async def list_all(ctx: AgentContext, args: dict[str, Any]) -> Sequence[Element]:
-        chosen = catalogue.in_category(args.get("category"))
-        return [el("indicators", None, *(_summary(indicator) for indicator in chosen))]
+class IndicatorTools(ToolGroup):
+    """The three indicator tools, over one market and one engine (and its cache)."""
 
-    async def describe(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        return _description(catalogue.get(args["indicator_name"]))
-
-    name_param = ParamSpec(
-        "indicator_name",
-        ParamType.STRING,
-        "Indicator id, case-insensitive, e.g. RSI, MACD, BBANDS, EMA (see "
-        "list_technical_indicators)",
-        required=True,
-        max_length=40,
-    )
-    return [
-        ToolSpec(
+    GROUP = "Indicator Tools"
+    TOOLS = (
+        ToolDef(
             name="calculate_technical_indicator",
-            group=GROUP,
             description=(
                 "Calculate a technical indicator on the candles visible now; its most recent "
                 "values, newest last, one attribute per output (MACD: macd, signal, histogram). "
@@ -162,7 +141,7 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
                           required=True, max_length=40),
                 ParamSpec("interval", ParamType.STRING, 'Candle interval, e.g. "1h"',
                           required=True, max_length=8),
-                name_param,
+                INDICATOR_NAME,
                 ParamSpec(
                     "params",
                     ParamType.MAP,
@@ -180,12 +159,10 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
                 ),
             ),
             permission=Permission.INDICATOR,
-            handler=calculate,
             returns=_CALCULATE_RETURNS,
         ),
-        ToolSpec(
+        ToolDef(
             name="list_technical_indicators",
-            group=GROUP,
             description=(
                 "List every technical indicator calculate_technical_indicator accepts, with its "
                 "category and output columns."
@@ -199,19 +176,53 @@ def build_indicator_tools(market: MarketData, engine: IndicatorEngine) -> list[T
                 ),
             ),
             permission=Permission.INDICATOR,
-            handler=list_all,
             returns=_LIST_RETURNS,
         ),
-        ToolSpec(
+        ToolDef(
             name="describe_technical_indicator",
-            group=GROUP,
             description=(
                 "Describe an indicator: what it measures, its outputs, the bars it needs first "
                 "(min_bars) and each parameter's type, default and range."
             ),
-            params=(name_param,),
+            params=(INDICATOR_NAME,),
             permission=Permission.INDICATOR,
-            handler=describe,
             returns=_DESCRIBE_RETURNS,
         ),
-    ]
+    )
+
+    def __init__(self, market: MarketData, engine: IndicatorEngine) -> None:
+        self._market = market
+        self._engine = engine
+        self._catalogue = engine.catalogue
+
+    async def calculate_technical_indicator(
+        self, ctx: AgentContext, args: dict[str, Any]
+    ) -> Element:
+        """The indicator's latest values: the catalogue checks its name and parameters, and a
+        malformed interval is refused here, before any candle is read."""
+        indicator = self._catalogue.get(args["indicator_name"])
+        params = bind_params(indicator, args.get("params") or {})
+        interval = args["interval"]
+        if not is_interval(interval):
+            raise InvalidParameterError(
+                f"Parameter <interval> must be an interval such as 1m, 15m, 1h, 4h or 1d, got "
+                f"{interval!r}.",
+                details={"parameter": "interval", "got": interval},
+            )
+        values = await self._engine.latest(
+            self._market, args["symbol"], interval, indicator, params, args["values"]
+        )
+        return render_values(values)
+
+    async def list_technical_indicators(
+        self, ctx: AgentContext, args: dict[str, Any]
+    ) -> Sequence[Element]:
+        """The catalogue, or one category of it."""
+        chosen = self._catalogue.in_category(args.get("category"))
+        return [el("indicators", None, *(_summary(indicator) for indicator in chosen))]
+
+    async def describe_technical_indicator(
+        self, ctx: AgentContext, args: dict[str, Any]
+    ) -> Element:
+        """One indicator's description, outputs and parameters."""
+        return _description(self._catalogue.get(args["indicator_name"]))

@@ -14,10 +14,10 @@ from app.domain.errors import InvalidParameterError, NotFoundError
 from app.domain.market import is_interval
 from app.market.port import MarketData
 from app.market.series import KlineSeries, decimal_text
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 
-GROUP = "Market Data Tools"
 KLINES_MAX = 1000
 KLINES_DEFAULT = 100
 BOOK_MAX = 100
@@ -107,94 +107,13 @@ def _kline_rows(series: KlineSeries, start: int, stop: int, decimals: int) -> li
     ]
 
 
-def build_market_tools(market: MarketData) -> list[ToolSpec]:
-    """The market data tools bound to one market."""
+class MarketTools(ToolGroup):
+    """The market data tools, bound to one market."""
 
-    async def get_historical_klines(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        symbol = args["symbol"]
-        # its first step, market.intervals(symbol), answers an unknown symbol with NOT_FOUND
-        interval = _check_interval(market, symbol, args["interval"])
-        series = await market.series(symbol, interval)
-        stop = len(series)
-        if args["end_time_ms"] is not None:
-            stop = series.count_before(args["end_time_ms"])
-        start = max(stop - args["limit"], 0)
-        klines = _kline_rows(series, start, stop, market.price_decimals(symbol))
-        return Element("klines_data", (("symbol", symbol), ("interval", interval)), None,
-                       tuple(klines))
-
-    async def get_current_ticker_info(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        symbols: list[str] = args["symbols"]
-        unknown = [
-            s for s in symbols if s not in market.symbols() and s.upper() not in market.symbols()
-        ]
-        if unknown:
-            raise NotFoundError(
-                f"Unknown symbol(s): {', '.join(unknown)}. Available symbols: "
-                f"{', '.join(market.symbols())}.",
-                details={"unknown": unknown, "available": list(market.symbols())},
-            )
-        tickers = []
-        for symbol in dict.fromkeys(symbols):
-            ticker = await market.ticker(symbol)
-            tickers.append(
-                el(
-                    "ticker",
-                    None,
-                    symbol=ticker.symbol,
-                    last_price=ticker.last_price,
-                    high_24h=ticker.high_24h,
-                    low_24h=ticker.low_24h,
-                    volume_24h=ticker.volume_24h,
-                    change_percent_24h=ticker.change_percent_24h,
-                )
-            )
-        return el("tickers_data", None, *tickers)
-
-    async def get_order_book(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        book = await market.order_book(args["symbol"], args["limit"])
-        bids = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.bids]
-        asks = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.asks]
-        return el(
-            "order_book_data",
-            None,
-            el("bids", None, *bids),
-            el("asks", None, *asks),
-            symbol=book.symbol,
-        )
-
-    async def get_market_snapshot(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        if args["symbol"]:
-            symbols: Sequence[str] = [args["symbol"]]
-        else:
-            symbols = ctx.watched_symbols or market.symbols()
-        interval = args["interval"] or ctx.interval
-        now = market.now_ms()
-        bars = []
-        for symbol in symbols:
-            checked = _check_interval(market, symbol, interval)
-            series = await market.series(symbol, checked)
-            if len(series) == 0:
-                continue
-            decimals = market.price_decimals(symbol)
-            bars.append(
-                el(
-                    "bar",
-                    None,
-                    symbol=series.symbol,
-                    interval=checked,
-                    timestamp_ms=series.timestamp_ms.item(len(series) - 1),
-                    time_iso=ms_to_iso(series.timestamp_ms.item(len(series) - 1)),
-                    complete=series.last_complete,
-                    **_bar_attrs(series, len(series) - 1, decimals),
-                )
-            )
-        return el("market_snapshot", None, *bars, time_ms=now, time_iso=ms_to_iso(now))
-
-    return [
-        ToolSpec(
+    GROUP = "Market Data Tools"
+    TOOLS = (
+        ToolDef(
             name="get_historical_klines",
-            group=GROUP,
             description=(
                 "Fetches historical K-line (candlestick) data for a trading symbol, oldest first. "
                 "timestamp_ms and time_iso are each candle's open time (UTC); the newest candle "
@@ -225,16 +144,14 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MARKET,
-            handler=get_historical_klines,
             returns=(
                 '<klines_data symbol="BTC/USDT" interval="1h">\n'
                 '    <kline timestamp_ms="long" time_iso="iso8601" open="decimal" '
                 'high="decimal" low="decimal" close="decimal" volume="decimal" />\n</klines_data>'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="get_current_ticker_info",
-            group=GROUP,
             description="Fetches the last price and 24h statistics for one or more symbols",
             params=(
                 ParamSpec(
@@ -247,7 +164,6 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MARKET,
-            handler=get_current_ticker_info,
             returns=(
                 "<tickers_data>\n"
                 '    <ticker symbol="string" last_price="decimal" high_24h="decimal" '
@@ -255,9 +171,8 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 "</tickers_data>"
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="get_order_book",
-            group=GROUP,
             description=(
                 "Fetches the current order book (depth of market) for a symbol; best prices first."
             ),
@@ -273,7 +188,6 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MARKET,
-            handler=get_order_book,
             returns=(
                 '<order_book_data symbol="string">\n'
                 '    <bids><level price="decimal" quantity="decimal" /></bids>\n'
@@ -281,9 +195,8 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 "</order_book_data>"
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="get_market_snapshot",
-            group=GROUP,
             description=(
                 "The current candle of one symbol or of every symbol you watch (market.observe). "
                 'complete="false" marks a candle that is still forming.'
@@ -303,7 +216,6 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MARKET,
-            handler=get_market_snapshot,
             returns=(
                 '<market_snapshot time_ms="long" time_iso="string">\n'
                 '    <bar symbol="string" interval="1h" timestamp_ms="long" time_iso="string" '
@@ -312,4 +224,97 @@ def build_market_tools(market: MarketData) -> list[ToolSpec]:
                 "</market_snapshot>"
             ),
         ),
-    ]
+    )
+
+    def __init__(self, market: MarketData) -> None:
+        self._market = market
+
+    async def get_historical_klines(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """Candles up to ``end_time_ms`` (or the newest), oldest first."""
+        market = self._market
+        symbol = args["symbol"]
+        # its first step, market.intervals(symbol), answers an unknown symbol with NOT_FOUND
+        interval = _check_interval(market, symbol, args["interval"])
+        series = await market.series(symbol, interval)
+        stop = len(series)
+        if args["end_time_ms"] is not None:
+            stop = series.count_before(args["end_time_ms"])
+        start = max(stop - args["limit"], 0)
+        klines = _kline_rows(series, start, stop, market.price_decimals(symbol))
+        return Element("klines_data", (("symbol", symbol), ("interval", interval)), None,
+                       tuple(klines))
+
+    async def get_current_ticker_info(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """One ticker per distinct symbol; any unknown symbol refuses the whole call, naming
+        the symbols there are."""
+        market = self._market
+        symbols: list[str] = args["symbols"]
+        unknown = [
+            s for s in symbols if s not in market.symbols() and s.upper() not in market.symbols()
+        ]
+        if unknown:
+            raise NotFoundError(
+                f"Unknown symbol(s): {', '.join(unknown)}. Available symbols: "
+                f"{', '.join(market.symbols())}.",
+                details={"unknown": unknown, "available": list(market.symbols())},
+            )
+        tickers = []
+        for symbol in dict.fromkeys(symbols):
+            ticker = await market.ticker(symbol)
+            tickers.append(
+                el(
+                    "ticker",
+                    None,
+                    symbol=ticker.symbol,
+                    last_price=ticker.last_price,
+                    high_24h=ticker.high_24h,
+                    low_24h=ticker.low_24h,
+                    volume_24h=ticker.volume_24h,
+                    change_percent_24h=ticker.change_percent_24h,
+                )
+            )
+        return el("tickers_data", None, *tickers)
+
+    async def get_order_book(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The book's best ``limit`` levels each side."""
+        book = await self._market.order_book(args["symbol"], args["limit"])
+        bids = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.bids]
+        asks = [el("level", None, price=lvl.price, quantity=lvl.quantity) for lvl in book.asks]
+        return el(
+            "order_book_data",
+            None,
+            el("bids", None, *bids),
+            el("asks", None, *asks),
+            symbol=book.symbol,
+        )
+
+    async def get_market_snapshot(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The newest candle of one symbol or of the caller's watched ones, in the caller's
+        interval unless it names one."""
+        market = self._market
+        if args["symbol"]:
+            symbols: Sequence[str] = [args["symbol"]]
+        else:
+            symbols = ctx.watched_symbols or market.symbols()
+        interval = args["interval"] or ctx.interval
+        now = market.now_ms()
+        bars = []
+        for symbol in symbols:
+            checked = _check_interval(market, symbol, interval)
+            series = await market.series(symbol, checked)
+            if len(series) == 0:
+                continue
+            decimals = market.price_decimals(symbol)
+            bars.append(
+                el(
+                    "bar",
+                    None,
+                    symbol=series.symbol,
+                    interval=checked,
+                    timestamp_ms=series.timestamp_ms.item(len(series) - 1),
+                    time_iso=ms_to_iso(series.timestamp_ms.item(len(series) - 1)),
+                    complete=series.last_complete,
+                    **_bar_attrs(series, len(series) - 1, decimals),
+                )
+            )
+        return el("market_snapshot", None, *bars, time_ms=now, time_iso=ms_to_iso(now))

@@ -16,10 +16,10 @@ from app import yamltext
 from app.domain.clock import ms_to_iso
 from app.domain.errors import InvalidParameterError, MissingParameterError
 from app.memory.bank import MemoryBank
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 
-GROUP = "Agent Memory Tools"
 LIST_MAX_FILES = 1000
 TYPE_HINTS = ("YAML", "MARKDOWN", "TEXT")
 CONTENT_FORMATS = ("BASE64", "TEXT")
@@ -110,94 +110,13 @@ def _as_text(data: bytes) -> str | None:
     return None if _NOT_XML_TEXT.search(text) else text
 
 
-def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
-    """The seven memory tools, each acting on the calling agent's own memory folder."""
+class MemoryTools(ToolGroup):
+    """The seven memory tools, each acting on the calling agent's own folder of one bank."""
 
-    async def read_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        content = await bank.aread_file(ctx.agent_id, args["file_path"])
-        text = _as_text(content.data) if args["content_format"] == "TEXT" else None
-        return el(
-            "memory_file_content",
-            None,
-            el("content", text) if text is not None
-            else el("content_base64", base64.b64encode(content.data).decode("ascii")),
-            el("file_exists", content.exists),
-            el("file_type_hint", content.type_hint),
-            file_path_read=content.path,
-        )
-
-    async def write_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        data, given = plain_content(args, "content_base64", args["file_path"])
-        _check_text_hint(args["file_type_hint"], data, args["file_path"], given)
-        outcome = await bank.awrite_file(ctx.agent_id, args["file_path"], data)
-        return el(
-            "memory_file_written",
-            file_path_written=outcome.path,
-            status_message="File saved successfully.",
-        )
-
-    async def append_to_agent_memory_file(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        data, _given = plain_content(args, "content_to_append_base64", args["file_path"])
-        outcome = await bank.aappend_file(
-            ctx.agent_id,
-            args["file_path"],
-            data,
-            ensure_newline=args["ensure_newline_before_append"],
-        )
-        return el(
-            "memory_file_appended",
-            file_path_appended=outcome.path,
-            status_message="Content appended successfully.",
-        )
-
-    async def log_journal_entry(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        outcome = await bank.alog_journal_entry(ctx.agent_id, args["content"])
-        return el(
-            "journal_entry_logged",
-            file_path=outcome.path,
-            line=outcome.line,
-            time_ms=outcome.market_ms,
-            time_iso=ms_to_iso(outcome.market_ms),
-            status_message="Journal entry logged.",
-        )
-
-    async def write_note(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        outcome = await bank.awrite_note(ctx.agent_id, args["key"], args["content"])
-        return el(
-            "note_written",
-            key=args["key"],
-            file_path=outcome.path,
-            status_message="Note saved successfully.",
-        )
-
-    async def recall_memory(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        hits = await bank.arecall(ctx.agent_id, args["query"], args["limit"])
-        return el(
-            "memories",
-            None,
-            *(
-                el("memory", hit.snippet, source=hit.path, line=hit.line, score=hit.score)
-                for hit in hits
-            ),
-        )
-
-    async def list_agent_memory_files(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        files = await bank.alist_files(ctx.agent_id, args["folder"] or "")
-        shown = files[:LIST_MAX_FILES]
-        return el(
-            "memory_files",
-            None,
-            *(
-                el("file", path=f.path, size=f.size, modified_iso=ms_to_iso(f.modified_ms))
-                for f in shown
-            ),
-            truncated=True if len(files) > len(shown) else None,
-        )
-
-    return [
-        ToolSpec(
+    GROUP = "Agent Memory Tools"
+    TOOLS = (
+        ToolDef(
             name="read_agent_memory_file",
-            group=GROUP,
             description=(
                 "Reads a file (typically YAML or Markdown) from your own memory folder. A missing "
                 "file is not an error: it returns empty content with file_exists false."
@@ -213,7 +132,6 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=read_agent_memory_file,
             returns=(
                 '<memory_file_content file_path_read="string">\n'
                 "    <content_base64>string_base64_encoded</content_base64> "
@@ -223,9 +141,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 "</memory_file_content>"
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="write_agent_memory_file",
-            group=GROUP,
             description=(
                 "Writes (or overwrites) a file in your memory folder, creating subfolders as "
                 "needed. The file is replaced atomically: readers see the old or the new content."
@@ -246,16 +163,14 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=write_agent_memory_file,
             extra_rules=(ONE_CONTENT.format(encoded="content_base64"),),
             returns=(
                 '<memory_file_written file_path_written="string" '
                 'status_message="File saved successfully." />'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="append_to_agent_memory_file",
-            group=GROUP,
             description=(
                 "Appends content to a file in your memory folder (created if it does not exist). "
                 "Content is appended as whole lines: a final newline is added if missing."
@@ -277,16 +192,14 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=append_to_agent_memory_file,
             extra_rules=(ONE_CONTENT.format(encoded="content_to_append_base64"),),
             returns=(
                 '<memory_file_appended file_path_appended="string" '
                 'status_message="Content appended successfully." />'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="log_journal_entry",
-            group=GROUP,
             description=(
                 "Appends a timestamped entry to today's journal, journal/YYYY-MM-DD.md (the "
                 "market date: in a backtest, the simulated day)."
@@ -302,16 +215,14 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=log_journal_entry,
             returns=(
                 '<journal_entry_logged file_path="journal/YYYY-MM-DD.md" line="12" '
                 'time_ms="long" time_iso="YYYY-MM-DDThh:mm:ssZ" '
                 'status_message="Journal entry logged." />'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="write_note",
-            group=GROUP,
             description="Creates or overwrites the topic note notes/{key}.md.",
             params=(
                 ParamSpec(
@@ -331,15 +242,13 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=write_note,
             returns=(
                 '<note_written key="position_BTCUSDT" file_path="notes/position_BTCUSDT.md" '
                 'status_message="Note saved successfully." />'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="recall_memory",
-            group=GROUP,
             description=(
                 "Searches every file of your memory (journal, notes, logs, YAML) and returns the "
                 "best-ranked snippets with their file, line and score. Words, symbols such as "
@@ -364,7 +273,6 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=recall_memory,
             returns=(
                 "<memories>\n"
                 '    <memory source="journal/YYYY-MM-DD.md" line="4" score="2.31">'
@@ -372,9 +280,8 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 "</memories>"
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="list_agent_memory_files",
-            group=GROUP,
             description="Lists the files of your memory folder, or of one folder inside it.",
             params=(
                 ParamSpec(
@@ -385,7 +292,6 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 ),
             ),
             permission=Permission.MEMORY,
-            handler=list_agent_memory_files,
             returns=(
                 "<memory_files>\n"
                 '    <file path="journal/YYYY-MM-DD.md" size="840" '
@@ -393,4 +299,98 @@ def build_memory_tools(bank: MemoryBank) -> list[ToolSpec]:
                 "</memory_files>"
             ),
         ),
-    ]
+    )
+
+    def __init__(self, bank: MemoryBank) -> None:
+        self._bank = bank
+
+    async def read_agent_memory_file(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A file's bytes, as text when asked and XML can carry them exactly, else base64."""
+        content = await self._bank.aread_file(ctx.agent_id, args["file_path"])
+        text = _as_text(content.data) if args["content_format"] == "TEXT" else None
+        return el(
+            "memory_file_content",
+            None,
+            el("content", text) if text is not None
+            else el("content_base64", base64.b64encode(content.data).decode("ascii")),
+            el("file_exists", content.exists),
+            el("file_type_hint", content.type_hint),
+            file_path_read=content.path,
+        )
+
+    async def write_agent_memory_file(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A whole file, its content checked against its type hint before anything is written."""
+        data, given = plain_content(args, "content_base64", args["file_path"])
+        _check_text_hint(args["file_type_hint"], data, args["file_path"], given)
+        outcome = await self._bank.awrite_file(ctx.agent_id, args["file_path"], data)
+        return el(
+            "memory_file_written",
+            file_path_written=outcome.path,
+            status_message="File saved successfully.",
+        )
+
+    async def append_to_agent_memory_file(
+        self, ctx: AgentContext, args: dict[str, Any]
+    ) -> Element:
+        """Whole lines added to a file (made if missing)."""
+        data, _given = plain_content(args, "content_to_append_base64", args["file_path"])
+        outcome = await self._bank.aappend_file(
+            ctx.agent_id,
+            args["file_path"],
+            data,
+            ensure_newline=args["ensure_newline_before_append"],
+        )
+        return el(
+            "memory_file_appended",
+            file_path_appended=outcome.path,
+            status_message="Content appended successfully.",
+        )
+
+    async def log_journal_entry(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """An entry in the market day's journal, stamped with the market's time."""
+        outcome = await self._bank.alog_journal_entry(ctx.agent_id, args["content"])
+        return el(
+            "journal_entry_logged",
+            file_path=outcome.path,
+            line=outcome.line,
+            time_ms=outcome.market_ms,
+            time_iso=ms_to_iso(outcome.market_ms),
+            status_message="Journal entry logged.",
+        )
+
+    async def write_note(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A topic note, replaced whole."""
+        outcome = await self._bank.awrite_note(ctx.agent_id, args["key"], args["content"])
+        return el(
+            "note_written",
+            key=args["key"],
+            file_path=outcome.path,
+            status_message="Note saved successfully.",
+        )
+
+    async def recall_memory(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The best-ranked snippets of the caller's memory for a query."""
+        hits = await self._bank.arecall(ctx.agent_id, args["query"], args["limit"])
+        return el(
+            "memories",
+            None,
+            *(
+                el("memory", hit.snippet, source=hit.path, line=hit.line, score=hit.score)
+                for hit in hits
+            ),
+        )
+
+    async def list_agent_memory_files(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """The caller's files (or one folder's), at most ``LIST_MAX_FILES``, saying when more
+        were left out."""
+        files = await self._bank.alist_files(ctx.agent_id, args["folder"] or "")
+        shown = files[:LIST_MAX_FILES]
+        return el(
+            "memory_files",
+            None,
+            *(
+                el("file", path=f.path, size=f.size, modified_iso=ms_to_iso(f.modified_ms))
+                for f in shown
+            ),
+            truncated=True if len(files) > len(shown) else None,
+        )

@@ -1,9 +1,9 @@
 """Orchestration tools (Part C §5) and ``ask_user_clarification`` (Part D §6.1).
 
-The handlers close over the agent directory (the AgentManager, through a port), the durable task
-queue, the job scheduler, the notification service and the question store. Anything a tool makes
-is keyed on the call's ``call_key`` where the store allows it, so a task redelivered after a crash
-repeats its calls without dispatching, notifying or asking twice.
+``OrchestrationTools`` is given the agent directory (the AgentManager, through a port), the
+durable task queue, the job scheduler, the notification service and the question store. Anything a
+tool makes is keyed on the call's ``call_key`` where the store allows it, so a task redelivered
+after a crash repeats its calls without dispatching, notifying or asking twice.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ import json
 import re
 from typing import Any
 
-from app.domain.agents import AgentInfo, AgentState, Channel, QuestionKind, Urgency
-from app.domain.clock import Clock, ms_to_iso
+from app.domain.agents import AgentInfo, AgentState, Channel, QuestionKind, Task, Urgency
+from app.domain.clock import ms_to_iso
 from app.domain.errors import InvalidParameterError, NotFoundError
 from app.orchestration.notify import NotificationService
 from app.orchestration.ports import AgentDirectory
 from app.orchestration.questions import QuestionStore
 from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
+from app.tools.group import ToolDef, ToolGroup
 from app.tools.protocol.render import Element, el
-from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission, ToolSpec
+from app.tools.spec import AgentContext, ParamSpec, ParamType, Permission
 
-GROUP = "Orchestration Tools"
 USER_GROUP = "User Interaction Tools"
 # carried out at once by the AgentManager instead of being queued
 CONTROL_TASK_TYPES = {"PAUSE_AGENT": "pause", "RESUME_AGENT": "resume", "STOP_AGENT": "stop"}
@@ -67,180 +67,20 @@ def _channels(names: list[str]) -> list[Channel]:
     return chosen
 
 
-def build_orchestration_tools(
-    directory: AgentDirectory,
-    queue: TaskQueue,
-    scheduler: JobScheduler,
-    notifications: NotificationService,
-    questions: QuestionStore,
-    clock: Clock,
-) -> list[ToolSpec]:
-    """The five tools for managing agents, their tasks and jobs, and talking to the person."""
+def _uuid_param(name: str, description: str) -> ParamSpec:
+    """A required agent id, shown to the model as ``string_uuid``."""
+    return ParamSpec(name, ParamType.STRING, description, required=True,
+                     example="string_uuid", max_length=100)
 
-    def _agent(agent_id: str, parameter: str) -> AgentInfo:
-        info = directory.get_agent(agent_id.strip())
-        if info is None:
-            raise NotFoundError(
-                f"There is no agent with id {agent_id[:80]!r} (it may have been deleted). Use "
-                "the agent_id returned by create_new_agent_instance.",
-                details={"parameter": parameter, "agent_id": agent_id[:80]},
-            )
-        return info
 
-    async def create_new_agent_instance(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        info = await directory.create_agent(
-            args["agent_type_template"], args["agent_name_label"], args["initial_config_json"],
-            start=args["start_immediately"], created_by=ctx.agent_id, key=ctx.call_key or None,
-        )
-        return el(
-            "agent_instance_created", agent_id=info.agent_id, agent_type_template=info.template,
-            agent_name_label=info.name,
-            status="RUNNING" if info.state is AgentState.RUNNING else "INITIALIZED",
-        )
+class OrchestrationTools(ToolGroup):
+    """The five tools for managing agents, their tasks and jobs, and talking to the person, plus
+    ``ask_user_clarification`` (its own group in the prompt)."""
 
-    async def dispatch_task_to_agent(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        target = _agent(args["target_agent_id"], "target_agent_id")
-        task_type = _task_type(args["task_type"], "task_type")
-        payload: dict[str, Any] = args["task_payload_json"]
-        dedupe = f"dispatch:{ctx.call_key}" if ctx.call_key else None
-        source = f"agent:{ctx.agent_id}"
-        action = CONTROL_TASK_TYPES.get(task_type.upper())
-        if action is not None or task_type.upper() == UPDATE_CONFIG:
-            task = queue.get_by_dedupe_key(dedupe) if dedupe else None
-            if task is None:
-                if action is None:
-                    info = await directory.update_config(target.agent_id, payload)
-                    outcome = f"configuration updated: {', '.join(sorted(payload)) or 'nothing'}"
-                else:
-                    try:
-                        info = await directory.control(target.agent_id, action)
-                    except ValueError as exc:  # the lifecycle table refused the change
-                        raise InvalidParameterError(
-                            f"Cannot {action} agent {target.agent_id} ({target.name}): {exc}.",
-                            details={"parameter": "task_type", "state": target.state.value},
-                        ) from None
-                    outcome = f"agent is now {info.state.value}"
-                task = queue.record_done(
-                    target.agent_id, task_type.upper(), payload, source, outcome,
-                    dedupe_key=dedupe,
-                )
-            status = "DELIVERY_ACKNOWLEDGED"
-        else:
-            if target.state in (AgentState.STOPPED, AgentState.FAULTED):
-                why = f" ({target.fault_reason})" if target.fault_reason else ""
-                raise InvalidParameterError(
-                    f"Agent {target.agent_id} ({target.name}) is {target.state.value}{why} and "
-                    "takes no tasks. Resume it first: dispatch task_type RESUME_AGENT to it.",
-                    details={"parameter": "target_agent_id", "state": target.state.value},
-                )
-            reply = bool(args["reply_expected"])
-            task = queue.enqueue(
-                target.agent_id, task_type, payload, source,
-                reply_to=ctx.agent_id if reply else None, reply_expected=reply,
-                dedupe_key=dedupe,
-            )
-            status = "QUEUED_FOR_DELIVERY"
-        return el(
-            "task_dispatched_to_agent", target_agent_id=target.agent_id,
-            dispatched_task_id=task.task_id, status=status,
-        )
-
-    async def list_agent_instances(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        wanted = (args["role"] or "").strip().lower()
-        items = []
-        for info in directory.list_agents():
-            if wanted and info.role.value != wanted:
-                continue
-            jobs = [
-                el(
-                    "job", internal_job_id=job.job_id, job_name=job.name, enabled=job.enabled,
-                    schedule=f"cron {job.cron}" if job.cron else f"every {job.interval_s} s",
-                    task_type_on_trigger=job.task_type,
-                    next_run_time_utc_iso=(
-                        None if job.next_run_ms is None or not job.enabled
-                        else ms_to_iso(job.next_run_ms)
-                    ),
-                )
-                for job in scheduler.jobs(info.agent_id)
-            ]
-            items.append(el(
-                "agent", None,
-                el("config_json", json.dumps(info.config, sort_keys=True, ensure_ascii=False)),
-                *jobs,
-                agent_id=info.agent_id, name=info.name, template=info.template,
-                role=info.role.value, state=info.state.value, provider=info.provider,
-                model=info.model, current_task_id=info.current_task_id,
-                last_action=info.last_action or None,
-                last_action_time_iso=(
-                    None if info.last_action_ms is None else ms_to_iso(info.last_action_ms)
-                ),
-                fault_reason=info.fault_reason,
-            ))
-        return el("agent_instances", None, *items, count=len(items))
-
-    async def schedule_background_job(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        target = _agent(args["target_agent_id_on_trigger"], "target_agent_id_on_trigger")
-        task_type = _task_type(args["task_type_on_trigger"], "task_type_on_trigger")
-        cron = args["cron_expression"] or None
-        interval = args["interval_seconds"]
-        name = args["job_name"].strip()
-        job = scheduler.get_by_name(name)
-        same = job is not None and (
-            job.created_by, job.target_agent_id, job.task_type, job.payload, job.cron,
-            job.interval_s, job.job_type,
-        ) == (
-            ctx.agent_id, target.agent_id, task_type, args["task_payload_on_trigger_json"],
-            " ".join(cron.split()) if cron else None, interval, args["job_type_identifier"],
-        )
-        if job is None or not same:  # the same call repeated (a redelivered task) is not an error
-            job = scheduler.add_job(
-                name, args["job_type_identifier"], target.agent_id, task_type,
-                args["task_payload_on_trigger_json"], cron=cron, interval_s=interval,
-                enabled=args["enabled_on_create"], created_by=ctx.agent_id,
-            )
-        return el(
-            "background_job_scheduled", internal_job_id=job.job_id, job_name=job.name,
-            status="SCHEDULED_AND_ACTIVE" if job.enabled else "SCHEDULED_BUT_DISABLED",
-            next_run_time_utc_iso=None if job.next_run_ms is None else ms_to_iso(job.next_run_ms),
-        )
-
-    async def send_notification(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        sent = await notifications.send(
-            ctx.agent_id, _channels(args["channels"]), args["message_text"],
-            args["subject_text"] or "", Urgency(args["urgency_level"]),
-            key=ctx.call_key or None,
-        )
-        return el(
-            "notification_sent_status",
-            None,
-            *(
-                el(
-                    "channel_status", channel=s.channel.value,
-                    delivery_status=s.delivery_status.value,
-                    message_id_or_error=s.message_id_or_error,
-                )
-                for s in sent.statuses
-            ),
-        )
-
-    async def ask_user_clarification(ctx: AgentContext, args: dict[str, Any]) -> Element:
-        question = questions.ask(
-            ctx.agent_id, ctx.task_id, QuestionKind.CLARIFICATION, args["question_text"],
-            args["suggested_replies"] or (), args["expected_response_format_hint"] or "TEXT",
-            key=ctx.call_key or None,
-        )
-        return el(
-            "clarification_requested", question_id=question.question_id, status="WAITING_FOR_USER"
-        )
-
-    def uuid_param(name: str, description: str) -> ParamSpec:
-        return ParamSpec(name, ParamType.STRING, description, required=True,
-                         example="string_uuid", max_length=100)
-
-    return [
-        ToolSpec(
+    GROUP = "Orchestration Tools"
+    TOOLS = (
+        ToolDef(
             name="create_new_agent_instance",
-            group=GROUP,
             description=(
                 "Creates (and by default starts) a new agent instance from a template, e.g. an "
                 "Analyst or a Trader; its configuration is also stored in its memory."
@@ -269,21 +109,19 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.AGENTS,
-            handler=create_new_agent_instance,
             returns=(
                 '<agent_instance_created agent_id="string_uuid" agent_type_template="string" '
                 'agent_name_label="string" status="INITIALIZED|RUNNING" />'
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="dispatch_task_to_agent",
-            group=GROUP,
             description=(
                 "Sends a task with a JSON payload to another agent's inbox, delivered durably "
                 "(even across a restart)."
             ),
             params=(
-                uuid_param("target_agent_id", "The unique ID of the recipient agent instance"),
+                _uuid_param("target_agent_id", "The unique ID of the recipient agent instance"),
                 ParamSpec(
                     "task_type", ParamType.STRING,
                     "What the task is, e.g. 'NEW_MARKET_ANALYSIS_SIGNAL', 'RUN_ANALYSIS', "
@@ -301,7 +139,6 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.TASKS,
-            handler=dispatch_task_to_agent,
             returns=(
                 '<task_dispatched_to_agent target_agent_id="string_uuid" '
                 'dispatched_task_id="string_uuid_internal_task_ref" '
@@ -313,9 +150,8 @@ def build_orchestration_tools(
                 "other tasks wait in the inbox (QUEUED_FOR_DELIVERY).",
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="list_agent_instances",
-            group=GROUP,
             description=(
                 "Lists the agents with role, state, configuration, last action and jobs."
             ),
@@ -326,7 +162,6 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.AGENTS,
-            handler=list_agent_instances,
             returns=(
                 '<agent_instances count="integer">\n'
                 '    <agent agent_id="string_uuid" name="string" template="string" '
@@ -342,9 +177,8 @@ def build_orchestration_tools(
                 "</agent_instances>"
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="schedule_background_job",
-            group=GROUP,
             description=(
                 "Sets up a recurring job that sends a task to an agent each time it triggers "
                 "(UTC, market clock)."
@@ -370,7 +204,7 @@ def build_orchestration_tools(
                     "Run every this many seconds, e.g. 3600",
                     minimum=1,
                 ),
-                uuid_param("target_agent_id_on_trigger", "The agent to send the task to"),
+                _uuid_param("target_agent_id_on_trigger", "The agent to send the task to"),
                 ParamSpec(
                     "task_type_on_trigger", ParamType.STRING,
                     "The task_type of the task sent, e.g. 'RUN_ANALYSIS'", required=True,
@@ -387,7 +221,6 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.JOBS,
-            handler=schedule_background_job,
             returns=(
                 '<background_job_scheduled internal_job_id="string_uuid_system_job_id" '
                 'job_name="string" status="SCHEDULED_AND_ACTIVE|SCHEDULED_BUT_DISABLED" '
@@ -399,9 +232,8 @@ def build_orchestration_tools(
                 "missed while the app was closed runs once.",
             ),
         ),
-        ToolSpec(
+        ToolDef(
             name="send_notification",
-            group=GROUP,
             description=(
                 "Notifies the person on one or more channels; reports each channel's delivery."
             ),
@@ -426,7 +258,6 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.NOTIFY,
-            handler=send_notification,
             returns=(
                 "<notification_sent_status>\n"
                 '    <channel_status channel="TELEGRAM" delivery_status="SUCCESS|PENDING|FAILED" '
@@ -435,9 +266,8 @@ def build_orchestration_tools(
                 'message_id_or_error="string" />\n'
                 "</notification_sent_status>"
             ),
-            timeout_s=notifications.timeout_s + 5,
         ),
-        ToolSpec(
+        ToolDef(
             name="ask_user_clarification",
             group=USER_GROUP,
             description=(
@@ -461,7 +291,6 @@ def build_orchestration_tools(
                 ),
             ),
             permission=Permission.ASK_USER,
-            handler=ask_user_clarification,
             returns=(
                 '<clarification_requested question_id="string_uuid" status="WAITING_FOR_USER" />'
             ),
@@ -469,4 +298,206 @@ def build_orchestration_tools(
                 "Your next input is the person's reply as plain text, not a tool result.",
             ),
         ),
-    ]
+    )
+
+    def __init__(
+        self,
+        directory: AgentDirectory,
+        queue: TaskQueue,
+        scheduler: JobScheduler,
+        notifications: NotificationService,
+        questions: QuestionStore,
+    ) -> None:
+        self._directory = directory
+        self._queue = queue
+        self._scheduler = scheduler
+        self._notifications = notifications
+        self._questions = questions
+
+    def timeout_s(self, tool: ToolDef) -> float | None:
+        """A notification may wait on every channel's own delivery limit, and a little more."""
+        if tool.name == "send_notification":
+            return self._notifications.timeout_s + 5
+        return tool.timeout_s
+
+    def _agent(self, agent_id: str, parameter: str) -> AgentInfo:
+        """The agent a call names, or NOT_FOUND saying where valid ids come from."""
+        info = self._directory.get_agent(agent_id.strip())
+        if info is None:
+            raise NotFoundError(
+                f"There is no agent with id {agent_id[:80]!r} (it may have been deleted). Use "
+                "the agent_id returned by create_new_agent_instance.",
+                details={"parameter": parameter, "agent_id": agent_id[:80]},
+            )
+        return info
+
+    async def create_new_agent_instance(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A new agent, made once per call key (a redelivered task gets the same agent)."""
+        info = await self._directory.create_agent(
+            args["agent_type_template"], args["agent_name_label"], args["initial_config_json"],
+            start=args["start_immediately"], created_by=ctx.agent_id, key=ctx.call_key or None,
+        )
+        return el(
+            "agent_instance_created", agent_id=info.agent_id, agent_type_template=info.template,
+            agent_name_label=info.name,
+            status="RUNNING" if info.state is AgentState.RUNNING else "INITIALIZED",
+        )
+
+    async def dispatch_task_to_agent(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A control or configuration change carried out at once, any other task queued."""
+        target = self._agent(args["target_agent_id"], "target_agent_id")
+        task_type = _task_type(args["task_type"], "task_type")
+        dedupe = f"dispatch:{ctx.call_key}" if ctx.call_key else None
+        if task_type.upper() in CONTROL_TASK_TYPES or task_type.upper() == UPDATE_CONFIG:
+            task = await self._carry_out(ctx, target, task_type.upper(),
+                                         args["task_payload_json"], dedupe)
+            status = "DELIVERY_ACKNOWLEDGED"
+        else:
+            task = self._enqueue(ctx, target, task_type, args, dedupe)
+            status = "QUEUED_FOR_DELIVERY"
+        return el(
+            "task_dispatched_to_agent", target_agent_id=target.agent_id,
+            dispatched_task_id=task.task_id, status=status,
+        )
+
+    async def _carry_out(
+        self, ctx: AgentContext, target: AgentInfo, task_type: str, payload: dict[str, Any],
+        dedupe: str | None,
+    ) -> Task:
+        """Pause, resume, stop or reconfigure ``target`` now, recorded as a done task; a call
+        repeated under the same key finds that task and changes nothing again."""
+        task = self._queue.get_by_dedupe_key(dedupe) if dedupe else None
+        if task is not None:
+            return task
+        action = CONTROL_TASK_TYPES.get(task_type)
+        if action is None:
+            await self._directory.update_config(target.agent_id, payload)
+            outcome = f"configuration updated: {', '.join(sorted(payload)) or 'nothing'}"
+        else:
+            try:
+                info = await self._directory.control(target.agent_id, action)
+            except ValueError as exc:  # the lifecycle table refused the change
+                raise InvalidParameterError(
+                    f"Cannot {action} agent {target.agent_id} ({target.name}): {exc}.",
+                    details={"parameter": "task_type", "state": target.state.value},
+                ) from None
+            outcome = f"agent is now {info.state.value}"
+        return self._queue.record_done(
+            target.agent_id, task_type, payload, f"agent:{ctx.agent_id}", outcome,
+            dedupe_key=dedupe,
+        )
+
+    def _enqueue(
+        self, ctx: AgentContext, target: AgentInfo, task_type: str, args: dict[str, Any],
+        dedupe: str | None,
+    ) -> Task:
+        """Queue a task for ``target``, refused while it takes none (stopped or faulted)."""
+        if target.state in (AgentState.STOPPED, AgentState.FAULTED):
+            why = f" ({target.fault_reason})" if target.fault_reason else ""
+            raise InvalidParameterError(
+                f"Agent {target.agent_id} ({target.name}) is {target.state.value}{why} and "
+                "takes no tasks. Resume it first: dispatch task_type RESUME_AGENT to it.",
+                details={"parameter": "target_agent_id", "state": target.state.value},
+            )
+        reply = bool(args["reply_expected"])
+        return self._queue.enqueue(
+            target.agent_id, task_type, args["task_payload_json"], f"agent:{ctx.agent_id}",
+            reply_to=ctx.agent_id if reply else None, reply_expected=reply,
+            dedupe_key=dedupe,
+        )
+
+    async def list_agent_instances(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """Every agent (or one role's), with its configuration and jobs."""
+        wanted = (args["role"] or "").strip().lower()
+        items = [
+            self._agent_element(info) for info in self._directory.list_agents()
+            if not wanted or info.role.value == wanted
+        ]
+        return el("agent_instances", None, *items, count=len(items))
+
+    def _agent_element(self, info: AgentInfo) -> Element:
+        """One ``<agent>``: its state, configuration and each of its jobs."""
+        jobs = [
+            el(
+                "job", internal_job_id=job.job_id, job_name=job.name, enabled=job.enabled,
+                schedule=f"cron {job.cron}" if job.cron else f"every {job.interval_s} s",
+                task_type_on_trigger=job.task_type,
+                next_run_time_utc_iso=(
+                    None if job.next_run_ms is None or not job.enabled
+                    else ms_to_iso(job.next_run_ms)
+                ),
+            )
+            for job in self._scheduler.jobs(info.agent_id)
+        ]
+        return el(
+            "agent", None,
+            el("config_json", json.dumps(info.config, sort_keys=True, ensure_ascii=False)),
+            *jobs,
+            agent_id=info.agent_id, name=info.name, template=info.template,
+            role=info.role.value, state=info.state.value, provider=info.provider,
+            model=info.model, current_task_id=info.current_task_id,
+            last_action=info.last_action or None,
+            last_action_time_iso=(
+                None if info.last_action_ms is None else ms_to_iso(info.last_action_ms)
+            ),
+            fault_reason=info.fault_reason,
+        )
+
+    async def schedule_background_job(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A job, unless the caller already made the same one under that name (a redelivered
+        task repeats its calls, which is not an error)."""
+        target = self._agent(args["target_agent_id_on_trigger"], "target_agent_id_on_trigger")
+        task_type = _task_type(args["task_type_on_trigger"], "task_type_on_trigger")
+        cron = args["cron_expression"] or None
+        interval = args["interval_seconds"]
+        name = args["job_name"].strip()
+        job = self._scheduler.get_by_name(name)
+        same = job is not None and (
+            job.created_by, job.target_agent_id, job.task_type, job.payload, job.cron,
+            job.interval_s, job.job_type,
+        ) == (
+            ctx.agent_id, target.agent_id, task_type, args["task_payload_on_trigger_json"],
+            " ".join(cron.split()) if cron else None, interval, args["job_type_identifier"],
+        )
+        if job is None or not same:
+            job = self._scheduler.add_job(
+                name, args["job_type_identifier"], target.agent_id, task_type,
+                args["task_payload_on_trigger_json"], cron=cron, interval_s=interval,
+                enabled=args["enabled_on_create"], created_by=ctx.agent_id,
+            )
+        return el(
+            "background_job_scheduled", internal_job_id=job.job_id, job_name=job.name,
+            status="SCHEDULED_AND_ACTIVE" if job.enabled else "SCHEDULED_BUT_DISABLED",
+            next_run_time_utc_iso=None if job.next_run_ms is None else ms_to_iso(job.next_run_ms),
+        )
+
+    async def send_notification(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """One message on each channel named, sent once per call key; each channel's outcome."""
+        sent = await self._notifications.send(
+            ctx.agent_id, _channels(args["channels"]), args["message_text"],
+            args["subject_text"] or "", Urgency(args["urgency_level"]),
+            key=ctx.call_key or None,
+        )
+        return el(
+            "notification_sent_status",
+            None,
+            *(
+                el(
+                    "channel_status", channel=s.channel.value,
+                    delivery_status=s.delivery_status.value,
+                    message_id_or_error=s.message_id_or_error,
+                )
+                for s in sent.statuses
+            ),
+        )
+
+    async def ask_user_clarification(self, ctx: AgentContext, args: dict[str, Any]) -> Element:
+        """A question parked for the person, asked once per call key."""
+        question = self._questions.ask(
+            ctx.agent_id, ctx.task_id, QuestionKind.CLARIFICATION, args["question_text"],
+            args["suggested_replies"] or (), args["expected_response_format_hint"] or "TEXT",
+            key=ctx.call_key or None,
+        )
+        return el(
+            "clarification_requested", question_id=question.question_id, status="WAITING_FOR_USER"
+        )

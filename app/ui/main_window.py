@@ -45,17 +45,21 @@ from app.events import AgentStateChanged, EventBus, LLMCallRecorded
 from app.secrets import SecretStore
 from app.ui import window_layout
 from app.ui.errors import ErrorReporter
+from app.ui.names import AgentNames
+from app.ui.names import install as install_names
 from app.ui.panels.tasks import BusLink, TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
 from app.ui.theme import Restylable, apply_theme, set_look
+from app.ui.wheel import install_wheel_guard
 from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
     from app.runtime.venue import VenueSpec
     from app.runtime.world import World
+    from app.ui.trades import DeskTrades
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +110,9 @@ class MainWindow(QMainWindow):
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
         self.chart_trading: Any = None  # app.ui.trading.chart_trading.ChartTrading, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
+        self.names: AgentNames | None = None  # who an actor id is, once a workspace is open
+        self.book: DeskTrades | None = None  # the account's lots with an owner, once open
+        self.notices: Any = None  # app.ui.notices.NoticeLog, keeping the notifications list
         self._pacer: asyncio.Task[None] | None = None
         self.banner: Any = None  # app.ui.replay_bar.Banner, once open
         self._banner_link: BusLink | None = None
@@ -121,6 +128,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.loading)
         self._build_menus()
         window_layout.restore_geometry(self, self.store)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):  # a scrolled form never changes a value in passing
+            install_wheel_guard(app)
 
     # -- opening a workspace -------------------------------------------------------------------
 
@@ -262,10 +272,14 @@ class MainWindow(QMainWindow):
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
         from app.ui.live import LiveMarket
+        from app.ui.notices import NoticeLog
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
+        from app.ui.panels.notifications import NotificationsPanel
+        from app.ui.panels.style import money_decimals
         from app.ui.replay_bar import Banner, ReplayBar
+        from app.ui.trades import DeskTrades
         from app.ui.trading.chart_trading import ChartTrading
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
@@ -273,6 +287,12 @@ class MainWindow(QMainWindow):
         world = desk.world
         venue, team = world.venue, world.agents
         assert team is not None, "the desk's world runs agents"
+        # who an id is, for every panel (the chart's markers find it as names.current()), and
+        # the one book of lots with an owner every trade view reads
+        self.names = AgentNames(self._agent_name)
+        install_names(self.names)
+        world.bus.subscribe(AgentStateChanged, self._agent_changed)
+        self.book = DeskTrades(venue.broker, world.bus)
         market = venue.market
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
@@ -280,19 +300,28 @@ class MainWindow(QMainWindow):
         # the chart's set-up (indicators, drawings, log scale) is kept per workspace
         kept = ChartMemory(self.store, world.workspace.identity() or str(world.workspace.root))
         chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0, memory=kept,
-                            owner_name=self._agent_name)
+                            owner_name=self.names)
         book = BookWidget(market, symbol=chart.symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
         self.person = PersonControls(world.executor, world.orders, world.bus)
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
-                               venue.label, controls=self.person, agent_name=self._agent_name)
-        memory = MemoryBrowser(world.memory, world.bus, self._agent_names)
-        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus)
-        chat = ChatPanel(world)
+                               venue.label, controls=self.person, names=self.names,
+                               book=self.book)
+        memory = MemoryBrowser(world.memory, world.bus, self._agent_names, names=self.names)
+        audit = AuditPanel(AuditTrailReader(world.ledger), world.bus, names=self.names)
+        chat = ChatPanel(world, names=self.names, book=self.book)
         agents = AgentsPanel(world)
         backtest = BacktestView(world.workspace)
+        notifications = NotificationsPanel(team.notifications, world.bus, self.names)
+        ccy = venue.broker.quote_currency
+        # what the tray and Telegram tell the person, kept in the list as it happens
+        self.notices = NoticeLog(team.notifications, world.bus, self.book, self.names,
+                                 account.price_decimals, money_decimals(ccy), ccy,
+                                 venue.clock.now_ms,
+                                 on_recorded=notifications.changed)
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
-                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest}
+                       "audit": audit, "chat": chat, "agents": agents, "backtest": backtest,
+                       "notifications": notifications}
         chart.symbol_changed.connect(book.set_symbol)
 
         # what the agents run on, and a language model's training-cutoff warning for the
@@ -339,7 +368,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
-            account.show_message, self._agent_name,
+            account.show_message, self.names,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
         # dragging an order's line, "limit here" and the book's prices: the person's calls
@@ -351,7 +380,7 @@ class MainWindow(QMainWindow):
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
-            agent_name=self._agent_name, close_to_tray=self.prefs.close_to_tray,
+            agent_name=self.names, close_to_tray=self.prefs.close_to_tray,
             trip_kill_switch=lambda: kill.request_trip("tray"),
             halted=team.kill_switch.is_tripped(),
             live=venue.label if venue.is_live_account else "",
@@ -530,6 +559,11 @@ class MainWindow(QMainWindow):
         info = self.world.agents.store.get(agent_id)
         return info.name if info is not None else None
 
+    def _agent_changed(self, event: AgentStateChanged) -> None:
+        """An agent was made or changed: its name is read again (a deleted one keeps it)."""
+        if event.state != "deleted" and self.names is not None:
+            self.names.changed(event.agent_id)
+
     def _show_notice(self, notice: Any) -> None:
         if self.tray is None or not self.tray.available:
             self.statusBar().showMessage(f"{notice.title}: {notice.message}", 10_000)
@@ -676,6 +710,12 @@ class MainWindow(QMainWindow):
             self.person.detach()
         if self._banner_link is not None:
             self._banner_link.detach()
+        if self.world is not None:
+            self.world.bus.unsubscribe(AgentStateChanged, self._agent_changed)
+        if self.notices is not None:
+            self.notices.detach()
+        if self.book is not None:
+            self.book.detach()
         status = self.statusBar()
         if isinstance(status, StatusBar):
             status.stop()

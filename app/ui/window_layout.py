@@ -36,6 +36,8 @@ DOCKS = (
     DockSpec("book", "Order book", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+7"),
     DockSpec("account", "Account", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+5"),
     DockSpec("audit", "Tool calls", Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+6"),
+    DockSpec("notifications", "Notifications", Qt.DockWidgetArea.BottomDockWidgetArea,
+             "Ctrl+8"),
 )
 
 
@@ -118,11 +120,12 @@ def default_arrangement(window: QMainWindow, docks: Mapping[str, QDockWidget]) -
     for spec in DOCKS:
         window.addDockWidget(spec.area, docks[spec.key])
         docks[spec.key].show()
-    # left: agents and memory; right: the chat, full height; below the chart: the account
-    # and the tool calls as tabs, with the order book beside them
+    # left: agents and memory; right: the chat, full height; below the chart: the account,
+    # the tool calls and the notifications as tabs, with the order book beside them
     window.splitDockWidget(docks["account"], docks["book"], Qt.Orientation.Horizontal)
     window.tabifyDockWidget(docks["agents"], docks["memory"])
     window.tabifyDockWidget(docks["account"], docks["audit"])
+    window.tabifyDockWidget(docks["audit"], docks["notifications"])
     docks["agents"].raise_()
     docks["account"].raise_()
     # sizes only take once the docks are laid out, after this event

@@ -44,7 +44,7 @@ if str(REPO) not in sys.path:
 
 from app.ccxt.market import CcxtMarketData, Freshness  # noqa: E402
 from app.tools.executor import MemoryRecorder, ToolExecutor  # noqa: E402
-from app.tools.market_tools import build_market_tools  # noqa: E402
+from app.tools.market_tools import MarketTools  # noqa: E402
 from app.tools.registry import ToolRegistry  # noqa: E402
 from app.tools.spec import AgentContext  # noqa: E402
 from tests.helpers.fake_exchange import FakeExchangeServer  # noqa: E402
@@ -87,7 +87,7 @@ async def run(server: FakeExchangeServer, venue: str, calls: int) -> None:
         market = await CcxtMarketData.open(venue, fake_settings(server, venue),
                                            clock=server.now, history=300, freshness=freshness)
         market.exchange.timeout_on_exit = 0
-        executor = ToolExecutor(ToolRegistry(build_market_tools(market)), MemoryRecorder())
+        executor = ToolExecutor(ToolRegistry(MarketTools(market).specs()), MemoryRecorder())
         return market, executor
 
     async def tool(executor: ToolExecutor, xml: str) -> None:

@@ -36,7 +36,7 @@ from app.market.csv_loader import LoadedFile, load_csv  # noqa: E402
 from app.market.replay import ReplayMarketData  # noqa: E402
 from app.market.series import KlineSeries  # noqa: E402
 from app.tools.executor import MemoryRecorder, ToolExecutor  # noqa: E402
-from app.tools.indicator_tools import build_indicator_tools  # noqa: E402
+from app.tools.indicator_tools import IndicatorTools  # noqa: E402
 from app.tools.registry import ToolRegistry  # noqa: E402
 from app.tools.spec import AgentContext  # noqa: E402
 
@@ -96,7 +96,7 @@ def rig(loaded: LoadedFile, cached: bool = True) -> tuple[ReplayClock, ToolExecu
     clock = ReplayClock(0)
     market = ReplayMarketData(clock, [loaded])
     source = market if cached else NoPrefix(market)
-    tools = build_indicator_tools(source, IndicatorEngine())  # type: ignore[arg-type]
+    tools = IndicatorTools(source, IndicatorEngine()).specs()  # type: ignore[arg-type]
     return clock, ToolExecutor(ToolRegistry(tools), MemoryRecorder(capacity=100))
 
 

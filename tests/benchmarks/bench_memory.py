@@ -26,7 +26,7 @@ from app.domain.clock import ReplayClock, ms_to_iso, parse_time
 from app.memory.bank import MemoryBank
 from app.memory.text import build_query, entry_header
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.memory_tools import build_memory_tools
+from app.tools.memory_tools import MemoryTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 
@@ -176,7 +176,7 @@ def run(entries: int, files: int, appends: int, seed: int = 7) -> dict[str, floa
         results["append_median_ms"] = statistics.median(appended)
         results["append_p95_ms"] = pct(appended, 0.95)
 
-        executor = ToolExecutor(ToolRegistry(build_memory_tools(bank)), MemoryRecorder(), clock)
+        executor = ToolExecutor(ToolRegistry(MemoryTools(bank).specs()), MemoryRecorder(), clock)
         ctx = AgentContext(AGENT)
 
         async def tool_appends() -> list[float]:

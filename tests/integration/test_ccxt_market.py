@@ -8,7 +8,7 @@ from lxml import etree
 
 from app.domain.errors import NotFoundError
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.market_tools import build_market_tools
+from app.tools.market_tools import MarketTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from tests.helpers.fake_exchange import Fault
@@ -197,7 +197,7 @@ CTX = AgentContext("analyst-1", watched_symbols=("BTC/USDT",), interval="1h")
 
 
 def run_tool(market, xml):
-    executor = ToolExecutor(ToolRegistry(build_market_tools(market)), MemoryRecorder())
+    executor = ToolExecutor(ToolRegistry(MarketTools(market).specs()), MemoryRecorder())
     return executor.execute_text(CTX, xml)
 
 

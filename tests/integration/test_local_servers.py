@@ -62,8 +62,7 @@ class WithoutInstructions:
         self.blind = 0
 
     def __call__(self, body: dict[str, Any]) -> str:
-        first = body["messages"][0] if body["messages"] else {}
-        if first.get("role") == "system" and "Your agent id:" in str(first.get("content")):
+        if body["messages"] and whole_system_prompt(body):
             return str(self.model(body))
         self.blind += 1
         return "BTC/USDT: HOLD. The trend is unclear."

@@ -13,7 +13,7 @@ from app.domain.clock import ReplayClock, parse_time
 from app.events import EventBus, MemoryFileChanged
 from app.memory.bank import MemoryBank
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.memory_tools import build_memory_tools
+from app.tools.memory_tools import MemoryTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 
@@ -39,7 +39,7 @@ def test_concurrent_asyncio_tasks_appending_through_the_tool_lose_nothing(tmp_pa
     seen: list[MemoryFileChanged] = []
     bus.subscribe(MemoryFileChanged, seen.append)
     bank = MemoryBank(tmp_path / "memory", ReplayClock(START), bus)
-    executor = ToolExecutor(ToolRegistry(build_memory_tools(bank)), MemoryRecorder())
+    executor = ToolExecutor(ToolRegistry(MemoryTools(bank).specs()), MemoryRecorder())
     ctx = AgentContext(AGENT)
     expected = {line(f"task{t}", n, 300) for t in range(30) for n in range(8)}
 

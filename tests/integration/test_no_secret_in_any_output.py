@@ -62,7 +62,7 @@ from app.store.order_journal import OrderJournal
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import ALL_PERMISSIONS, AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.workspace import Workspace, setup_logging
 from tests.helpers import file_keyring
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
@@ -246,7 +246,7 @@ async def order_on(server: FakeExchangeServer, venue: str, workspace: Workspace,
                             balance_fresh_s=0.0)
         registry = ToolRegistry()
         entry = order_entry(broker, RiskGuard([], SqliteRiskRecorder(ledger)))
-        for spec in build_trade_tools(entry):
+        for spec in TradeTools(entry).specs():
             registry.register(spec)
         executor = ToolExecutor(registry, SqliteToolCallRecorder(ledger), server.now)
         server.fail(venue, endpoint, Fault.echo(), times=None)

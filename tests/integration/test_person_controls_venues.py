@@ -15,7 +15,7 @@ from app.runtime.controls import PersonControls
 from app.runtime.ticket import read_ticket
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.trading.closed_trades import closed_trades
 from tests.helpers.orders import order_entry
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -36,7 +36,7 @@ def test_the_person_cancels_buys_and_closes_on_either_broker(go) -> None:
         guard = build_guard(RiskConfig(), decisions)
         calls = MemoryRecorder()
         orders = order_entry(broker, guard)
-        executor = ToolExecutor(ToolRegistry(build_trade_tools(orders)), calls)
+        executor = ToolExecutor(ToolRegistry(TradeTools(orders).specs()), calls)
         person = PersonControls(executor, orders)
 
         agents_order = await broker.create_order(await venue.limit_far_below("agent-1"))

@@ -97,8 +97,8 @@ def test_a_key_echoed_by_the_model_server_reaches_no_output_of_the_cli(
         '"faults"')
     assert "Same templates on the built-in rule engine" not in report
     assert run.returncode == EXIT_AGENT_FAULTED, run.stderr.decode()
-    summary = run.stdout.decode().split("\nWARNING: ", 1)
-    assert len(summary) == 2 and summary[1].startswith("1 agent(s) FAULTED"), run.stdout[-800:]
+    summary = run.stdout.decode().split("\nWARNING: 1 agent(s) FAULTED", 1)
+    assert len(summary) == 2, run.stdout[-800:]  # after the training-cutoff warning, if any
     assert "Orchestrator (orchestrator) FAULTED" in summary[1]
     assert "What to do: check the API key" in summary[1]
     talk = chat.stdout.decode()

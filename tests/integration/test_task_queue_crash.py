@@ -25,7 +25,7 @@ from app.orchestration.questions import QuestionStore
 from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.orchestration_tools import build_orchestration_tools
+from app.tools.orchestration_tools import OrchestrationTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from tests.unit.orchestration.fakes import FakeDirectory
@@ -43,7 +43,7 @@ SETUP = textwrap.dedent(
     from app.orchestration.queue import TaskQueue
     from app.orchestration.scheduler import JobScheduler
     from app.tools.executor import MemoryRecorder, ToolExecutor
-    from app.tools.orchestration_tools import build_orchestration_tools
+    from app.tools.orchestration_tools import OrchestrationTools
     from app.tools.registry import ToolRegistry
     from tests.unit.orchestration.fakes import FakeDirectory
 
@@ -54,10 +54,10 @@ SETUP = textwrap.dedent(
         soa = directory.add("Orchestrator", "SystemOrchestrator_v1")
         trader = directory.add("Trader", "TraderAgent_Default_v1")
         queue = TaskQueue(db, clock, ids)
-        specs = build_orchestration_tools(
+        specs = OrchestrationTools(
             directory, queue, JobScheduler(db, clock, queue, ids),
-            NotificationService(db, clock, ids, {}), QuestionStore(db, clock, ids), clock,
-        )
+            NotificationService(db, clock, ids, {}), QuestionStore(db, clock, ids),
+        ).specs()
         return queue, ToolExecutor(ToolRegistry(specs), MemoryRecorder(), clock), soa, trader
     """
 )
@@ -140,10 +140,10 @@ def test_a_killed_task_is_redelivered_and_its_dispatch_is_not_repeated(tmp_path:
 
     # the redelivered task runs the same step again: the same call key, no second signal
     ids = SeededIds("restart-services")
-    specs = build_orchestration_tools(
+    specs = OrchestrationTools(
         directory, queue, JobScheduler(db, clock, queue, ids),
-        NotificationService(db, clock, ids, {}), QuestionStore(db, clock, ids), clock,
-    )
+        NotificationService(db, clock, ids, {}), QuestionStore(db, clock, ids),
+    ).specs()
     executor = ToolExecutor(ToolRegistry(specs), MemoryRecorder(), clock)
     ctx = AgentContext(agent_id=soa.agent_id, task_id=again.task_id,
                        call_key=f"{again.task_id}:1")

@@ -8,16 +8,20 @@ import asyncio
 import importlib.util
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, QSize, Qt
+from PySide6.QtGui import QFontMetrics, QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from app.config import Settings, settings_from_mapping
 from app.ui.backtest import BacktestView
 from app.workspace import Workspace
 from tests.helpers.paths import BTC_USD_1H, BTC_USDT_1H
+from tests.ui.desk import until
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 HOUR_MS = 3_600_000
@@ -216,3 +220,184 @@ def test_an_llm_run_before_the_models_training_cutoff_is_flagged_in_the_report(
     assert "training cutoff" in note and "gpt-4o-mini" in note and "2023-10-31" in note
     assert ("The run was blind" in note) is blind
     assert ("(blind)" in view.report.title.text()) is blind
+
+
+# -- in the window, on a small screen ------------------------------------------------------------
+
+WINDOW_LOG = pytest.mark.qt_log_ignore("This plugin does not support", "propagateSizeHints",
+                                       "does not support raise",
+                                       "does not support activateWindow")
+
+
+async def backtest_tab(desk: Any, qtbot: Any, size: QSize) -> tuple[Any, BacktestView]:
+    """The desk on a screen of ``size``, its Backtest view brought up with Ctrl+B."""
+    window = await desk.open(size=size)
+    qtbot.keyClick(window, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)
+    view = window.panels["backtest"]
+    await until(lambda: window.tabs.currentWidget() is view)
+    await view.tasks.wait()
+    return window, view
+
+
+async def run_in_window(qtbot: Any, view: BacktestView, bars: int = 300) -> None:
+    info = view.selected_files()[0]
+    view.set_range(info.last_ms - (bars - 1) * HOUR_MS, info.last_ms)
+    done = view.outcome
+    click(qtbot, view.start_button)
+    await until(lambda: view.outcome is not done and view.progress_state is None
+                and not view.tasks.busy, 60)
+
+
+def cut_cells(table: Any) -> list[str]:
+    """The cells whose text does not fit in view: cut by their column, or past the table's
+    right or bottom edge."""
+    cut = []
+    right = table.viewport().width()
+    bottom = table.viewport().height()
+    for row in range(table.rowCount()):
+        for col in range(table.columnCount()):
+            item = table.item(row, col)
+            if item is None:
+                continue
+            text = item.text()
+            width = QFontMetrics(item.font()).horizontalAdvance(text)
+            x = table.columnViewportPosition(col)
+            y = table.rowViewportPosition(row)
+            if (width > table.columnWidth(col) - 4 or x + table.columnWidth(col) > right
+                    or y + table.rowHeight(row) > bottom):
+                cut.append(text)
+    return cut
+
+
+@WINDOW_LOG
+@pytest.mark.parametrize("screen", [QSize(1366, 768), QSize(1280, 720)])
+def test_a_run_in_the_window_takes_the_view_with_every_metric_whole_and_plots_to_read(
+    desk: Any, qtbot: Any, screen: QSize
+) -> None:
+    async def scenario() -> None:
+        window, view = await backtest_tab(desk, qtbot, screen)
+        await run_in_window(qtbot, view)
+        assert view.status.text().startswith("Done: 300 bars"), view.status.text()
+        report = view.report
+        assert report.metrics.isVisible() and report.plots.isVisible()
+        assert report.metrics.rowCount() == 12
+        assert cut_cells(report.metrics) == [], "metrics cut on screen"
+        assert report.plots.height() >= 150 and report.plots.width() >= 150
+        assert not window.errors.reports
+
+    desk.run(scenario)
+
+
+@WINDOW_LOG
+def test_the_trades_of_a_run_are_drawn_on_its_price_chart(desk: Any, qtbot: Any) -> None:
+    async def scenario() -> None:
+        window, view = await backtest_tab(desk, qtbot, QSize(1366, 768))
+        await run_in_window(qtbot, view)
+        outcome = view.outcome
+        assert outcome is not None
+        trades = outcome.result.trades
+        assert trades
+        page = view.report.trades_view
+        view.pages.setCurrentWidget(page)
+        await until(page.chart.isVisible)
+        x, y = page.price_line.getData()
+        assert x is not None and len(x) >= 300  # the closes the run traded on
+        tips = page.marker_tooltips()
+        closed = [t for t in trades if t.exit_time_ms is not None]
+        assert len(tips) == len(trades) + len(closed)  # an entry and an exit per closed trade
+        first = trades[0]
+        assert f"entry {first.entry_price:,.2f}" in tips[0]
+        assert "P&L" in tips[0]
+        assert page.table.rowCount() == len(trades)
+        assert page.chart.height() >= 120
+
+    desk.run(scenario)
+
+
+@WINDOW_LOG
+def test_past_runs_are_listed_from_their_folders_and_two_compare_side_by_side(
+    desk: Any, qtbot: Any, tmp_path: Path
+) -> None:
+    from app.ui.backtest.jobs import Progress, SmaRequest, inspect_file, run_sma
+
+    # a run made in the shell, in a folder of its own; beside it a folder another command
+    # made and one nobody marked: neither is a backtest to list
+    elsewhere = tmp_path / "elsewhere"
+    info = inspect_file(BTC_USDT_1H)
+    run_sma(SmaRequest([info], info.last_ms - 200 * HOUR_MS, info.last_ms,
+                       Decimal(5000), 5, 20, elsewhere / "shell-run"), Progress())
+    other = elsewhere / "an-eval"
+    other.mkdir()
+    (other / ".kestrel-output").write_text("kestrel eval\n", encoding="utf-8")
+    (other / "summary.json").write_text("{}", encoding="utf-8")
+    unmarked = elsewhere / "copied"
+    unmarked.mkdir()
+    (unmarked / "summary.json").write_text(
+        (elsewhere / "shell-run" / "summary.json").read_text(encoding="utf-8"), encoding="utf-8")
+
+    async def scenario() -> None:
+        window, view = await backtest_tab(desk, qtbot, QSize(1366, 768))
+        await run_in_window(qtbot, view)
+        view.runs_view.folder_added.emit(elsewhere)  # the answer of Add folder…'s dialog
+        await until(lambda: len(view.runs_view.runs) == 2 and not view.tasks.busy)
+        view.show_page("Past runs")
+        titles = sorted(r.title for r in view.runs_view.runs)
+        assert titles == ["sma_cross (10/30)", "sma_cross (5/20)"]
+        table = view.runs_view.table
+        assert table.rowCount() == 2
+        assert {table.item(r, 0).text() for r in range(2)} == set(titles)
+        shell = next(r for r in view.runs_view.runs if r.title == "sma_cross (5/20)")
+        assert shell.folder == elsewhere / "shell-run"
+
+        view.runs_view.select(*(r.folder for r in view.runs_view.runs))
+        click(qtbot, view.runs_view.compare_button)
+        await until(lambda: view.compare.shown is not None and not view.tasks.busy)
+        assert view.pages.currentWidget() is view.compare
+        metrics = view.compare.metrics
+        rows = {metrics.item(r, 0).text(): (metrics.item(r, 1).text(), metrics.item(r, 2).text())
+                for r in range(metrics.rowCount())}
+        (a, ra), (b, rb) = view.compare.shown
+        assert rows["Total return %"] == (f"{ra.metrics.total_return_pct:,.2f}",
+                                          f"{rb.metrics.total_return_pct:,.2f}")
+        assert rows["Trades"] == (str(ra.metrics.trades), str(rb.metrics.trades))
+        assert len(view.compare.curves()) == 4  # each run and its buy-and-hold
+        assert cut_cells(metrics) == []
+
+        # a past run opens in the report pages, its trades on its own candles
+        view.runs_view.select(shell.folder)
+        click(qtbot, view.runs_view.open_button)
+        await until(lambda: view.pages.currentWidget() is view.report and not view.tasks.busy)
+        assert view.report.title.text().startswith("sma_cross (5/20)")
+        assert view.report.trades_view.series  # its data/ copy of the candles was found
+        assert not window.errors.reports
+
+    desk.run(scenario)
+
+
+@WINDOW_LOG
+def test_the_mouse_wheel_over_an_unfocused_spin_box_or_combo_changes_nothing(
+    desk: Any, qtbot: Any
+) -> None:
+    def wheel(widget: Any, clicks: int = 1) -> None:
+        centre = QPointF(widget.width() / 2, widget.height() / 2)
+        event = QWheelEvent(centre, widget.mapToGlobal(centre), QPoint(0, 0),
+                            QPoint(0, 120 * clicks), Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(widget, event)
+
+    async def scenario() -> None:
+        window, view = await backtest_tab(desk, qtbot, QSize(1366, 768))
+        assert view.fast.value() == 10 and not view.fast.hasFocus()
+        wheel(view.fast, 3)
+        assert view.fast.value() == 10  # a person scrolling the form leaves the parameter
+        speed = window.replay_bar.speed
+        before = speed.currentText()
+        wheel(speed, -1)
+        assert speed.currentText() == before  # and the replay speed
+        assert view.fast.focusPolicy() == Qt.FocusPolicy.StrongFocus  # a wheel never focuses
+        view.fast.setFocus()
+        await until(view.fast.hasFocus)
+        wheel(view.fast, 1)
+        assert view.fast.value() == 11  # a spin box the person is in takes the wheel
+
+    desk.run(scenario)

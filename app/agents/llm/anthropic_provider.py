@@ -5,7 +5,8 @@ block list with ``cache_control`` so the static prefix (prompt template, role, t
 re-read at a tenth of the price on every step of an agent; the conversation also gets a cache
 breakpoint on its last message, so each step re-reads the previous steps from the cache. Messages
 must alternate user/assistant, so consecutive same-role messages are merged. SDK exceptions are
-translated once, here, into the port's error tree.
+translated once, here, into the port's error tree, by the table both clients share
+(``app.agents.llm.errors``).
 
 Tools a request offers natively go out as ``tools`` (one call per answer: parallel tool use off);
 the model's ``tool_use`` blocks come back as ``NativeCall``s, and a conversation's earlier native
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-import httpx2
 
 from app.agents.llm.bounds import (
     AnswerBounds,
@@ -33,21 +33,18 @@ from app.agents.llm.bounds import (
     raw_limit,
     raw_limit_passed,
 )
+from app.agents.llm.errors import SdkErrors, translate_error
 from app.agents.llm.port import (
     CUT,
     REFUSAL,
     ChatMessage,
-    LLMError,
     LLMRequest,
     LLMResponse,
     LLMUsage,
     NativeCall,
-    PermanentLLMError,
     StreamCallback,
-    TemporaryLLMError,
-    ToolsRefusedError,
 )
-from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+from app.agents.llm.retry import Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "anthropic"
@@ -57,6 +54,13 @@ EPHEMERAL = {"type": "ephemeral"}
 # "refusal" (the model declined) is kept as the port's REFUSAL
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": CUT,
                  "model_context_window_exceeded": CUT, "refusal": REFUSAL}
+# The SDK's failures, for the shared table (app.agents.llm.errors).
+ANTHROPIC_ERRORS = SdkErrors(
+    provider=NAME, client="anthropic", timeout=anthropic.APITimeoutError,
+    unreachable=anthropic.APIConnectionError, status=anthropic.APIStatusError,
+    bad_format=anthropic.APIResponseValidationError, mid_answer=anthropic.APIError,
+    base=anthropic.AnthropicError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,24 +205,11 @@ class AnthropicProvider:
                     answer = _answer(message, model)
         except RawLimitPassed as exc:
             raise bounds.raw_passed(self.name, where) from exc
-        except anthropic.AnthropicError as exc:
+        except ANTHROPIC_ERRORS.caught as exc:
             if raw_limit_passed(exc) is not None:
                 raise bounds.raw_passed(self.name, where) from exc
-            raise translate_anthropic_error(exc, base_url=self.base_url, model=model,
-                                            timeout_s=timeout_s,
-                                            offered_tools="tools" in params) from exc
-        except httpx2.TimeoutException as exc:
-            raise TemporaryLLMError(
-                self.name, f"the server at {self.base_url} stopped answering for {timeout_s:g} s"
-            ) from exc
-        except httpx2.TransportError as exc:
-            raise TemporaryLLMError(
-                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
-                "(the time limit of one answer); the connection was closed"
-            ) from exc
+            raise translate_error(exc, ANTHROPIC_ERRORS, base_url=self.base_url, model=model,
+                                  timeout_s=timeout_s, offered_tools="tools" in params) from exc
         if len(answer.text) > bounds.chars:
             raise bounds.text_passed(self.name, streamed=False)
         if on_delta is not None and answer.text:
@@ -298,59 +289,3 @@ def usage_from_anthropic(usage: Any) -> LLMUsage:
         output_tokens=int(usage.output_tokens or 0),
         cached_input_tokens=cached,
     )
-
-
-def _detail(body: object, fallback: str) -> str:
-    """The server's message from ``{"type": "error", "error": {"message": ...}}``."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
-    return fallback
-
-
-def translate_anthropic_error(
-    exc: anthropic.AnthropicError, *, base_url: str, model: str, timeout_s: float,
-    offered_tools: bool = False,
-) -> LLMError:
-    """Map one SDK exception to the port's error tree, in words that say what to do.
-
-    ``offered_tools``: the request offered tools natively; a refusal that names tools (a proxy
-    or a model without tool support) is then a ``ToolsRefusedError``, not retried.
-    """
-    where = f"the server at {base_url}"
-    if isinstance(exc, anthropic.APITimeoutError):
-        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return TemporaryLLMError(NAME, f"cannot reach {where} ({exc})")
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        detail = _detail(exc.body, str(exc))
-        if offered_tools and status in (400, 422, 500, 501) and "tool" in detail.lower():
-            return ToolsRefusedError(
-                NAME, f"{where} refused the tools offered natively (HTTP {status}): {detail}")
-        hint = parse_retry_after(exc.response.headers)
-        if isinstance(exc, anthropic.RateLimitError):
-            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}", hint)
-        if isinstance(exc, anthropic.InternalServerError) or status in (408, 409) or status >= 500:
-            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}", hint)
-        if isinstance(exc, anthropic.AuthenticationError):
-            return PermanentLLMError(
-                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
-                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
-        if isinstance(exc, anthropic.PermissionDeniedError):
-            return PermanentLLMError(
-                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
-        if isinstance(exc, anthropic.NotFoundError):
-            return PermanentLLMError(
-                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail})")
-        if status == 402:
-            return PermanentLLMError(NAME, f"{where} asks for payment (HTTP 402): {detail}")
-        return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
-    if isinstance(exc, anthropic.APIError):
-        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
-    return PermanentLLMError(NAME, f"the anthropic client failed: {exc}")

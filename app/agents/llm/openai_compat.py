@@ -3,8 +3,9 @@ vLLM, llama.cpp's server), through the ``openai`` SDK with a configurable base U
 
 Why one adapter for all of them: they speak the same ``/chat/completions`` wire format, so the
 differences (key or no key, usage reported or not, cache fields) are handled as data here. SDK
-exceptions are translated once, at this border, into ``TemporaryLLMError`` (retried by
-``with_retries``) or ``PermanentLLMError`` with a sentence a person can act on.
+exceptions are translated once, at this border, by the table both clients share
+(``app.agents.llm.errors``): into ``TemporaryLLMError`` (retried by ``with_retries``) or
+``PermanentLLMError``, with a sentence a person can act on.
 
 Tools a request offers natively go out as ``tools`` (one call per answer:
 ``parallel_tool_calls`` off); the model's ``tool_calls`` come back as ``NativeCall``s, and a
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx2
 import openai
 
 from app.agents.llm.bounds import (
@@ -34,19 +34,17 @@ from app.agents.llm.bounds import (
     raw_limit,
     raw_limit_passed,
 )
+from app.agents.llm.errors import SdkErrors, translate_error
 from app.agents.llm.port import (
     ChatMessage,
-    LLMError,
     LLMRequest,
     LLMResponse,
     LLMUsage,
     NativeCall,
     PermanentLLMError,
     StreamCallback,
-    TemporaryLLMError,
-    ToolsRefusedError,
 )
-from app.agents.llm.retry import Sleep, ThrottledLLMError, parse_retry_after, with_retries
+from app.agents.llm.retry import Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "openai-compatible"
@@ -55,6 +53,15 @@ PLACEHOLDER_API_KEY = "not-needed"  # noqa: S105 - not a secret: sent to servers
 OPENAI_HOST = "api.openai.com"
 # OpenAI's reasoning models refuse a temperature other than their default (HTTP 400).
 _NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+# The SDK's failures, for the shared table (app.agents.llm.errors); a local server may simply not
+# be running, and an unknown model is often a base URL without its /v1.
+OPENAI_ERRORS = SdkErrors(
+    provider=NAME, client="openai", timeout=openai.APITimeoutError,
+    unreachable=openai.APIConnectionError, status=openai.APIStatusError,
+    bad_format=openai.APIResponseValidationError, mid_answer=openai.APIError,
+    base=openai.OpenAIError, unreachable_hint="is it running? ",
+    not_found_hint="; check the model name, and that the base URL ends in /v1",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,20 +187,11 @@ class OpenAICompatibleProvider:
                     answer = await self._plain(params, model, timeout_s, bounds)
         except RawLimitPassed as exc:
             raise bounds.raw_passed(self.name, where) from exc
-        except openai.OpenAIError as exc:
+        except OPENAI_ERRORS.caught as exc:
             if raw_limit_passed(exc) is not None:
                 raise bounds.raw_passed(self.name, where) from exc
-            raise translate_openai_error(exc, base_url=self.base_url, model=model,
-                                         timeout_s=timeout_s,
-                                         offered_tools="tools" in params) from exc
-        except httpx2.TransportError as exc:
-            raise TemporaryLLMError(
-                self.name, f"the connection to {self.base_url} failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise TemporaryLLMError(
-                self.name, f"no complete answer from {self.base_url} within {timeout_s:g} s "
-                "(the time limit of one answer); the connection was closed"
-            ) from exc
+            raise translate_error(exc, OPENAI_ERRORS, base_url=self.base_url, model=model,
+                                  timeout_s=timeout_s, offered_tools="tools" in params) from exc
         if on_delta is not None and answer.text:
             on_delta(answer.text)
         return answer
@@ -315,65 +313,3 @@ def usage_from_openai(usage: Any) -> LLMUsage:
         output_tokens=int(usage.completion_tokens or 0),
         cached_input_tokens=int(cached or 0),
     )
-
-
-def _detail(body: object, fallback: str) -> str:
-    """The server's own message from an error body (``{"error": {"message": ...}}`` or similar)."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
-    return fallback
-
-
-def translate_openai_error(
-    exc: openai.OpenAIError, *, base_url: str, model: str, timeout_s: float,
-    offered_tools: bool = False,
-) -> LLMError:
-    """Map one SDK exception to the port's error tree, in words that say what to do.
-
-    ``offered_tools``: the request offered tools natively; a refusal that names tools (a model
-    without tool support, vLLM without ``--enable-auto-tool-choice``, llama.cpp without
-    ``--jinja``) is then a ``ToolsRefusedError``, not retried.
-    """
-    where = f"the server at {base_url}"
-    if isinstance(exc, openai.APITimeoutError):
-        return TemporaryLLMError(NAME, f"{where} did not answer within {timeout_s:g} s")
-    if isinstance(exc, openai.APIConnectionError):
-        return TemporaryLLMError(NAME, f"cannot reach {where} (is it running? {exc})")
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        detail = _detail(exc.body, str(exc))
-        if offered_tools and status in (400, 422, 500, 501) and "tool" in detail.lower():
-            return ToolsRefusedError(
-                NAME, f"{where} refused the tools offered natively (HTTP {status}): {detail}")
-        if isinstance(exc, openai.RateLimitError):
-            return ThrottledLLMError(NAME, f"{where} is rate limiting (HTTP 429): {detail}",
-                                     parse_retry_after(exc.response.headers))
-        if isinstance(exc, openai.InternalServerError) or status in (408, 409):
-            return ThrottledLLMError(NAME, f"{where} failed (HTTP {status}): {detail}",
-                                     parse_retry_after(exc.response.headers))
-        if isinstance(exc, openai.AuthenticationError):
-            return PermanentLLMError(
-                NAME, f"the API key was refused by {where} (HTTP 401): {detail}. Check the key "
-                "stored in the OS keyring (or the KESTREL_<NAME> environment variable).")
-        if isinstance(exc, openai.PermissionDeniedError):
-            return PermanentLLMError(
-                NAME, f"{where} refused access to the model {model!r} (HTTP 403): {detail}")
-        if isinstance(exc, openai.NotFoundError):
-            return PermanentLLMError(
-                NAME, f"{where} does not know the model {model!r} (HTTP 404: {detail}); check "
-                "the model name, and that the base URL ends in /v1")
-        if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
-            return PermanentLLMError(NAME, f"{where} refused the request (HTTP {status}): {detail}")
-        return PermanentLLMError(NAME, f"{where} answered HTTP {status}: {detail}")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return PermanentLLMError(NAME, f"{where} sent an answer in an unexpected format: {exc}")
-    if isinstance(exc, openai.APIError):
-        # An error event in the middle of a stream: the server gave up on this answer.
-        return TemporaryLLMError(NAME, f"{where} reported an error mid-answer: {exc.message}")
-    return PermanentLLMError(NAME, f"the openai client failed: {exc}")

@@ -1,5 +1,9 @@
 """The Backtest view: pick data, a strategy or agents, dates and cash; see the estimate; run; read.
 
+The form and the results are pages of their own (Setup, Summary, Trades, Past runs, Compare): on
+a small screen the view is the room left between the docks, and a result beside the form got a
+fifth of it. A finished run opens its Summary; past runs are read back from their folders.
+
 Why the estimate comes first: a run with a language model costs money per bar, so the number of
 calls and the price are on screen before Start, and a run on the rule engine says plainly that it
 calls no LLM. The run itself happens in a worker thread (``jobs``); this widget polls its progress
@@ -34,15 +38,18 @@ from PySide6.QtWidgets import (
     QRadioButton,
     QScrollArea,
     QSpinBox,
-    QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from app.backtest.report import BacktestResult
 from app.backtest.strategy import StrategyError
 from app.config import Settings
 from app.domain.errors import DataFileError, OperationalError
 from app.resources import sample_data_files
+from app.ui.backtest.compare import CompareView
+from app.ui.backtest.history import RunsView
 from app.ui.backtest.jobs import (
     AgentRequest,
     BacktestCancelled,
@@ -55,6 +62,7 @@ from app.ui.backtest.jobs import (
     run_sma,
 )
 from app.ui.backtest.report import ReportView
+from app.ui.backtest.runs import PastRun, RunUnreadable, find_runs, load_result, price_files
 from app.ui.panels.tasks import TaskSet
 from app.ui.theme import set_look
 from app.workspace import Workspace
@@ -65,6 +73,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 DEFAULT_BARS = 500
 POLL_MS = 100
+FORM_MAX_PX = 760
+RUNS_FOLDER = "backtests"  # the window's runs: <workspace>/backtests/<time>/
 
 
 def _qdt(ms: int) -> QDateTime:
@@ -113,6 +123,8 @@ class BacktestView(QWidget):
         self.infos: dict[Path, DataInfo] = {}
         self.progress_state: Progress | None = None
         self.outcome: RunOutcome | None = None
+        self.run_roots: list[Path] = [workspace.root / RUNS_FOLDER]
+        self._runs_read = False
         self._build()
         for path in data_files if data_files is not None else sample_data_files():
             self._add_file(Path(path), checked=False)
@@ -132,6 +144,7 @@ class BacktestView(QWidget):
         self.data_list = QListWidget()
         self.data_list.setObjectName("data_list")
         self.data_list.setMaximumHeight(96)
+        self.data_list.setMinimumHeight(64)  # the form scrolls rather than squash the lists
         self.data_list.itemChanged.connect(lambda _item: self._selection_changed())
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
@@ -160,6 +173,7 @@ class BacktestView(QWidget):
         self.agent_list = QListWidget()
         self.agent_list.setObjectName("agent_list")
         self.agent_list.setMaximumHeight(96)
+        self.agent_list.setMinimumHeight(64)
         for template_id, template in sorted(self.templates.items()):
             role = getattr(getattr(template, "role", None), "value", "")
             if role == "orchestrator":
@@ -239,6 +253,7 @@ class BacktestView(QWidget):
         self.status.setWordWrap(True)
 
         left = QWidget()
+        left.setObjectName("backtest_setup")
         side = QVBoxLayout(left)
         side.setContentsMargins(8, 8, 8, 8)
         for widget in (data_box, what_box, range_box, self.estimate):
@@ -248,25 +263,38 @@ class BacktestView(QWidget):
         side.addWidget(self.eta)
         side.addWidget(self.status)
         side.addStretch(1)
-        left.setMinimumWidth(360)
-        # the form is taller than a small screen's window leaves the tab: it scrolls there
+        left.setMaximumWidth(FORM_MAX_PX)  # on a wide screen the form does not sprawl
+        # the form is taller than a small screen's window leaves the view: it scrolls there
         # instead of setting the whole window's minimum height
         form = QScrollArea()
         form.setObjectName("backtest_form")
         form.setWidgetResizable(True)
         form.setFrameShape(QScrollArea.Shape.NoFrame)
-        form.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         form.setWidget(left)
-        form.setMinimumWidth(left.minimumWidth() + form.verticalScrollBar().sizeHint().width())
-        form.setMaximumWidth(500)
+        self.form = form
+        # the form and each result have a page of their own: a result gets the whole view,
+        # which on a small screen is all the room there is between the docks
         self.report = ReportView()
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(form)
-        split.addWidget(self.report)
-        split.setStretchFactor(1, 1)
+        self.runs_view = RunsView()
+        self.runs_view.open_requested.connect(lambda run: self.tasks.spawn(self.open_run(run)))
+        self.runs_view.compare_requested.connect(
+            lambda a, b: self.tasks.spawn(self.compare_runs(a, b)))
+        self.runs_view.refresh_requested.connect(lambda: self.tasks.spawn(self.refresh_runs()))
+        self.runs_view.folder_added.connect(self.add_runs_folder)
+        self.compare = CompareView()
+        self.compare.pair_chosen.connect(lambda a, b: self.tasks.spawn(self.compare_runs(a, b)))
+        self.pages = QTabWidget()
+        self.pages.setObjectName("backtest_pages")
+        self.pages.setDocumentMode(True)
+        self.pages.addTab(form, "Setup")
+        self.pages.addTab(self.report, "Summary")
+        self.pages.addTab(self.report.trades_view, "Trades")
+        self.pages.addTab(self.runs_view, "Past runs")
+        self.pages.addTab(self.compare, "Compare")
+        self.pages.currentChanged.connect(self._page_shown)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(split)
+        layout.addWidget(self.pages)
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self._poll)
@@ -275,6 +303,68 @@ class BacktestView(QWidget):
     def restyle(self) -> None:
         """Redraw the report's plots and coloured cells (the theme changed)."""
         self.report.restyle()
+        self.compare.restyle()
+
+    def show_page(self, name: str) -> None:
+        """Bring a page forward by its tab's title ("Setup", "Summary", "Trades"...)."""
+        for index in range(self.pages.count()):
+            if self.pages.tabText(index) == name:
+                self.pages.setCurrentIndex(index)
+                return
+
+    def _page_shown(self, index: int) -> None:
+        widget = self.pages.widget(index)
+        if widget in (self.runs_view, self.compare) and not self._runs_read:
+            self.tasks.spawn(self.refresh_runs())
+
+    # -- past runs ------------------------------------------------------------------------------
+    def known_data_files(self) -> list[Path]:
+        """The candle files the view knows (listed or added), where a run's data is looked for."""
+        return [Path(self.data_list.item(r).data(Qt.ItemDataRole.UserRole))
+                for r in range(self.data_list.count())]
+
+    async def refresh_runs(self) -> list[PastRun]:
+        """Read the run folders again (in a thread) and list what they hold."""
+        roots = list(self.run_roots)
+        runs = await asyncio.to_thread(find_runs, roots)
+        self._runs_read = True
+        self.runs_view.show_runs(runs, roots)
+        self.compare.set_runs(runs)
+        return runs
+
+    def add_runs_folder(self, folder: Path) -> None:
+        """Look for runs in ``folder`` too (a run made in the shell, or a folder of runs)."""
+        if folder not in self.run_roots:
+            self.run_roots.append(folder)
+        self.tasks.spawn(self.refresh_runs())
+
+    async def _read(self, run: PastRun) -> BacktestResult | None:
+        try:
+            return await asyncio.to_thread(load_result, run.folder)
+        except RunUnreadable as exc:
+            self.runs_view.where.setText(f"{run.folder} cannot be shown: {exc}")
+            set_look(self.runs_view.where, "error")
+            return None
+
+    async def open_run(self, run: PastRun) -> bool:
+        """Show a past run in the Summary and Trades pages; False if its files are unreadable."""
+        result = await self._read(run)
+        if result is None:
+            return False
+        files = price_files(run.folder, result.settings, self.known_data_files())
+        self.report.show_result(result, run.title, f"{run.folder} · made {run.written}",
+                                files)
+        self.show_page("Summary")
+        return True
+
+    async def compare_runs(self, first: PastRun, second: PastRun) -> bool:
+        """Put two past runs side by side in the Compare page."""
+        a, b = await self._read(first), await self._read(second)
+        if a is None or b is None:
+            return False
+        self.compare.show_pair((first, a), (second, b))
+        self.show_page("Compare")
+        return True
 
     # -- data -----------------------------------------------------------------------------------
     def _add_file(self, path: Path, checked: bool) -> QListWidgetItem:
@@ -526,10 +616,13 @@ class BacktestView(QWidget):
         self.progress.setValue(self.progress.maximum())
         self.eta.setText("done")
         self.outcome = outcome
-        self.report.show_result(outcome.result, outcome.title, outcome.note)
+        files = price_files(request.out_dir, outcome.result.settings, self.known_data_files())
+        self.report.show_result(outcome.result, outcome.title, outcome.note, files)
         self._say(f"Done: {outcome.result.time_ms.size:,} bars; report written to "
                   f"{request.out_dir}.")
+        self.show_page("Summary")
         self.finished.emit(outcome)
+        await self.refresh_runs()
 
     def cancel_run(self) -> None:
         if self.progress_state is not None:

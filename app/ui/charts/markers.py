@@ -3,7 +3,8 @@
 Fills are the record of what happened, so they get solid triangles (buy ▲ green under the bar,
 sell ▼ red over it) at the bar they executed in; orders that never filled fully are hollow
 triangles at their limit/stop price, so a person sees both what agents did and what they tried.
-Hovering a marker shows who traded, what, at what price, and why (the order's reason).
+Hovering a marker shows who traded (by name: the window's resolver, ``app.ui.names``, with the id
+after it), what, at what price, and why (the order's reason).
 Open positions' average cost, take profit and stop loss, and working orders, are levels with a tag
 on the price axis (``app.ui.charts.levels``).
 """
@@ -20,6 +21,7 @@ import pyqtgraph as pg
 from app.domain.clock import ms_to_iso
 from app.domain.trading import Fill, Order, OrderStatus, Side
 from app.ui.charts.style import format_price, format_quantity, qcolor
+from app.ui.names import current as current_names
 
 MARKER_SIZE = 12
 MARKER_Z = 20
@@ -42,13 +44,20 @@ def bar_of(timestamps: np.ndarray, time_ms: int) -> int:
     return int(np.searchsorted(timestamps, time_ms, side="right")) - 1
 
 
+def who(actor: str) -> str:
+    """``BTC/USD Trader (id 2e9f…)``: the name a person knows, and the id the audit trail has."""
+    names = current_names()
+    name = names.lookup(actor)
+    return f"{name} (id {actor})" if name is not None and name != actor else actor
+
+
 def _fill_tooltip(fill: Fill, order: Order | None, decimals: int) -> str:
     reason = order.reason if order is not None and order.reason else "—"
     kind = order.order_type.value if order is not None else ""
     return (
         f"{fill.side.value} {format_quantity(fill.quantity, 6)} {fill.symbol} "
         f"@ {format_price(fill.price, decimals)}\n"
-        f"agent: {fill.agent_id}   {kind} fill {fill.fill_id}\n"
+        f"by {who(fill.agent_id)}   {kind} fill {fill.fill_id}\n"
         f"time: {ms_to_iso(fill.time_ms)}\n"
         f"reason: {reason}"
     )
@@ -58,7 +67,7 @@ def _order_tooltip(order: Order, price: Decimal, decimals: int) -> str:
     return (
         f"{order.side.value} {order.order_type.value} {format_quantity(order.quantity, 6)} "
         f"{order.symbol} @ {format_price(price, decimals)} ({order.status.value})\n"
-        f"agent: {order.agent_id}   order {order.order_id}\n"
+        f"by {who(order.agent_id)}   order {order.order_id}\n"
         f"time: {ms_to_iso(order.created_ms)}\n"
         f"reason: {order.reason or '—'}"
     )

@@ -135,10 +135,11 @@ class AnswerBubble(Card):
             Qt.TextInteractionFlag.TextSelectableByMouse
             | Qt.TextInteractionFlag.TextSelectableByKeyboard
         )
-        self.text.setText(markdown_html(entry.text))
+        self.text.setText(markdown_html(hooks.readable(entry.text)))  # agents by name
         box.addWidget(self.text)
-        self.reasoning = Collapsible("Reasoning", lambda: text_label(entry.thinking, "thinking"),
-                                     box.addWidget)
+        self.reasoning = Collapsible(
+            "Reasoning", lambda: text_label(hooks.readable(entry.thinking), "thinking"),
+            box.addWidget)
         self.reasoning.toggle.setVisible(bool(entry.thinking))
         box.addWidget(self.reasoning.toggle, 0, Qt.AlignmentFlag.AlignLeft)
         row = QHBoxLayout()
@@ -165,7 +166,7 @@ class QuestionCard(Card):
         head.addStretch(1)
         head.addWidget(text_label(clock_time(entry.market_ms), "meta", wrap=False))
         box.addLayout(head)
-        self.text = text_label(entry.text, "questionText")
+        self.text = text_label(hooks.readable(entry.text), "questionText")
         box.addWidget(self.text)
         self.replies = QWidget()
         self.flow = FlowLayout(self.replies)
@@ -188,7 +189,7 @@ class QuestionCard(Card):
         approval = e.question_kind == QuestionKind.APPROVAL.value
         live = "LIVE order · " if approval and self.hooks.live else ""
         self.title.setText(f"Approval needed · {live}{who}" if approval else f"{who} asks you")
-        self.text.setText(e.text)
+        self.text.setText(self.hooks.readable(e.text))
         retone(self.frame, "answered" if not e.pending else
                ("approval" if approval else "clarification"))
         if [b.text() for b in self.buttons] != list(e.replies):

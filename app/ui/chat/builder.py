@@ -28,6 +28,7 @@ from app.ui.chat.entries import (
     RUNNING,
     AnswerEntry,
     Entry,
+    FillEntry,
     Message,
     NoticeEntry,
     PersonEntry,
@@ -310,6 +311,12 @@ class ConversationBuilder:
         return self._add(PersonEntry(key, self.agent_id, task_id, market_ms, None, text=text,
                                      queued=True))
 
+    def fill(self, entry: FillEntry) -> Delta:
+        """A fill's card, once (a fill seen live and again in a page of history is one card)."""
+        if entry.key in self.entries:
+            return Delta()
+        return self._add(entry)
+
     def adopt(self, page: ConversationBuilder) -> list[Entry]:
         """Take the entries of an earlier page that this chat does not have yet, in order."""
         taken = []
@@ -328,6 +335,20 @@ class ConversationBuilder:
             entry = self.entries.pop(key, None)
             if isinstance(entry, QuestionEntry) and entry.question_id:
                 self._by_question.pop(entry.question_id, None)
+
+
+def by_time(entries: list[Entry], fills: list[FillEntry]) -> list[Entry]:
+    """``entries`` in their order with ``fills`` (oldest first) put where their time falls: a
+    fill goes before the first entry made after it."""
+    out: list[Entry] = []
+    waiting = list(fills)
+    for entry in entries:
+        made = entry.market_ms
+        while waiting and made is not None and (waiting[0].market_ms or 0) < made:
+            out.append(waiting.pop(0))
+        out.append(entry)
+    out.extend(waiting)
+    return out
 
 
 def _fill(entry: QuestionEntry, q: Question) -> None:

@@ -30,6 +30,7 @@ from app.ui.chat.entries import (
     RUNNING,
     SUCCESS,
     Entry,
+    FillEntry,
     NoticeEntry,
     TaskEntry,
     ToolEntry,
@@ -59,12 +60,14 @@ class CardHooks:
         agent_names: every known agent's name by id.
         answer: answer a question by id; True when the answer was taken.
         live: the account is LIVE (real money): every order card says so.
+        readable: the agents' ids in a text (a journal line, a signal's source) as their names.
     """
 
     agent_name: Callable[[str], str]
     agent_names: Callable[[], dict[str, str]]
     answer: Callable[[str, str], bool]
     live: bool = False
+    readable: Callable[[str], str] = str
 
 
 def clock_time(ms: int | None) -> str:
@@ -137,7 +140,7 @@ class ToolCard(Card):
         self.summary = ElidedLabel()
         self.summary.setObjectName("meta")
         self.reasoning = Collapsible(
-            "Reasoning", lambda: text_label(self.entry.thinking, "thinking"),
+            "Reasoning", lambda: text_label(self.hooks.readable(self.entry.thinking), "thinking"),
             lambda body: self.extras.insertWidget(0, body),
         )
         self.raw = Collapsible("XML", self._raw_view, lambda body: self.extras.addWidget(body))
@@ -160,7 +163,8 @@ class ToolCard(Card):
         retone(self.glyph, e.status)
         self.glyph.setText(TOOL_GLYPHS.get(e.status, "•"))
         self.name.set_full_text(e.tool_name)
-        self.params.set_full_text("  ".join(f"{p.name}={p.value}" for p in e.params))
+        self.params.set_full_text(self.hooks.readable(
+            "  ".join(f"{p.name}={p.value}" for p in e.params)))
         meta = [e.status if e.status != SUCCESS else "ok"]
         if e.duration_ms is not None:
             meta.append(format_duration(e.duration_ms))
@@ -173,7 +177,7 @@ class ToolCard(Card):
         if self.problem is not None:
             self.problem.show_problem(e.status, title, text)
         summary = {
-            SUCCESS: f"→ {e.summary}" if e.summary else "",
+            SUCCESS: f"→ {self.hooks.readable(e.summary)}" if e.summary else "",
             RUNNING: "running…",
             AWAITING: "held for your approval: answer the question below",
         }.get(e.status, "")
@@ -277,13 +281,49 @@ class TaskCard(Card):
             chips = QWidget()
             flow = FlowLayout(chips, spacing=4)
             for param in params:
-                chip = Chip(f"{param.name} {param.value}")
+                chip = Chip(hooks.readable(f"{param.name} {param.value}"))
                 chip.setFont(mono_font(8))
                 flow.addWidget(chip)
             box.addWidget(chips)
         text = entry.payload.get("text")
         if isinstance(text, str) and text.strip():
-            box.addWidget(text_label(text.strip()))
+            box.addWidget(text_label(hooks.readable(text.strip())))
+        self.body.addWidget(frame)
+
+
+class FillCard(Card):
+    """A fill or an exit: its kind (bought, take profit hit…), who traded what at which price,
+    and for a sell what it realized, green or red: the news of the desk, in every chat."""
+
+    entry: FillEntry
+
+    def __init__(self, entry: FillEntry, hooks: CardHooks) -> None:
+        super().__init__(entry, hooks)
+        buy = entry.side == "BUY"
+        frame = QFrame()
+        frame.setObjectName("fillCard")
+        frame.setProperty("tone", "buy" if buy else "sell")
+        box = QVBoxLayout(frame)
+        box.setContentsMargins(10, 5, 10, 6)
+        box.setSpacing(2)
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        glyph = text_label("▲" if buy else "▼", "fillGlyph", wrap=False, selectable=False)
+        glyph.setProperty("tone", "buy" if buy else "sell")
+        self.title = text_label(entry.title, "fillTitle", wrap=False)
+        head.addWidget(glyph)
+        head.addWidget(self.title)
+        head.addStretch(1)
+        head.addWidget(text_label(clock_time(entry.market_ms), "meta", wrap=False))
+        box.addLayout(head)
+        self.line = text_label(entry.line, "fillLine")
+        box.addWidget(self.line)
+        self.pnl = text_label(entry.pnl, "fillPnl")
+        tone = ("" if entry.pnl_value is None else "up" if entry.pnl_value > 0
+                else "down" if entry.pnl_value < 0 else "")
+        self.pnl.setProperty("tone", tone)
+        self.pnl.setVisible(bool(entry.pnl))
+        box.addWidget(self.pnl)
         self.body.addWidget(frame)
 
 
@@ -294,7 +334,7 @@ class NoticeLine(Card):
 
     def __init__(self, entry: NoticeEntry, hooks: CardHooks) -> None:
         super().__init__(entry, hooks)
-        label = text_label(f"ⓘ  {entry.text}", "notice")
+        label = text_label(f"ⓘ  {hooks.readable(entry.text)}", "notice")
         label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
         label.setContentsMargins(24, 4, 24, 4)
         self.label = label

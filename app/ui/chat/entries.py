@@ -20,16 +20,17 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from lxml import etree
 
 from app.agents.conversation_store import StoredMessage
-from app.agents.rules.transcript import Result, parse_result
 from app.events import ConversationMessageAdded
 from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
+from app.tools.protocol.result import Result, parse_result
 
 PARAM_CHARS = 90  # one parameter's shown value; the full call is one click away (raw XML)
 SUMMARY_CHARS = 140
@@ -175,6 +176,21 @@ class QuestionEntry(Entry):
     @property
     def pending(self) -> bool:
         return self.answer is None
+
+
+@dataclass(eq=False, slots=True)
+class FillEntry(Entry):
+    """A fill on the account (anyone's: every chat shows it), worded for the person: who
+    traded what at which price, and for a sell what it realized (``app.ui.notices``).
+
+    ``market_ms`` is the fill's time: history and fills meet in time order.
+    """
+
+    title: str = ""
+    line: str = ""
+    pnl: str = ""
+    pnl_value: Decimal | None = None
+    side: str = ""  # BUY or SELL
 
 
 @dataclass(eq=False, slots=True)

@@ -32,14 +32,18 @@ from app.events import (
     QuestionAsked,
 )
 from app.store.audit_trail import ledger_reader
-from app.ui.chat.builder import ConversationBuilder, Delta
+from app.ui.chat.builder import ConversationBuilder, Delta, by_time
 from app.ui.chat.cards import CardHooks
 from app.ui.chat.composer import Composer
-from app.ui.chat.entries import Entry, Message, ToolEntry, readable_hint, short_id
+from app.ui.chat.entries import Entry, FillEntry, Message, ToolEntry, readable_hint
 from app.ui.chat.header import AgentHeader
 from app.ui.chat.reader import ChatReader
 from app.ui.chat.transcript import TranscriptView
+from app.ui.names import AgentNames
+from app.ui.notices import fill_words
+from app.ui.panels.style import money_decimals
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.trades import DeskTrades, FillNews
 
 if TYPE_CHECKING:
     from app.runtime.world import World
@@ -67,21 +71,27 @@ class ChatPanel(QWidget):
 
     agent_changed = Signal(str)
 
-    def __init__(self, world: World, parent: QWidget | None = None) -> None:
+    def __init__(self, world: World, parent: QWidget | None = None, *,
+                 names: AgentNames | None = None, book: DeskTrades | None = None) -> None:
+        """``names``: who an id is (the window's resolver); ``book``: the window's book of
+        fills (else one of the panel's own), whose fills and exits the chat shows as cards."""
         super().__init__(parent)
         self.setObjectName("chatPanel")
         self.world = world
+        self.names = names if names is not None else AgentNames(self._stored_name)
+        self.book = book if book is not None else DeskTrades(world.venue.broker, world.bus)
+        self._decimals: dict[str, int] = {}
         self.agent_id: str | None = None
         self.builder: ConversationBuilder | None = None
         self._names: dict[str, str] = {}
-        self._pending: list[tuple[Event, int]] = []
+        self._pending: list[tuple[Event | FillNews, int]] = []
         self._loading = False
         self._generation = 0  # bumped on each switch: a page read for another agent is dropped
         self._timing: list[ToolEntry] = []
         self.tasks = TaskSet(on_error=self._task_failed)
         self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
         self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer,
-                               live=world.venue.is_live_account)
+                               live=world.venue.is_live_account, readable=self.names.label_ids)
         self._build()
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -94,8 +104,9 @@ class ChatPanel(QWidget):
             self.link.subscribe(event_type, self._on_event)
         self.link.attach(self)
         self.tasks.attach(self)
-        reader = self.reader
-        self.destroyed.connect(lambda *_: reader.close())
+        reader, book, own = self.reader, self.book, book is None
+        stop = book.listen(self._on_fill)  # a fill once booked, with whose lots it took
+        self.destroyed.connect(lambda *_: (reader.close(), book.detach() if own else stop()))
         self.refresh_agents()
         self.tasks.spawn(self._open_orchestrator())
 
@@ -130,7 +141,8 @@ class ChatPanel(QWidget):
         self.agent_id = agent_id
         self._generation += 1
         self.builder = ConversationBuilder(agent_id, self.world.agents.questions.get)
-        self._pending = [p for p in self._pending if isinstance(p[0], AgentStateChanged)]
+        self._pending = [p for p in self._pending
+                         if isinstance(p[0], AgentStateChanged | FillNews)]
         self._timing.clear()
         self.transcript.clear()
         self.transcript.set_empty_text("Loading the conversation…")
@@ -190,7 +202,12 @@ class ChatPanel(QWidget):
         builder = self.builder
         if generation != self._generation or builder is None:
             return
-        delta = Delta(added=builder.adopt(page.builder))
+        entries = builder.adopt(page.builder)
+        since = _first_time(entries) if page.more else None
+        fills = await self._fill_entries(builder, since, None)
+        if generation != self._generation:
+            return
+        delta = Delta(added=by_time(entries, fills))
         for question in self.world.agents.questions.pending(info.agent_id):
             if builder.question(question.question_id) is None:
                 delta.merge(builder.asked(question))
@@ -214,8 +231,13 @@ class ChatPanel(QWidget):
         self.transcript.load_earlier.setEnabled(False)
         try:
             page = await self.reader.page(self.agent_id, origin, EARLIER_MESSAGES)
+            if generation != self._generation:
+                return
+            entries = builder.adopt(page.builder)
+            since = _first_time(entries) if page.more else None
+            fills = await self._fill_entries(builder, since, origin.market_ms)
             if generation == self._generation and await self._prepend(
-                    builder.adopt(page.builder), generation):
+                    by_time(entries, fills), generation):
                 self.transcript.set_more(page.more)
         finally:
             self.transcript.load_earlier.setEnabled(True)
@@ -230,6 +252,47 @@ class ChatPanel(QWidget):
             chunk, entries = entries[-DRAW_CHUNK:], entries[:-DRAW_CHUNK]
             self.transcript.prepend(chunk)
         return generation == self._generation
+
+    # -- fills ---------------------------------------------------------------------------------
+
+    def _on_fill(self, news: FillNews) -> None:
+        """A fill was booked: its card joins whichever chat is shown, in arrival order."""
+        self._pending.append((news, self.world.venue.clock.now_ms()))
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def price_decimals(self, symbol: str) -> int:
+        decimals = self._decimals.get(symbol)
+        if decimals is None:
+            try:
+                decimals = self.world.venue.broker.market_rules(symbol).price_decimals
+            except (KestrelError, KeyError):
+                decimals = 8  # a symbol the market no longer lists: every digit
+            self._decimals[symbol] = decimals
+        return decimals
+
+    def fill_entry(self, news: FillNews) -> FillEntry:
+        fill = news.fill
+        ccy = self.world.venue.broker.quote_currency
+        words = fill_words(news, self.names, self.price_decimals(fill.symbol),
+                           money_decimals(ccy), ccy)
+        return FillEntry(f"fill:{fill.fill_id}", fill.agent_id, "", fill.time_ms, None,
+                         title=words.title, line=words.line, pnl=words.pnl,
+                         pnl_value=words.pnl_value, side=fill.side.value)
+
+    async def _fill_entries(self, builder: ConversationBuilder, since_ms: int | None,
+                            until_ms: int | None) -> list[FillEntry]:
+        """The cards of the fills in [since, until) the chat does not show yet, oldest first
+        (the newest ``HISTORY_MESSAGES`` of them); a sell's order is looked up for its kind."""
+        await self.book.load()
+        found = [f for f in self.book.fills_between(since_ms, until_ms)
+                 if f"fill:{f.fill_id}" not in builder.entries][-HISTORY_MESSAGES:]
+        entries = []
+        for fill in found:
+            if fill.side.value == "SELL":
+                await self.book.order_of(fill)
+            entries.append(self.fill_entry(self.book.news(fill)))
+        return entries
 
     # -- the person ----------------------------------------------------------------------------
 
@@ -288,6 +351,10 @@ class ChatPanel(QWidget):
         delta = Delta()
         agents_changed = False
         for event, now_ms in events:
+            if isinstance(event, FillNews):
+                if builder is not None:
+                    delta.merge(builder.fill(self.fill_entry(event)))
+                continue
             if isinstance(event, AgentStateChanged):
                 agents_changed = True
                 if event.agent_id == self.agent_id and event.state != AgentState.RUNNING.value:
@@ -367,13 +434,21 @@ class ChatPanel(QWidget):
     def _agent_name(self, agent_id: str) -> str:
         name = self._names.get(agent_id)
         if name is None:
-            info = self.world.agents.store.get(agent_id)
-            name = info.name if info is not None else short_id(agent_id)
+            name = self.names.name(agent_id)
             self._names[agent_id] = name
         return name
 
+    def _stored_name(self, agent_id: str) -> str | None:
+        info = self.world.agents.store.get(agent_id)
+        return info.name if info is not None else None
+
     def _task_failed(self, exc: BaseException) -> None:
         self.composer.show_error(f"The chat could not load: {exc}")
+
+
+def _first_time(entries: list[Entry]) -> int | None:
+    """When the earliest of ``entries`` was made (where its page of history begins)."""
+    return next((e.market_ms for e in entries if e.market_ms is not None), None)
 
 
 def _question(event: QuestionAsked, now_ms: int) -> Question:

@@ -15,10 +15,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble, QuestionCard, TypingBubble
-from app.ui.chat.cards import Card, CardHooks, NoticeLine, TaskCard, ToolCard
+from app.ui.chat.cards import Card, CardHooks, FillCard, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.entries import (
     AnswerEntry,
     Entry,
+    FillEntry,
     NoticeEntry,
     PersonEntry,
     QuestionEntry,
@@ -35,6 +36,7 @@ _CARDS: dict[type[Entry], type[Card]] = {
     AnswerEntry: AnswerBubble,
     QuestionEntry: QuestionCard,
     NoticeEntry: NoticeLine,
+    FillEntry: FillCard,
 }
 
 

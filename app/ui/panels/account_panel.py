@@ -1,5 +1,5 @@
-"""The account panel: mode, balance and equity, positions (with Close), open orders (with Cancel),
-fills, closed trades, and the equity curve.
+"""The account panel: mode, balance and equity, positions (with Close), open trades (with Close),
+open orders (with Cancel), fills, closed trades, performance per agent and the equity curve.
 
 Everything shown comes through the ``Broker`` port and the bus, never from SQL: the account, its
 positions and open orders from ``account()``, the newest fills from ``trades()`` once and then from
@@ -13,6 +13,10 @@ the Risk Guard, recorded with the person as actor, never a side door to the brok
 cancel any agent's order; Close asks first (the quantity and the P&L it would realize). The
 outcome, or the refusal word for word, is shown in the strip under the tables. Without controls
 (a read-only view) the rows have no buttons.
+
+Open trades, Closed trades and Performance read the window's one book of lots with an owner
+(``app.ui.trades``), so a trade, its P&L and whose it is read the same in each; who an id is
+comes from the window's one resolver of names (``app.ui.names``).
 """
 
 from __future__ import annotations
@@ -46,9 +50,20 @@ from app.domain.trading import AccountState, Fill, Mode, Order, Position
 from app.events import EventBus, OrderCancelled, OrderFilled, OrderPlaced
 from app.runtime.controls import PersonControls
 from app.trading.port import TradingBroker
+from app.ui.names import AgentNames
 from app.ui.panels.account_tables import fill_columns, order_columns, position_columns
-from app.ui.panels.closed_trades import ClosedTradesView, actor_name
+from app.ui.panels.closed_trades import ClosedTradesView
 from app.ui.panels.mode_badge import ModeBadge
+from app.ui.panels.open_trades import (
+    OpenTrade,
+    close_button,
+    close_plan,
+    close_question,
+    close_trade,
+    open_trades,
+    trade_columns,
+)
+from app.ui.panels.performance import PerformanceView, performance_rows
 from app.ui.panels.record_model import RecordTableModel
 from app.ui.panels.style import (
     COLORS,
@@ -63,6 +78,7 @@ from app.ui.panels.style import (
 )
 from app.ui.panels.tasks import REDRAWS, BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
+from app.ui.trades import DeskTrades
 
 logger = logging.getLogger(__name__)
 FILL_HISTORY = 500
@@ -110,17 +126,28 @@ class AccountPanel(QWidget):
         *,
         controls: PersonControls | None = None,
         agent_name: Callable[[str], str | None] | None = None,
+        names: AgentNames | None = None,
+        book: DeskTrades | None = None,
     ) -> None:
         """``venue``: what the account runs on, in words ("Offline replay"...); ``controls``: the
-        person's Cancel and Close (None: the rows have no buttons); ``agent_name``: an agent's
-        name from its id."""
+        person's Cancel and Close (None: the rows have no buttons); ``names``: who an actor id
+        is (the window's resolver; else one over ``agent_name``, an agent's name from its id);
+        ``book``: the window's book of lots (else one of the panel's own)."""
         super().__init__(parent)
         self.broker = broker
         self.clock = clock
         self.mode = mode
         self.controls = controls
-        self.name = actor_name(agent_name)
+        if names is None:
+            names = agent_name if isinstance(agent_name, AgentNames) else AgentNames(agent_name)
+        self.names = names
+        self.name = self.names.name
+        self.book = book if book is not None else DeskTrades(broker, bus)
+        if book is None:
+            own = self.book
+            self.destroyed.connect(lambda *_: own.detach())
         self.dialog: QDialog | None = None  # the Close confirmation open now
+        self.open_rows: list[OpenTrade] = []
         self.state: AccountState | None = None
         self._decimals: dict[str, int] = {}
         self._money = money_decimals(broker.quote_currency)
@@ -173,12 +200,18 @@ class AccountPanel(QWidget):
         root.addLayout(cards)
 
         money = self._money
+        names = self.names
         self.positions = RecordTableModel(position_columns(self.price_decimals, money), mono_font())
+        self.open_trades = RecordTableModel(trade_columns(self.price_decimals, money, names),
+                                            mono_font())
         live = mode is Mode.LIVE
-        self.orders = RecordTableModel(order_columns(self.price_decimals, live=live),
+        self.orders = RecordTableModel(order_columns(self.price_decimals, live=live, names=names),
                                        mono_font())
-        self.fills = RecordTableModel(fill_columns(self.price_decimals, money), mono_font())
+        self.fills = RecordTableModel(fill_columns(self.price_decimals, money, names),
+                                      mono_font())
         self.positions_view = self._table(self.positions)
+        self.open_trades_view = self._table(self.open_trades)
+        self.open_trades_view.setObjectName("open_trades")
         self.orders_view = self._table(self.orders)
         self.fills_view = self._table(self.fills)
         self.tabs = QTabWidget()
@@ -186,10 +219,14 @@ class AccountPanel(QWidget):
         self.tabs.addTab(self.positions_view, f"{self._live}Positions")
         self.tabs.addTab(self.orders_view, f"{self._live}Open orders")
         self.tabs.addTab(self.fills_view, f"{self._live}Fills")
-        self.closed = ClosedTradesView(self.broker, self._bus, self.price_decimals,
-                                       self._agent_name)
+        self.tabs.addTab(self.open_trades_view, f"{self._live}Open trades")
+        self.closed = ClosedTradesView(self.broker, self._bus, self.price_decimals, names,
+                                       book=self.book)
         self.tabs.addTab(self.closed, "Closed trades")
-        self.closed.counted.connect(lambda n: self.tabs.setTabText(3, f"Closed trades ({n})"))
+        self.closed.counted.connect(
+            lambda n: self._title(self.closed, f"Closed trades ({n})"))
+        self.performance = PerformanceView(names, money, self.broker.quote_currency)
+        self.tabs.addTab(self.performance, "Performance")
 
         self.curve_plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
         # no grid: pyqtgraph repaints an axis grid over the whole plot each time (several ms)
@@ -218,6 +255,11 @@ class AccountPanel(QWidget):
         self.message.hide()
         root.addWidget(self.message)
 
+    def _title(self, tab: QWidget, text: str) -> None:
+        index = self.tabs.indexOf(tab)
+        if index >= 0:
+            self.tabs.setTabText(index, text)
+
     def restyle(self) -> None:
         """Draw the equity curve in the current theme's colours (the sheet cannot reach it)."""
         self.curve_plot.setBackground(COLORS["panel"])
@@ -229,6 +271,7 @@ class AccountPanel(QWidget):
         self.curve.setPen(pg.mkPen(COLORS["accent"], width=1.6))
         self.baseline.setPen(pg.mkPen(COLORS["muted"], style=Qt.PenStyle.DashLine))
         self.closed.restyle()
+        self.performance.restyle()
 
     def _table(self, model: RecordTableModel) -> QTableView:
         view = QTableView()
@@ -243,7 +286,7 @@ class AccountPanel(QWidget):
         view.horizontalHeader().setStretchLastSection(False)
         view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         view.setMinimumHeight(48)  # a header and a row: what a 720-pixel screen leaves
-        newest_first = model is not self.positions
+        newest_first = model not in (self.positions, self.open_trades)
         view.sortByColumn(
             0, Qt.SortOrder.DescendingOrder if newest_first else Qt.SortOrder.AscendingOrder
         )
@@ -290,6 +333,8 @@ class AccountPanel(QWidget):
         self._show_orders(list(state.open_orders))
         self._show_fills(list(self._fills))
         self._extend_curve([(p.time_ms, float(p.equity)) for p in points])
+        await self.book.load()
+        self._show_trades(state)
         await self.closed.refresh()
 
     def _on_order(self, _event: OrderPlaced | OrderCancelled) -> None:
@@ -323,7 +368,7 @@ class AccountPanel(QWidget):
         self.as_of.setText(f"as of {format_time(self.clock.now_ms())} UTC")
         self.baseline.setValue(float(state.equity - state.total_pnl))  # the starting equity
         self._set_rows(self.positions, self.positions_view, list(state.positions))
-        self.tabs.setTabText(0, f"{self._live}Positions ({len(state.positions)})")
+        self._title(self.positions_view, f"{self._live}Positions ({len(state.positions)})")
         self._position_buttons()
 
     def _set_rows(self, model: RecordTableModel, view: QTableView, rows: list) -> None:
@@ -346,13 +391,13 @@ class AccountPanel(QWidget):
     def _show_orders(self, orders: list[Order]) -> None:
         orders.sort(key=lambda o: o.created_ms, reverse=True)
         self._set_rows(self.orders, self.orders_view, orders)
-        self.tabs.setTabText(1, f"{self._live}Open orders ({len(orders)})")
+        self._title(self.orders_view, f"{self._live}Open orders ({len(orders)})")
         if self.controls is None:
             return
         for row, order in enumerate(self.orders.rows):
             self._row_button(
                 self.orders_view, row, "Cancel", f"cancel-{order.order_id}",
-                f"Cancel {order.order_id} ({order.agent_id})",
+                f"Cancel {order.order_id} ({self.name(order.agent_id)})",
                 lambda button, o=order: self._cancel_clicked(o, button),
             )
 
@@ -374,7 +419,26 @@ class AccountPanel(QWidget):
     def _show_fills(self, fills: list[Fill]) -> None:
         self._set_rows(self.fills, self.fills_view, fills)
         more = "+" if len(fills) >= FILL_HISTORY else ""
-        self.tabs.setTabText(2, f"{self._live}Fills ({len(fills)}{more})")
+        self._title(self.fills_view, f"{self._live}Fills ({len(fills)}{more})")
+
+    def _show_trades(self, state: AccountState) -> None:
+        """Open trades and Performance, from the book's lots valued at the positions' prices."""
+        now = self.clock.now_ms()
+        rows = open_trades(self.book.open_lots(), state.positions, state.open_orders, now)
+        self.open_rows = rows
+        self._set_rows(self.open_trades, self.open_trades_view, rows)
+        self._title(self.open_trades_view, f"{self._live}Open trades ({len(rows)})")
+        if self.controls is not None:
+            for number, trade in enumerate(self.open_trades.rows):
+                close_button(self.open_trades_view, number, trade, self.names,
+                             lambda button, t=trade: self._close_trade_clicked(t, button))
+        last = {p.symbol: p.current_price for p in state.positions}
+        realized = self.book.realized
+        performance = performance_rows(self.book.owners(), realized, self.book.closed(),
+                                       self.book.open_lots(), last.get, now)
+        fills = self.book.fills.values()
+        start = min((f.time_ms for f in fills), default=now)
+        self.performance.show_performance(performance, realized, start, now)
 
     def _extend_curve(self, points: list[tuple[int, float]]) -> None:
         if not points:
@@ -465,6 +529,54 @@ class AccountPanel(QWidget):
             self.show_message(f"Closing {symbol}: {outcome.text}", "info")
         else:
             self.show_message(f"Could not close {symbol}: {outcome.text}", "error")
+        await self.refresh()
+        return outcome.ok
+
+    def trade_button(self, symbol: str, owner: str) -> QPushButton | None:
+        """The Close button of an open trade's row (for tests and the window)."""
+        column = self.open_trades.columnCount() - 1
+        for row, trade in enumerate(self.open_trades.rows):
+            if trade.symbol == symbol and trade.owner == owner:
+                widget = self.open_trades_view.indexWidget(self.open_trades.index(row, column))
+                return widget if isinstance(widget, QPushButton) else None
+        return None
+
+    def _close_trade_clicked(self, trade: OpenTrade, button: QPushButton) -> None:
+        """Ask first, naming whose trade it is and what the sell does."""
+        from app.ui.trading.confirm import ConfirmDialog
+
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return
+        plan = close_plan(trade, self.open_rows)
+        heading, body, confirm = close_question(
+            plan, self.names, self.broker.quote_currency, self._money,
+            self.price_decimals(trade.symbol), self.mode)
+        dialog = ConfirmDialog("closeTradeDialog", f"Close {trade.symbol}", heading, body,
+                               confirm, self)
+
+        def confirmed() -> None:
+            button.setEnabled(False)
+            button.setText("Closing…")
+            self.tasks.spawn(self.close_open_trade(trade))
+
+        dialog.accepted.connect(confirmed)
+        dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
+        self.dialog = dialog
+        dialog.open()
+
+    async def close_open_trade(self, trade: OpenTrade) -> bool:
+        """Close one open trade as the person (a sell of the lot, or the position's close when
+        the lot cannot be sold alone); show what happened; refresh."""
+        assert self.controls is not None, "a view without controls has no Close"
+        plan = close_plan(trade, self.open_rows)
+        outcome = await close_trade(self.controls, plan)
+        whose = "your" if plan.mine else f"{self.name(trade.owner)}'s"
+        if outcome.ok:
+            self.show_message(f"Closing {whose} {trade.symbol} trade: {outcome.text}", "info")
+        else:
+            self.show_message(f"Could not close {whose} {trade.symbol} trade: {outcome.text}",
+                              "error")
         await self.refresh()
         return outcome.ok
 

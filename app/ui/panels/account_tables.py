@@ -11,6 +11,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from app.domain.trading import Fill, Order, Position, Side
+from app.ui.names import AgentNames
 from app.ui.panels.record_model import Column
 from app.ui.panels.style import (
     COLORS,
@@ -68,12 +69,16 @@ def _order_price(o: Order, decimals: int) -> str:
     return " / ".join(parts) if parts else "market"
 
 
-def order_columns(price_decimals: Decimals, *, live: bool = False) -> list[Column[Order]]:
-    """The open orders' columns; on a LIVE account (real money) every row's status says so."""
+def order_columns(price_decimals: Decimals, *, live: bool = False,
+                  names: AgentNames | None = None) -> list[Column[Order]]:
+    """The open orders' columns; on a LIVE account (real money) every row's status says so.
+    Whose order it is shows by name (``names``), its id in the tooltip."""
     tag = "LIVE · " if live else ""
+    who = names or AgentNames()
     return [
         Column("Time", lambda o: format_time(o.created_ms), key=lambda o: o.created_ms),
-        Column("Agent", lambda o: o.agent_id),
+        Column("Agent", lambda o: who.name(o.agent_id), tooltip=lambda o: who.tooltip(o.agent_id),
+               key=lambda o: who.name(o.agent_id).casefold()),
         Column("Symbol", lambda o: o.symbol),
         Column("Side", lambda o: o.side.value, color=lambda o: side_color(o.side)),
         Column("Type", lambda o: o.order_type.value
@@ -90,10 +95,13 @@ def order_columns(price_decimals: Decimals, *, live: bool = False) -> list[Colum
     ]
 
 
-def fill_columns(price_decimals: Decimals, money: int) -> list[Column[Fill]]:
+def fill_columns(price_decimals: Decimals, money: int,
+                 names: AgentNames | None = None) -> list[Column[Fill]]:
+    who = names or AgentNames()
     return [
         Column("Time", lambda f: format_time(f.time_ms), key=lambda f: f.time_ms),
-        Column("Agent", lambda f: f.agent_id),
+        Column("Agent", lambda f: who.name(f.agent_id), tooltip=lambda f: who.tooltip(f.agent_id),
+               key=lambda f: who.name(f.agent_id).casefold()),
         Column("Symbol", lambda f: f.symbol),
         Column("Side", lambda f: f.side.value, color=lambda f: side_color(f.side)),
         Column("Quantity", lambda f: format_quantity(f.quantity), numeric=True,

@@ -24,6 +24,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app.store.audit_trail import ToolCallRow
+from app.ui.names import AgentNames
 from app.ui.panels.style import COLORS, format_time
 
 Index = QModelIndex | QPersistentModelIndex
@@ -31,14 +32,18 @@ Entry = tuple[ToolCallRow, str]  # the row and its lower-cased search text
 COLUMNS = ("Time", "Agent", "Tool", "Status", "Error", "Duration")
 DURATION = 5
 _STATUS_TONES = {"success": "up", "error": "down", "rejected": "warning"}
-_KEYS: tuple[Callable[[ToolCallRow], Any], ...] = (
-    lambda r: r.call_id,
-    lambda r: (r.agent_id, r.call_id),
-    lambda r: (r.tool_name, r.call_id),
-    lambda r: (r.status, r.call_id),
-    lambda r: (r.error_code or "", r.call_id),
-    lambda r: (r.duration_ms, r.call_id),
-)
+AGENT = 1
+
+
+def _keys(names: AgentNames) -> tuple[Callable[[ToolCallRow], Any], ...]:
+    return (
+        lambda r: r.call_id,
+        lambda r: (names.name(r.agent_id).casefold(), r.call_id),
+        lambda r: (r.tool_name, r.call_id),
+        lambda r: (r.status, r.call_id),
+        lambda r: (r.error_code or "", r.call_id),
+        lambda r: (r.duration_ms, r.call_id),
+    )
 
 
 def format_duration(ms: float) -> str:
@@ -49,11 +54,11 @@ def format_duration(ms: float) -> str:
     return f"{ms / 1000:.2f} s"
 
 
-def _text(row: ToolCallRow, column: int) -> str:
+def _text(row: ToolCallRow, column: int, names: AgentNames) -> str:
     if column == 0:
         return format_time(row.started_ms)
-    if column == 1:
-        return row.agent_id
+    if column == AGENT:
+        return names.name(row.agent_id)
     if column == 2:
         return row.tool_name
     if column == 3:
@@ -64,10 +69,16 @@ def _text(row: ToolCallRow, column: int) -> str:
 
 
 class ToolCallModel(QAbstractTableModel):
-    """All loaded tool calls in display order (newest first until the person sorts otherwise)."""
+    """All loaded tool calls in display order (newest first until the person sorts otherwise).
 
-    def __init__(self) -> None:
+    Args:
+        names: who each agent id is (the Agent column shows the name, its tooltip the id).
+    """
+
+    def __init__(self, names: AgentNames | None = None) -> None:
         super().__init__()
+        self.names = names or AgentNames()
+        self._keys = _keys(self.names)
         self.entries: list[Entry] = []
         self.sort_column = 0
         self.sort_order = Qt.SortOrder.DescendingOrder
@@ -82,7 +93,7 @@ class ToolCallModel(QAbstractTableModel):
         if not rows:
             return
         self.last_id = max(self.last_id, rows[-1].call_id)
-        new = [(r, _haystack(r)) for r in rows]
+        new = [(r, _haystack(r, self.names)) for r in rows]
         if self.sort_column == 0 and self.sort_order == Qt.SortOrder.DescendingOrder:
             self.beginInsertRows(QModelIndex(), 0, len(new) - 1)
             self.entries[0:0] = reversed(new)
@@ -118,7 +129,9 @@ class ToolCallModel(QAbstractTableModel):
         row = self.entries[index.row()][0]
         column = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return _text(row, column)
+            return _text(row, column, self.names)
+        if role == Qt.ItemDataRole.ToolTipRole and column == AGENT:
+            return self.names.tooltip(row.agent_id)
         if role == Qt.ItemDataRole.ForegroundRole and column in (3, 4):
             tone = _STATUS_TONES.get(row.status)
             return None if tone is None else QBrush(QColor(COLORS[tone]))
@@ -132,7 +145,7 @@ class ToolCallModel(QAbstractTableModel):
         if not 0 <= column < len(COLUMNS):
             return
         self.sort_column, self.sort_order = column, order
-        key = _KEYS[column]
+        key = self._keys[column]
         self.layoutAboutToBeChanged.emit()
         before = self.persistentIndexList()
         ids = [self.entries[i.row()][0].call_id for i in before]
@@ -146,9 +159,12 @@ class ToolCallModel(QAbstractTableModel):
         self.layoutChanged.emit()
 
 
-def _haystack(row: ToolCallRow) -> str:
+def _haystack(row: ToolCallRow, names: AgentNames) -> str:
+    """What the search box finds a call by: its agent's name and id, tool, status, error and
+    parameters."""
     return " ".join(
-        (row.agent_id, row.tool_name, row.status, row.error_code or "", row.params_json)
+        (names.name(row.agent_id), row.agent_id, row.tool_name, row.status,
+         row.error_code or "", row.params_json)
     ).lower()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer
 from PySide6.QtWidgets import (
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.events import EventBus, ToolCallCompleted
 from app.store.audit_trail import AuditTrailReader, ToolCallDetail, ToolCallRow
+from app.ui.names import AgentNames
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
 from app.ui.panels.style import format_time, mono_font
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
@@ -42,11 +44,14 @@ class AuditPanel(QWidget):
     """Table of tool calls with agent/tool/status/text filters and a details view."""
 
     def __init__(
-        self, reader: AuditTrailReader, bus: EventBus | None, parent: QWidget | None = None
+        self, reader: AuditTrailReader, bus: EventBus | None, parent: QWidget | None = None,
+        *, names: AgentNames | None = None,
     ) -> None:
+        """``names``: who each agent id is (the window's resolver; default: ids shortened)."""
         super().__init__(parent)
         self.reader = reader
-        self.model = ToolCallModel()
+        self.names = names or AgentNames()
+        self.model = ToolCallModel(self.names)
         self.proxy = ToolCallFilter(self.model)
         self._agents: set[str] = set()
         self._tools: set[str] = set()
@@ -71,7 +76,8 @@ class AuditPanel(QWidget):
         self.agent_filter = self._combo("Agent")
         self.tool_filter = self._combo("Tool")
         self.status_filter = self._combo("Status")
-        self.status_filter.addItems(STATUSES)
+        for status in STATUSES:
+            self.status_filter.addItem(status, status)
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search agent, tool, error code, parameters…")
         self.search.setClearButtonEnabled(True)
@@ -137,7 +143,7 @@ class AuditPanel(QWidget):
 
     def _combo(self, what: str) -> QComboBox:
         combo = QComboBox()
-        combo.addItem(ALL)
+        combo.addItem(ALL, None)
         combo.setToolTip(f"Show calls of one {what.lower()} only")
         combo.setMinimumContentsLength(10)
         combo.currentIndexChanged.connect(lambda _i: self.apply_filters())
@@ -176,29 +182,34 @@ class AuditPanel(QWidget):
     def _add(self, rows: list[ToolCallRow]) -> None:
         if rows:
             self.model.append(rows)
-            self._grow(self.agent_filter, self._agents, {r.agent_id for r in rows})
+            self._grow(self.agent_filter, self._agents, {r.agent_id for r in rows},
+                       self.names.name, self.names.tooltip)
             self._grow(self.tool_filter, self._tools, {r.tool_name for r in rows})
         self._update_count()
 
     @staticmethod
-    def _grow(combo: QComboBox, known: set[str], seen: set[str]) -> None:
-        """Add newly seen names to a filter, keeping it sorted and its selection."""
+    def _grow(combo: QComboBox, known: set[str], seen: set[str],
+              label: Callable[[str], str] = str, tip: Callable[[str], str] = str) -> None:
+        """Add newly seen values to a filter (shown by ``label``, kept as data), keeping it
+        sorted by what it shows and its selection."""
         new = seen - known
         if not new:
             return
         known |= new
-        chosen = combo.currentText()
+        chosen = combo.currentData()
         combo.blockSignals(True)
         combo.clear()
-        combo.addItem(ALL)
-        combo.addItems(sorted(known))
-        combo.setCurrentIndex(max(combo.findText(chosen), 0))
+        combo.addItem(ALL, None)
+        for value in sorted(known, key=lambda v: (label(v).casefold(), v)):
+            combo.addItem(label(value), value)
+            combo.setItemData(combo.count() - 1, tip(value), Qt.ItemDataRole.ToolTipRole)
+        combo.setCurrentIndex(max(combo.findData(chosen), 0) if chosen is not None else 0)
         combo.blockSignals(False)
 
     def apply_filters(self) -> None:
         def pick(combo: QComboBox) -> str | None:
-            text = combo.currentText()
-            return None if text == ALL else text
+            value = combo.currentData()
+            return None if value is None else str(value)
 
         self.proxy.set_filters(
             agent=pick(self.agent_filter),
@@ -239,7 +250,8 @@ class AuditPanel(QWidget):
         if row is not None:
             error = f" · {row.error_code}" if row.error_code else ""
             self.detail_title.setText(
-                f"#{call_id} · {row.tool_name} · {row.agent_id} · {format_time(row.started_ms)} · "
+                f"#{call_id} · {row.tool_name} · {self.names.name(row.agent_id)} "
+                f"({row.agent_id}) · {format_time(row.started_ms)} · "
                 f"{row.status}{error} · {format_duration(row.duration_ms)}"
             )
         self.params_view.setPlainText(json.dumps(detail.params, indent=2, ensure_ascii=False))

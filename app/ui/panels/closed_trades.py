@@ -1,9 +1,10 @@
 """The account's closed trades: each round trip with its P&L, and the totals per agent.
 
-The fills come through the ``Broker`` port once (all of them: a trip may have opened long ago)
-and then from ``OrderFilled`` events; ``app.trading.closed_trades`` pairs them, so the list is
-the same for a paper account on a replay, on live quotes, or a live account. A trip belongs to
-whoever opened it (an agent, or "you"); who closed it shows beside it.
+The fills are the window's one book of them (``app.ui.trades``: read through the ``Broker`` port
+once, then kept by ``OrderFilled`` events), paired by ``app.trading.closed_trades``, so the list
+is the same for a paper account on a replay, on live quotes, or a live account, and agrees with
+Open trades and Performance. A trip belongs to whoever opened it (an agent, or "you"); who
+closed it (an agent, its exits, or you from a Close) shows beside it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.domain.agents import PERSON_ID
-from app.domain.trading import Fill
-from app.events import EventBus, OrderFilled
-from app.trading.closed_trades import ActorTotals, ClosedTrade, closed_trades, totals_by_actor
+from app.events import EventBus
+from app.trading.closed_trades import ActorTotals, ClosedTrade, totals_by_actor
 from app.trading.port import Broker
+from app.ui.names import AgentNames
 from app.ui.panels.record_model import Column, RecordTableModel
 from app.ui.panels.style import (
     COLORS,
@@ -38,30 +38,36 @@ from app.ui.panels.style import (
     mono_font,
     pnl_color,
 )
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.tasks import TaskSet, Throttle
 from app.ui.theme import set_look
+from app.ui.trades import DeskTrades
 
 NameOf = Callable[[str], str]
 
 
 def actor_name(name_of: Callable[[str], str | None] | None) -> NameOf:
-    """Who an actor id is, in words: "you" for the person, an agent's name, else its id."""
-    def name(actor: str) -> str:
-        if actor == PERSON_ID:
-            return "you"
-        found = name_of(actor) if name_of is not None else None
-        return found or actor
-    return name
+    """Who an actor id is, in words: "you" for the person, an agent's name, else its id
+    shortened (``app.ui.names``, the window's one resolver, over ``name_of``)."""
+    if isinstance(name_of, AgentNames):
+        return name_of.name
+    return AgentNames(name_of).name
 
 
 def trade_columns(price_decimals: Callable[[str], int], money: int,
-                  name: NameOf) -> list[Column[ClosedTrade]]:
+                  names: AgentNames) -> list[Column[ClosedTrade]]:
     def price(t: ClosedTrade, value: Decimal) -> str:
         return format_fixed(value, price_decimals(t.symbol))
 
+    def closers(t: ClosedTrade) -> str:
+        return ", ".join(names.name(a) for a in t.closed_by)
+
     return [
         Column("Closed", lambda t: format_time(t.exit_ms), key=lambda t: t.exit_ms),
-        Column("Opened by", lambda t: name(t.opened_by)),
+        Column("Opened by", lambda t: names.name(t.opened_by),
+               tooltip=lambda t: names.tooltip(t.opened_by)),
+        # beside who opened it: an agent's trade closed by the person's Close reads so at once
+        Column("Closed by", closers,
+               tooltip=lambda t: "\n".join(names.tooltip(a) for a in t.closed_by)),
         Column("Symbol", lambda t: t.symbol),
         Column("Side", lambda t: "LONG", color=lambda t: COLORS["up"]),
         Column("Quantity", lambda t: format_quantity(t.quantity), numeric=True,
@@ -76,7 +82,6 @@ def trade_columns(price_decimals: Callable[[str], int], money: int,
         Column("Return", lambda t: format_pct(t.return_pct, sign=True), numeric=True,
                color=lambda t: pnl_color(t.pnl), key=lambda t: t.return_pct),
         Column("Opened", lambda t: format_time(t.entry_ms), key=lambda t: t.entry_ms),
-        Column("Closed by", lambda t: ", ".join(name(a) for a in t.closed_by)),
     ]
 
 
@@ -96,15 +101,20 @@ class ClosedTradesView(QWidget):
         price_decimals: Callable[[str], int],
         name_of: Callable[[str], str | None] | None = None,
         parent: QWidget | None = None,
+        *,
+        book: DeskTrades | None = None,
     ) -> None:
+        """``book``: the window's book of fills (default: one of its own over ``broker`` and
+        ``bus``); ``name_of``: who an actor is (an ``AgentNames`` is used as it is)."""
         super().__init__(parent)
         self.broker = broker
-        self.name = actor_name(name_of)
+        self.names = name_of if isinstance(name_of, AgentNames) else AgentNames(name_of)
+        self.name = self.names.name
         self.money = money_decimals(broker.quote_currency)
-        self.fills: dict[str, Fill] = {}
+        self.book = book if book is not None else DeskTrades(broker, bus)
+        self._own_book = book is None
         self.trades: list[ClosedTrade] = []
         self.totals: dict[str, ActorTotals] = {}
-        self._read = False
         self.tasks = TaskSet()
         self.throttle = Throttle(self.refresh, self.tasks, interval_ms=300, parent=self)
         layout = QVBoxLayout(self)
@@ -115,7 +125,7 @@ class ClosedTradesView(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         set_look(self.summary, "muted")
-        self.model = RecordTableModel(trade_columns(price_decimals, self.money, self.name),
+        self.model = RecordTableModel(trade_columns(price_decimals, self.money, self.names),
                                       mono_font())
         self.view = QTableView()
         self.view.setModel(self.model)
@@ -131,22 +141,17 @@ class ClosedTradesView(QWidget):
         self.view.sortByColumn(0, Qt.SortOrder.DescendingOrder)
         layout.addWidget(self.summary)
         layout.addWidget(self.view, 1)
-        self.link = BusLink(bus)
-        self.link.subscribe(OrderFilled, self._on_fill)
-        self.link.attach(self)
         self.tasks.attach(self)
-
-    def _on_fill(self, event: OrderFilled) -> None:
-        self.fills[event.fill.fill_id] = event.fill
-        self.throttle.request()
+        book = self.book
+        throttle = self.throttle
+        stop = book.listen(lambda _news: throttle.request())  # a fill once it is booked
+        own = self._own_book
+        self.destroyed.connect(lambda *_: book.detach() if own else stop())
 
     async def refresh(self) -> None:
-        """Read every fill once, then pair what is known (later fills come as events)."""
-        if not self._read:
-            self._read = True
-            for fill in await self.broker.trades(None, None):
-                self.fills.setdefault(fill.fill_id, fill)
-        self.show_trades(closed_trades(self.fills.values()))
+        """Pair the book's fills (read once; later fills come as events)."""
+        await self.book.load()
+        self.show_trades(list(self.book.closed()))
 
     def show_trades(self, trades: list[ClosedTrade]) -> None:
         self.trades = trades

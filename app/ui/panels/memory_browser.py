@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -31,6 +31,7 @@ from app.events import AgentStateChanged, EventBus, MemoryFileChanged
 from app.memory.bank import MemoryBank
 from app.memory.index import Hit
 from app.memory.text import sniff_type
+from app.ui.names import AgentNames
 from app.ui.panels.memory_pane import FilePane
 from app.ui.panels.memory_recall import RecallView
 from app.ui.panels.memory_tree import ROLE, MemoryTree
@@ -69,10 +70,15 @@ class MemoryBrowser(QWidget):
         bus: EventBus | None,
         agents: AgentList,
         parent: QWidget | None = None,
+        *,
+        names: AgentNames | None = None,
     ) -> None:
+        """``agents``: every agent's (id, name) now; ``names``: who an id is, to show the
+        agents' ids inside a file (a journal's "signal from agent:…") as their names."""
         super().__init__(parent)
         self.memory = memory
         self._agents = agents
+        self.names = names if names is not None else AgentNames(self._listed_name)
         self._names: dict[str, str] = {}
         self.current: OpenFile | None = None
         self._base: bytes | None = None  # the version the edit started from (None: new file)
@@ -115,6 +121,7 @@ class MemoryBrowser(QWidget):
         inner.setStretchFactor(1, 2)
         column.addWidget(inner, 1)
         self.pane = FilePane()
+        self.pane.viewer.anchorClicked.connect(self._link_clicked)
         self.pane.edit_button.clicked.connect(self.begin_edit)
         self.pane.new_button.clicked.connect(lambda: self.new_file())
         self.pane.save_button.clicked.connect(lambda: self.tasks.spawn(self.save()))
@@ -173,6 +180,21 @@ class MemoryBrowser(QWidget):
 
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)
+
+    def _listed_name(self, agent_id: str) -> str | None:
+        return self._names.get(agent_id)
+
+    def _link_clicked(self, url: QUrl) -> None:
+        """A name in a file links to that agent: its folder comes into view."""
+        if url.scheme() == "agent":
+            self.show_agent(url.path())
+
+    def _show(self, title: str, text: str, type_hint: str, line: int | None = None) -> None:
+        """Show a file for reading: the agents' ids in it as their names (Markdown: a link
+        whose tooltip is the id). The editor gets the file as it is."""
+        readable = (self.names.link_ids(text) if type_hint == "MARKDOWN"
+                    else self.names.label_ids(text))
+        self.pane.show_text(title, readable, type_hint, line)
 
     # ------------------------------------------------------------------ live events
 
@@ -267,7 +289,7 @@ class MemoryBrowser(QWidget):
                     title, f"Binary file, {format_bytes(len(content.data))}: not shown."
                 )
             else:
-                self.pane.show_text(title, text, content.type_hint, line)
+                self._show(title, text, content.type_hint, line)
         self.current = OpenFile(
             agent_id, content.path, content.data, content.exists, content.type_hint, text
         )
@@ -354,7 +376,7 @@ class MemoryBrowser(QWidget):
         hint = sniff_type(outcome.path, data)
         self.current = OpenFile(agent_id, outcome.path, data, True, hint, text)
         self.pane.set_mode(viewing=True, editable=True)
-        self.pane.show_text(f"{self._name(agent_id)} / {outcome.path}", text, hint)
+        self._show(f"{self._name(agent_id)} / {outcome.path}", text, hint)
         self.pane.banner.show_message(
             "info", f"Saved {outcome.path} ({format_bytes(outcome.size)}); recall sees it now."
         )

@@ -87,10 +87,11 @@ class MemoryTree(QTreeWidget):
             if item is None:
                 item = QTreeWidgetItem([self._agent_label(agent_id), "", ""])
                 item.setData(0, ROLE, ("agent", agent_id, ""))
-                item.setToolTip(0, agent_id)
+                item.setToolTip(0, self._agent_tip(agent_id))
                 self._items[(agent_id, "")] = item
                 self.insertTopLevelItem(position, item)
             else:  # a new name: the label is drawn again, with its mark if it has one
+                item.setToolTip(0, self._agent_tip(agent_id))
                 self._styled.pop((agent_id, ""), None)
                 self._restyle(agent_id)
 
@@ -98,8 +99,13 @@ class MemoryTree(QTreeWidget):
         return [key[0] for key in self._items if key[1] == ""]
 
     def _agent_label(self, agent_id: str) -> str:
+        """The agent's name alone (its id is the branch's tooltip): a UUID beside every name
+        filled a narrow dock with digits."""
+        return self._names.get(agent_id, agent_id)
+
+    def _agent_tip(self, agent_id: str) -> str:
         name = self._names.get(agent_id, agent_id)
-        return name if name == agent_id else f"{name}  ({agent_id})"
+        return f"{name}'s memory\nid {agent_id}" if name != agent_id else f"id {agent_id}"
 
     def _remove_agent(self, agent_id: str) -> None:
         item = self._items.get((agent_id, ""))
@@ -147,7 +153,7 @@ class MemoryTree(QTreeWidget):
             parent = item
         item = QTreeWidgetItem([parts[-1], "", ""])
         item.setData(0, ROLE, ("file", agent_id, path))
-        item.setToolTip(0, f"{agent_id}/{path}")
+        item.setToolTip(0, f"{self._agent_label(agent_id)} / {path}\nmemory/{agent_id}/{path}")
         for column in (1, 2):
             item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
         _insert_sorted(parent, item)
@@ -207,7 +213,8 @@ class MemoryTree(QTreeWidget):
                 item.setData(0, Qt.ItemDataRole.ForegroundRole,
                              QBrush(QColor(COLORS["warning"])) if hot else None)
                 note = " — changed by the agent" if hot else ""
-                item.setToolTip(0, f"{agent_id}/{path}{note}")
+                item.setToolTip(0, f"{self._agent_label(agent_id)} / {path}{note}\n"
+                                   f"memory/{agent_id}/{path}")
             font = item.font(0)
             font.setBold(hot)
             item.setFont(0, font)

@@ -17,7 +17,7 @@ from app.orchestration.notify import BusNotifier, NotificationService
 from app.orchestration.questions import QuestionStore
 from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
-from app.tools.orchestration_tools import build_orchestration_tools
+from app.tools.orchestration_tools import OrchestrationTools
 from app.tools.registry import ToolRegistry
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
@@ -36,9 +36,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolRegistry]
         db, world.venue.clock, ids, {Channel.UI_ALERT: BusNotifier(Channel.UI_ALERT, bus)}
     )
     directory = FakeDirectory(world.venue.clock, ids)
-    for spec in build_orchestration_tools(
-        directory, queue, scheduler, notifications, questions, world.venue.clock
-    ):
+    for spec in OrchestrationTools(directory, queue, scheduler, notifications, questions).specs():
         world.registry.register(spec)
     yield world.registry
     for store in (queue, scheduler, questions, notifications):

@@ -18,7 +18,7 @@ from lxml import etree
 
 from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
-from app.tools.market_tools import build_market_tools
+from app.tools.market_tools import MarketTools
 from app.tools.protocol.parser import parse_response
 from app.tools.protocol.render import format_value
 from app.tools.registry import ToolRegistry, render_tool
@@ -30,7 +30,7 @@ SAMPLE_SPECS = build_sample_specs(FakeWorld())
 
 
 def _market_specs() -> list[ToolSpec]:
-    return build_market_tools(ReplayMarketData.from_paths(ReplayClock(0), [BTC_USDT_1H]))
+    return MarketTools(ReplayMarketData.from_paths(ReplayClock(0), [BTC_USDT_1H])).specs()
 
 
 def _every_real_spec() -> list:

@@ -18,7 +18,7 @@ from app.indicators.engine import IndicatorEngine
 from app.market.csv_loader import LoadedFile
 from app.market.replay import ReplayMarketData
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.indicator_tools import build_indicator_tools
+from app.tools.indicator_tools import IndicatorTools
 from app.tools.protocol.render import Element, ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext, Permission
@@ -51,7 +51,7 @@ def make_rig(loaded: LoadedFile, bars: int) -> Rig:
     clock = ReplayClock(0)
     market = ReplayMarketData(clock, [loaded])
     engine = IndicatorEngine()
-    executor = ToolExecutor(ToolRegistry(build_indicator_tools(market, engine)), MemoryRecorder())
+    executor = ToolExecutor(ToolRegistry(IndicatorTools(market, engine).specs()), MemoryRecorder())
     rig = Rig(clock, market, engine, executor, loaded)
     rig.show_bars(bars)
     return rig
@@ -247,7 +247,7 @@ def test_cached_replay_values_equal_values_computed_over_the_visible_candles(btc
     rig = make_rig(btc_usdt_file, 100)
     engine = IndicatorEngine(rig.engine.catalogue)
     uncached = ToolExecutor(
-        ToolRegistry(build_indicator_tools(NoPrefix(rig.market), engine)), MemoryRecorder()
+        ToolRegistry(IndicatorTools(NoPrefix(rig.market), engine).specs()), MemoryRecorder()
     )
     for bars in range(100, 130):
         rig.show_bars(bars)

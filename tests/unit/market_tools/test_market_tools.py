@@ -9,7 +9,7 @@ from lxml import etree
 from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.market_tools import build_market_tools
+from app.tools.market_tools import MarketTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
 from tests.helpers.paths import BTC_USD_1D, BTC_USD_1H, BTC_USDT_1H
@@ -25,7 +25,7 @@ def executor() -> ToolExecutor:
     clock = ReplayClock(0)
     market = ReplayMarketData.from_paths(clock, [BTC_USD_1H, BTC_USD_1D, BTC_USDT_1H])
     clock.advance_to(CURSOR)
-    return ToolExecutor(ToolRegistry(build_market_tools(market)), MemoryRecorder(), clock)
+    return ToolExecutor(ToolRegistry(MarketTools(market).specs()), MemoryRecorder(), clock)
 
 
 CTX = AgentContext("analyst-1", watched_symbols=("BTC/USD",), interval="1h")

@@ -8,7 +8,7 @@ from typing import Any
 from app.domain.clock import parse_time
 from app.memory.bank import MemoryBank
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.memory_tools import build_memory_tools
+from app.tools.memory_tools import MemoryTools
 from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
@@ -21,7 +21,7 @@ class ToolRunner:
 
     def __init__(self, bank: MemoryBank, agent_id: str = "trader-1") -> None:
         self.executor = ToolExecutor(
-            ToolRegistry(build_memory_tools(bank)), MemoryRecorder(), bank.clock
+            ToolRegistry(MemoryTools(bank).specs()), MemoryRecorder(), bank.clock
         )
         self.ctx = AgentContext(agent_id)
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.domain.errors import ErrorCode
 from app.memory.bank import MemoryBank, MemoryLimits
-from app.tools.memory_tools import build_memory_tools
+from app.tools.memory_tools import MemoryTools
 from app.tools.registry import ToolRegistry
 from app.tools.spec import Permission
 from tests.unit.memory.support import ToolRunner, call
@@ -26,7 +26,7 @@ def payload(result) -> str:  # the <data> body, dedented, as the model sees it
 def test_every_memory_tool_is_in_the_agent_memory_group_with_memory_permission(
     bank: MemoryBank,
 ) -> None:
-    specs = build_memory_tools(bank)
+    specs = MemoryTools(bank).specs()
     assert {s.name for s in specs} == {
         "read_agent_memory_file",
         "write_agent_memory_file",

@@ -207,3 +207,24 @@ def test_cancelling_a_send_is_not_swallowed(db: Path, clock: ReplayClock, bus: E
     asyncio.run(main())
     (stored,) = svc.recent()
     assert stored.statuses[0].delivery_status is DeliveryStatus.PENDING
+
+
+def test_a_notice_given_elsewhere_is_kept_once_in_the_list_without_being_sent_again(
+    db: Path, clock: ReplayClock, bus: EventBus
+) -> None:
+    raised: list[NotificationRaised] = []
+    bus.subscribe(NotificationRaised, raised.append)
+    svc = service(db, clock, bus)
+    sent = asyncio.run(svc.send("a1", [Channel.TRAY], "earlier"))
+    clock.advance_to(START + 60_000)
+    kept = svc.record("trader-1", "BTC/USD Trader sold 0.1 BTC/USD at 9,400.00; P&L +38.60 USD",
+                      "Take profit hit", Urgency.MEDIUM, key="fill:F1", at_ms=START + 30_000)
+    again = svc.record("trader-1", "another wording", "Take profit hit", key="fill:F1")
+    assert again == kept and len(raised) == 1  # told once, never sent by the list
+    assert kept.created_ms == START + 30_000  # when the fill happened
+    assert statuses(kept) == {"UI_ALERT": ("SUCCESS", "shown in the window")}
+    svc.close()
+    assert service(db, clock, bus).recent() == [kept, sent]  # kept across a restart, newest first
+    with pytest.raises(InvalidParameterError):
+        svc = service(db, clock, bus)
+        svc.record("a1", "  ", "empty", key="x")

@@ -21,7 +21,7 @@ from app.orchestration.questions import QuestionStore
 from app.orchestration.queue import TaskQueue
 from app.orchestration.scheduler import JobScheduler
 from app.tools.executor import MemoryRecorder, ToolExecutor
-from app.tools.orchestration_tools import build_orchestration_tools
+from app.tools.orchestration_tools import OrchestrationTools
 from app.tools.protocol.parser import parse_response
 from app.tools.protocol.render import Element, ToolResult
 from app.tools.registry import ToolRegistry
@@ -48,7 +48,7 @@ class Rig:
     scheduler: JobScheduler
     questions: QuestionStore
     notifications: NotificationService
-    specs: list[ToolSpec]
+    specs: tuple[ToolSpec, ...]
     executor: ToolExecutor
     soa: str
 
@@ -85,7 +85,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             Channel.TELEGRAM: UnconfiguredNotifier(Channel.TELEGRAM, "set it in Settings"),
         },
     )
-    specs = build_orchestration_tools(directory, queue, scheduler, notifications, questions, clock)
+    specs = OrchestrationTools(directory, queue, scheduler, notifications, questions).specs()
     executor = ToolExecutor(ToolRegistry(specs), MemoryRecorder(), clock)
     yield Rig(clock, bus, directory, queue, scheduler, questions, notifications, specs, executor,
               soa)

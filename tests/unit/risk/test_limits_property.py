@@ -51,7 +51,7 @@ from app.exchange.paper import PaperBroker
 from app.risk.config import build_guard
 from app.risk.guard import MemoryDecisionRecorder
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.trading.port import OrderRequest
 from tests.helpers.orders import order_entry
 from tests.helpers.scripted_market import ScriptedMarket, make_scripted_broker, next_bar
@@ -172,7 +172,7 @@ class GuardedAccount(RuleBasedStateMachine):
         self.config = RiskConfig.model_validate(config)
         self.broker, self.market, _ = make_scripted_broker(PRICES, cash=CASH)
         self.guard = build_guard(self.config, MemoryDecisionRecorder())
-        tools = build_trade_tools(order_entry(LateVenue(self.broker), self.guard))
+        tools = TradeTools(order_entry(LateVenue(self.broker), self.guard)).specs()
         self.tools = {spec.name: spec.handler for spec in tools}
         self.loop = asyncio.new_event_loop()
         self._observe()

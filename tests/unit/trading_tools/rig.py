@@ -15,12 +15,12 @@ from decimal import Decimal
 from app.domain.errors import RiskRejection
 from app.risk.guard import Violation
 from app.risk.types import OrderIntent, RiskView
-from app.tools.account_tools import build_account_tools
+from app.tools.account_tools import AccountTools
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import Rig, make_rig
 
@@ -72,6 +72,6 @@ def make_tool_rig(limit: str = "100000", visible: int = 1, **kwargs) -> ToolRig:
     rig = make_rig(visible=visible, **kwargs)
     guard = NotionalGuard(Decimal(limit))
     registry = ToolRegistry(
-        build_account_tools(rig.broker) + build_trade_tools(order_entry(rig.broker, guard))
+        AccountTools(rig.broker).specs() + TradeTools(order_entry(rig.broker, guard)).specs()
     )
     return ToolRig(rig, guard, ToolExecutor(registry, MemoryRecorder(), rig.clock))

@@ -22,7 +22,7 @@ from app.risk.guard import MemoryDecisionRecorder
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.trading.port import OrderRequest
 from tests.helpers.orders import order_entry
 from tests.helpers.scripted_market import make_scripted_broker
@@ -36,8 +36,8 @@ def test_an_allotment_binds_every_spelling_of_the_agents_id() -> None:
     broker, _, _ = make_scripted_broker({"BTC/USDT": D(40_000)})
     config = RiskConfig.model_validate({"agent_budget": {"allotments": {"trader-1": "10000"}}})
     executor = ToolExecutor(
-        ToolRegistry(build_trade_tools(
-            order_entry(broker, build_guard(config, MemoryDecisionRecorder())))),
+        ToolRegistry(TradeTools(
+            order_entry(broker, build_guard(config, MemoryDecisionRecorder()))).specs()),
         MemoryRecorder(),
     )
 

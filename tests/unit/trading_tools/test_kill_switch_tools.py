@@ -12,11 +12,11 @@ from app.domain.kill_switch import TripCause
 from app.risk.config import build_guard
 from app.runtime.recorders import SqliteRiskRecorder
 from app.store.kill_switch_log import KillSwitchLog
-from app.tools.account_tools import build_account_tools
+from app.tools.account_tools import AccountTools
 from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import make_rig
 
@@ -28,8 +28,8 @@ def test_entries_are_refused_while_tripped_and_exits_are_not(tmp_path: Path) -> 
     rig = make_rig(db=db, visible=1)
     log = KillSwitchLog(db)
     guard = build_guard(RiskConfig(), SqliteRiskRecorder(rig.ledger))
-    registry = ToolRegistry(build_account_tools(rig.broker) + build_trade_tools(
-        order_entry(rig.broker, guard, halted=log.active)))
+    registry = ToolRegistry(AccountTools(rig.broker).specs() + TradeTools(
+        order_entry(rig.broker, guard, halted=log.active)).specs())
     executor = ToolExecutor(registry, MemoryRecorder(), rig.clock)
 
     def call(xml: str):

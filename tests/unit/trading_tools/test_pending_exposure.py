@@ -20,7 +20,7 @@ from app.tools.executor import MemoryRecorder, ToolExecutor
 from app.tools.protocol.render import ToolResult
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from app.trading.port import OrderRequest
 from tests.helpers.orders import order_entry
 from tests.helpers.scripted_market import make_scripted_broker, next_bar
@@ -34,7 +34,7 @@ def _buy(symbol: str, quote: str) -> str:
 
 
 def _executor(broker: Any, guard: RiskGuard) -> ToolExecutor:
-    tools = build_trade_tools(order_entry(broker, guard))
+    tools = TradeTools(order_entry(broker, guard)).specs()
     return ToolExecutor(ToolRegistry(tools), MemoryRecorder())
 
 

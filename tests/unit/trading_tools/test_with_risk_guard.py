@@ -7,11 +7,11 @@ import asyncio
 from app.config.risk import RiskConfig
 from app.risk.config import build_guard
 from app.runtime.recorders import SqliteRiskRecorder, SqliteToolCallRecorder
-from app.tools.account_tools import build_account_tools
+from app.tools.account_tools import AccountTools
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry
 from app.tools.spec import AgentContext
-from app.tools.trade_tools import build_trade_tools
+from app.tools.trade_tools import TradeTools
 from tests.helpers.orders import order_entry
 from tests.unit.exchange.support import make_rig
 
@@ -19,8 +19,8 @@ from tests.unit.exchange.support import make_rig
 def test_weight_limit_rejects_with_reason_and_every_decision_and_call_is_recorded():
     rig = make_rig(visible=1)
     guard = build_guard(RiskConfig(), SqliteRiskRecorder(rig.ledger))
-    registry = ToolRegistry(build_account_tools(rig.broker)
-                            + build_trade_tools(order_entry(rig.broker, guard)))
+    registry = ToolRegistry(AccountTools(rig.broker).specs()
+                            + TradeTools(order_entry(rig.broker, guard)).specs())
     executor = ToolExecutor(registry, SqliteToolCallRecorder(rig.ledger), rig.clock)
     ctx = AgentContext(agent_id="a1")
 
