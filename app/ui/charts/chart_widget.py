@@ -678,12 +678,17 @@ class ChartWidget(QWidget):
         return self._state
 
     def _save(self) -> None:
-        """Keep the set-up as it is now (a few hundred bytes to QSettings; cheap)."""
+        """Keep the set-up as it is now (a few hundred bytes to QSettings; cheap). Nothing is
+        read off the widgets while the kept set-up is being put back: half restored, they would
+        overwrite what is still to be restored (the log scale's toggle comes before the
+        indicators)."""
+        if self._restoring:
+            return
         state = self._state
         state.symbol, state.interval = self.symbol, self.interval
         state.log_scale = self.log_button.isChecked()
         state.studies = [(s.indicator.name, dict(s.params)) for s in self.studies.values()]
-        if self._memory is not None and not self._restoring:
+        if self._memory is not None:
             self._memory.save(state)
 
     # -- view ---------------------------------------------------------------------------------
