@@ -147,8 +147,9 @@ class ReplayBar(QToolBar):
         self.jump_button.setToolTip("Jump ahead to a date (Ctrl+J)")
         self.jump_button.setShortcut("Ctrl+J")
         self.jump_button.clicked.connect(self.open_jump)
-        self.jump_button.setVisible(clock is not None and end_ms is not None)
-        self.addWidget(self.jump_button)
+        # shown or hidden through the tool bar's action: the button itself, shown before it has
+        # a parent, would open as a window of its own
+        self.addWidget(self.jump_button).setVisible(clock is not None and end_ms is not None)
         self._sync()
 
     def _nearest(self, speed: float) -> int:
