@@ -8,8 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, QPoint, QPointF, QSettings, QSize, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.secrets import SecretStore
 from app.ui.main_window import MainWindow
@@ -77,3 +78,22 @@ class Desk:
 def on_screen(dock: QWidget) -> bool:
     """Whether a person sees the dock: shown, and not behind another panel's tab."""
     return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def send_mouse(
+    widget: QWidget, kind: QEvent.Type, pos: QPoint,
+    button: Qt.MouseButton = Qt.MouseButton.NoButton,
+    buttons: Qt.MouseButton = Qt.MouseButton.NoButton,
+) -> None:
+    """A mouse event sent straight to ``widget`` (a chart's viewport), not through QTest: QTest's
+    mouse functions spin Qt's loop inside the coroutine's step, and the qasync loop can lose the
+    step (the test then waits forever)."""
+    QApplication.sendEvent(widget, QMouseEvent(
+        kind, QPointF(pos), QPointF(widget.mapToGlobal(pos)), button, buttons,
+        Qt.KeyboardModifier.NoModifier))
+
+
+def click(widget: QWidget, pos: QPoint, button: Qt.MouseButton) -> None:
+    """Press and release ``button`` at ``pos`` (``send_mouse``'s way)."""
+    send_mouse(widget, QEvent.Type.MouseButtonPress, pos, button, button)
+    send_mouse(widget, QEvent.Type.MouseButtonRelease, pos, button)

@@ -10,13 +10,12 @@ from collections.abc import Iterator
 
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtTest import QTest
+from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.style import format_price
-from tests.ui.desk import Desk, until
+from tests.ui.desk import Desk, click, send_mouse, until
 
 # a menu grabs the keyboard, which the offscreen platform cannot do
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -54,7 +53,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
 
         # the crosshair: its price on the price axis, its bar's time on the time axis
         point = middle(chart)
-        QTest.mouseMove(view.viewport(), point)
+        send_mouse(view.viewport(), QEvent.Type.MouseMove, point)
         axis, times = view.price_axis, view.plots[-1].getAxis("bottom")
         await until(lambda: axis.cursor is not None and times.cursor is not None)
         scene = view.mapToScene(point)
@@ -100,8 +99,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
 
         # a horizontal line from the right-click menu, where the mouse is
         point = middle(chart)
-        QTest.mouseClick(view.viewport(), Qt.MouseButton.RightButton,
-                         Qt.KeyboardModifier.NoModifier, point)
+        click(view.viewport(), point, Qt.MouseButton.RightButton)
         await until(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
         line = next(a for a in chart.context_menu.actions()
                     if a.text().startswith("Horizontal line at"))
@@ -120,8 +118,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         low = view.price_scale.from_view(y0 + (y1 - y0) * 0.3)
         high = view.price_scale.from_view(y0 + (y1 - y0) * 0.7)
         for x, price in ((x0 + (x1 - x0) * 0.4, low), (x0 + (x1 - x0) * 0.6, high)):
-            QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton,
-                             Qt.KeyboardModifier.NoModifier, view.view_point_on_screen(x, price))
+            click(view.viewport(), view.view_point_on_screen(x, price), Qt.MouseButton.LeftButton)
         assert [d.kind for d in view.drawings.drawings] == ["hline", "trend"]
         (t0, p0), (t1, p1) = view.drawings.drawings[1].points
         assert t0 < t1 and p0 < p1  # drawn up and to the right, in times and prices

@@ -12,8 +12,7 @@ from decimal import ROUND_DOWN, Decimal
 
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtTest import QTest
+from PySide6.QtCore import QEvent, QPoint, Qt
 
 from app.domain.agents import PERSON_ID
 from app.domain.trading import ExitKind, Order, OrderType, Side
@@ -21,7 +20,7 @@ from app.runtime.ticket import Ticket, TicketKind
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.levels import on_tick
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, until
+from tests.ui.desk import Desk, click, send_mouse, until
 from tests.ui.test_trading_controls import (
     SYMBOL,
     audit_actors,
@@ -49,12 +48,13 @@ def every_mouse_move() -> Iterator[None]:
 def drag(chart: ChartWidget, start: QPoint, end: QPoint) -> None:
     """Press at ``start`` on the chart, move to ``end`` in steps, release there."""
     viewport = chart.view.viewport()
-    QTest.mouseMove(viewport, start)  # hovered first: what is under the mouse takes the drag
-    QTest.mousePress(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+    left = Qt.MouseButton.LeftButton
+    send_mouse(viewport, QEvent.Type.MouseMove, start)  # hovered: what is under takes the drag
+    send_mouse(viewport, QEvent.Type.MouseButtonPress, start, left, left)
     for step in range(1, 9):
         point = start + (end - start) * (step / 8)
-        QTest.mouseMove(viewport, point)
-    QTest.mouseRelease(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, end)
+        send_mouse(viewport, QEvent.Type.MouseMove, point, Qt.MouseButton.NoButton, left)
+    send_mouse(viewport, QEvent.Type.MouseButtonRelease, end, left)
 
 
 def tag_point(chart: ChartWidget, key: str) -> QPoint:
@@ -198,8 +198,7 @@ def test_right_click_opens_the_ticket_filled_in_for_a_limit_order_there(desk: De
             (x0 + x1) / 2, min(max(low, float(last) * 0.97), float(last) * 0.999))
         price = on_tick(price_at(chart, point), 2)
         assert price < last
-        QTest.mouseClick(chart.view.viewport(), Qt.MouseButton.RightButton,
-                         Qt.KeyboardModifier.NoModifier, point)
+        click(chart.view.viewport(), point, Qt.MouseButton.RightButton)
         await until(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
         texts = [a.text() for a in chart.context_menu.actions() if a.text()]
         assert f"Buy limit here at {price:,.2f}…" in texts
@@ -233,8 +232,7 @@ def test_clicking_an_order_book_level_puts_its_price_in_the_ticket(desk: Desk) -
         level = book.model.row_at(row)
         assert level is not None
         cell = book.ladder.visualRect(book.model.index(row, 0)).center()
-        QTest.mouseClick(book.ladder.viewport(), Qt.MouseButton.LeftButton,
-                         Qt.KeyboardModifier.NoModifier, cell)
+        click(book.ladder.viewport(), cell, Qt.MouseButton.LeftButton)
         ticket = window.trading.ticket
         await until(lambda: ticket is not None and ticket.isVisible())
         assert ticket.form()["symbol"] == book.symbol
@@ -246,8 +244,7 @@ def test_clicking_an_order_book_level_puts_its_price_in_the_ticket(desk: Desk) -
         ask = book.model.row_at(row)
         assert ask is not None
         cell = book.ladder.visualRect(book.model.index(row, 0)).center()
-        QTest.mouseClick(book.ladder.viewport(), Qt.MouseButton.LeftButton,
-                         Qt.KeyboardModifier.NoModifier, cell)
+        click(book.ladder.viewport(), cell, Qt.MouseButton.LeftButton)
         assert ticket.fields["stop_price"].text() == str(ask.price)
         assert not window.errors.reports
 
