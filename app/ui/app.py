@@ -113,6 +113,7 @@ async def open_or_explain(
     venue_kind: str | None = None,
     exchange: str | None = None,
     venue: Any = None,
+    start_ms: int | None = None,
 ) -> QMessageBox | None:
     """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
 
@@ -125,7 +126,8 @@ async def open_or_explain(
 
     try:
         await window.open_workspace(workspace, data_files=data_files, speed=speed,
-                                    venue_kind=venue_kind, exchange=exchange, venue=venue)
+                                    venue_kind=venue_kind, exchange=exchange, venue=venue,
+                                    start_ms=start_ms)
         logger.info("desk open: %s", window.describe())
     except OperationalError as exc:
         logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
@@ -172,6 +174,7 @@ def run_gui(
     venue_kind: str | None = None,
     exchange: str | None = None,
     venue: Any = None,
+    start_ms: int | None = None,
 ) -> int:
     """Open the window on ``workspace`` (default: this checkout's or the platform's), on the
     offline replay or the ``venue`` given (a ``VenueSpec``: a live market or account)."""
@@ -196,7 +199,8 @@ def run_gui(
         window.closed.connect(closed.set)
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
         await open_or_explain(window, chosen, data_files=data_files or (), speed=speed,
-                              venue_kind=venue_kind, exchange=exchange, venue=venue)
+                              venue_kind=venue_kind, exchange=exchange, venue=venue,
+                              start_ms=start_ms)
         await closed.wait()
         await window.aclose()
         return EXIT_OK

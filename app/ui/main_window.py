@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
         self.person: Any = None  # app.runtime.controls.PersonControls, once open
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
+        self.chart_trading: Any = None  # app.ui.trading.chart_trading.ChartTrading, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self.names: AgentNames | None = None  # who an actor id is, once a workspace is open
         self.book: DeskTrades | None = None  # the account's lots with an owner, once open
@@ -155,10 +156,12 @@ class MainWindow(QMainWindow):
         venue: VenueSpec | None = None,
         venue_kind: str | None = None,
         exchange: str | None = None,
+        start_ms: int | None = None,
     ) -> Desk:
         """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or on a
         live venue (``venue``; else ``venue_kind`` and ``exchange`` over the workspace's
         ``[venue]`` setting) let time flow; a live account only once the person confirmed it.
+        ``start_ms``: the replay's start date, the person's choice (``kestrel gui --at``).
 
         Raises:
             KestrelError: the workspace or its data cannot be used, or a live market cannot be
@@ -192,7 +195,8 @@ class MainWindow(QMainWindow):
                 self.loading.setText(f"Opening {workspace.root} …\n"
                                      "Loading market data and agents.")
                 desk = await asyncio.to_thread(
-                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
+                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share,
+                    start_ms=start_ms,
                 )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
@@ -305,6 +309,7 @@ class MainWindow(QMainWindow):
         from app.ui.alerts import AlertBanner
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
+        from app.ui.charts.chart_state import ChartMemory
         from app.ui.charts.chart_widget import ChartWidget
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
@@ -317,6 +322,7 @@ class MainWindow(QMainWindow):
         from app.ui.panels.style import money_decimals
         from app.ui.replay_bar import Banner, ReplayBar
         from app.ui.trades import DeskTrades
+        from app.ui.trading.chart_trading import ChartTrading
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
@@ -333,8 +339,11 @@ class MainWindow(QMainWindow):
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
-        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
-        book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
+        # the chart's set-up (indicators, drawings, log scale) is kept per workspace
+        kept = ChartMemory(self.store, world.workspace.identity() or str(world.workspace.root))
+        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0, memory=kept,
+                            owner_name=self.names)
+        book = BookWidget(market, symbol=chart.symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
         self.person = PersonControls(world.executor, world.orders, world.bus,
                                      next_bar_open=_next_bar_open(venue))
@@ -356,7 +365,7 @@ class MainWindow(QMainWindow):
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest,
                        "notifications": notifications}
-        chart.symbol_box.currentTextChanged.connect(book.set_symbol)
+        chart.symbol_changed.connect(book.set_symbol)
 
         # what the agents run on, and a language model's training-cutoff warning for the
         # replayed period, from the moment the replay starts here; kept current as agents are
@@ -395,13 +404,20 @@ class MainWindow(QMainWindow):
         for spec in window_layout.DOCKS:
             self._described(self.panel_shortcuts[spec.key], spec.title)
         if venue.offline:  # a live market's time cannot be paused, stepped or sped up
-            self.replay_bar = ReplayBar(venue.driver, venue.clock, HOUR_MS, self)
+            self.replay_bar = ReplayBar(venue.driver, venue.clock, HOUR_MS, self,
+                                        end_ms=venue.end_ms)
             self.replay_bar.speed_chosen.connect(self.keep_speed)
             self.replay_bar.pause_chosen.connect(self._keep_paused)
+            self.replay_bar.jumped.connect(lambda text: self.statusBar().showMessage(text, 15_000))
             self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
             # the window holds them: their keys work while the toolbar is hidden too
-            self.addActions([self.replay_bar.pause_action, self.replay_bar.step_action])
+            self.addActions([self.replay_bar.pause_action, self.replay_bar.step_action,
+                             self.replay_bar.step_key_action])
             self._described(self.replay_bar.pause_action, "Pause or resume the replay")
+            self._described(self.replay_bar.step_key_action, "Step the replay one bar (pauses it)")
+            if self.replay_bar.jump_action.isVisible():
+                self.addAction(self.replay_bar.jump_action)
+                self._described(self.replay_bar.jump_action, "Jump the replay to a date")
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
@@ -409,6 +425,9 @@ class MainWindow(QMainWindow):
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
         self.trading_menu.removeAction(self.trading_waits)
+        # dragging an order's line, "limit here" and the book's prices: the person's calls
+        self.chart_trading = ChartTrading(chart, book, self.person, self.trading, self.tasks,
+                                          account.show_message)
         self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])
         self.trading_menu.addSeparator()
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])

@@ -162,16 +162,16 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
         await desk.settle(window)
         chart = window.panels["chart"]
-        await until(lambda: len(chart.view.markers.visible_lines) == 3)
-        drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
+        await until(lambda: len(chart.view.levels.visible_lines()) == 3)
+        drawn = sorted(label.split()[0] for _price, label in chart.view.levels.visible_lines())
         assert drawn == ["Avg", "SL", "TP"]  # "Avg cost ...", the position's line
         await desk.close(window)
 
         again = await desk.open()  # no clock move and no new fill from here on
         chart = again.panels["chart"]
-        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        await until(lambda: len(chart.view.levels.visible_lines()) == 3)
         assert sorted(label.split()[0] for _price, label in
-                      chart.view.markers.visible_lines) == drawn
+                      chart.view.levels.visible_lines()) == drawn
         await until(lambda: len(chart.view.markers.markers) >= 1)
         assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
 

@@ -5,32 +5,30 @@ sell ▼ red over it) at the bar they executed in; orders that never filled full
 triangles at their limit/stop price, so a person sees both what agents did and what they tried.
 Hovering a marker shows who traded (by name: the window's resolver, ``app.ui.names``, with the id
 after it), what, at what price, and why (the order's reason), in a tooltip placed inside the chart.
-Open positions get their entry, take-profit and stop-loss as horizontal lines.
+Open positions' average cost, take profit and stop loss, and working orders, are levels with a tag
+on the price axis (``app.ui.charts.levels``).
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QToolTip
 
-from app.domain.trading import ExitKind, Fill, Order, OrderStatus, Position, Side
+from app.domain.trading import Fill, Order, OrderStatus, Side
 from app.domain.words import market_time
 from app.ui.charts.style import format_price, format_quantity, qcolor
 from app.ui.names import current as current_names
 
 MARKER_SIZE = 12
 MARKER_Z = 20
-# a line's label sits at the right edge, where the newest candles and markers are: the line and
-# its label are drawn above both, the label on an opaque ground so candles never show through
-LINE_Z = 30
 MARKER_GAP_PX = 9  # distance between a bar's extreme and its marker's centre
 REASON_CHARS = 56  # a reason's line length in a tooltip: narrow enough for a small chart
 CONTINUED = " " * 8  # a wrapped line's indent: under the text after its label
@@ -48,15 +46,6 @@ class Marker:
     price: float
     filled: bool
     tooltip: str
-
-
-@dataclass(frozen=True, slots=True)
-class PriceLine:
-    """A horizontal price line; ``kind``: ``entry``, ``take_profit`` or ``stop_loss``."""
-
-    kind: str
-    price: Decimal
-    label: str
 
 
 def bar_of(timestamps: np.ndarray, time_ms: int) -> int:
@@ -157,32 +146,6 @@ def build_markers(
     return out
 
 
-def position_lines(
-    symbol: str, positions: Sequence[Position], orders: Sequence[Order], decimals: int
-) -> list[PriceLine]:
-    """The average-cost line of each of ``symbol``'s positions (its buys' fees included, so the
-    line is where selling breaks even before that sale's fee; the fills' own prices are their
-    markers) and its open take-profit / stop-loss orders."""
-    lines: list[PriceLine] = []
-    for position in positions:
-        if position.symbol == symbol and position.size != 0:
-            text = f"Avg cost {format_price(position.avg_price, decimals)}  size {position.size}"
-            lines.append(PriceLine("entry", position.avg_price, text))
-    names = {ExitKind.TAKE_PROFIT: ("take_profit", "TP"), ExitKind.STOP_LOSS: ("stop_loss", "SL")}
-    for order in orders:
-        if order.symbol != symbol or not order.status.is_open or order.exit_kind not in names:
-            continue
-        if order.exit_kind == ExitKind.STOP_LOSS:
-            price = order.stop_price if order.stop_price is not None else order.price
-        else:
-            price = order.price if order.price is not None else order.stop_price
-        if price is None:
-            continue
-        kind, short = names[order.exit_kind]
-        lines.append(PriceLine(kind, price, f"{short} {format_price(price, decimals)}"))
-    return lines
-
-
 class TradeMarkers:
     """Owns the scatter items of one price plot and keeps markers beside their bars."""
 
@@ -197,7 +160,6 @@ class TradeMarkers:
             item.setZValue(MARKER_Z)
             plot.addItem(item)
             item.sigHovered.connect(self._hovered)
-        self._lines: list[pg.InfiniteLine] = []
 
     def set_markers(self, markers: list[Marker]) -> None:
         self.markers = markers
@@ -222,8 +184,13 @@ class TradeMarkers:
         # Qt shifts a tooltip from the point it is given (2 px right, 16 down): given less
         QToolTip.showText(place_tip(area, cursor, size) - QT_TIP_SHIFT, text, view, view.rect())
 
-    def layout(self, high: np.ndarray, low: np.ndarray, pixel_height: float) -> None:
-        """Place markers: fills just below (buy) or above (sell) their bar, in pixels."""
+    def layout(
+        self, high: np.ndarray, low: np.ndarray, pixel_height: float,
+        to_view: Callable[[float], float] = float,
+    ) -> None:
+        """Place markers: fills just below (buy) or above (sell) their bar, in pixels; an
+        order's at its price. ``high``/``low`` and ``pixel_height`` are in the plot's y units,
+        ``to_view`` turns a price into them (the log scale)."""
         gap = MARKER_GAP_PX * pixel_height
         filled = [m for m in self.markers if m.filled and m.bar < len(high)]
         hollow = [m for m in self.markers if not m.filled and m.bar < len(high)]
@@ -240,7 +207,7 @@ class TradeMarkers:
         )
         self._open.setData(
             x=[float(m.bar) for m in hollow],
-            y=[m.price for m in hollow],
+            y=[to_view(m.price) for m in hollow],
             symbol=["t1" if m.side == Side.BUY else "t" for m in hollow],
             brush=[pg.mkBrush(None) for _ in hollow],
             pen=[pg.mkPen(qcolor("up" if m.side == Side.BUY else "down"), width=1.5)
@@ -255,29 +222,3 @@ class TradeMarkers:
             for point in item.points():
                 out.append((point.pos().x(), point.pos().y(), point.data()))
         return out
-
-    def set_lines(self, lines: Sequence[PriceLine]) -> None:
-        """Show ``lines``, reusing the line items already made."""
-        while len(self._lines) < len(lines):
-            line = pg.InfiniteLine(
-                angle=0, movable=False,
-                label="",
-                labelOpts={"position": 0.97, "anchors": [(1, 1), (1, 1)]},
-            )
-            line.setZValue(LINE_Z)
-            self._plot.addItem(line, ignoreBounds=True)
-            self._lines.append(line)
-        for item, spec in zip(self._lines, lines, strict=False):
-            color = qcolor(spec.kind)
-            item.setPen(pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
-            item.setPos(float(spec.price))
-            item.label.setText(spec.label)
-            item.label.setColor(color)
-            item.label.fill = pg.mkBrush(qcolor("background"))  # the theme's, when it changes
-            item.setVisible(True)
-        for item in self._lines[len(lines):]:
-            item.setVisible(False)
-
-    @property
-    def visible_lines(self) -> list[tuple[float, str]]:
-        return [(ln.value(), ln.label.toPlainText()) for ln in self._lines if ln.isVisible()]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from decimal import Decimal
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
@@ -34,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.errors import KestrelError
-from app.domain.trading import Mode
+from app.domain.trading import Mode, Side
 from app.market.port import MarketData
 from app.runtime.controls import Outcome, PersonControls, Preview
 from app.runtime.ticket import Ticket, TicketError, TicketKind, read_ticket
@@ -42,6 +43,7 @@ from app.trading.port import TradingBroker
 from app.ui.panels.style import format_fixed, set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.theme import set_look
+from app.ui.trading.sizing import SizeButtons, SizingError, sized_amount
 
 KINDS = (
     (TicketKind.MARKET, "Market"),
@@ -144,6 +146,10 @@ class OrderTicket(QDialog):
         amount.addWidget(self.fields["amount"], 1)
         amount.addWidget(self.unit)
         form.addRow(_buddy("&Amount", self.fields["amount"]), amount)
+        self.sizes = SizeButtons()
+        for fraction, button in self.sizes.buttons.items():
+            button.clicked.connect(lambda _=False, f=fraction: self.tasks.spawn(self._size(f)))
+        form.addRow("", self.sizes)
         form.addRow("&Limit price", self.fields["price"])
         form.addRow("Stop &price", self.fields["stop_price"])
         form.addRow("Take pr&ofit", self.fields["take_profit"])
@@ -202,6 +208,37 @@ class OrderTicket(QDialog):
             "unit": units[self.unit.currentIndex()] if self.unit.currentIndex() >= 0 else "base",
             **{name: edit.text() for name, edit in self.fields.items()},
         }
+
+    def fill_in(
+        self, *, symbol: str | None = None, side: Side | None = None,
+        kind: TicketKind | None = None, price: Decimal | None = None,
+        amount: Decimal | None = None,
+    ) -> None:
+        """Put values in the form from outside it (the chart's "limit here", an order-book
+        level, a size button); what was reviewed no longer stands. A price goes where the
+        order type takes it: a stop's trigger, else the limit."""
+        if symbol:
+            self.symbol.setCurrentText(symbol)
+        if side is not None:
+            (self.buy if side is Side.BUY else self.sell).setChecked(True)
+        if kind is not None:
+            self.set_kind(kind)
+        if price is not None:
+            field = "stop_price" if self.kind_value() is TicketKind.STOP else "price"
+            self.fields[field].setText(format(price, "f"))
+        if amount is not None:
+            self.unit.setCurrentIndex(0)  # the base currency: sizes are quantities
+            self.fields["amount"].setText(format(amount, "f"))
+        self._changed()
+
+    async def _size(self, fraction: Decimal) -> None:
+        """A size button: that share of what is free, in the amount field."""
+        try:
+            amount = await sized_amount(self.broker, self.form(), fraction)
+        except SizingError as exc:
+            self._field_error(TicketError("amount", str(exc)))
+            return
+        self.fill_in(amount=amount)
 
     def _kind_changed(self) -> None:
         kind = self.kind_value()
