@@ -58,8 +58,9 @@ from app.workspace import Workspace, setup_logging
 
 if TYPE_CHECKING:  # the heavy parts load after the window is shown
     from app.runtime.desk import Desk
-    from app.runtime.venue import VenueSpec
+    from app.runtime.venue import Venue, VenueSpec
     from app.runtime.world import World
+    from app.ui.kill_switch import KillSwitchControls
     from app.ui.trades import DeskTrades
 
 logger = logging.getLogger(__name__)
@@ -302,33 +303,38 @@ class MainWindow(QMainWindow):
 
     def _install(self, desk: Desk) -> None:
         """Build every panel over the world's ports and dock it."""
+        world = desk.world
+        assert world.agents is not None, "the desk's world runs agents"
+        self._build_panels(world)
+        kill = self._build_centre(world)
+        self._dock_panels()
+        if world.venue.offline:  # a live market's time cannot be paused, stepped or sped up
+            self._add_replay_bar(world.venue)
+        self._add_trading(world, kill)
+        self._connect(world, kill)
+
+    def _build_panels(self, world: World) -> None:
+        """The panels over the world's ports, and what they share: the names of the agents
+        and the one book of lots with an owner."""
         from app.runtime.controls import PersonControls
         from app.runtime.desk import DEMO_SYMBOL
         from app.store.audit_trail import AuditTrailReader
         from app.ui.agents import AgentsPanel
-        from app.ui.alerts import AlertBanner
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
         from app.ui.charts.chart_state import ChartMemory
         from app.ui.charts.chart_widget import ChartWidget
         from app.ui.chat import ChatPanel
-        from app.ui.kill_switch import KillSwitchControls
-        from app.ui.live import LiveMarket
         from app.ui.notices import NoticeLog
         from app.ui.panels.account_panel import AccountPanel
         from app.ui.panels.audit_panel import AuditPanel
         from app.ui.panels.memory_browser import MemoryBrowser
         from app.ui.panels.notifications import NotificationsPanel
         from app.ui.panels.style import money_decimals
-        from app.ui.replay_bar import Banner, ReplayBar
         from app.ui.trades import DeskTrades
-        from app.ui.trading.chart_trading import ChartTrading
-        from app.ui.trading.desk_controls import DeskTradingControls
-        from app.ui.tray import TrayController
 
-        world = desk.world
         venue, team = world.venue, world.agents
-        assert team is not None, "the desk's world runs agents"
+        assert team is not None
         # who an id is, for every panel (the chart's markers find it as names.current()), and
         # the one book of lots with an owner every trade view reads
         self.names = AgentNames(self._agent_name)
@@ -367,6 +373,17 @@ class MainWindow(QMainWindow):
                        "notifications": notifications}
         chart.symbol_changed.connect(book.set_symbol)
 
+
+    def _build_centre(self, world: World) -> KillSwitchControls:
+        """The middle of the window: the kill switch's, the alerts' and the venue's banners
+        over the Chart and Backtest tabs."""
+        from app.ui.alerts import AlertBanner
+        from app.ui.kill_switch import KillSwitchControls
+        from app.ui.replay_bar import Banner
+
+        venue, team = world.venue, world.agents
+        assert team is not None
+        chart, backtest = self.panels["chart"], self.panels["backtest"]
         # what the agents run on, and a language model's training-cutoff warning for the
         # replayed period, from the moment the replay starts here; kept current as agents are
         # created and as models answer (under the name the server gives)
@@ -394,6 +411,10 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
+        return kill
+
+    def _dock_panels(self) -> None:
+        """Dock the panels, restore the person's layout, and list each panel's key under F1."""
         self.docks, self.panel_shortcuts = window_layout.build_docks(
             self, self.panels, self.view_menu, self.open_panel)
         window_layout.default_arrangement(self, self.docks)
@@ -403,21 +424,35 @@ class MainWindow(QMainWindow):
 
         for spec in window_layout.DOCKS:
             self._described(self.panel_shortcuts[spec.key], spec.title)
-        if venue.offline:  # a live market's time cannot be paused, stepped or sped up
-            self.replay_bar = ReplayBar(venue.driver, venue.clock, HOUR_MS, self,
-                                        end_ms=venue.end_ms)
-            self.replay_bar.speed_chosen.connect(self.keep_speed)
-            self.replay_bar.pause_chosen.connect(self._keep_paused)
-            self.replay_bar.jumped.connect(lambda text: self.statusBar().showMessage(text, 15_000))
-            self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
-            # the window holds them: their keys work while the toolbar is hidden too
-            self.addActions([self.replay_bar.pause_action, self.replay_bar.step_action,
-                             self.replay_bar.step_key_action])
-            self._described(self.replay_bar.pause_action, "Pause or resume the replay")
-            self._described(self.replay_bar.step_key_action, "Step the replay one bar (pauses it)")
-            if self.replay_bar.jump_action.isVisible():
-                self.addAction(self.replay_bar.jump_action)
-                self._described(self.replay_bar.jump_action, "Jump the replay to a date")
+
+    def _add_replay_bar(self, venue: Venue) -> None:
+        """The replay's speed, pause, step and jump; the window holds their actions."""
+        from app.ui.replay_bar import ReplayBar
+
+        self.replay_bar = ReplayBar(venue.driver, venue.clock, HOUR_MS, self,
+                                    end_ms=venue.end_ms)
+        self.replay_bar.speed_chosen.connect(self.keep_speed)
+        self.replay_bar.pause_chosen.connect(self._keep_paused)
+        self.replay_bar.jumped.connect(lambda text: self.statusBar().showMessage(text, 15_000))
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+        # the window holds them: their keys work while the toolbar is hidden too
+        self.addActions([self.replay_bar.pause_action, self.replay_bar.step_action,
+                         self.replay_bar.step_key_action])
+        self._described(self.replay_bar.pause_action, "Pause or resume the replay")
+        self._described(self.replay_bar.step_key_action, "Step the replay one bar (pauses it)")
+        if self.replay_bar.jump_action.isVisible():
+            self.addAction(self.replay_bar.jump_action)
+            self._described(self.replay_bar.jump_action, "Jump the replay to a date")
+
+    def _add_trading(self, world: World, kill: KillSwitchControls) -> None:
+        """The kill switch's and the person's trading tool bars, trading from the chart, and
+        the Trading menu."""
+        from app.ui.trading.chart_trading import ChartTrading
+        from app.ui.trading.desk_controls import DeskTradingControls
+
+        venue = world.venue
+        market = venue.market
+        chart, book, account = self.panels["chart"], self.panels["book"], self.panels["account"]
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
@@ -437,6 +472,16 @@ class MainWindow(QMainWindow):
                         "New order (your own, reviewed against the Risk Guard)")
         self._described(self.trading.flatten_action,
                         "Flatten all: cancel every order, close every position (asks first)")
+
+    def _connect(self, world: World, kill: KillSwitchControls) -> None:
+        """The status bar, the tray, the live market feed, and the signals between panels."""
+        from app.ui.live import LiveMarket
+        from app.ui.tray import TrayController
+
+        venue, team = world.venue, world.agents
+        assert team is not None
+        chart, book, account = self.panels["chart"], self.panels["book"], self.panels["account"]
+        agents = self.panels["agents"]
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
