@@ -22,7 +22,8 @@ from app.ui.panels.account_panel import AccountPanel
 from app.ui.panels.tasks import BusLink, TaskSet, Throttle
 
 if TYPE_CHECKING:
-    from app.runtime.world import World
+    from app.events import EventBus
+    from app.trading.port import Broker
 
 TRADE_HISTORY = 2_000
 ORDERS_LOOKED_UP = 300  # fills of earlier runs whose orders (and reasons) are read at start
@@ -35,16 +36,19 @@ class LiveMarket:
 
     def __init__(
         self,
-        world: World,
+        bus: EventBus,
+        broker: Broker,
         chart: ChartWidget,
         book: BookWidget,
         account: AccountPanel,
+        *,
+        live_account: bool,
     ) -> None:
-        self.world = world
+        self.live_account = live_account  # a real exchange account: fills come from its watch
         self.chart = chart
         self.book = book
         self.account = account
-        self.broker = world.venue.broker
+        self.broker = broker
         self.fills: deque[Fill] = deque(maxlen=TRADE_HISTORY)  # newest first
         self.orders: dict[str, Order] = {}  # the orders of the fills, by id (their reasons)
         self._fills_read = False
@@ -55,7 +59,7 @@ class LiveMarket:
                                parent=chart)
         self.account_refresh = Throttle(account.refresh, self.tasks,
                                         interval_ms=ACCOUNT_INTERVAL_MS, parent=account)
-        self.link = BusLink(world.bus)
+        self.link = BusLink(bus)
         self.link.attach(chart)
         self.link.subscribe(ClockAdvanced, self._on_clock)
         for event_type in (OrderPlaced, OrderCancelled):
@@ -102,7 +106,7 @@ class LiveMarket:
         """The orders of fills made before this run (their reasons: a marker said "reason: —"
         where the journal had one). Not on a live account: each would be a request to the
         exchange, and its fills of this run bring their orders with them."""
-        if self.world.venue.is_live_account:
+        if self.live_account:
             return
         for fill in fills:
             if fill.order_id in self.orders:

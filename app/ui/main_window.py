@@ -482,7 +482,8 @@ class MainWindow(QMainWindow):
         assert team is not None
         chart, book, account = self.panels["chart"], self.panels["book"], self.panels["account"]
         agents = self.panels["agents"]
-        self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
+        self.setStatusBar(StatusBar(team, venue.clock, venue.driver, venue.broker.mode,
+                                    venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
             agent_name=self.names, close_to_tray=self.prefs.close_to_tray,
@@ -492,7 +493,8 @@ class MainWindow(QMainWindow):
         )
         self.tray.open_panel.connect(self.open_panel)
         self.tray.notice_raised.connect(self._show_notice)
-        self.live = LiveMarket(world, chart, book, account)
+        self.live = LiveMarket(world.bus, venue.broker, chart, book, account,
+                               live_account=venue.is_live_account)
         kill.changed.connect(self._kill_switch_changed)  # now that every view it touches is placed
         kill.refresh()  # a trip of an earlier run shows at once
         agents.open_memory_requested.connect(self.open_memory)

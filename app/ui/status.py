@@ -20,17 +20,26 @@ from app.ui.panels.style import MODE_COLORS
 from app.ui.theme import set_look
 
 if TYPE_CHECKING:
-    from app.runtime.world import World
+    from app.domain.clock import Clock
+    from app.runtime.venue import Driver
+    from app.runtime.world import AgentTeam
 
 DAY_S = 86_400
 
 
 class StatusBar(QStatusBar):
+    """The market's time, the connection, the agents' states, today's model spend, a halted
+    kill switch and the mode, read twice a second from the agents and the venue's clock and
+    driver."""
+
     def __init__(
-        self, world: World, mode: Mode, connection: str, parent: QWidget | None = None
+        self, team: AgentTeam, clock: Clock, driver: Driver, mode: Mode, connection: str,
+        parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
-        self.world = world
+        self.team = team
+        self.clock = clock
+        self.driver = driver
         self.clock_label = QLabel()
         self.clock_label.setObjectName("status_clock")
         self.connection = connection
@@ -65,14 +74,14 @@ class StatusBar(QStatusBar):
         self._timer.stop()
 
     def _agents_text(self) -> str:
-        manager = self.world.agents.manager
+        manager = self.team.manager
         agents = manager.list_agents()
         if not manager.started:  # a live account's start-up waits for you
             return f"Agents: {len(agents)} not started yet"
         running = sum(1 for a in agents if a.state is AgentState.RUNNING)
         waiting = sum(1 for a in agents if a.state is AgentState.WAITING_FOR_USER)
         faulted = sum(1 for a in agents if a.state is AgentState.FAULTED)
-        health = self.world.agents.health
+        health = self.team.health
         failing = 0 if health is None else sum(
             1 for a in agents if a.state is AgentState.RUNNING and health.failing(a.agent_id))
         text = f"Agents: {running} running"
@@ -85,10 +94,10 @@ class StatusBar(QStatusBar):
         return text
 
     def refresh(self) -> None:
-        now = ms_to_iso(self.world.venue.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
+        now = ms_to_iso(self.clock.now_ms()).replace("T", " ").replace("Z", " UTC")
         self.clock_label.setText(f"Market time {now}")
         self.agents_label.setText(self._agents_text())
-        driver = self.world.venue.driver
+        driver = self.driver
         held, failing = driver.held, driver.last_error
         if held is not None:  # the exchange paused requests: nothing is asked until then
             self.connection_label.setText(held)
@@ -100,12 +109,12 @@ class StatusBar(QStatusBar):
                                           f"{self.connection}: market reads failing, retrying")
             self.connection_label.setToolTip(failing or "")
         set_look(self.connection_label, "" if held is None and failing is None else "warning")
-        trip = self.world.agents.kill_switch.active()
+        trip = self.team.kill_switch.active()
         self.halted_label.setVisible(trip is not None)
         self.halted_label.setToolTip(
             "" if trip is None else f"The kill switch was {trip.describe()}")
         since = int((time.time() - time.time() % DAY_S) * 1000)
-        conversations = self.world.agents.conversations
+        conversations = self.team.conversations
         spend = conversations.usage(since_wall_ms=since)
         decisions = conversations.calls_by_provider(since_wall_ms=since).get(RULE_ENGINE, 0)
         text = (f"LLM today: {spend.calls - decisions} calls, "
