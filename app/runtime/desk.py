@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from app.agents.loop_share import LoopShare
-from app.agents.rules.signals import Candle, Readings, assess_trend
+from app.agents.rule_engine.signals import Candle, Readings, assess_trend
 from app.domain.clock import ReplayClock
 from app.domain.trading import Mode
 from app.events import EventBus

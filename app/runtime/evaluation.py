@@ -27,7 +27,7 @@ from app.agents.llm.factory import build_provider
 from app.agents.llm.limits import default_concurrency
 from app.agents.llm.port import LLMProvider
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
-from app.agents.rules.engine import RuleEngineProvider
+from app.agents.rule_engine.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
 from app.config import LLMSettings
 from app.domain.agents import AgentInfo

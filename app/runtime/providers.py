@@ -17,10 +17,10 @@ from decimal import Decimal
 from app.agents.costs import PriceTable
 from app.agents.llm.factory import build_provider
 from app.agents.llm.port import LLMProvider, LLMUsage
-from app.agents.rules import analyst as analyst_rules
-from app.agents.rules import orchestrator as orchestrator_rules
-from app.agents.rules import trader as trader_rules
-from app.agents.rules.engine import RuleEngineProvider
+from app.agents.rule_engine import analyst as analyst_rules
+from app.agents.rule_engine import orchestrator as orchestrator_rules
+from app.agents.rule_engine import trader as trader_rules
+from app.agents.rule_engine.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
 from app.config import LLMSettings
 from app.domain.agents import AgentInfo, AgentRole

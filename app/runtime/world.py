@@ -43,7 +43,7 @@ from app.agents.health import AgentHealth
 from app.agents.loop import LoopServices
 from app.agents.loop_share import LoopShare, NoShare
 from app.agents.manager import AgentManager
-from app.agents.rules.engine import RuleEngineProvider
+from app.agents.rule_engine.engine import RuleEngineProvider
 from app.agents.template_files import load_templates
 from app.agents.templates import AgentTemplate
 from app.config import Settings
@@ -112,8 +112,8 @@ from app.trading.held_stop_watch import watch_held_stops
 from app.workspace import Workspace
 
 if TYPE_CHECKING:
-    from app.runtime.live_settings import SettingsOutcome
     from app.runtime.live_startup import DecideUnknown
+    from app.runtime.settings_apply import SettingsOutcome
 
 ORCHESTRATOR_TEMPLATE = "SystemOrchestrator_v1"
 # Audit rows (tool calls, risk decisions) of a world in memory wait for the next order/fill commit
@@ -302,8 +302,8 @@ class World:
 
     def apply_settings(self, new: Settings) -> SettingsOutcome:
         """Apply settings saved while running; what waits for a restart is named (see
-        ``app.runtime.live_settings``)."""
-        from app.runtime.live_settings import apply_settings
+        ``app.runtime.settings_apply``)."""
+        from app.runtime.settings_apply import apply_settings
 
         return apply_settings(self, new)
 

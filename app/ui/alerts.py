@@ -16,7 +16,7 @@ from app.domain.agents import Channel
 from app.events import EventBus, NotificationRaised
 from app.orchestration.kill_switch import SUBJECT as KILL_SWITCH_SUBJECT
 from app.orchestration.notify import SENDER
-from app.ui.panels.tasks import BusLink
+from app.ui.panels.widget_tasks import BusLink
 from app.ui.strip import Strip
 
 

@@ -37,7 +37,7 @@ from app.events import EventBus, KillSwitchReset, KillSwitchTripped
 from app.orchestration.kill_switch import KillSwitch, TripPreview
 from app.trading.live_account import BalanceCheck, Reconciliation
 from app.ui.accept_balances import OFFER, AcceptBalancesDialog
-from app.ui.panels.tasks import BusLink, TaskSet
+from app.ui.panels.widget_tasks import BusLink, TaskSet
 from app.ui.strip import Strip
 from app.ui.theme import set_look
 

@@ -48,7 +48,7 @@ from app.ui import window_layout
 from app.ui.errors import ErrorReporter
 from app.ui.names import AgentNames
 from app.ui.names import install as install_names
-from app.ui.panels.tasks import BusLink, TaskSet, stop_panel
+from app.ui.panels.widget_tasks import BusLink, TaskSet, stop_panel
 from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_replay_speed
 from app.ui.status import StatusBar
@@ -170,7 +170,7 @@ class MainWindow(QMainWindow):
         """
         from app.agents.loop_share import LoopShare
         from app.runtime.desk import live_spec, open_desk, open_live_desk, seed_demo
-        from app.ui.panels.tasks import REDRAWS
+        from app.ui.panels.widget_tasks import REDRAWS
 
         bus = EventBus()
         # the agents run on this window's loop: they time-slice their steps, and step aside
@@ -475,7 +475,7 @@ class MainWindow(QMainWindow):
 
     def _connect(self, world: World, kill: KillSwitchControls) -> None:
         """The status bar, the tray, the live market feed, and the signals between panels."""
-        from app.ui.live import LiveMarket
+        from app.ui.market_feed import LiveMarket
         from app.ui.tray import TrayController
 
         venue, team = world.venue, world.agents

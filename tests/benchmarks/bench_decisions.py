@@ -70,8 +70,8 @@ from app.agents.llm.port import (  # noqa: E402
     StreamCallback,
 )
 from app.agents.llm.replay import RecordingProvider, ReplayProvider  # noqa: E402
-from app.agents.rules.engine import NO_TOKENS, RuleEngineProvider, decide  # noqa: E402
-from app.agents.rules.transcript import read_transcript  # noqa: E402
+from app.agents.rule_engine.engine import NO_TOKENS, RuleEngineProvider, decide  # noqa: E402
+from app.agents.rule_engine.transcript import read_transcript  # noqa: E402
 from app.agents.templates import DEFAULT_CONTEXT_TOKENS, AgentTemplate  # noqa: E402
 from app.domain.agents import AgentInfo  # noqa: E402
 from app.runtime.world import World  # noqa: E402

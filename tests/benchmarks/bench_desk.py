@@ -144,7 +144,7 @@ async def live_load(seconds: float, extra_analysts: int) -> dict[str, object]:
 
     from app.secrets import SecretStore
     from app.ui.main_window import MainWindow
-    from app.ui.panels.tasks import REDRAWS
+    from app.ui.panels.widget_tasks import REDRAWS
     from app.ui.settings.prefs import UiPrefs
     from app.workspace import Workspace
 

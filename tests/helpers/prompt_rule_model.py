@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from app.agents.llm.port import ChatMessage
-from app.agents.rules.engine import decide
-from app.agents.rules.transcript import read_transcript
+from app.agents.rule_engine.engine import decide
+from app.agents.rule_engine.transcript import read_transcript
 from app.agents.template_files import load_templates
 from app.agents.templates import AgentTemplate, validate_config
 from app.runtime.providers import rule_policy

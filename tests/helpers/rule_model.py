@@ -16,8 +16,8 @@ import threading
 from typing import Any
 
 from app.agents.llm.port import ChatMessage
-from app.agents.rules.engine import decide
-from app.agents.rules.transcript import blocks_of, read_transcript
+from app.agents.rule_engine.engine import decide
+from app.agents.rule_engine.transcript import blocks_of, read_transcript
 from app.events import AgentStateChanged
 from app.runtime.world import World
 from app.tools.protocol.call import ToolCall

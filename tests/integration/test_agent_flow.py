@@ -22,7 +22,7 @@ from app.agents.llm.anthropic_provider import AnthropicProvider
 from app.agents.llm.openai_compat import OpenAICompatibleProvider
 from app.agents.llm.port import LLMProvider
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
-from app.agents.rules.engine import RuleEngineProvider
+from app.agents.rule_engine.engine import RuleEngineProvider
 from app.agents.templates import AgentTemplate
 from app.domain.agents import AgentInfo, AgentRole, AgentState, TaskStatus
 from app.events import NotificationRaised

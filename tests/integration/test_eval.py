@@ -373,7 +373,7 @@ def test_a_rule_engine_baseline_that_faults_stops_the_eval_with_a_failing_exit_c
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.agents.llm.port import PermanentLLMError
-    from app.agents.rules.engine import NAME, RuleEngineProvider
+    from app.agents.rule_engine.engine import NAME, RuleEngineProvider
 
     async def broken(_self: Any, _request: Any, _on_delta: Any = None) -> Any:
         raise PermanentLLMError(NAME, "the policy table is damaged")

@@ -26,7 +26,7 @@ from tests.ui.desk import until
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 HOUR_MS = 3_600_000
 AGENTS_READY = all(importlib.util.find_spec(m) is not None
-                   for m in ("app.agents.rules", "app.agents.prompt"))
+                   for m in ("app.agents.rule_engine", "app.agents.prompt"))
 
 
 def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:

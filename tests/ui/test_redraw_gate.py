@@ -11,8 +11,8 @@ from app.domain.clock import ReplayClock
 from app.market.replay import ReplayMarketData
 from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.chart_widget import ChartWidget
-from app.ui.panels import tasks
-from app.ui.panels.tasks import RedrawGate
+from app.ui.panels import widget_tasks
+from app.ui.panels.widget_tasks import RedrawGate
 from tests.helpers.paths import BTC_USD_1H
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -67,7 +67,7 @@ def test_the_chart_and_the_book_redrawn_together_apply_a_spacing_apart(
     gate = RedrawGate(spacing_s=0.050)
     for module in ("app.ui.charts.chart_widget", "app.ui.charts.book_widget"):
         monkeypatch.setattr(f"{module}.REDRAWS", gate)
-    assert tasks.REDRAWS is not gate  # the app's own gate is left alone
+    assert widget_tasks.REDRAWS is not gate  # the app's own gate is left alone
     clock = ReplayClock(0)
     market = ReplayMarketData.from_paths(clock, [BTC_USD_1H])
     clock.advance_to(market.end_ms())

@@ -34,7 +34,7 @@ from app.domain.errors import InvalidParameterError, KestrelError
 from app.ui.agents.config_form import ConfigForm
 from app.ui.agents.lifecycle import engine_text
 from app.ui.panels.style import set_banner
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.theme import set_look
 
 CreateAgent = Callable[[str, str, dict[str, Any], bool], Awaitable[AgentInfo]]

@@ -61,7 +61,7 @@ from app.ui.panels.style import (
     mono_font,
     set_banner,
 )
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 
 if TYPE_CHECKING:

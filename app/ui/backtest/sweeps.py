@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from app.sweep.listing import SWEEPS_FOLDER, SweepSummary, find_sweeps
 from app.sweep.table import OK, SweepTable, load_table, number
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.theme import palette, set_look
 
 LIST_COLUMNS = ("Sweep", "What", "Parameters", "Cells", "Failed", "Best Sharpe", "Best at",

@@ -63,7 +63,7 @@ from app.ui.backtest.jobs import (
 )
 from app.ui.backtest.report import ReportView
 from app.ui.backtest.runs import PastRun, RunUnreadable, find_runs, load_result, price_files
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.theme import set_look
 from app.workspace import Workspace
 

@@ -37,7 +37,7 @@ from app.market.port import MarketData
 from app.ui.charts.axis import PriceAxisItem
 from app.ui.charts.ladder import COLUMNS, LadderModel, LadderRow, SizeBarDelegate, cumulative
 from app.ui.charts.style import format_price, mono_font, qcolor
-from app.ui.panels.tasks import REDRAWS, TaskSet
+from app.ui.panels.widget_tasks import REDRAWS, TaskSet
 
 
 class DepthChart(pg.PlotWidget):

@@ -69,7 +69,7 @@ from app.ui.charts.markers import build_markers
 from app.ui.charts.study_dialog import StudyDialog
 from app.ui.charts.style import format_price, mono_font
 from app.ui.panels.style import set_banner
-from app.ui.panels.tasks import REDRAWS, TaskSet
+from app.ui.panels.widget_tasks import REDRAWS, TaskSet
 from app.ui.theme import set_look
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from app.agents import answer_blocks
 from app.agents.loop import CLARIFY_TOOL
-from app.agents.rules.transcript import params_of, parse_task
+from app.agents.rule_engine.transcript import params_of, parse_task
 from app.domain.agents import Question, QuestionKind
 from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response

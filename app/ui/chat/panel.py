@@ -42,7 +42,7 @@ from app.ui.chat.transcript import TranscriptView
 from app.ui.names import AgentNames
 from app.ui.notices import fill_words
 from app.ui.panels.style import money_decimals
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.trades import DeskTrades, FillNews
 
 if TYPE_CHECKING:

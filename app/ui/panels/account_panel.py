@@ -77,7 +77,7 @@ from app.ui.panels.style import (
     pnl_tone,
     set_banner,
 )
-from app.ui.panels.tasks import REDRAWS, BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import REDRAWS, BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 from app.ui.trades import DeskTrades
 

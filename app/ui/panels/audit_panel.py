@@ -34,7 +34,7 @@ from app.store.audit_trail import AuditTrailReader, ToolCallDetail, ToolCallRow
 from app.ui.names import AgentNames
 from app.ui.panels.audit_model import ToolCallFilter, ToolCallModel, format_duration
 from app.ui.panels.style import format_time, mono_font
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 
 STATUSES = ("success", "error", "rejected")

@@ -38,7 +38,7 @@ from app.ui.panels.style import (
     mono_font,
     pnl_color,
 )
-from app.ui.panels.tasks import TaskSet, Throttle
+from app.ui.panels.widget_tasks import TaskSet, Throttle
 from app.ui.theme import set_look
 from app.ui.trades import DeskTrades
 

@@ -36,7 +36,7 @@ from app.ui.panels.memory_pane import FilePane
 from app.ui.panels.memory_recall import RecallView
 from app.ui.panels.memory_tree import ROLE, MemoryTree
 from app.ui.panels.style import format_bytes
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 
 logger = logging.getLogger(__name__)
 NARROW_PX = 560  # narrower than this, the file is shown under the tree

@@ -36,7 +36,7 @@ from app.orchestration.notify import NotificationService
 from app.ui.names import AgentNames
 from app.ui.panels.record_model import Column, RecordTableModel
 from app.ui.panels.style import COLORS, format_time
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 
 SHOWN = 500  # the newest notifications listed

@@ -39,7 +39,7 @@ from app.domain.errors import OperationalError
 from app.secrets import SecretStore
 from app.trading.approval import EXEMPTIONS
 from app.ui.panels.style import set_banner
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.settings.mcp_page import McpPage
 from app.ui.settings.pages import (
     AppearancePage,
@@ -56,7 +56,7 @@ from app.ui.settings_io import save_settings
 from app.workspace import Workspace
 
 if TYPE_CHECKING:
-    from app.runtime.live_settings import SettingsOutcome
+    from app.runtime.settings_apply import SettingsOutcome
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.levels import move_arguments
 from app.ui.charts.style import format_price
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.trading.desk_controls import DeskTradingControls
 from app.ui.trading.ticket import OrderTicket
 

@@ -20,7 +20,7 @@ from app.market.port import MarketData
 from app.runtime.controls import Outcome, PersonControls
 from app.trading.port import TradingBroker
 from app.ui.panels.closed_trades import actor_name
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.trading.confirm import ConfirmDialog, flatten_text
 from app.ui.trading.ticket import OrderTicket
 

@@ -41,7 +41,7 @@ from app.runtime.controls import Outcome, PersonControls, Preview
 from app.runtime.ticket import Ticket, TicketError, TicketKind, read_ticket
 from app.trading.port import TradingBroker
 from app.ui.panels.style import format_fixed, set_banner
-from app.ui.panels.tasks import TaskSet
+from app.ui.panels.widget_tasks import TaskSet
 from app.ui.theme import set_look
 from app.ui.trading.sizing import SizeButtons, SizingError, sized_amount
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from app.agents.llm.port import ChatMessage
-from app.agents.rules.engine import decide
-from app.agents.rules.transcript import read_transcript
+from app.agents.rule_engine.engine import decide
+from app.agents.rule_engine.transcript import read_transcript
 from app.agents.task_data import with_task_data
 from app.agents.templates import AgentTemplate, validate_config
 from app.domain.agents import AgentRole

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from app.agents.loop import task_message
-from app.agents.rules.analyst import _FROM_TASK_DATA, AnalystPolicy
-from app.agents.rules.transcript import parse_task
+from app.agents.rule_engine.analyst import _FROM_TASK_DATA, AnalystPolicy
+from app.agents.rule_engine.transcript import parse_task
 from app.agents.task_data import plan, split_task_data, with_task_data
 from app.agents.template_files import load_templates
 from app.agents.templates import validate_config

@@ -53,7 +53,7 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     "app.trading": (("app.exchange", "app.ccxt", "app.tools", "app.agents", "app.mcp",
                      "app.telegram"),
                     "order entry is typed against the Broker port; the tools and fronts call it"),
-    "app.telegram": (("app.agents.rules",),
+    "app.telegram": (("app.agents.rule_engine",),
                      "a tool's answer is read by the protocol package, not the rule engine"),
     "app.ui": (("app.exchange",),
                "the window holds the ports and the venue's live facet, never an adapter"),

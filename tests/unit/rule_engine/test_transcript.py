@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from app.agents.llm.port import ChatMessage, LLMRequest, PermanentLLMError
-from app.agents.rules.engine import RuleEngineProvider
-from app.agents.rules.transcript import parse_task, read_transcript
+from app.agents.rule_engine.engine import RuleEngineProvider
+from app.agents.rule_engine.transcript import parse_task, read_transcript
 from app.domain.errors import ErrorCode
 from app.tools.protocol.render import el, render_error, render_rejected, render_success
 from app.tools.protocol.result import parse_result

@@ -11,10 +11,10 @@ import base64
 
 from app.agents.answer_blocks import NOT_WRITTEN_NOTE
 from app.agents.llm.port import ChatMessage
-from app.agents.rules.analyst import ASSESSMENT_BLOCK, LOG_BLOCK, TREND, AnalystPolicy
-from app.agents.rules.calls import Answer, b64, final
-from app.agents.rules.rollover import archive_path, log_content, refused_as_full
-from app.agents.rules.transcript import Transcript, read_transcript
+from app.agents.rule_engine.analyst import ASSESSMENT_BLOCK, LOG_BLOCK, TREND, AnalystPolicy
+from app.agents.rule_engine.calls import Answer, b64, final
+from app.agents.rule_engine.rollover import archive_path, log_content, refused_as_full
+from app.agents.rule_engine.transcript import Transcript, read_transcript
 from app.domain.errors import ErrorCode
 from app.memory.roles import ANALYSIS_LOG, MARKET_ASSESSMENT
 from app.tools.protocol.render import el, render_error, render_success

@@ -19,7 +19,7 @@ from app.events import ClockAdvanced, OrderCancelled, OrderFilled, OrderPlaced
 from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.panels.account_panel import AccountPanel
-from app.ui.panels.tasks import BusLink, TaskSet, Throttle
+from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 
 if TYPE_CHECKING:
     from app.events import EventBus

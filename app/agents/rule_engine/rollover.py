@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.rules.calls import unb64
+from app.agents.rule_engine.calls import unb64
 from app.domain.errors import ErrorCode
 from app.memory.text import ENTRY_HEADER
 from app.tools.protocol.result import Result

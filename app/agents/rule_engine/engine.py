@@ -23,9 +23,9 @@ from app.agents.llm.port import (
     PermanentLLMError,
     StreamCallback,
 )
-from app.agents.rules import analyst, orchestrator, trader
-from app.agents.rules.calls import Answer
-from app.agents.rules.transcript import Transcript, read_transcript
+from app.agents.rule_engine import analyst, orchestrator, trader
+from app.agents.rule_engine.calls import Answer
+from app.agents.rule_engine.transcript import Transcript, read_transcript
 
 logger = logging.getLogger(__name__)
 

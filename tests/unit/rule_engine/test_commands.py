@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.agents.rules.commands import (
+from app.agents.rule_engine.commands import (
     Analyst,
     Kind,
     Schedule,

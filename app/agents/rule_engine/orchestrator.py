@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.agents.rules.agent_commands import add_trader, control, status
-from app.agents.rules.calls import Answer, call, final
-from app.agents.rules.commands import (
+from app.agents.rule_engine.agent_commands import add_trader, control, status
+from app.agents.rule_engine.calls import Answer, call, final
+from app.agents.rule_engine.commands import (
     HELP_TEXT,
     INTERVALS,
     Analyst,
@@ -34,7 +34,7 @@ from app.agents.rules.commands import (
     parse_command,
     parse_fragment,
 )
-from app.agents.rules.roster import (
+from app.agents.rule_engine.roster import (
     MAX_ASKS,
     TRADER_TEMPLATE,
     Listed,
@@ -42,7 +42,7 @@ from app.agents.rules.roster import (
     announce,
     symbols_label,
 )
-from app.agents.rules.transcript import Result, Transcript
+from app.agents.rule_engine.transcript import Result, Transcript
 from app.domain.words import iso_in_words
 from app.memory.roles import symbol_key
 

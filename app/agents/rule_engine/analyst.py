@@ -38,22 +38,22 @@ from typing import Any
 
 from lxml import etree
 
-from app.agents.rules.calls import Answer, b64, call, final, indicator_call, memory_text
-from app.agents.rules.rollover import (
+from app.agents.rule_engine.calls import Answer, b64, call, final, indicator_call, memory_text
+from app.agents.rule_engine.rollover import (
     ARCHIVE_DIR,
     archive_path,
     archived_paths,
     log_content,
     refused_as_full,
 )
-from app.agents.rules.signals import (
+from app.agents.rule_engine.signals import (
     Assessment,
     Candle,
     Readings,
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import CACHED_TASKS, Step, TaskFacts, Transcript
+from app.agents.rule_engine.transcript import CACHED_TASKS, Step, TaskFacts, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (

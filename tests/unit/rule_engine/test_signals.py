@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.agents.rules.signals import (
+from app.agents.rule_engine.signals import (
     MAX_STOP_FRACTION,
     Candle,
     Readings,

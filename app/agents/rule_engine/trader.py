@@ -36,16 +36,16 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from app.agents.rules.calls import Answer, b64, call, final, memory_text
-from app.agents.rules.rollover import free_name
-from app.agents.rules.sizing import (
+from app.agents.rule_engine.calls import Answer, b64, call, final, memory_text
+from app.agents.rule_engine.rollover import free_name
+from app.agents.rule_engine.sizing import (
     STREAK,
     STREAK_CONFIDENCE,
     losing_streak,
     position_size,
     risk_adjustment,
 )
-from app.agents.rules.transcript import Step, Transcript
+from app.agents.rule_engine.transcript import Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (

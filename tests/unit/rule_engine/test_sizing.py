@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from app.agents.rules.sizing import (
+from app.agents.rule_engine.sizing import (
     CAP_MARGIN,
     losing_streak,
     position_size,

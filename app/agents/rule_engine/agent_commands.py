@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from app.agents.rules.calls import Answer, call, final
-from app.agents.rules.commands import Command, Schedule, is_cancel, parse_fragment
-from app.agents.rules.roster import (
+from app.agents.rule_engine.calls import Answer, call, final
+from app.agents.rule_engine.commands import Command, Schedule, is_cancel, parse_fragment
+from app.agents.rule_engine.roster import (
     MAX_ASKS,
     TRADER_TEMPLATE,
     Listed,
@@ -22,7 +22,7 @@ from app.agents.rules.roster import (
     announce,
     symbols_label,
 )
-from app.agents.rules.transcript import Transcript
+from app.agents.rule_engine.transcript import Transcript
 from app.domain.words import iso_in_words
 
 CONTROL_TASKS = {"pause": "PAUSE_AGENT", "resume": "RESUME_AGENT", "stop": "STOP_AGENT"}

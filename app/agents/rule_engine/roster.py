@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.rules.calls import Answer, call, final
-from app.agents.rules.transcript import Step, Transcript
+from app.agents.rule_engine.calls import Answer, call, final
+from app.agents.rule_engine.transcript import Step, Transcript
 
 TRADER_TEMPLATE = "TraderAgent_Default_v1"
 MAX_ASKS = 3
