@@ -358,8 +358,9 @@ class MainWindow(QMainWindow):
                                book=self.book)
         memory = MemoryBrowser(world.memory, world.bus, self._agent_names, names=self.names)
         audit = AuditPanel(AuditTrailReader(world.ledger), world.bus, names=self.names)
-        chat = ChatPanel(world, names=self.names, book=self.book)
-        agents = AgentsPanel(world)
+        chat = ChatPanel(team, venue, world.bus, world.ledger, world.ensure_orchestrator,
+                         names=self.names, book=self.book)
+        agents = AgentsPanel(team, venue, world.bus)
         backtest = BacktestView(world.workspace)
         notifications = NotificationsPanel(team.notifications, world.bus, self.names)
         ccy = venue.broker.quote_currency

@@ -51,7 +51,7 @@ def world(tmp_path, qloop) -> Iterator[World]:
 
 @pytest.fixture
 def panel(world, qtbot, qloop) -> Iterator[AgentsPanel]:
-    w = AgentsPanel(world)
+    w = AgentsPanel(world.agents, world.venue, world.bus)
     qtbot.addWidget(w)
     w.resize(1100, 500)
     w.show()
@@ -382,7 +382,7 @@ def test_the_rule_engine_is_labelled_as_not_an_llm_and_an_llm_by_its_provider(
             await rt.start()
             # never calls a model
             await rt.agents.manager.create_agent(TRADER, "T", {}, start=False)
-        llm_panel, rule_panel = AgentsPanel(llm), AgentsPanel(rules)
+        llm_panel, rule_panel = (AgentsPanel(w.agents, w.venue, w.bus) for w in (llm, rules))
         for w in (llm_panel, rule_panel):
             qtbot.addWidget(w)
         await until(lambda: llm_panel.model.rowCount() == rule_panel.model.rowCount() == 1)

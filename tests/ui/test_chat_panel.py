@@ -77,7 +77,8 @@ def open_panel(qtbot, qloop) -> Iterator[Callable[[World], ChatPanel]]:
     opened: list[ChatPanel] = []
 
     def open_(world: World) -> ChatPanel:
-        panel = ChatPanel(world)
+        panel = ChatPanel(world.agents, world.venue, world.bus, world.ledger,
+                          world.ensure_orchestrator)
         opened.append(panel)
         panel.resize(700, 900)
         panel.show()
@@ -554,7 +555,7 @@ def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
         await settle(world)
         await until(lambda: bool(cards(panel, AnswerBubble)))
         assert not mine.queued.isVisibleTo(panel)
-        assert panel.world.agents.store.get(panel.agent_id).state is AgentState.RUNNING
+        assert panel.team.store.get(panel.agent_id).state is AgentState.RUNNING
 
     qloop.run_until_complete(scenario())
 

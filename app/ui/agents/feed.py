@@ -19,15 +19,15 @@ from app.trading.agent_pnl import PnLTracker
 from app.ui.agents.agent_table import AgentRow
 
 if TYPE_CHECKING:
-    from app.runtime.world import World
+    from app.runtime.world import AgentTeam
+    from app.trading.port import Broker
 
 
 class AgentFeed:
-    """Builds the table's rows for one world."""
+    """Builds the table's rows from the agents and the broker's fills."""
 
-    def __init__(self, world: World) -> None:
-        self.world = world
-        broker = world.venue.broker
+    def __init__(self, team: AgentTeam, broker: Broker) -> None:
+        self.team = team
         self.pnl = PnLTracker(broker, broker.last_price)
         self._usage: dict[str, UsageTotals] = {}
 
@@ -53,23 +53,23 @@ class AgentFeed:
         """Every agent's row, read now; the fills are awaited first so that the rest is read
         and returned without a gap in which an agent could change unseen."""
         pnl = await self.pnl.update()
-        world = self.world
-        infos = world.agents.manager.list_agents()
+        team = self.team
+        infos = team.manager.list_agents()
         for agent_id in set(self._usage) - {info.agent_id for info in infos}:
             del self._usage[agent_id]
         rows = []
-        health = world.agents.health
+        health = team.health
         for info in infos:
             usage = self._usage.get(info.agent_id)
             if usage is None:
-                usage = self._usage[info.agent_id] = world.agents.conversations.usage(
+                usage = self._usage[info.agent_id] = team.conversations.usage(
                     agent_id=info.agent_id)
-            template = world.agents.manager.templates.get(info.template)
-            task = world.agents.queue.get(info.current_task_id) if info.current_task_id else None
+            template = team.manager.templates.get(info.template)
+            task = team.queue.get(info.current_task_id) if info.current_task_id else None
             rows.append(AgentRow(
                 info=info, template_label=template.display_name if template else info.template,
                 task=task, usage=usage, pnl=pnl.get(info.agent_id),
-                started=world.agents.manager.started,
+                started=team.manager.started,
                 failing=health.failing(info.agent_id) if health is not None else None,
             ))
         return rows

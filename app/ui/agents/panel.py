@@ -65,7 +65,9 @@ from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.theme import set_look
 
 if TYPE_CHECKING:
-    from app.runtime.world import World
+    from app.events import EventBus
+    from app.runtime.venue import Venue
+    from app.runtime.world import AgentTeam
 
 REFRESH_MS = 250  # at most four refreshes a second, however busy the bus
 _ROLE_ORDER = {AgentRole.ANALYST: 0, AgentRole.TRADER: 1, AgentRole.ORCHESTRATOR: 2}
@@ -85,11 +87,14 @@ class AgentsPanel(QWidget):
     open_memory_requested = Signal(str)
     open_conversation_requested = Signal(str)
 
-    def __init__(self, world: World, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, team: AgentTeam, venue: Venue, bus: EventBus, parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.world = world
-        self.currency = world.venue.broker.quote_currency
-        self.feed = AgentFeed(world)
+        self.team = team
+        self.venue = venue
+        self.currency = venue.broker.quote_currency
+        self.feed = AgentFeed(team, venue.broker)
         self.create_dialog: CreateAgentDialog | None = None
         self.confirm_box: QMessageBox | None = None
         self._busy = False
@@ -99,7 +104,7 @@ class AgentsPanel(QWidget):
         self.commands = AgentCommands(self)
         self._connect_commands()
         self._build()
-        self.link = BusLink(world.bus)
+        self.link = BusLink(bus)
         for event_type in _LIVE_EVENTS:
             self.link.subscribe(event_type, self._on_event)
         self.link.subscribe(LLMCallRecorded, self._on_llm_call)
@@ -218,7 +223,7 @@ class AgentsPanel(QWidget):
         states = [row.info.state for row in self.model.rows]
         parts = [f"{len(states)} agent{'' if len(states) == 1 else 's'}"]
         running = states.count(AgentState.RUNNING)
-        if not self.world.agents.manager.started:
+        if not self.team.manager.started:
             parts.append("not started yet")  # a live account's start-up waits for the person
         elif running:
             parts.append(f"{running} running")
@@ -259,7 +264,7 @@ class AgentsPanel(QWidget):
     def _selection_changed(self) -> None:
         self._update_actions()
         info = self.current_info()
-        jobs = [] if info is None else self.world.agents.scheduler.jobs(info.agent_id)
+        jobs = [] if info is None else self.team.scheduler.jobs(info.agent_id)
         self.jobs.show_jobs(None if info is None else info.name, jobs)
 
     def _update_actions(self) -> None:
@@ -269,10 +274,10 @@ class AgentsPanel(QWidget):
 
     def _live_grant(self) -> LiveGrantCommand | None:
         """The "May trade live" command, on a LIVE account only."""
-        live = self.world.venue.live
+        live = self.venue.live
         if live is None:
             return None
-        return LiveGrantCommand(self, live.grants, self.world.venue.clock, self._single_selected,
+        return LiveGrantCommand(self, live.grants, self.venue.clock, self._single_selected,
                                 self.show_message)
 
     def _single_selected(self) -> AgentInfo | None:
@@ -313,7 +318,7 @@ class AgentsPanel(QWidget):
         try:
             for info in targets:
                 try:
-                    after = await self.world.agents.manager.control(info.agent_id, action.value)
+                    after = await self.team.manager.control(info.agent_id, action.value)
                 except (KestrelError, InvalidTransitionError) as exc:
                     refused.append(f"Could not {action.value} {info.name}: {plain_error(exc)}")
                 else:
@@ -348,7 +353,7 @@ class AgentsPanel(QWidget):
         refused: list[str] = []
         for info in infos:
             try:
-                await self.world.agents.manager.delete_agent(info.agent_id)
+                await self.team.manager.delete_agent(info.agent_id)
             except KestrelError as exc:
                 refused.append(f"Could not delete {info.name}: {plain_error(exc)}")
         if refused:
@@ -375,11 +380,11 @@ class AgentsPanel(QWidget):
             self.create_dialog.raise_()
             self.create_dialog.activateWindow()
             return self.create_dialog
-        agents = self.world.agents.manager.list_agents()
+        agents = self.team.manager.list_agents()
         dialog = CreateAgentDialog(
             self._creatable(agents), agents, self._create_agent,
-            self.world.agents.manager.engine_for,
-            symbols=self.world.venue.market.symbols(), parent=self,
+            self.team.manager.engine_for,
+            symbols=self.venue.market.symbols(), parent=self,
         )
         dialog.created.connect(self._agent_created)
         dialog.finished.connect(lambda *_: self._dialog_closed(dialog))
@@ -391,7 +396,7 @@ class AgentsPanel(QWidget):
         """Analyst and trader templates first; an orchestrator only when there is none, since
         the chat talks to the one Orchestrator."""
         has_orchestrator = any(a.role is AgentRole.ORCHESTRATOR for a in agents)
-        templates = [t for t in self.world.agents.manager.templates.values()
+        templates = [t for t in self.team.manager.templates.values()
                      if not (has_orchestrator and t.role is AgentRole.ORCHESTRATOR)]
         templates.sort(key=lambda t: (_ROLE_ORDER.get(t.role, 9), t.display_name))
         return {t.template_id: t for t in templates}
@@ -399,7 +404,7 @@ class AgentsPanel(QWidget):
     async def _create_agent(
         self, template_id: str, name: str, config: dict[str, Any], start: bool
     ) -> AgentInfo:
-        return await self.world.agents.manager.create_agent(template_id, name, config, start=start)
+        return await self.team.manager.create_agent(template_id, name, config, start=start)
 
     def _agent_created(self, info: AgentInfo) -> None:
         self.show_message(f"Created {info.name} ({STATE_WORDS[info.state]}).", "info")
@@ -419,7 +424,7 @@ class AgentsPanel(QWidget):
     def set_job_enabled(self, job_id: str, enabled: bool) -> None:
         """Turn a scheduled job on or off (its Enabled box) and show when it runs next."""
         try:
-            job = self.world.agents.scheduler.set_enabled(job_id, enabled)
+            job = self.team.scheduler.set_enabled(job_id, enabled)
         except KestrelError as exc:
             self.show_message(f"Could not change the job: {plain_error(exc)}", "error")
         else:

@@ -46,7 +46,13 @@ from app.ui.panels.widget_tasks import BusLink, TaskSet, Throttle
 from app.ui.trades import DeskTrades, FillNews
 
 if TYPE_CHECKING:
-    from app.runtime.world import World
+    from collections.abc import Awaitable, Callable
+
+    from app.domain.agents import AgentInfo
+    from app.events import EventBus
+    from app.runtime.venue import Venue
+    from app.runtime.world import AgentTeam
+    from app.store.ledger import Ledger
 
 MAX_CARDS = 300  # kept while the person reads at the bottom
 HARD_MAX_CARDS = 900  # kept while the person reads further up (or loaded earlier pages)
@@ -66,20 +72,30 @@ class ChatPanel(QWidget):
         agent_changed: the conversation shown is now this agent's (its id).
 
     Args:
-        world: the agent runtime (manager, stores, bus).
+        team: the agents (their manager, stores and questions).
+        venue: the clock, the broker (quote currency, prices' decimals) and whether the account
+            is a real one.
+        bus: the events the chat follows.
+        ledger: where the conversations are kept (read off the loop).
+        ensure_orchestrator: the Orchestrator, created on first use.
+        names: who an id is (the window's resolver).
+        book: the window's book of fills (else one of the panel's own), whose fills and exits
+            the chat shows as cards.
     """
 
     agent_changed = Signal(str)
 
-    def __init__(self, world: World, parent: QWidget | None = None, *,
+    def __init__(self, team: AgentTeam, venue: Venue, bus: EventBus, ledger: Ledger,
+                 ensure_orchestrator: Callable[[], Awaitable[AgentInfo]],
+                 parent: QWidget | None = None, *,
                  names: AgentNames | None = None, book: DeskTrades | None = None) -> None:
-        """``names``: who an id is (the window's resolver); ``book``: the window's book of
-        fills (else one of the panel's own), whose fills and exits the chat shows as cards."""
         super().__init__(parent)
         self.setObjectName("chatPanel")
-        self.world = world
+        self.team = team
+        self.venue = venue
+        self._ensure_orchestrator = ensure_orchestrator
         self.names = names if names is not None else AgentNames(self._stored_name)
-        self.book = book if book is not None else DeskTrades(world.venue.broker, world.bus)
+        self.book = book if book is not None else DeskTrades(venue.broker, bus)
         self._decimals: dict[str, int] = {}
         self.agent_id: str | None = None
         self.builder: ConversationBuilder | None = None
@@ -89,16 +105,16 @@ class ChatPanel(QWidget):
         self._generation = 0  # bumped on each switch: a page read for another agent is dropped
         self._timing: list[ToolEntry] = []
         self.tasks = TaskSet(on_error=self._task_failed)
-        self.reader = ChatReader(ConversationHistory(ledger_reader(world.ledger)))
+        self.reader = ChatReader(ConversationHistory(ledger_reader(ledger)))
         self.hooks = CardHooks(self._agent_name, lambda: dict(self._names), self._answer,
-                               live=world.venue.is_live_account, readable=self.names.label_ids)
+                               live=venue.is_live_account, readable=self.names.label_ids)
         self._build()
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
         self.durations = Throttle(self._fill_durations, self.tasks, DURATION_MS, parent=self)
-        self.link = BusLink(world.bus)
+        self.link = BusLink(bus)
         for event_type in (ConversationMessageAdded, AnswerStreamed, QuestionAsked,
                            QuestionAnswered, AgentStateChanged):
             self.link.subscribe(event_type, self._on_event)
@@ -135,20 +151,20 @@ class ChatPanel(QWidget):
         """Show ``agent_id``'s conversation (the main window's "open conversation")."""
         if agent_id == self.agent_id and self.builder is not None:
             return
-        info = self.world.agents.store.get(agent_id)
+        info = self.team.store.get(agent_id)
         if info is None:
             self.composer.show_error(f"There is no agent with id {agent_id!r}.")
             return
         self._names[agent_id] = info.name
         self.agent_id = agent_id
         self._generation += 1
-        self.builder = ConversationBuilder(agent_id, self.world.agents.questions.get)
+        self.builder = ConversationBuilder(agent_id, self.team.questions.get)
         self._pending = [p for p in self._pending
                          if isinstance(p[0], AgentStateChanged | FillNews)]
         self._timing.clear()
         self.transcript.clear()
         self.transcript.set_empty_text("Loading the conversation…")
-        self.header.set_agents(self.world.agents.manager.list_agents(), agent_id)
+        self.header.set_agents(self.team.manager.list_agents(), agent_id)
         self.header.show_agent(info)
         self._update_placeholder()
         self.composer.clear_error()
@@ -169,7 +185,7 @@ class ChatPanel(QWidget):
 
     def refresh_agents(self) -> None:
         """Re-read the agents: the picker, the status line; a deleted agent's chat closes."""
-        agents = self.world.agents.manager.list_agents()
+        agents = self.team.manager.list_agents()
         self._names.update({a.agent_id: a.name for a in agents})
         current = next((a for a in agents if a.agent_id == self.agent_id), None)
         if self.agent_id is not None and current is None:
@@ -185,7 +201,7 @@ class ChatPanel(QWidget):
         self.header.show_agent(current)
 
     async def _open_orchestrator(self) -> None:
-        info = await self.world.ensure_orchestrator()
+        info = await self._ensure_orchestrator()
         if self.agent_id is None:
             self.set_agent(info.agent_id)
 
@@ -210,7 +226,7 @@ class ChatPanel(QWidget):
         if generation != self._generation:
             return
         delta = Delta(added=by_time(entries, fills))
-        for question in self.world.agents.questions.pending(info.agent_id):
+        for question in self.team.questions.pending(info.agent_id):
             if builder.question(question.question_id) is None:
                 delta.merge(builder.asked(question))
         self.transcript.set_empty_text(
@@ -259,7 +275,7 @@ class ChatPanel(QWidget):
 
     def _on_fill(self, news: FillNews) -> None:
         """A fill was booked: its card joins whichever chat is shown, in arrival order."""
-        self._pending.append((news, self.world.venue.clock.now_ms()))
+        self._pending.append((news, self.venue.clock.now_ms()))
         if not self._flush_timer.isActive():
             self._flush_timer.start()
 
@@ -267,7 +283,7 @@ class ChatPanel(QWidget):
         decimals = self._decimals.get(symbol)
         if decimals is None:
             try:
-                decimals = self.world.venue.broker.market_rules(symbol).price_decimals
+                decimals = self.venue.broker.market_rules(symbol).price_decimals
             except (KestrelError, KeyError):
                 decimals = 8  # a symbol the market no longer lists: every digit
             self._decimals[symbol] = decimals
@@ -275,7 +291,7 @@ class ChatPanel(QWidget):
 
     def fill_entry(self, news: FillNews) -> FillEntry:
         fill = news.fill
-        ccy = self.world.venue.broker.quote_currency
+        ccy = self.venue.broker.quote_currency
         words = fill_words(news, self.names, self.price_decimals(fill.symbol),
                            money_decimals(ccy), ccy)
         return FillEntry(f"fill:{fill.fill_id}", fill.agent_id, "", fill.time_ms, None,
@@ -304,13 +320,13 @@ class ChatPanel(QWidget):
             self.composer.show_error("No agent to talk to yet.")
             return
         try:
-            outcome = self.world.agents.manager.send_user_message(self.agent_id, text)
+            outcome = self.team.manager.send_user_message(self.agent_id, text)
         except (KestrelError, ValueError) as exc:  # ValueError: a refused state change
             self.composer.show_error(f"Not sent: {exc}")
             return
         self.composer.accept(text)
         if isinstance(outcome, Task):
-            self._apply(self.builder.queued(outcome.task_id, text, self.world.venue.clock.now_ms()))
+            self._apply(self.builder.queued(outcome.task_id, text, self.venue.clock.now_ms()))
         else:  # it answered the open clarification
             self._answered(outcome.question_id, text)
         self.transcript.scroll_to_bottom()
@@ -319,14 +335,14 @@ class ChatPanel(QWidget):
         """The header's Resume: the agent runs again (the Agents panel's Resume, here where
         the person sees their message wait); a refusal is said above the input."""
         try:
-            await self.world.agents.manager.control(agent_id, "resume")
+            await self.team.manager.control(agent_id, "resume")
         except (KestrelError, ValueError) as exc:  # ValueError: a refused state change
             self.composer.show_error(f"Could not resume: {exc}")
         self.refresh_agents()
 
     def _answer(self, question_id: str, text: str) -> bool:
         try:
-            self.world.agents.manager.answer(question_id, text)
+            self.team.manager.answer(question_id, text)
         except (KestrelError, ValueError) as exc:
             self.composer.show_error(f"Could not answer: {exc}")
             return False
@@ -357,7 +373,7 @@ class ChatPanel(QWidget):
     def _on_event(self, event: Any) -> None:
         """Queue an event (cheap, on every bus delivery); the timer applies the queue."""
         if isinstance(event, AgentStateChanged) or event.agent_id == self.agent_id:
-            self._pending.append((event, self.world.venue.clock.now_ms()))
+            self._pending.append((event, self.venue.clock.now_ms()))
             if not self._flush_timer.isActive():
                 self._flush_timer.start()
 
@@ -460,7 +476,7 @@ class ChatPanel(QWidget):
         return name
 
     def _stored_name(self, agent_id: str) -> str | None:
-        info = self.world.agents.store.get(agent_id)
+        info = self.team.store.get(agent_id)
         return info.name if info is not None else None
 
     def _task_failed(self, exc: BaseException) -> None:
