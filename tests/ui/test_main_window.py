@@ -14,8 +14,9 @@ from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
 from app.ui.window_layout import DOCKS
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
-from tests.ui.desk import Desk, on_screen, until
+from tests.ui.desk import Desk, on_screen
 
 # the offscreen platform cannot size, raise or activate windows and says so
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -33,7 +34,7 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         assert "Offline replay" in banner and "rule engine (not an LLM)" in banner
         assert "Training cutoff" not in banner  # the rule engine remembers no market
         assert window.replay_bar.speed.currentText() == "600x"
-        await until(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
+        await eventually(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
         await desk.settle(window)
         roles = sorted(a.role.value for a in world.agents.manager.list_agents())
         assert roles == ["analyst", "orchestrator", "trader"]
@@ -144,7 +145,7 @@ def test_an_unexpected_error_in_a_task_is_reported_with_its_details(desk: Desk) 
             raise RuntimeError("the exchange sent nonsense")
 
         window.tasks.spawn(broken())
-        await until(lambda: bool(window.errors.reports))
+        await eventually(lambda: bool(window.errors.reports))
         summary, details = window.errors.reports[0]
         assert "the exchange sent nonsense" in summary and "RuntimeError" in details
 
@@ -160,17 +161,17 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
         await desk.settle(window)
         chart = window.panels["chart"]
-        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        await eventually(lambda: len(chart.view.markers.visible_lines) == 3)
         drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
         assert drawn == ["Avg", "SL", "TP"]  # "Avg cost ...", the position's line
         await desk.close(window)
 
         again = await desk.open()  # no clock move and no new fill from here on
         chart = again.panels["chart"]
-        await until(lambda: len(chart.view.markers.visible_lines) == 3)
+        await eventually(lambda: len(chart.view.markers.visible_lines) == 3)
         assert sorted(label.split()[0] for _price, label in
                       chart.view.markers.visible_lines) == drawn
-        await until(lambda: len(chart.view.markers.markers) >= 1)
+        await eventually(lambda: len(chart.view.markers.markers) >= 1)
         assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
 
     desk.run(scenario)
@@ -189,7 +190,7 @@ def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
         assert again.world.venue.driver.speed == 600.0
         bar = again.replay_bar
         bar.speed.setCurrentIndex(bar.speed.findText("10x"))
-        await until(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
+        await eventually(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
         await desk.close(again)
 
         third = await desk.open()
@@ -206,21 +207,21 @@ def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
     async def scenario() -> None:
         window = await desk.open()
         account, audit = window.docks["account"], window.docks["audit"]
-        await until(lambda: on_screen(account))
+        await eventually(lambda: on_screen(account))
         assert not on_screen(audit), "the tool calls start behind the account's tab"
         shortcut = window.panel_shortcuts["audit"]
         assert shortcut.shortcut().toString() == "Ctrl+6"
         for _press in range(2):  # pressed again, it stays: a shortcut never hides a panel
             shortcut.trigger()
-            await until(lambda: on_screen(audit))
+            await eventually(lambda: on_screen(audit))
             assert not on_screen(account), "the account went behind its tab"
         menu = audit.toggleViewAction()
         assert menu in window.view_menu.actions() and menu.shortcut().isEmpty()
         assert menu.text().endswith("\tCtrl+6"), "the menu still shows the shortcut"
         menu.trigger()
-        await until(lambda: audit.isHidden())
+        await eventually(lambda: audit.isHidden())
         shortcut.trigger()
-        await until(lambda: on_screen(audit))
+        await eventually(lambda: on_screen(audit))
 
     desk.run(scenario)
 
@@ -229,7 +230,7 @@ def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
 def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size: QSize) -> None:
     async def scenario() -> None:
         window = await desk.open(size=size)
-        await until(lambda: on_screen(window.docks["account"]))
+        await eventually(lambda: on_screen(window.docks["account"]))
         await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
         assert window.size() == size, "the window's minimum is larger than the screen"
         inside = QRect(0, 0, size.width(), size.height())
@@ -240,7 +241,7 @@ def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size
         assert inside.contains(QRect(chart.mapTo(window, chart.rect().topLeft()), chart.size()))
         for key, dock in window.docks.items():
             dock.raise_()  # a panel behind another's tab is one click away
-            await until(lambda dock=dock: on_screen(dock))
+            await eventually(lambda dock=dock: on_screen(dock))
             assert inside.contains(dock.geometry()), key
             # big enough to use: a dock smaller than its panel scrolls, it never clips it away
             assert dock.width() >= 250 and dock.height() >= 150, (key, dock.size())
@@ -276,13 +277,18 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
     async def scenario() -> None:
         window = await desk.open(size=size)
         panel = window.panels["agents"]
-        await until(lambda: panel.model.rowCount() == 3)
-        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
-        await panel.refresh()
+        await eventually(lambda: panel.model.rowCount() == 3)
         header = panel.view.horizontalHeader()
-        shown = panel.view.viewport().width()
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
-        assert header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
+
+        async def pnl_shown_whole() -> bool:
+            # the default dock sizes are set after the first layout, so the columns are read
+            # once the panel has been laid out in them
+            await panel.refresh()
+            shown = panel.view.viewport().width()
+            return header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
+
+        await eventually(pnl_shown_whole)
         assert header.sectionSize(0) >= 80  # names elided at worst, never gone
 
     desk.run(scenario)

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QApplication
 
 from app.tools.spec import AgentContext
 from app.ui.settings import SettingsDialog
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -53,7 +54,7 @@ def test_a_max_position_weight_saved_in_the_dialog_judges_the_next_order(desk: D
         assert "limit 5" in result.xml
         _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "50")
         desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Applied now: risk limits" in dialog.banner.text())
+        await eventually(lambda: "Applied now: risk limits" in dialog.banner.text())
         again = await world.executor.execute_text(trader, order)
         assert again is not None and again.status == "success", again.xml if again else ""
         dialog.close()
@@ -89,7 +90,8 @@ def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk
         bar.speed.setCurrentIndex(bar.speed.findData(10.0))  # the person picks 10x first
         assert driver.speed == 10.0
         workspace = window.world.workspace
-        await until(lambda: workspace.settings().agents.replay_speed == 10.0)  # kept in the file
+        # kept in the file
+        await eventually(lambda: workspace.settings().agents.replay_speed == 10.0)
         window.open_settings()
         dialog = _dialog()
         _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "30")
@@ -122,7 +124,7 @@ def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_ban
         form.widget("provider").setCurrentText("openai-compatible")
         _type(desk.qtbot, form, "model", "gpt-4o-mini")
         desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "new agents on" in window.banner.text())
+        await eventually(lambda: "new agents on" in window.banner.text())
         banner = window.banner.text()
         assert "new agents on <b>openai-compatible:gpt-4o-mini</b>" in banner
         assert "before gpt-4o-mini's training cutoff (2023-10-31" in banner
