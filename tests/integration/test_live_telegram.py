@@ -20,7 +20,7 @@ from app.secrets import SecretStore, env_var_name
 from app.telegram.outbox import Outbox
 from app.telegram.start import start_telegram
 from tests.helpers.agents import settle
-from tests.helpers.eventually import eventually
+from tests.helpers.eventually import PATIENCE_S, eventually
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.live import (
@@ -56,7 +56,7 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                                             api_base_url=bot_api.base_url),
                     secrets, poll_timeout_s=1.0,
                     outbox=lambda send: Outbox(send, first_delay_s=0.2, max_delay_s=0.5))
-                assert bot is not None and await bot.wait_connected(10), bot
+                assert bot is not None and await bot.wait_connected(PATIENCE_S), bot
                 agent = await trader(world)
                 grant(world, agent)
                 await send_buy_signal(world, agent)

@@ -32,7 +32,7 @@ from app.telegram.request import RequestBounds
 from app.telegram.start import start_telegram
 from app.tools.spec import AgentContext
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
-from tests.helpers.eventually import eventually, eventually_blocking
+from tests.helpers.eventually import PATIENCE_S, eventually, eventually_blocking
 from tests.helpers.fake_telegram import ENDLESS_CAP_BYTES, FakeTelegram, Sent
 
 OWNER = 4242
@@ -63,7 +63,7 @@ async def telegram(
                                kill_switch=kill_switch, poll_timeout_s=1.0, outbox=fast_outbox,
                                request_bounds=request_bounds)
     assert bot is not None
-    assert await bot.wait_connected(10), bot.fault_reason
+    assert await bot.wait_connected(PATIENCE_S), bot.fault_reason
     try:
         yield bot
     finally:
@@ -660,7 +660,7 @@ def test_telegram_down_at_start_holds_nothing_up_and_the_bot_connects_once_it_is
                 assert not await bot.wait_connected(0.5)
                 assert bot.state is BotState.CONNECTING
                 server.failing = None
-                assert await bot.wait_connected(15)
+                assert await bot.wait_connected(PATIENCE_S)
                 assert (await ask(server, "/agents")).startswith("Agents:")
             finally:
                 await bot.aclose()

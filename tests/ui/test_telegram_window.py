@@ -14,7 +14,7 @@ from app.telegram.bot import BotState
 from app.ui.main_window import MainWindow
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
-from tests.helpers.eventually import eventually
+from tests.helpers.eventually import PATIENCE_S, eventually
 from tests.helpers.fake_telegram import FakeTelegram
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -38,7 +38,7 @@ def test_the_window_runs_the_bot_on_its_own_loop_when_telegram_is_on(
     async def scenario() -> None:
         await window.open_workspace(workspace, paced=False)
         bot = window.telegram
-        assert bot is not None and await bot.wait_connected(10)
+        assert bot is not None and await bot.wait_connected(PATIENCE_S)
         server.push_text(OWNER, OWNER, "/agents")
         await eventually(lambda: server.in_chat(OWNER))
         assert server.in_chat(OWNER)[0].startswith("Agents: ")
