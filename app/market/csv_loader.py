@@ -87,77 +87,8 @@ def load_csv(
             f"{path.name}: cannot tell the symbol from the file name; name it like "
             "BTC-USDT_1h_….csv or give the symbol explicitly."
         )
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise DataFileError(f"{path.name}: file is larger than {MAX_FILE_BYTES} bytes.")
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot open ({exc.strerror or exc}).") from exc
-    with handle:
-        try:
-            rows = list(csv.reader(handle))
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise DataFileError(f"{path.name}: not a readable UTF-8 CSV file ({exc}).") from exc
-    if not rows:
-        raise DataFileError(f"{path.name}: the file is empty.")
-    header = [cell.strip().lower() for cell in rows[0]]
-    if header != EXPECTED_HEADER:
-        raise DataFileError(
-            f"{path.name}: unexpected header {','.join(rows[0])!r}; expected "
-            f"{','.join(EXPECTED_HEADER)!r} (open time in Unix milliseconds, then OHLCV)."
-        )
-    body = [row for row in rows[1:] if any(cell.strip() for cell in row)]
-    if not body:
-        raise DataFileError(f"{path.name}: the file has a header but no candles.")
-    count = len(body)
-    ts = np.empty(count, dtype=np.int64)
-    values = np.empty((count, 5), dtype=np.float64)
-    price_decimals = 0
-    for i, row in enumerate(body):
-        line = i + 2
-        if len(row) != 6:
-            raise DataFileError(f"{path.name}, row {line}: expected 6 cells, found {len(row)}.")
-        stamp = row[0].strip()
-        if not stamp.isdigit():
-            raise DataFileError(
-                f"{path.name}, row {line}, field timestamp_ms: {stamp!r} is not a whole number of "
-                "milliseconds."
-            )
-        ts[i] = int(stamp)
-        for j, name in enumerate(EXPECTED_HEADER[1:]):
-            cell = row[j + 1].strip()
-            try:
-                number = float(cell)
-            except ValueError:
-                raise DataFileError(
-                    f"{path.name}, row {line}, field {name}: {cell!r} is not a number."
-                ) from None
-            if not math.isfinite(number):
-                raise DataFileError(
-                    f"{path.name}, row {line}, field {name}: {cell!r} is not finite."
-                )
-            if number < 0 or (number == 0 and name != "volume"):
-                raise DataFileError(
-                    f"{path.name}, row {line}, field {name}: {cell} must be "
-                    f"{'non-negative' if name == 'volume' else 'positive'}."
-                )
-            values[i, j] = number
-            if j < 4 and i < 2000:
-                price_decimals = max(price_decimals, _decimals(cell))
-        o, h, low, c = values[i, :4]
-        if h < max(o, c) or low > min(o, c) or low > h:
-            raise DataFileError(
-                f"{path.name}, row {line}: impossible candle (high {h} must be >= open/close and "
-                f"low {low} <= open/close)."
-            )
-    steps = np.diff(ts)
-    if steps.size and (steps <= 0).any():
-        bad = int(np.argmax(steps <= 0))
-        kind = "duplicate" if steps[bad] == 0 else "out-of-order"
-        raise DataFileError(
-            f"{path.name}, row {bad + 3}, field timestamp_ms: {kind} timestamp {ts[bad + 1]} after "
-            f"{ts[bad]} at row {bad + 2}; rows must be sorted ascending without duplicates."
-        )
+    ts, values, price_decimals = _parse_candles(path, _read_rows(path))
+    steps = _ascending_steps(path, ts)
     if interval is None:
         if not steps.size:
             raise DataFileError(f"{path.name}: one candle and no interval in the name.")
@@ -188,6 +119,96 @@ def load_csv(
         gaps=gaps,
         price_decimals=min(max(price_decimals, 2), 10),
     )
+
+
+def _read_rows(path: Path) -> list[list[str]]:
+    """The candle rows under a checked header, blank lines left out."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise DataFileError(f"{path.name}: file is larger than {MAX_FILE_BYTES} bytes.")
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot open ({exc.strerror or exc}).") from exc
+    with handle:
+        try:
+            rows = list(csv.reader(handle))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataFileError(f"{path.name}: not a readable UTF-8 CSV file ({exc}).") from exc
+    if not rows:
+        raise DataFileError(f"{path.name}: the file is empty.")
+    header = [cell.strip().lower() for cell in rows[0]]
+    if header != EXPECTED_HEADER:
+        raise DataFileError(
+            f"{path.name}: unexpected header {','.join(rows[0])!r}; expected "
+            f"{','.join(EXPECTED_HEADER)!r} (open time in Unix milliseconds, then OHLCV)."
+        )
+    body = [row for row in rows[1:] if any(cell.strip() for cell in row)]
+    if not body:
+        raise DataFileError(f"{path.name}: the file has a header but no candles.")
+    return body
+
+
+def _parse_candles(path: Path, body: list[list[str]]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Times, OHLCV values and the prices' decimals (read from the first 2,000 rows); every
+    cell checked, the first bad one named by its row and field."""
+    count = len(body)
+    ts = np.empty(count, dtype=np.int64)
+    values = np.empty((count, 5), dtype=np.float64)
+    price_decimals = 0
+    for i, row in enumerate(body):
+        line = i + 2
+        if len(row) != 6:
+            raise DataFileError(f"{path.name}, row {line}: expected 6 cells, found {len(row)}.")
+        stamp = row[0].strip()
+        if not stamp.isdigit():
+            raise DataFileError(
+                f"{path.name}, row {line}, field timestamp_ms: {stamp!r} is not a whole number of "
+                "milliseconds."
+            )
+        ts[i] = int(stamp)
+        for j, name in enumerate(EXPECTED_HEADER[1:]):
+            cell = row[j + 1].strip()
+            values[i, j] = _number(path, line, name, cell)
+            if j < 4 and i < 2000:
+                price_decimals = max(price_decimals, _decimals(cell))
+        o, h, low, c = values[i, :4]
+        if h < max(o, c) or low > min(o, c) or low > h:
+            raise DataFileError(
+                f"{path.name}, row {line}: impossible candle (high {h} must be >= open/close and "
+                f"low {low} <= open/close)."
+            )
+    return ts, values, price_decimals
+
+
+def _number(path: Path, line: int, name: str, cell: str) -> float:
+    """One OHLCV cell: a finite number, positive (volume may be zero)."""
+    try:
+        number = float(cell)
+    except ValueError:
+        raise DataFileError(
+            f"{path.name}, row {line}, field {name}: {cell!r} is not a number."
+        ) from None
+    if not math.isfinite(number):
+        raise DataFileError(f"{path.name}, row {line}, field {name}: {cell!r} is not finite.")
+    if number < 0 or (number == 0 and name != "volume"):
+        raise DataFileError(
+            f"{path.name}, row {line}, field {name}: {cell} must be "
+            f"{'non-negative' if name == 'volume' else 'positive'}."
+        )
+    return number
+
+
+def _ascending_steps(path: Path, ts: np.ndarray) -> np.ndarray:
+    """The steps between candles, refused when a time repeats or goes back."""
+    steps = np.diff(ts)
+    if steps.size and (steps <= 0).any():
+        bad = int(np.argmax(steps <= 0))
+        kind = "duplicate" if steps[bad] == 0 else "out-of-order"
+        raise DataFileError(
+            f"{path.name}, row {bad + 3}, field timestamp_ms: {kind} timestamp {ts[bad + 1]} after "
+            f"{ts[bad]} at row {bad + 2}; rows must be sorted ascending without duplicates."
+        )
+    return steps
 
 
 def _interval_from_step(step: int, path: Path) -> str:

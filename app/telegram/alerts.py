@@ -20,7 +20,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from app.agents.rules.transcript import parse_result
 from app.domain.agents import Question, QuestionKind
 from app.events import (
     AgentStateChanged,
@@ -34,6 +33,7 @@ from app.telegram import format as fmt
 from app.telegram.commands import BotCommands
 from app.telegram.notifier import Poster
 from app.telegram.outbox import OnSent
+from app.tools.protocol.result import parse_result
 
 if TYPE_CHECKING:
     from app.runtime.world import World

@@ -17,7 +17,7 @@ from app.ui.theme_colors import Theme
 
 
 def style_sheet(t: Theme) -> str:
-    return _base(t) + _looks(t) + _panels(t) + _chat(t)
+    return _base(t) + _looks(t) + _panels(t) + _chat(t) + _chat_cards(t) + _chat_controls(t)
 
 
 def _base(t: Theme) -> str:
@@ -207,7 +207,13 @@ QWidget#chatPanel QScrollBar {{ background: {t.background}; }}
 QLabel#meta {{ font-size: 8pt; }}
 QLabel#divider {{ color: {t.muted}; font-size: 8pt; }}
 QFrame#rule {{ background: {t.border}; max-height: 1px; min-height: 1px; border: 0; }}
+"""
 
+
+def _chat_cards(t: Theme) -> str:
+    """The chat's bubbles and cards: the person's, the answers, tasks, tool calls, fills,
+    problems and questions, each toned by its ``tone`` property."""
+    return f"""
 QFrame#person {{ background: {t.person_bubble}; border-radius: 10px; }}
 QFrame#answer {{
     background: {t.panel_alt}; border: 1px solid {t.border}; border-radius: 10px;
@@ -253,7 +259,12 @@ QPlainTextEdit#rawXml {{
     background: {t.background}; border: 1px solid {t.border}; border-radius: 4px;
     color: {t.text};
 }}
+"""
 
+
+def _chat_controls(t: Theme) -> str:
+    """The chat's buttons and its composer."""
+    return f"""
 QToolButton#toggle {{
     background: transparent; border: 0; color: {t.muted}; padding: 0 2px; font-size: 8pt;
 }}

@@ -61,6 +61,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
+from app.agents.context_window import tools_text  # noqa: E402
 from app.agents.llm.port import (  # noqa: E402
     LLMProvider,
     LLMRequest,
@@ -131,7 +132,9 @@ class GoodModel:
                         system=request.system).render()
         parts = [(request.system, self.tokens(request.system) + PER_MESSAGE)]
         parts += [(m.content, self.tokens(m.content) + PER_MESSAGE) for m in request.messages]
-        total = sum(n for _, n in parts) + PER_REQUEST
+        # the tools offered natively are part of the prompt, as a server counts them
+        tools = self.tokens(tools_text(request.tools)) if request.tools else 0
+        total = sum(n for _, n in parts) + tools + PER_REQUEST
         shared = 0
         for (now, n), (before, _) in zip(parts, self.previous.get(request.agent_id, []),
                                          strict=False):

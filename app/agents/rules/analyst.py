@@ -53,7 +53,7 @@ from app.agents.rules.signals import (
     assess_mean_reversion,
     assess_trend,
 )
-from app.agents.rules.transcript import CACHED_TASKS, Result, Step, TaskFacts, Transcript
+from app.agents.rules.transcript import CACHED_TASKS, Step, TaskFacts, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (
@@ -67,6 +67,7 @@ from app.memory.roles import (
     render_analysis_entry,
     to_yaml,
 )
+from app.tools.protocol.result import Result
 
 TREND = "rules-analyst-trend-v1"
 MEAN_REVERSION = "rules-analyst-meanreversion-v1"

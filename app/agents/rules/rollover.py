@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agents.rules.calls import unb64
-from app.agents.rules.transcript import Result
 from app.domain.errors import ErrorCode
 from app.memory.text import ENTRY_HEADER
+from app.tools.protocol.result import Result
 
 ARCHIVE_DIR = "analysis_log_archive"
 

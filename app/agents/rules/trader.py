@@ -45,7 +45,7 @@ from app.agents.rules.sizing import (
     position_size,
     risk_adjustment,
 )
-from app.agents.rules.transcript import Result, Step, Transcript
+from app.agents.rules.transcript import Step, Transcript
 from app.domain.clock import ms_to_iso
 from app.domain.numbers import plain
 from app.memory.roles import (
@@ -58,6 +58,7 @@ from app.memory.roles import (
     trades_archive_dir,
     trades_path,
 )
+from app.tools.protocol.result import Result
 
 MODEL = "rules-trader-v1"
 # trades.yaml keeps the open trades and the latest closed ones: past ROLL_AT closed trades, all but

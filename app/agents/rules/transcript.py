@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -25,23 +25,19 @@ from app.agents.task_data import data_results, split_task_data
 from app.domain.clock import parse_time
 from app.tools.protocol.call import ParamNode
 from app.tools.protocol.parser import parse_response
+from app.tools.protocol.result import (
+    CACHED_MESSAGES,
+    Result,
+    parse_result,
+    result_tool,
+    xml_parser,
+)
 
 USER_MESSAGE = "USER_MESSAGE"
-# Parsed messages kept for the next turns of their task (each turn re-reads the whole
-# conversation): enough for every message of a few dozen agents' current tasks, and a bound on
-# memory, since each parsed tool result holds an XML tree outside Python's heap.
-CACHED_MESSAGES = 512
 # Parsed first messages (the task and the results its data block carries), kept for the later
 # turns of the tasks in progress: one per agent working is enough; more would keep every
 # carried result's XML tree alive long after its task ended.
 CACHED_TASKS = 16
-
-
-def _xml_parser() -> etree.XMLParser:
-    return etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
-        remove_comments=True, remove_pis=True,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,44 +57,6 @@ class TaskFacts:
     @property
     def is_user_message(self) -> bool:
         return self.task_type == USER_MESSAGE
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Result:
-    """One ``<tool_result>``: its status and either the data elements or the error/refusal.
-
-    Equal only to itself (and hashed by identity): ``parse_result`` hands back the same object
-    for the same text, so the analyst's caches keyed by a result hit on every later turn.
-    """
-
-    status: str  # "success", "error", "rejected"
-    data: tuple[etree._Element, ...] = ()
-    error_code: str = ""
-    message: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict)
-    rule: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success"
-
-    def first(self) -> etree._Element | None:
-        return self.data[0] if self.data else None
-
-    def attr(self, name: str) -> str | None:
-        """The attribute ``name`` of the first data element that has it."""
-        for element in self.data:
-            value = element.get(name)
-            if value is not None:
-                return value
-        return None
-
-    def problem(self) -> str:
-        """The failure in words, for a log line or a final answer."""
-        if self.status == "rejected":
-            return f"rejected by the Risk Guard ({self.rule}): {self.message}"
-        code = f"{self.error_code}: " if self.error_code else ""
-        return f"{code}{self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +189,7 @@ def parse_task(content: str) -> TaskFacts:
     if not text.startswith("<task "):
         return TaskFacts(USER_MESSAGE, {}, text=text, data=data)
     try:
-        root = etree.fromstring(text.encode("utf-8"), _xml_parser())
+        root = etree.fromstring(text.encode("utf-8"), xml_parser())
         payload = json.loads(root.text or "{}")
     except (etree.XMLSyntaxError, ValueError):
         return TaskFacts("UNREADABLE_TASK", {}, text=text)
@@ -250,50 +208,6 @@ def parse_task(content: str) -> TaskFacts:
         reply_expected=root.get("reply_expected") == "true",
         data=data,
     )
-
-
-def result_tool(content: str) -> str:
-    """The ``tool_name`` of a ``<tool_result>`` envelope, read from its opening tag."""
-    start = content.find('tool_name="')
-    end = content.find('"', start + 11) if start >= 0 else -1
-    return content[start + 11:end] if end > start else ""
-
-
-@lru_cache(maxsize=CACHED_MESSAGES)
-def parse_result(content: str) -> Result:
-    """A ``<tool_result>`` envelope as a ``Result``; unreadable text is an error result."""
-    try:
-        root = etree.fromstring(content.strip().encode("utf-8"), _xml_parser())
-    except etree.XMLSyntaxError as exc:
-        return Result("error", error_code="PARSE_ERROR", message=f"unreadable tool result: {exc}")
-    status = (root.findtext("status") or "").strip()
-    if status == "success":
-        data = root.find("data")
-        return Result("success", tuple(data) if data is not None else ())
-    if status == "rejected":
-        return Result(
-            "rejected", message=(root.findtext("reason") or "").strip(),
-            rule=(root.findtext("rule") or "").strip(), details=_details(root.findtext(
-                "details_json")),
-        )
-    error = root.find("error_details")
-    if error is None:
-        return Result("error", error_code="UNKNOWN", message="a tool result without a status")
-    return Result(
-        "error", error_code=(error.findtext("error_code") or "").strip(),
-        message=(error.findtext("message") or "").strip(),
-        details=_details(error.findtext("details_json")),
-    )
-
-
-def _details(text: str | None) -> Mapping[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def read_transcript(messages: Sequence[ChatMessage]) -> Transcript:

@@ -26,11 +26,11 @@ from typing import Any
 from lxml import etree
 
 from app.agents.conversation_store import StoredMessage
-from app.agents.rules.transcript import Result, parse_result
 from app.events import ConversationMessageAdded
 from app.tools.protocol.call import ParamNode, ToolCall
 from app.tools.protocol.free_text import DISPLAY
 from app.tools.protocol.parser import parse_response
+from app.tools.protocol.result import Result, parse_result
 
 PARAM_CHARS = 90  # one parameter's shown value; the full call is one click away (raw XML)
 SUMMARY_CHARS = 140

@@ -13,6 +13,8 @@ lazy or type-only import still ties the lower layer to the upper one. The rules:
   (domain, config, store, risk, market, indicators, memory, orchestration) never import it;
 - only the runtime imports the live adapter (app/ccxt); the window imports no adapter package
   at all, and reaches a live account's reconciliation and grants through ``Venue.live``;
+- a tool result is read back by the protocol package (app/tools/protocol/result.py): Telegram
+  never reaches into the rule engine for it;
 - only app/ui imports Qt;
 - only the fronts (ui, cli, telegram) and the runtime itself import app/runtime: a lower layer
   that needs the world is upside down;
@@ -50,6 +52,8 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     "app.trading": (("app.exchange", "app.ccxt", "app.tools", "app.agents", "app.mcp",
                      "app.telegram"),
                     "order entry is typed against the Broker port; the tools and fronts call it"),
+    "app.telegram": (("app.agents.rules",),
+                     "a tool's answer is read by the protocol package, not the rule engine"),
     "app.ui": (("app.exchange",),
                "the window holds the ports and the venue's live facet, never an adapter"),
 }

@@ -14,10 +14,11 @@ from app.agents.llm.port import ChatMessage
 from app.agents.rules.analyst import ASSESSMENT_BLOCK, LOG_BLOCK, TREND, AnalystPolicy
 from app.agents.rules.calls import Answer, b64, final
 from app.agents.rules.rollover import archive_path, log_content, refused_as_full
-from app.agents.rules.transcript import Transcript, parse_result, read_transcript
+from app.agents.rules.transcript import Transcript, read_transcript
 from app.domain.errors import ErrorCode
 from app.memory.roles import ANALYSIS_LOG, MARKET_ASSESSMENT
 from app.tools.protocol.render import el, render_error, render_success
+from app.tools.protocol.result import parse_result
 
 SYMBOL = "BTC/USDT"
 NOW_MS = 1_570_694_400_000  # 2019-10-10T08:00:00Z

@@ -8,9 +8,10 @@ import pytest
 
 from app.agents.llm.port import ChatMessage, LLMRequest, PermanentLLMError
 from app.agents.rules.engine import RuleEngineProvider
-from app.agents.rules.transcript import parse_result, parse_task, read_transcript
+from app.agents.rules.transcript import parse_task, read_transcript
 from app.domain.errors import ErrorCode
 from app.tools.protocol.render import el, render_error, render_rejected, render_success
+from app.tools.protocol.result import parse_result
 
 
 def test_a_task_element_gives_its_type_payload_source_and_market_time() -> None:
