@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from app.domain.clock import ms_to_iso
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.runtime.replay import ReplayDriver
 from app.runtime.strategy_backtest import ERROR_FILE
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
 from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
 
@@ -165,12 +165,10 @@ def test_ctrl_c_during_an_agent_run_keeps_the_report_of_the_bars_that_ran(tmp_pa
     )
     try:
         db = out / "workspace" / "kestrel.db"
-        for _ in range(1200):  # poll until the agents have analysed a few bars (at most 60 s)
-            if db.exists() and _analyses(db) >= 5:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the agents never started")
+        # until the agents have analysed a few bars (or the run ended before, which fails below)
+        eventually_blocking(
+            lambda: run.poll() is not None or (db.exists() and _analyses(db) >= 5))
+        assert run.poll() is None, run.communicate()
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=60)
     finally:
