@@ -383,7 +383,6 @@ def exchange_orders(server: FakeExchangeServer, workspace: Workspace,
 # -- the tests -----------------------------------------------------------------------------------
 
 
-@pytest.mark.xdist_group("secret-outputs")  # one world built for all three
 def test_no_planted_secret_reaches_any_output(world: World) -> None:
     outputs = world.outputs
     size = sum(len(data) for data in outputs.values())
@@ -396,7 +395,6 @@ def test_no_planted_secret_reaches_any_output(world: World) -> None:
     assert not found, describe(found)
 
 
-@pytest.mark.xdist_group("secret-outputs")  # one world built for all three
 def test_every_secret_really_flowed_where_it_belongs(world: World) -> None:
     """The searches are about secrets the app used: each one reached its server by its own
     channel (the ones not searched), and each server quoted it back."""
@@ -419,7 +417,6 @@ def test_every_secret_really_flowed_where_it_belongs(world: World) -> None:
         world.approved_description
 
 
-@pytest.mark.xdist_group("secret-outputs")  # one world built for all three
 def test_each_echo_arrived_redacted_where_a_person_or_the_model_reads_it(world: World) -> None:
     run_out = world.run.stdout.decode()
     assert world.run.returncode == 0, world.run.stderr.decode()[-2000:]

@@ -337,7 +337,6 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("readme-commands")  # in the README's order, on one worker's folder
 @pytest.mark.parametrize("command", readme_commands(), ids=lambda c: c[:60])
 def test_the_readme_command_works_as_the_readme_says(command: str, folder: Path) -> None:
     entry = COMMANDS[command]
