@@ -315,7 +315,8 @@ class UnknownOrdersAwaitDecision(Event):
 
 
 E = TypeVar("E", bound=Event)
-Handler = Callable[[Any], Awaitable[None] | None]
+# what a subscriber returns is not used: an awaitable is awaited, its result dropped
+Handler = Callable[[Any], Awaitable[object] | None]
 # how a producer below the runtime publishes (the runtime hands in ``bus.publish_nowait``)
 EventSink = Callable[[Event], None]
 
@@ -336,12 +337,12 @@ class EventBus:
         logger.error("subscriber %r failed on %s", handler, type(event).__name__, exc_info=exc)
 
     def subscribe(
-        self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]
+        self, event_type: type[E], handler: Callable[[E], Awaitable[object] | None]
     ) -> None:
         self._subscribers.setdefault(event_type, []).append(handler)
 
     def unsubscribe(
-        self, event_type: type[E], handler: Callable[[E], Awaitable[None] | None]
+        self, event_type: type[E], handler: Callable[[E], Awaitable[object] | None]
     ) -> None:
         handlers = self._subscribers.get(event_type, [])
         if handler in handlers:
@@ -377,7 +378,7 @@ class EventBus:
             except Exception as exc:
                 self._failed(exc, handler, event)
 
-    async def _guard(self, outcome: Awaitable[None], handler: Handler, event: Event) -> None:
+    async def _guard(self, outcome: Awaitable[object], handler: Handler, event: Event) -> None:
         try:
             await outcome
         except asyncio.CancelledError:

@@ -335,9 +335,9 @@ def redacted_output(redactor: Redactor = REDACTOR) -> Iterator[None]:
     """Redact everything printed to stdout and stderr (tracebacks too) while inside."""
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, RedactingStream):
-        sys.stdout = RedactingStream(sys.stdout, redactor)  # type: ignore[assignment]
+        sys.stdout = RedactingStream(sys.stdout, redactor)
     if not isinstance(sys.stderr, RedactingStream):
-        sys.stderr = RedactingStream(sys.stderr, redactor)  # type: ignore[assignment]
+        sys.stderr = RedactingStream(sys.stderr, redactor)
     try:
         yield
     finally:

@@ -38,6 +38,14 @@ def resource_path(*parts: str) -> Path:
     return resources_dir().joinpath(*parts)
 
 
+def bundle_manifest() -> Path | None:
+    """Inside a bundle, what its build says it holds (``packaging/kestrel.spec`` writes it):
+    its lazily imported modules and resource files, for ``--self-test``; else ``None``."""
+    if is_frozen():
+        return Path(sys._MEIPASS) / "kestrel-bundle.json"  # type: ignore[attr-defined]
+    return None
+
+
 def sample_data_files() -> list[Path]:
     """The bundled market data files of the offline demo, sorted by name."""
     return sorted(resource_path("sample_data").glob("*.csv"))

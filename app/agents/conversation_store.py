@@ -3,12 +3,16 @@
 A task's conversation is rebuilt from these rows, so a task redelivered after a crash continues
 exactly where it stopped, and any decision can be audited or replayed later. A message is committed
 before anything acts on it (the assistant's tool call is stored before the tool runs). Every
-message is redacted as it is stored, so no secret reaches the database, the chat or a prompt.
+message is redacted as it is stored, so no secret reaches the database, the chat or a prompt. The
+tool results a message carries (a task's data, a tool's answer, the results of an answer's blocks)
+are kept once, with the audit rows that recorded them (``app.store.texts``); reading a message
+gives its text as it was added.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +21,7 @@ from app.domain.clock import Clock
 from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
 from app.redaction import redact
 from app.store.db import StoreDb, store_db
+from app.store.texts import TOOL_RESULT_OPEN, compose
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people.
 # "native_call": a call the model made through its API's tool calling, kept as its XML;
@@ -55,6 +60,14 @@ class UsageTotals:
     cut_answers: int = 0
 
 
+# a message that carries tool results is stored as its parts (``app.store.texts``), each result
+# once; the ``messages`` view puts it back together
+_INSERT = (
+    "INSERT INTO message_rows (agent_id, task_id, step, role, kind, content, parts, market_ms, "
+    "wall_ms) VALUES (?,?,?,?,?,?,?,?,?)"
+)
+
+
 class ConversationStore:
     def __init__(
         self,
@@ -80,11 +93,17 @@ class ConversationStore:
     ) -> StoredMessage:
         market_ms, wall_ms = self._clock.now_ms(), int(time.time() * 1000)
         content = redact(content)
-        cur = self._db.conn.execute(
-            "INSERT INTO messages (agent_id, task_id, step, role, kind, content, market_ms, "
-            "wall_ms) VALUES (?,?,?,?,?,?,?,?)",
-            (agent_id, task_id, step, role, kind, content, market_ms, wall_ms),
-        )
+        conn = self._db.conn
+        if TOOL_RESULT_OPEN not in content:
+            cur = conn.execute(_INSERT, (agent_id, task_id, step, role, kind, content, None,
+                                         market_ms, wall_ms))
+        else:  # the results it carries go to ``texts`` once; one commit for them and the row
+            with self._db.lock, (nullcontext(conn) if conn.in_transaction
+                                 else self._db.transaction()):
+                parts = compose(conn, content)
+                cur = conn.execute(_INSERT, (
+                    agent_id, task_id, step, role, kind, content if parts is None else "",
+                    parts, market_ms, wall_ms))
         message = StoredMessage(
             int(cur.lastrowid or 0), agent_id, task_id, step, role, kind, content, market_ms,
             wall_ms,
@@ -168,7 +187,8 @@ class ConversationStore:
     ) -> dict[str, int]:
         """How many calls each provider answered, e.g. to count the rule engine's decisions
         apart from language-model calls."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[str | int] = []
         if run_id is not None:
             clauses.append("run_id=?")
             args.append(run_id)
@@ -203,7 +223,8 @@ class ConversationStore:
         since_wall_ms: int | None = None,
     ) -> UsageTotals:
         """Totals over the matching calls; costs are summed as Decimals, never floats."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[str | int] = []
         for column, value in (("agent_id", agent_id), ("task_id", task_id), ("run_id", run_id)):
             if value is not None:
                 clauses.append(f"{column}=?")

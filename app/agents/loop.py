@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
 from app.agents import answer_blocks
+from app.agents.agent_store import AgentStore
 from app.agents.approval_log import APPROVE_REPLY, REFUSE_REPLY, ApprovalLog, is_approval
 from app.agents.context_budget import fit_context
 from app.agents.context_window import (
@@ -72,6 +73,8 @@ from app.domain.clock import Clock, ms_to_iso
 from app.domain.errors import APPROVAL_RULE, ErrorCode, ParseError, ToolError
 from app.domain.trading import Mode
 from app.events import AnswerStreamed, EventBus
+from app.orchestration.questions import QuestionStore
+from app.orchestration.queue import TaskQueue
 from app.tools.executor import ToolExecutor
 from app.tools.protocol.parser import ParsedResponse
 from app.tools.protocol.render import ToolResult, render_rejected
@@ -115,10 +118,10 @@ class LoopServices:
 
     clock: Clock
     executor: ToolExecutor
-    agents: Any  # AgentStore
+    agents: AgentStore
     conversations: ConversationStore
-    queue: Any  # TaskQueue
-    questions: Any  # QuestionStore
+    queue: TaskQueue
+    questions: QuestionStore
     approvals: ApprovalLog
     pricer: Pricer
     bus: EventBus | None

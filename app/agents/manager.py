@@ -235,7 +235,9 @@ class AgentManager:
         if task is None or task.status is not TaskStatus.WAITING:
             return
         self.s.queue.unpark(task_id)
-        self._resume[agent_id] = self.s.queue.get(task_id)
+        unparked = self.s.queue.get(task_id)
+        if unparked is not None:
+            self._resume[agent_id] = unparked
         info = self.s.agents.get(agent_id)
         if info is not None and info.state is AgentState.WAITING_FOR_USER:
             self.s.agents.set_state(agent_id, AgentState.RUNNING)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.agents.llm.port import ChatMessage, LLMResponse, NativeCall, ToolSchema
+from app.agents.llm.port import ChatMessage, LLMResponse, MessageRole, NativeCall, ToolSchema
 from app.domain.errors import ErrorCode, ToolError
 from app.tools.protocol.call import ToolCall
 from app.tools.protocol.parser import ParsedResponse
@@ -155,7 +155,7 @@ def chat_messages(
     ``call`` and one with the same ``call_id``; any other message is sent as its text."""
     messages: list[ChatMessage] = []
     for index, (role, kind, content, step) in enumerate(stored):
-        chat_role = "assistant" if role == "assistant" else "user"
+        chat_role: MessageRole = "assistant" if role == "assistant" else "user"
         previous = messages[-1] if messages else None
         if previous is not None and previous.call is not None and chat_role == "user":
             messages.append(ChatMessage("user", content, call_id=previous.call.id))

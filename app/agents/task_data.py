@@ -101,7 +101,7 @@ def plan(spec: TaskData, task: Task, config: Mapping[str, Any]) -> list[DataCall
                 path = path.replace(SYMBOL_KEY, symbol_key(symbol))
             except ValueError:
                 continue  # not a symbol at all: the agent's own calls will say so
-        read = (_node("file_path", path),)
+        read: tuple[ParamNode, ...] = (_node("file_path", path),)
         if spec.notes_as == "TEXT":
             read += (_node("content_format", "TEXT"),)
         calls.append(DataCall("read_agent_memory_file", read))

@@ -295,7 +295,9 @@ class AgentTemplate(_Strict):
         if len(set(value)) != len(value):
             raise ValueError("lists a permission group twice")
         role = info.data.get("role")
-        forbidden = sorted(set(value) & ROLE_FORBIDDEN.get(role, frozenset())) if role else []
+        if not role:
+            return value
+        forbidden = sorted(set(value) & ROLE_FORBIDDEN.get(role, frozenset()))
         if forbidden:
             raise ValueError(
                 f"{_article(role)} may not be granted {', '.join(forbidden)} (only a trader "
@@ -315,7 +317,9 @@ class AgentTemplate(_Strict):
                     "underscores, starting with a letter"
                 )
         role = info.data.get("role")
-        for name, kinds in ROLE_FIELDS.get(role, {}).items() if role else ():
+        if not role:
+            return value
+        for name, kinds in ROLE_FIELDS.get(role, {}).items():
             field = value.get(name)
             if field is None or field.type not in kinds:
                 raise ValueError(
@@ -398,7 +402,7 @@ def constraint_parts(text: str, config: Mapping[str, ConfigField]) -> tuple[str,
 def constraint_holds(text: str, low: Any, high: Any) -> bool:
     if low is None or high is None:
         return True
-    return low <= high if "<=" in text else low < high
+    return bool(low <= high if "<=" in text else low < high)
 
 
 def coerce_value(field: ConfigField, value: Any) -> Any:

@@ -18,8 +18,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 YEAR_MS = 365 * 86_400_000
+
+# the arrays of a run, one item per step: equity and prices, times (ms), whether a position was held
+Floats = npt.NDArray[np.float64]
+Times = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,7 @@ def periods_per_year(bar_ms: int) -> float:
     return YEAR_MS / bar_ms
 
 
-def drawdown_pct(equity: np.ndarray) -> np.ndarray:
+def drawdown_pct(equity: Floats) -> Floats:
     """Per-bar drawdown from the running peak, in percent (0 at a new high, positive below it)."""
     if equity.size == 0:
         return equity.astype(float)
@@ -92,11 +98,11 @@ def _cagr(start: float, final: float, years: float) -> float | None:
 
 
 def compute_metrics(
-    time_ms: np.ndarray,
-    equity: np.ndarray,
+    time_ms: Times,
+    equity: Floats,
     bar_ms: int,
     trades: Sequence[RoundTrip],
-    exposed: np.ndarray,
+    exposed: Flags,
     fees_paid: float,
     initial: float | None = None,
 ) -> Metrics:

@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from app.backtest.metrics import Metrics, RoundTrip, drawdown_pct
+from app.backtest.metrics import Flags, Floats, Metrics, RoundTrip, Times, drawdown_pct
 from app.domain.clock import ms_to_iso
 from app.redaction import REDACTOR
 
@@ -45,10 +43,10 @@ class BacktestResult:
             never reads as a clean "0 trades".
     """
 
-    time_ms: np.ndarray
-    equity: np.ndarray
-    baseline_equity: np.ndarray
-    exposed: np.ndarray
+    time_ms: Times
+    equity: Floats
+    baseline_equity: Floats
+    exposed: Flags
     trades: list[RoundTrip]
     metrics: Metrics
     baseline: Metrics
@@ -117,7 +115,7 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     faults = {"faults": list(result.faults)} if result.faults else {}
     warned = _warnings(result)
     warnings = {"warnings": warned} if warned else {}
-    return _clean(
+    cleaned: dict[str, Any] = _clean(
         {
             **faults,
             **warnings,
@@ -130,6 +128,7 @@ def summary(result: BacktestResult) -> dict[str, Any]:
             "stats": result.stats,
         }
     )
+    return cleaned
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -235,40 +234,38 @@ def _write_trades(result: BacktestResult, path: Path) -> None:
 
 
 def write_chart(result: BacktestResult, path: Path) -> None:
-    """Equity of the strategy and buy-and-hold above, their drawdowns below."""
-    import matplotlib
+    """Equity of the strategy and buy-and-hold above, their drawdowns below.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn on a ``Figure`` of its own, not through ``pyplot``: pyplot keeps its figures in one
+    process-wide registry, so two runs writing their charts at once from two threads (a sweep's
+    cells on a threaded worker, the window's runs) could draw into each other's figure.
+    """
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
 
     times = (result.time_ms.astype("datetime64[ms]")).astype(object)
-    fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(11, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    fig = Figure(figsize=(11, 6.5))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    top.plot(times, result.equity, label="strategy", color="#1f77b4", linewidth=1.1)
+    top.plot(times, result.baseline_equity, label="buy & hold", color="#999999",
+             linewidth=0.9)
+    top.set_ylabel("equity")
+    top.legend(loc="upper left")
+    top.grid(alpha=0.3)
+    name = result.settings.get("strategy", "strategy")
+    faulted = f"{len(result.faults)} agent(s) FAULTED - " if result.faults else ""
+    top.set_title(
+        f"{faulted}{name}: return {result.metrics.total_return_pct:.2f}% vs buy & hold "
+        f"{result.baseline.total_return_pct:.2f}%"
     )
-    try:
-        top.plot(times, result.equity, label="strategy", color="#1f77b4", linewidth=1.1)
-        top.plot(times, result.baseline_equity, label="buy & hold", color="#999999",
-                 linewidth=0.9)
-        top.set_ylabel("equity")
-        top.legend(loc="upper left")
-        top.grid(alpha=0.3)
-        name = result.settings.get("strategy", "strategy")
-        faulted = f"{len(result.faults)} agent(s) FAULTED - " if result.faults else ""
-        top.set_title(
-            f"{faulted}{name}: return {result.metrics.total_return_pct:.2f}% vs buy & hold "
-            f"{result.baseline.total_return_pct:.2f}%"
-        )
-        bottom.fill_between(times, -drawdown_pct(result.equity), 0, color="#d62728", alpha=0.5,
-                            label="strategy")
-        bottom.plot(times, -drawdown_pct(result.baseline_equity), color="#999999",
-                    linewidth=0.8, label="buy & hold")
-        bottom.set_ylabel("drawdown %")
-        bottom.grid(alpha=0.3)
-        locator = AutoDateLocator()
-        bottom.xaxis.set_major_locator(locator)
-        bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
+    bottom.fill_between(times, -drawdown_pct(result.equity), 0, color="#d62728", alpha=0.5,
+                        label="strategy")
+    bottom.plot(times, -drawdown_pct(result.baseline_equity), color="#999999",
+                linewidth=0.8, label="buy & hold")
+    bottom.set_ylabel("drawdown %")
+    bottom.grid(alpha=0.3)
+    locator = AutoDateLocator()
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

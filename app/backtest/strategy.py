@@ -51,7 +51,10 @@ class BarContext:
 
 
 class Strategy(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """Read-only here, so a wrapper may give its inner strategy's."""
+        ...
 
     async def on_bar(self, ctx: BarContext) -> None:
         """Act on one step; the replay waits until this returns."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.backtest.metrics import RoundTrip
+from app.backtest.metrics import Floats, RoundTrip, Times
 from app.domain.trading import Fill, Side
 
 EPSILON = 1e-12
@@ -40,7 +40,7 @@ def round_trips(
     bar_ms: Mapping[str, int],
     last_price: Mapping[str, float],
     end_ms: int,
-    close_ms: Mapping[str, np.ndarray] | None = None,
+    close_ms: Mapping[str, Times] | None = None,
 ) -> list[RoundTrip]:
     """Group fills, oldest first, into long round trips per symbol.
 
@@ -87,7 +87,7 @@ def round_trips(
 
 def _bars_held(
     symbol: str, entry_ms: int, exit_ms: int, bar_ms: Mapping[str, int],
-    close_ms: Mapping[str, np.ndarray] | None,
+    close_ms: Mapping[str, Times] | None,
 ) -> int:
     closes = close_ms.get(symbol) if close_ms is not None else None
     if closes is None:
@@ -117,11 +117,11 @@ def _finish(symbol: str, trade: _Open, exit_ms: int, bars_held: int,
 
 
 def buy_and_hold(
-    time_ms: np.ndarray,
-    closes: Mapping[str, np.ndarray],
+    time_ms: Times,
+    closes: Mapping[str, Floats],
     cash: float,
     fee_rate: float,
-) -> tuple[np.ndarray, list[RoundTrip]]:
+) -> tuple[Floats, list[RoundTrip]]:
     """Equity of splitting ``cash`` equally over the symbols, bought at their first visible close.
 
     Args:

@@ -33,7 +33,9 @@ def install(exchange: Any, limit_bytes: int, bad_response: type[Exception]) -> N
     ccxt creates its session lazily, in ``open`` (called by every ``fetch``), and a SOCKS proxy's
     in ``get_socks_proxy_session``: both are wrapped, so no session escapes the bound.
     """
-    response_class = _limited_response_class(limit_bytes, bad_response, str(exchange.id))
+    # a class is hashable; mypy's Hashable check trips on the instance __hash__ of Exception
+    response_class = _limited_response_class(
+        limit_bytes, bad_response, str(exchange.id))  # type: ignore[arg-type]
     plain_open = exchange.open
 
     def open(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - ccxt's own name for it

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from app.market.series import KlineSeries
+from app.market.series import Floats, KlineSeries
 
 
 class MalformedCandles(ValueError):
@@ -66,7 +66,7 @@ class CandleSnapshot:
         return int(self.series.timestamp_ms[-1])
 
 
-def parse_ohlcv(rows: Sequence[Sequence[Any]]) -> np.ndarray:
+def parse_ohlcv(rows: Sequence[Sequence[Any]]) -> Floats:
     """ccxt's OHLCV rows as an (n, 6) float array, checked.
 
     Raises:
@@ -85,16 +85,17 @@ def parse_ohlcv(rows: Sequence[Sequence[Any]]) -> np.ndarray:
     return table
 
 
-def ordered(table: np.ndarray) -> np.ndarray:
+def ordered(table: Floats) -> Floats:
     """Rows ascending by open time, one per open time (the later copy of a duplicate wins)."""
     if len(table) < 2:
         return table
     table = table[np.argsort(table[:, 0], kind="stable")]
     keep = np.append(table[1:, 0] != table[:-1, 0], True)
-    return table[keep]
+    kept: Floats = table[keep]
+    return kept
 
 
-def merge(old: np.ndarray | None, new: np.ndarray, *, since: int, keep: int) -> np.ndarray:
+def merge(old: Floats | None, new: Floats, *, since: int, keep: int) -> Floats:
     """Old candles that opened before ``since``, then the refill (fetched from ``since``).
 
     Old candles from ``since`` on are dropped even when the refill brought none: they were
@@ -111,7 +112,7 @@ def merge(old: np.ndarray | None, new: np.ndarray, *, since: int, keep: int) -> 
 def snapshot(
     symbol: str,
     interval: str,
-    table: np.ndarray,
+    table: Floats,
     *,
     bar_ms: int,
     fetched_at_ms: int,
@@ -136,7 +137,7 @@ def snapshot(
     return CandleSnapshot(series, fetched_at_ms, fetched_mono_s, bar_ms)
 
 
-def table_of(snap: CandleSnapshot) -> np.ndarray:
+def table_of(snap: CandleSnapshot) -> Floats:
     """The snapshot's candles back as an (n, 6) array, for merging a refill into."""
     s = snap.series
     return np.column_stack([s.timestamp_ms.astype(float), s.open, s.high, s.low, s.close,

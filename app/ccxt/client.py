@@ -48,9 +48,13 @@ def ccxt_module(streams: bool = False) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
+        from app.resources import is_frozen
+
+        fix = ("This Kestrel bundle was built without it: rebuild it with packaging/build.sh "
+               "from an environment that has ccxt." if is_frozen() else
+               "Install it into Kestrel's environment: pip install 'ccxt>=4.5'.")
         raise OperationalError(
-            f"Live market data needs the ccxt package, which cannot be imported ({exc}). "
-            "Install it into Kestrel's environment: pip install 'ccxt>=4.5'."
+            f"Live market data needs the ccxt package, which cannot be imported ({exc}). {fix}"
         ) from exc
 
 

@@ -329,7 +329,7 @@ class RetryPolicy:
 
     def backoff_s(self, attempt: int) -> float:
         """The wait before retry number ``attempt`` (1-based): base, 2x base, 4x base..."""
-        return min(self.base_s * 2 ** (attempt - 1), self.max_wait_s)
+        return min(self.base_s * 2.0 ** (attempt - 1), self.max_wait_s)
 
 
 def retries_for(exc: BaseException, policy: RetryPolicy) -> int:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from app.domain.errors import InvalidParameterError, NotFoundError, OperationalE
 from app.domain.market import BookLevel, OrderBook, Ticker, interval_ms, is_interval
 from app.domain.market_rules import MarketRules
 from app.market.port import PrefixSource
-from app.market.series import KlineSeries, to_decimal
+from app.market.series import Floats, KlineSeries, to_decimal
 
 logger = logging.getLogger(__name__)
 
@@ -364,13 +365,13 @@ class CcxtMarketData:
 
     async def _fetch_candles(
         self, symbol: str, interval: str, bar: int, since: int, count: int, page: int
-    ) -> np.ndarray:
-        parts: list[np.ndarray] = []
+    ) -> Floats:
+        parts: list[Floats] = []
         start = since
         for _ in range(candles.pages_needed(count, page)):
             limit = min(page, count - sum(len(p) for p in parts)) or 1
             part = await self._read(
-                lambda start=start, limit=limit: self._ohlcv(symbol, interval, start, limit),
+                partial(self._ohlcv, symbol, interval, start, limit),
                 f"fetching {symbol} {interval} candles",
             )
             if len(part) == 0:
@@ -383,7 +384,7 @@ class CcxtMarketData:
             return np.empty((0, 6))
         return candles.ordered(np.concatenate(parts))
 
-    async def _ohlcv(self, symbol: str, interval: str, since: int, limit: int) -> np.ndarray:
+    async def _ohlcv(self, symbol: str, interval: str, since: int, limit: int) -> Floats:
         rows = await self.exchange.fetch_ohlcv(symbol, interval, since=since, limit=limit)
         return candles.parse_ohlcv(rows)
 

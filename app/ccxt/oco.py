@@ -194,13 +194,13 @@ async def _send(broker: CcxtBroker, legs: OcoLegs) -> tuple[Order, Order]:
     except Exception as exc:
         outcome = sort_failure(exc, broker.id_rules)
         if outcome is Outcome.REJECTED:
-            error = translate(exc, broker.venue,
-                              what=f"placing the {entries[0].symbol} OCO list")
+            refusal = translate(exc, broker.venue,
+                                what=f"placing the {entries[0].symbol} OCO list")
             for entry in entries:
-                broker.journal.update(entry, state=JournalState.REJECTED, reason=error.message,
+                broker.journal.update(entry, state=JournalState.REJECTED, reason=refusal.message,
                                       updated_ms=broker.clock.now_ms())
             broker.sending.unknown_run = 0
-            raise error from exc
+            raise refusal from exc
         why = ("the exchange already has this client order id" if outcome is Outcome.DUPLICATE
                else f"{type(exc).__name__} while placing the OCO list")
         entries = [broker.sending.mark_unknown(e, why) for e in entries]

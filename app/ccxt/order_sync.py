@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 from app.ccxt.client_ids import ClientIdRules
@@ -97,8 +98,8 @@ class OrderSync:
             return raw if check_answer(raw, cid).ok else None
         since = entry.created_ms - 60_000
         for fetch in (self.exchange.fetch_open_orders, self.exchange.fetch_closed_orders):
-            rows = await self._read(lambda fetch=fetch: fetch(entry.symbol, since),
-                                    f"looking for order {cid}")
+            rows: list[Mapping[str, Any]] = await self._read(
+                partial(fetch, entry.symbol, since), f"looking for order {cid}")
             for raw in rows:
                 if raw.get("clientOrderId") == cid and check_answer(raw, cid).ok:
                     return raw
@@ -150,18 +151,20 @@ class OrderSync:
         return self._add_fills(entry, fills_from(mine, self.venue, entry))
 
     async def fetch_open(self, symbol: str | None = None) -> list[Mapping[str, Any]]:
-        return await self._read(lambda: self.exchange.fetch_open_orders(symbol),
-                                "listing the open orders")
+        orders: list[Mapping[str, Any]] = await self._read(
+            lambda: self.exchange.fetch_open_orders(symbol), "listing the open orders")
+        return orders
 
     async def fetch_by_id(self, entry: JournalEntry) -> Mapping[str, Any] | None:
         if entry.exchange_order_id is None:
             return await self.lookup(entry)
         try:
-            return await self._read(
+            raw: Mapping[str, Any] = await self._read(
                 lambda: self.exchange.fetch_order(entry.exchange_order_id, entry.symbol),
                 f"reading order {entry.exchange_order_id}")
         except NotFoundError:
             return None
+        return raw
 
     def entry_for(self, raw: Mapping[str, Any]) -> JournalEntry | None:
         """The journal's entry of an exchange order, by client id, else by exchange id."""
@@ -194,8 +197,7 @@ class OrderSync:
             elif cursor is not None:
                 since = int(cursor) + 1
             trades = await self._read(
-                lambda since=since, params=params: self.exchange.fetch_my_trades(
-                    symbol, since, TRADES_PAGE, params),
+                partial(self.exchange.fetch_my_trades, symbol, since, TRADES_PAGE, params),
                 f"fetching the {symbol} trade history",
             )
             for trade in trades:

@@ -79,10 +79,10 @@ def changes_from(raw: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     fee = raw.get("fee") or {}
     fees = raw.get("fees") or ([fee] if fee else [])
     costs = [(dec(f.get("cost")), f.get("currency")) for f in fees if isinstance(f, Mapping)]
-    costs = [(c, cur) for c, cur in costs if c is not None]
-    if costs:
-        currency = costs[0][1] or ""
-        changes["fee"] = sum((c for c, cur in costs if (cur or "") == currency), ZERO)
+    paid = [(c, cur) for c, cur in costs if c is not None]
+    if paid:
+        currency = paid[0][1] or ""
+        changes["fee"] = sum((c for c, cur in paid if (cur or "") == currency), ZERO)
         changes["fee_currency"] = currency
     return changes
 

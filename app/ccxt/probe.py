@@ -75,7 +75,7 @@ def describe_abilities(abilities: list[Ability]) -> str:
     """One line a person reads: what is offered, emulated and missing."""
     parts = []
     for ability in abilities:
-        mark = {True: "✓", False: "✗"}.get(ability.offered, "≈")  # type: ignore[call-overload]
+        mark = "✓" if ability.offered is True else "✗" if ability.offered is False else "≈"
         parts.append(f"{mark} {ability.what}")
     return "   ".join(parts)
 

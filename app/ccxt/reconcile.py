@@ -288,9 +288,9 @@ class Reconciler:
         for entry in self.journal.entries(self.venue, states):
             if entry.client_order_id in seen:
                 continue
-            raw = await self.broker.sync.fetch_by_id(entry)
-            if raw is not None:
-                report.refreshed.append(await self.broker.sync.apply(entry, raw))
+            found = await self.broker.sync.fetch_by_id(entry)
+            if found is not None:
+                report.refreshed.append(await self.broker.sync.apply(entry, found))
         if unknown:
             report.unknown_orders.extend(unknown)
             self._notify(UnknownOrdersFound(tuple(unknown)))

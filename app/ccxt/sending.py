@@ -82,13 +82,13 @@ class OrderSender:
         except Exception as exc:
             outcome = sort_failure(exc, self.id_rules)
             if outcome is Outcome.REJECTED:
-                error = translate(exc, self.venue, what=f"placing the {entry.symbol} order")
+                refusal = translate(exc, self.venue, what=f"placing the {entry.symbol} order")
                 self.journal.update(entry, state=JournalState.REJECTED,
-                                    reason=error.message, updated_ms=self.clock.now_ms())
+                                    reason=refusal.message, updated_ms=self.clock.now_ms())
                 self.unknown_run = 0
                 if type(exc).__name__ == "InvalidNonce":
                     await self._resync_time()
-                raise error from exc
+                raise refusal from exc
             if outcome is Outcome.DUPLICATE:
                 entry = self.mark_unknown(entry, "the exchange already has this client order id")
                 return await self.settle_now(entry, exc, "the exchange already has this "

@@ -23,6 +23,7 @@ import numpy as np
 
 from app.ccxt.candles import MalformedCandles, ordered, parse_ohlcv
 from app.ccxt.errors import RetryPolicy, Sleep, is_ccxt_error
+from app.market.series import Floats
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class CandleStream:
         self.interval = interval
         self.epoch = 0
         self.last_message_mono: float | None = None
-        self._rows = np.empty((0, 6))
+        self._rows: Floats = np.empty((0, 6))
         self._mono = monotonic
         self._sleep = sleep
         self._retry = retry
@@ -73,7 +74,7 @@ class CandleStream:
     def fresh(self, now_mono: float, max_age_s: float) -> bool:
         return self.last_message_mono is not None and now_mono - self.last_message_mono <= max_age_s
 
-    def rows_from(self, open_ms: int, until_ms: int) -> np.ndarray:
+    def rows_from(self, open_ms: int, until_ms: int) -> Floats:
         """Streamed candles opening in ``[open_ms, until_ms]``, ascending."""
         rows = self._rows
         return rows[(rows[:, 0] >= open_ms) & (rows[:, 0] <= until_ms)]

@@ -188,7 +188,7 @@ class TerminalNarrator:
         bus.subscribe(ClockAdvanced, self._clock)
 
     def _name(self, agent_id: str) -> str:
-        info = self.rt.agents.store.get(agent_id)
+        info = self.rt.team.store.get(agent_id)
         return info.name if info is not None else agent_id[:8]
 
     def _stamp(self) -> str:
@@ -236,7 +236,7 @@ def _print_warnings(world: World, start_ms: int, shown: set[str] | None = None) 
 
 
 def _print_kill_switch(world: World) -> None:
-    trip = world.agents.kill_switch.active()
+    trip = world.team.kill_switch.active()
     if trip is not None:
         print(f"KILL SWITCH TRIPPED: it was {trip.describe()}. The Risk Guard refuses every new "
               "order until a person resets it (closing and cancelling still work).")
@@ -300,7 +300,7 @@ async def _run_world(
     await _start(world, args, grants)
     if not args.setup:
         grants.require_all()
-    bot = await start_telegram(world, kill_switch=world.agents.kill_switch)
+    bot = await start_telegram(world, kill_switch=world.team.kill_switch)
     if bot is not None:
         telegram.append(bot)
     orchestrator = await world.ensure_orchestrator()
@@ -313,8 +313,8 @@ async def _run_world(
     warned = _print_warnings(world, start_ms)
     _print_kill_switch(world)
     if args.setup:
-        world.agents.manager.send_user_message(orchestrator.agent_id, args.setup)
-        await world.agents.manager.wait_idle()
+        world.team.manager.send_user_message(orchestrator.agent_id, args.setup)
+        await world.team.manager.wait_idle()
         grants.stop()
         grants.require_all()
     end = world.venue.clock.now_ms() + duration
@@ -323,7 +323,7 @@ async def _run_world(
     world.venue.driver.set_speed(speed)
     # a tick moves at most one candle of the finest data, so no close is skipped
     await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
-    await world.agents.manager.wait_idle()
+    await world.team.manager.wait_idle()
     faults = await _print_summary(world)
     _print_warnings(world, start_ms, warned)  # a model that answered under another name
     return faults
@@ -353,8 +353,8 @@ async def _print_summary(world: World) -> list[Fault]:
     broker = world.venue.broker
     account = await broker.account()
     fills = await broker.trades(limit=None)
-    usage = world.agents.conversations.usage(run_id=world.agents.run_id)
-    agents = world.agents.manager.list_agents()
+    usage = world.team.conversations.usage(run_id=world.team.run_id)
+    agents = world.team.manager.list_agents()
     faults = faults_of(agents)
     print()
     for line in fault_banner(faults):
@@ -367,7 +367,7 @@ async def _print_summary(world: World) -> list[Fault]:
     if world.venue.is_live_account:
         balances = f"LIVE {balances}"
     orders = len(account.open_orders)
-    calls = _calls_text(world.agents.conversations.calls_by_provider(run_id=world.agents.run_id))
+    calls = _calls_text(world.team.conversations.calls_by_provider(run_id=world.team.run_id))
     print(f"Balances: {balances}. Equity {plain(account.equity)} {account.quote_currency}, "
           f"{orders} open order{'s' if orders != 1 else ''}. This run: {calls}, "
           f"cost ${usage.cost}.")
@@ -409,7 +409,7 @@ async def _chat(args: argparse.Namespace) -> int:
         print(f"Here: {agent_engines(world).words()}.")
         warned = _print_warnings(world, start_ms)
         _print_kill_switch(world)
-        _print_fault(world.agents.manager.get_agent(orchestrator.agent_id))
+        _print_fault(world.team.manager.get_agent(orchestrator.agent_id))
         while True:
             line = await asyncio.to_thread(_read_line)
             if line is None or line.strip() in ("/quit", "/exit"):
@@ -441,7 +441,7 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
         end = world.venue.clock.now_ms() + step
         while world.venue.clock.now_ms() < end:
             world.venue.driver.advance_to(min(end, world.venue.clock.now_ms() + 3_600_000))
-            await world.agents.manager.wait_idle()
+            await world.team.manager.wait_idle()
         print(f"Market time now {ms_to_iso(world.venue.clock.now_ms())}.")
         return
     if line == "/agents":
@@ -456,14 +456,14 @@ async def _chat_line(world: World, orchestrator_id: str, line: str) -> None:
     if line == "/reset":
         await _reset(world)
         return
-    pending = [q for q in world.agents.questions.pending(orchestrator_id) if q.answer is None]
+    pending = [q for q in world.team.questions.pending(orchestrator_id) if q.answer is None]
     if pending and line.isdigit():
         replies = pending[0].suggested_replies
         if 1 <= int(line) <= len(replies):
             line = replies[int(line) - 1]
-    world.agents.manager.send_user_message(orchestrator_id, line)
-    await world.agents.manager.wait_idle()
-    _print_fault(world.agents.manager.get_agent(orchestrator_id), waiting=True)
+    world.team.manager.send_user_message(orchestrator_id, line)
+    await world.team.manager.wait_idle()
+    _print_fault(world.team.manager.get_agent(orchestrator_id), waiting=True)
 
 
 def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
@@ -483,20 +483,20 @@ def _print_fault(info: AgentInfo | None, *, waiting: bool = False) -> None:
 
 async def _resume_agents(world: World) -> None:
     """``/resume``: every faulted or paused agent runs again (a failed task stays failed)."""
-    stopped = [a for a in world.agents.manager.list_agents()
+    stopped = [a for a in world.team.manager.list_agents()
                if a.state in (AgentState.FAULTED, AgentState.PAUSED)]
     if not stopped:
         print("No agent is faulted or paused.")
         return
     for info in stopped:
-        await world.agents.manager.control(info.agent_id, "resume")
+        await world.team.manager.control(info.agent_id, "resume")
         print(f"Resumed {info.name}.")
-    await world.agents.manager.wait_idle()
+    await world.team.manager.wait_idle()
 
 
 async def _kill(world: World, reason: str) -> None:
     """``/kill [reason]``: trip the kill switch once the person confirms."""
-    switch = world.agents.kill_switch
+    switch = world.team.kill_switch
     trip = switch.active()
     if trip is not None:
         print(f"The kill switch is already tripped: it was {trip.describe()}.")
@@ -513,7 +513,7 @@ async def _kill(world: World, reason: str) -> None:
 
 async def _reset(world: World) -> None:
     """``/reset``: reset the kill switch once the person types the word."""
-    switch = world.agents.kill_switch
+    switch = world.team.kill_switch
     trip = switch.active()
     if trip is None:
         print("The kill switch is not tripped.")

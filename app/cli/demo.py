@@ -69,6 +69,21 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _found(element: etree._Element, path: str, tool: str) -> etree._Element:
+    """The element at ``path``; a result without it is not one the narration can read."""
+    found = element.find(path)
+    if found is None:
+        raise StrategyError(f"{tool} answered without <{path.lstrip('./')}>")
+    return found
+
+
+def _attr(element: etree._Element, name: str) -> str:
+    value = element.get(name)
+    if value is None:
+        raise StrategyError(f"a tool result has no {name} where the narration reads it")
+    return value
+
+
 @dataclass
 class NarratedStrategy:
     """Runs a strategy and narrates, from tool results, what happened at each candle."""
@@ -98,7 +113,7 @@ class NarratedStrategy:
         result = await ctx.call(xml)
         if not result.ok:
             raise StrategyError(f"{result.tool_name} failed: {result.message}")
-        return etree.fromstring(result.xml.encode()).find("data")
+        return _found(etree.fromstring(result.xml.encode()), "data", result.tool_name)
 
     async def _report_fills(self, ctx: BarContext) -> None:
         data = await self._data(ctx, "<get_trade_history><limit>5</limit></get_trade_history>")
@@ -112,7 +127,7 @@ class NarratedStrategy:
                 f"{trade.get('price')} (fee {trade.get('fee')}, realized P&L "
                 f"{trade.get('realized_pnl')})"
             )
-            print(f"{ms_to_iso(int(trade.get('time_ms')))}  FILL  {line}", file=self.out)
+            print(f"{ms_to_iso(int(_attr(trade, 'time_ms')))}  FILL  {line}", file=self.out)
             entry = f"Filled: {line}. Strategy {self.inner.name} {self.inner.parameters()}."
             await ctx.call(
                 f"<log_journal_entry><content>{_escape(entry)}</content></log_journal_entry>"
@@ -122,7 +137,8 @@ class NarratedStrategy:
     async def _status(self, ctx: BarContext) -> None:
         symbol = ctx.symbols[0]
         interval = ctx.intervals[symbol]
-        balance = (await self._data(ctx, "<get_account_balance/>")).find("account_balance")
+        balance = _found(await self._data(ctx, "<get_account_balance/>"), "account_balance",
+                         "get_account_balance")
         rsi = await ctx.executor.execute_text(
             ctx.agent,
             f"<calculate_technical_indicator><symbol>{symbol}</symbol><interval>{interval}"
@@ -131,12 +147,13 @@ class NarratedStrategy:
         )
         rsi_text = "n/a"
         if rsi is not None and rsi.ok:
-            point = etree.fromstring(rsi.xml.encode()).find(".//point")
-            rsi_text = f"{float(point.get('value')):.1f}"
-        snapshot = (await self._data(ctx, "<get_market_snapshot/>")).find(".//bar")
+            point = _found(etree.fromstring(rsi.xml.encode()), ".//point", rsi.tool_name)
+            rsi_text = f"{float(_attr(point, 'value')):.1f}"
+        snapshot = _found(await self._data(ctx, "<get_market_snapshot/>"), ".//bar",
+                          "get_market_snapshot")
         print(
             f"{ms_to_iso(ctx.now_ms)}  {symbol} close {snapshot.get('close')}  RSI(14) {rsi_text}"
-            f"  equity {Decimal(balance.get('equity')).quantize(CENT)} "
+            f"  equity {Decimal(_attr(balance, 'equity')).quantize(CENT)} "
             f"{balance.get('quote_currency')}"
             f"  drawdown {balance.get('max_drawdown_pct')}%",
             file=self.out,

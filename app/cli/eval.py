@@ -2,13 +2,15 @@
 
 ``kestrel eval --workspace DIR --out RUN`` evaluates the model the workspace's ``[llm]`` settings
 name (or ``--provider``/``--model``/``--base-url``/``--api-key-name``) over the standard market
-windows (``app.runtime.evaluation``), records every exchange with the model under ``RUN``, and
-prints the report's table; ``kestrel eval --replay RUN`` answers from that recording, offline, and
-writes the identical report. Exit codes: 0 done; 2 bad settings or input (no model configured, a
-missing key, a run folder without a recording, an ``--out`` folder it must not write: a workspace,
-another command's output, a folder with other files), one line on standard error; 3 the model
-could not be evaluated (an agent faulted: an unreachable server, a refused key), with what to do,
-and eval.json and eval.md say STOPPED and why above the windows that ran; 130 interrupted.
+windows (``app.runtime.evaluation``), ``--concurrency N`` of them side by side, records every
+exchange with the model under ``RUN``, and prints the report's table; ``kestrel eval --replay RUN``
+answers from that recording, offline, and writes the identical report. Exit codes: 0 done; 2 bad
+settings or input (no model configured, a missing key, a run folder without a recording, an
+``--out`` folder it must not write: a workspace, another command's output, a folder with other
+files), one line on standard error; 3 the model could not be evaluated (an agent faulted: an
+unreachable server, a refused key; or one of the rule engine's agents it is compared with), with
+what to do, and eval.json and eval.md say STOPPED and why above the windows that ran; 130
+interrupted. Any failure exits non-zero.
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blind", action="store_true",
                         help="the model sees a disguised market: a neutral symbol (ASSET1/QUOTE), "
                              "shifted dates and rescaled prices; its orders execute for real")
+    parser.add_argument("--concurrency", type=int, metavar="N",
+                        help="windows run at once, their model calls paced together (one "
+                             "Retry-After holds them all); default: 2 for a local server "
+                             "(localhost, LM Studio, Ollama, llama.cpp), 4 for a hosted API, "
+                             "every window for the rule engine or a replay; the report is the "
+                             "same however many")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -104,10 +112,14 @@ def _options(args: argparse.Namespace) -> Any:
 
     from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, load_plan
 
+    concurrency = getattr(args, "concurrency", None)
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
     if args.replay is not None:
         options = load_plan(args.replay)
         if args.out is not None:
             options.out_dir = args.out
+        options.concurrency = concurrency
         return options
     windows = list(STANDARD_WINDOWS[: args.windows] if args.windows else STANDARD_WINDOWS)
     if args.bars is not None:
@@ -115,7 +127,8 @@ def _options(args: argparse.Namespace) -> Any:
             raise ValueError(f"--bars must be at least 1, got {args.bars}")
         windows = [replace(w, bars=args.bars) for w in windows]
     return EvalOptions(subject=_subject(args), out_dir=args.out or Path("eval-run"),
-                       windows=windows, cash=Decimal(10_000), blind=args.blind)
+                       windows=windows, cash=Decimal(10_000), blind=args.blind,
+                       concurrency=concurrency)
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -123,18 +136,23 @@ def eval_command(args: argparse.Namespace) -> int:
     from app.runtime.evaluation import EvalStopped, run_eval
 
     bar = None
+    out_dir: Path | None = None  # where a stopped run's report went
     try:
         options = _options(args)
+        out_dir = options.out_dir
         if not args.no_progress:
             bar = _ProgressBar()
             options.progress = bar.update
         report = asyncio.run(run_eval(options))
     except EvalStopped as exc:
         _close(bar)
-        if exc.report is not None:  # STOPPED, why, the cutoff warning, the windows before
+        if exc.report is not None and out_dir is not None:
+            # STOPPED, why, the cutoff warning, the windows before
             print(exc.report.table())
-            print(f"\nreport (STOPPED): {options.out_dir / 'eval.json'}, eval.md")
-        print(f"kestrel eval: the model could not be evaluated: {exc}", file=sys.stderr)
+            print(f"\nreport (STOPPED): {out_dir / 'eval.json'}, eval.md")
+        what = ("the rule engine the model is compared with could not run" if exc.baseline
+                else "the model could not be evaluated")
+        print(f"kestrel eval: {what}: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAULTED
     except KeyboardInterrupt:
         _close(bar)

@@ -15,6 +15,7 @@ included, passes the secret redactor.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from collections.abc import Sequence
@@ -50,7 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("gui", help="open the window (the default with no command; see kestrel gui -h)")
+    _add_inspection_commands(sub)
+    _add_maintenance_commands(sub)
+    _add_backtest_commands(sub)
+    _add_agent_commands(sub)
+    return parser
 
+
+# the subparsers' action has no public type
+type Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _add_inspection_commands(sub: Commands) -> None:
+    """Commands that show what agents get: a tool call, the tools, a prompt, the indicators."""
     from app.cli.common import add_market_options
     from app.cli.tool import add_tool_arguments
 
@@ -77,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_prompt_arguments(prompt)
     sub.add_parser("indicators", help="list the technical indicator catalogue")
 
+
+def _add_maintenance_commands(sub: Commands) -> None:
+    """Commands that repair a workspace: a backup put back, a paper account started over."""
     from app.cli.restore import add_restore_arguments
 
     restore = sub.add_parser(
@@ -104,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_reset_arguments(reset)
 
+
+def _add_backtest_commands(sub: Commands) -> None:
+    """Commands that replay history: a backtest, the narrated demo, a sweep, a model's eval."""
     from app.cli.backtest import add_backtest_arguments
     from app.cli.demo import add_demo_arguments
 
@@ -117,6 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch a strategy trade the bundled market data offline, narrated in the terminal",
     )
     add_demo_arguments(demo)
+
+    from app.cli.sweep import add_sweep_arguments
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run many backtests over a grid (or a random sample) of parameters, on local "
+             "processes or a Dask cluster, into one sorted table",
+        description="Every cell is a full kestrel backtest (a strategy, or agent templates "
+                    "with --agents) in its own folder with the same report. The sweep resumes "
+                    "where it stopped, records a failing cell and goes on, and writes "
+                    "results.csv, results.json and heatmap.png, best first beside buy-and-hold, "
+                    "warning when the best cell is an isolated peak. E.g. kestrel sweep --data "
+                    "FILE --grid fast=5,10,20 --grid slow=30,50 --out DIR",
+    )
+    add_sweep_arguments(sweep)
 
     from app.cli.eval import add_eval_arguments
 
@@ -134,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_eval_arguments(evaluate)
 
+
+def _add_agent_commands(sub: Commands) -> None:
+    """Commands that run the workspace's agents or serve its tools: run, chat, mcp-serve."""
     from app.cli.agents import add_chat_arguments, add_run_arguments
 
     run = sub.add_parser(
@@ -154,7 +191,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "order the approval policy would hold for a person is refused.",
     )
     add_mcp_serve_arguments(mcp_serve)
-    return parser
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
@@ -205,6 +241,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_command(args)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from app.cli.sweep import sweep_command
+
+    return sweep_command(args)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from app.cli.agents import run_command
 
@@ -240,13 +282,14 @@ COMMANDS = {
     "reset-paper-account": cmd_reset_paper_account,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "sweep": cmd_sweep,
     "eval": cmd_eval,
     "mcp-serve": cmd_mcp_serve,
 }
 
 
 GUI_OPTIONS = frozenset({"--workspace", "--data", "--speed", "--reset-layout", "--venue",
-                         "--exchange", "--confirm-live"})
+                         "--exchange", "--confirm-live", "--self-test", "--self-test-timeout"})
 
 
 def build_gui_parser() -> argparse.ArgumentParser:
@@ -278,11 +321,39 @@ def build_gui_parser() -> argparse.ArgumentParser:
     parser.add_argument("--confirm-live", metavar="EXCHANGE", default="",
                         help="live: confirm real-money trading by naming the exchange again "
                              "(instead of typing it in the window's dialog)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check this installation without a person or a display: open the "
+                             "desk offscreen on a fresh temporary workspace, run the offline "
+                             "demo to its first fill, then exit (0: passed; 1: failed, saying "
+                             "why); nothing of yours is read or changed")
+    parser.add_argument("--self-test-timeout", type=float, metavar="SECONDS",
+                        help="--self-test fails when it takes longer than this (180)")
     return parser
 
 
+SELF_TEST_ALONE = ("workspace", "data", "speed", "reset_layout", "venue", "exchange", "quote",
+                   "confirm_live")
+
+
 def gui_command(argv: Sequence[str]) -> int:
-    args = build_gui_parser().parse_args(list(argv))
+    parser = build_gui_parser()
+    args = parser.parse_args(list(argv))
+    if args.self_test_timeout is not None and not args.self_test:
+        parser.error("--self-test-timeout is an option of --self-test")
+    if args.self_test:
+        given = [f"--{name.replace('_', '-')}" for name in SELF_TEST_ALONE
+                 if getattr(args, name) != parser.get_default(name)]
+        if given:
+            parser.error(f"--self-test opens a fresh temporary workspace on the offline demo; "
+                         f"it takes no {', '.join(given)}")
+        timeout = args.self_test_timeout
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            parser.error(f"--self-test-timeout must be a positive number of seconds, got "
+                         f"{timeout:g}")
+        setup_logging(None)
+        from app.ui.self_test import DEFAULT_TIMEOUT_S, run_self_test
+
+        return run_self_test(DEFAULT_TIMEOUT_S if timeout is None else timeout)
     setup_logging(None)
     from app.ui.app import run_gui
 

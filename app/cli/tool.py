@@ -200,7 +200,8 @@ def _run_read_only(
             busy.root, busy.holder,
             f" ({spec.name} writes; market, indicator and account tools can still be called)",
         ) from None
-    settled = world.venue.broker.settled_ms
+    # a read-only world is a replay's, whose paper broker keeps it; the port does not name it
+    settled = world.venue.broker.settled_ms  # type: ignore[attr-defined]
     print(
         f"kestrel: read-only: {busy.holder.describe() if busy.holder else 'another process'} "
         f"writes this workspace; the account is as it last committed it (settled to "

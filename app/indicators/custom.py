@@ -95,7 +95,10 @@ def psar(
     """
     import pandas_ta as ta  # imported late: slow, and only computation needs it
 
-    frame = ta.psar(high=high, low=low, close=close, af0=af0, af=af, max_af=max_af, talib=False)
+    # talib=False as for every pandas-ta call (its own computation, not TA-Lib's); pandas-ta
+    # annotates every **kwargs value as a dict, so the flag does not type-check
+    frame = ta.psar(high=high, low=low, close=close, af0=af0, af=af, max_af=max_af,
+                    talib=False)  # type: ignore[arg-type]
     long_stop = frame.iloc[:, 0].to_numpy(dtype=float)
     short_stop = frame.iloc[:, 1].to_numpy(dtype=float)
     value = np.where(np.isnan(long_stop), short_stop, long_stop)

@@ -28,7 +28,7 @@ from app.domain.errors import InsufficientDataError
 from app.indicators.catalogue import default_catalogue
 from app.indicators.model import Catalogue, IndicatorDef, ParamValues, describe_values
 from app.market.port import MarketData, PrefixSource
-from app.market.series import KlineSeries
+from app.market.series import Floats, KlineSeries, Times
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Computed:
         first_valid: index of the first bar at which every output is defined (len if none is).
     """
 
-    columns: Mapping[str, np.ndarray]
+    columns: Mapping[str, Floats]
     first_valid: int
 
 
@@ -58,11 +58,11 @@ class IndicatorValues:
     params: Mapping[str, int | float]
     symbol: str
     interval: str
-    timestamps: np.ndarray
-    columns: Mapping[str, np.ndarray]
+    timestamps: Times
+    columns: Mapping[str, Floats]
 
 
-def _pick(frame: pd.DataFrame, prefix: str, indicator: IndicatorDef) -> np.ndarray:
+def _pick(frame: pd.DataFrame, prefix: str, indicator: IndicatorDef) -> Floats:
     matches = [col for col in frame.columns if str(col).split("_")[0] == prefix]
     if len(matches) != 1:
         raise RuntimeError(
@@ -102,8 +102,9 @@ def compute(indicator: IndicatorDef, params: ParamValues, series: KlineSeries) -
         result = result[0]
     if isinstance(result, pd.Series):
         result = result.to_frame()
-    columns: dict[str, np.ndarray] = {}
+    columns: dict[str, Floats] = {}
     warmup = max(int(indicator.min_bars(params)) - 1, 0)
+    values: Floats
     for public, prefix in indicator.outputs:
         if result is None:  # pandas-ta returns None when the series is shorter than a window
             values = np.full(size, np.nan)

@@ -17,7 +17,7 @@ import numpy as np
 
 from app.domain.errors import DataFileError
 from app.domain.market import interval_ms, is_interval
-from app.market.series import KlineSeries
+from app.market.series import Floats, KlineSeries, Times
 
 EXPECTED_HEADER = ["timestamp_ms", "open", "high", "low", "close", "volume"]
 _NAME_RE = re.compile(r"^(?P<pair>[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)_(?P<tf>\d+[smhdwM])(?:_|$)")
@@ -148,7 +148,7 @@ def _read_rows(path: Path) -> list[list[str]]:
     return body
 
 
-def _parse_candles(path: Path, body: list[list[str]]) -> tuple[np.ndarray, np.ndarray, int]:
+def _parse_candles(path: Path, body: list[list[str]]) -> tuple[Times, Floats, int]:
     """Times, OHLCV values and the prices' decimals (read from the first 2,000 rows); every
     cell checked, the first bad one named by its row and field."""
     count = len(body)
@@ -198,7 +198,7 @@ def _number(path: Path, line: int, name: str, cell: str) -> float:
     return number
 
 
-def _ascending_steps(path: Path, ts: np.ndarray) -> np.ndarray:
+def _ascending_steps(path: Path, ts: Times) -> Times:
     """The steps between candles, refused when a time repeats or goes back."""
     steps = np.diff(ts)
     if steps.size and (steps <= 0).any():

@@ -21,7 +21,7 @@ from app.domain.market import OrderBook, Ticker, interval_ms, is_interval
 from app.market.csv_loader import LoadedFile, load_csv
 from app.market.port import PrefixSource
 from app.market.resample import bucket_start, can_resample, resample
-from app.market.series import KlineSeries, concat_one, to_decimal
+from app.market.series import KlineSeries, Times, concat_one, to_decimal
 from app.market.synthetic import synthetic_order_book
 
 DAY_MS = 86_400_000
@@ -33,7 +33,7 @@ class ReplayMarketData:
     def __init__(self, clock: Clock, files: Iterable[LoadedFile]) -> None:
         self._clock = clock
         self._files: dict[str, dict[str, LoadedFile]] = {}
-        self._close_ms: dict[tuple[str, str], np.ndarray] = {}
+        self._close_ms: dict[tuple[str, str], Times] = {}
         self._resampled: dict[tuple[str, str], tuple[KlineSeries, str]] = {}
         self._served: dict[str, tuple[str, ...]] = {}
         for loaded in files:

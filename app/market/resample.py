@@ -7,10 +7,12 @@ the sum. Buckets with no source candles (gaps) are left out, exactly as an excha
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from app.domain.market import interval_ms
-from app.market.series import KlineSeries
+from app.market.series import KlineSeries, Times
 
 _WEEK_OFFSET_MS = 4 * 86_400_000  # 1970-01-01 was a Thursday; 1970-01-05 a Monday
 
@@ -23,7 +25,11 @@ def can_resample(source_interval: str, target_interval: str) -> bool:
     return target > source and target % source == 0
 
 
-def bucket_start(timestamp_ms: np.ndarray | int, target_interval: str) -> np.ndarray | int:
+@overload
+def bucket_start(timestamp_ms: int, target_interval: str) -> int: ...
+@overload
+def bucket_start(timestamp_ms: Times, target_interval: str) -> Times: ...
+def bucket_start(timestamp_ms: Times | int, target_interval: str) -> Times | int:
     size = interval_ms(target_interval)
     offset = _WEEK_OFFSET_MS if target_interval.endswith("w") else 0
     return (timestamp_ms - offset) // size * size + offset

@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from app.domain.market import Kline
 
+# a series' arrays: prices and volumes, and open times in ms
+Floats = npt.NDArray[np.float64]
+Times = npt.NDArray[np.int64]
 COLUMNS = ("open", "high", "low", "close", "volume")
 _FIXED = tuple(f".{d}f" for d in range(19))  # format specs of decimal_text, built once
 
@@ -32,12 +36,12 @@ class KlineSeries:
 
     symbol: str
     interval: str
-    timestamp_ms: np.ndarray
-    open: np.ndarray
-    high: np.ndarray
-    low: np.ndarray
-    close: np.ndarray
-    volume: np.ndarray
+    timestamp_ms: Times
+    open: Floats
+    high: Floats
+    low: Floats
+    close: Floats
+    volume: Floats
     last_complete: bool = True
 
     def __len__(self) -> int:

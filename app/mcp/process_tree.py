@@ -162,7 +162,8 @@ def _become_subreaper() -> bool:
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        answer: int = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return answer == 0
     except (OSError, AttributeError):
         return False
 

@@ -10,6 +10,7 @@ reason, and the tool is not offered: a half-understood tool would be called wron
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -115,10 +116,11 @@ def _param(name: str, prop: Any, required: bool) -> MappedParam:
         )
         return MappedParam(spec, "string")
     if kind in ("integer", "number"):
-        low, high = _bound(prop.get("minimum")), _bound(prop.get("maximum"))
-        if kind == "integer":
-            low = None if low is None else int(low)
-            high = None if high is None else int(high)
+        low: int | Decimal | None = _bound(prop.get("minimum"))
+        high: int | Decimal | None = _bound(prop.get("maximum"))
+        if kind == "integer":  # the whole numbers within the bounds: 1.5 as a minimum is 2
+            low = None if low is None else math.ceil(low)
+            high = None if high is None else math.floor(high)
         spec = ParamSpec(
             type=ParamType.INTEGER if kind == "integer" else ParamType.DECIMAL,
             minimum=low, maximum=high, default=_bound(default) if kind == "number" else (

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -325,7 +325,7 @@ class McpConnection:
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def _request(self, what: str, make: Callable[[Client], Any]) -> Any:
+    async def _request[T](self, what: str, make: Callable[[Client], Awaitable[T]]) -> T:
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 

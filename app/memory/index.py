@@ -2,11 +2,23 @@
 
 One database per agent, ``<memory root>/.index/<agent_id>.sqlite3``, outside every agent's folder
 so no memory tool can read or damage it, and per agent so one agent's query can never see another's
-rows. ``chunks`` says where each chunk came from; ``fts`` holds its text under the same row id;
+rows. ``chunks`` says where each chunk came from and keeps its text (compressed), which ranking and
+snippets read; ``fts`` indexes that text under the same row id, and ``gram_fts`` its grams (the
+short words and CJK characters a trigram index cannot find in the text: ``app.memory.text``);
 ``files`` remembers each file's size, mtime and inode at indexing, so a rescan re-reads only files
 changed by hand, and re-indexing one file deletes its chunks through the ``chunks.path`` index; and
 the market time of the change it indexed, which a listing shows (a file's own modification time
 is the wall clock's, which in a replay says nothing about the market).
+
+The index holds what recall reads and no more (schema 6; a 1,000-bar agent backtest's indexes
+went from 8.9 MB to 6.6 MB, ``tests/benchmarks/bench_storage.py``). Both FTS5 tables are contentless (the text
+is kept once, in ``chunks``; a chunk is removed from them with the FTS5 ``delete`` command, given
+the text it was indexed with) and keep no column sizes (ranking is ``ranking.bm25_rank``, not
+FTS5's). ``fts`` keeps every trigram's positions (``detail=full``): a term is a phrase of trigrams,
+found only where they follow one another. ``gram_fts`` needs none (``detail=none``): each gram is
+one trigram, looked up alone; its own table spares the text's index the trigrams that span two
+grams, which nothing looks up. A backtest's index is merged into one segment when it closes, so
+what its deleted chunks left in the index goes, and its file shrinks to what it holds.
 
 The row id *is* the market time: ``market_ms << 20 | sequence``. "Written at or before now" is then
 a row-id range FTS5 applies while it walks its doclists, not a filter after the fact, and "the most
@@ -36,6 +48,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,7 +60,7 @@ from app.store.db import unit_of_work
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SEQ_BITS = 20
 SEQ_MASK = (1 << SEQ_BITS) - 1
 RANK_WINDOW = 800
@@ -55,25 +68,43 @@ RARE_TERM_DF = 250
 DF_SAMPLE = 4000
 FLUSH_EVERY = 256  # grouped commits a deferred index may hold its staged changes across
 FLUSH_CHUNKS = 4000  # ... or staged chunks, whichever comes first
+_FTS = ("CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='trigram', content='', "
+        "columnsize=0)")
+_GRAM_FTS = ("CREATE VIRTUAL TABLE IF NOT EXISTS gram_fts USING fts5(grams, tokenize='trigram', "
+             "content='', detail=none, columnsize=0)")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
     "mtime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, newlines INTEGER NOT NULL, "
     "ends_newline INTEGER NOT NULL, market_ms INTEGER)",
     "CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
-    "line INTEGER NOT NULL, digest BLOB NOT NULL)",
+    "line INTEGER NOT NULL, digest BLOB NOT NULL, body BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path)",
     "CREATE TABLE IF NOT EXISTS appends(path TEXT PRIMARY KEY, ino INTEGER NOT NULL, "
     "old_size INTEGER NOT NULL, new_size INTEGER NOT NULL, market_ms INTEGER NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, grams, tokenize='trigram')",
+    _FTS,
+    _GRAM_FTS,
 )
-_TABLES = ("files", "chunks", "appends", "fts")
+_TABLES = ("files", "chunks", "appends", "fts_data", "gram_fts_data")
+_OLD_TABLES = ("files", "chunks", "appends", "fts", "gram_fts")
 # version 4 -> 5: the files' market times (unknown for the files indexed before)
 _ADD_MARKET_MS = "ALTER TABLE files ADD COLUMN market_ms INTEGER"
 _SIDE_FILES = ("-wal", "-shm", "-journal")
-_RECENT = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
-_TERM_ROWS = "SELECT rowid, body FROM fts WHERE fts MATCH ? AND rowid <= ? LIMIT ?"
+_RECENT = "SELECT rowid FROM {} WHERE {} MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?"
+_TERM_ROWS = "SELECT rowid FROM {} WHERE {} MATCH ? AND rowid <= ? LIMIT ?"
 _NTH_CHUNK = "SELECT id FROM chunks WHERE id <= ? ORDER BY id DESC LIMIT 1 OFFSET ?"
-_COUNT_IN = "SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+_COUNT_IN = "SELECT count(*) FROM {} WHERE {} MATCH ? AND rowid BETWEEN ? AND ?"
+_BODIES = "SELECT id, body FROM chunks WHERE id IN ({})"
+_BODIES_AT_ONCE = 500
+
+
+def _pack(body: str) -> bytes:
+    """A chunk's text as ``chunks`` keeps it (zlib: journal text shrinks to about two thirds
+    even in pieces this small, and it is read back only for the few chunks a search ranks)."""
+    return zlib.compress(body.encode("utf-8"), 6)
+
+
+def _unpack(stored: bytes) -> str:
+    return zlib.decompress(stored).decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +155,51 @@ def remove_index(db_path: Path) -> None:
         candidate.unlink(missing_ok=True)
 
 
+def _index_text(conn: sqlite3.Connection, chunk_id: int, body: str) -> None:
+    """Index a chunk's text and its grams under its row id."""
+    conn.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (chunk_id, body))
+    chunk_grams = grams(body)
+    if chunk_grams:
+        conn.execute("INSERT INTO gram_fts(rowid, grams) VALUES (?, ?)", (chunk_id, chunk_grams))
+
+
+def _unindex_text(conn: sqlite3.Connection, chunk_id: int, body: str) -> None:
+    """Take a chunk out of both FTS5 tables: contentless, they are told the text it was indexed
+    with (its grams follow from it)."""
+    conn.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (chunk_id, body))
+    chunk_grams = grams(body)
+    if chunk_grams:
+        conn.execute("INSERT INTO gram_fts(gram_fts, rowid, grams) VALUES ('delete', ?, ?)",
+                     (chunk_id, chunk_grams))
+
+
+def _upgrade_to_6(conn: sqlite3.Connection) -> None:
+    """Bring an index of schema 5 to 6 in place, inside the caller's transaction: every chunk
+    keeps its row id (its market time) and its text, now kept in ``chunks`` and indexed in the
+    contentless tables. Rebuilding from the files instead would lose the market times of the
+    changes the index recorded."""
+    conn.execute("CREATE TABLE chunks_v6(id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
+                 "line INTEGER NOT NULL, digest BLOB NOT NULL, body BLOB NOT NULL)")
+    conn.execute(_FTS.replace(" fts ", " fts_v6 "))
+    conn.execute(_GRAM_FTS.replace(" gram_fts ", " gram_fts_v6 "))
+    rows = conn.execute("SELECT c.id, c.path, c.line, c.digest, f.body FROM chunks c "
+                        "JOIN fts f ON f.rowid = c.id ORDER BY c.id").fetchall()
+    for chunk_id, path, line, digest, body in rows:
+        conn.execute("INSERT INTO chunks_v6(id, path, line, digest, body) VALUES (?, ?, ?, ?, ?)",
+                     (chunk_id, path, line, digest, _pack(body)))
+        conn.execute("INSERT INTO fts_v6(rowid, body) VALUES (?, ?)", (chunk_id, body))
+        chunk_grams = grams(body)
+        if chunk_grams:
+            conn.execute("INSERT INTO gram_fts_v6(rowid, grams) VALUES (?, ?)",
+                         (chunk_id, chunk_grams))
+    conn.execute("DROP TABLE chunks")
+    conn.execute("DROP TABLE fts")
+    conn.execute("ALTER TABLE chunks_v6 RENAME TO chunks")
+    conn.execute("CREATE INDEX chunks_by_path ON chunks(path)")
+    conn.execute("ALTER TABLE fts_v6 RENAME TO fts")
+    conn.execute("ALTER TABLE gram_fts_v6 RENAME TO gram_fts")
+
+
 class RecallIndex:
     """Full-text index of one agent's memory files; thread-safe, one connection behind a lock."""
 
@@ -170,6 +246,9 @@ class RecallIndex:
             db_path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         try:
+            # a new file gives back the pages its merges free (``_compact``); an older file
+            # keeps its mode (changing it would take a VACUUM)
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={'NORMAL' if synced else 'OFF'}")
             conn.execute("BEGIN IMMEDIATE")
@@ -177,10 +256,13 @@ class RecallIndex:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == 4:
                     conn.execute(_ADD_MARKET_MS)
+                    version = 5
+                if version == 5:
+                    _upgrade_to_6(conn)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                     version = SCHEMA_VERSION
                 if version not in (0, SCHEMA_VERSION):  # an index is a cache: rebuild it
-                    for table in _TABLES:
+                    for table in _OLD_TABLES:
                         conn.execute(f"DROP TABLE IF EXISTS {table}")
                     version = 0
                 if version == 0:
@@ -223,8 +305,22 @@ class RecallIndex:
                     logger.warning("%s; it catches up with the files when next opened", exc)
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK" if self.damaged else "COMMIT")
+                if self.deferred and not self.damaged:
+                    self._compact()
             finally:
                 self._conn.close()
+
+    def _compact(self) -> None:
+        """Merge each FTS5 table into one segment and give the freed pages back to the file
+        system: a backtest's index is final when it closes, and until merged it holds what its
+        deleted chunks left (an analysis log rolled over into its archive is deleted and
+        indexed again whole). An index is derived from the files: failing here costs nothing."""
+        try:
+            self._conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+            self._conn.execute("INSERT INTO gram_fts(gram_fts) VALUES ('optimize')")
+            self._conn.execute("PRAGMA incremental_vacuum").fetchall()
+        except sqlite3.DatabaseError as exc:
+            logger.info("the recall index %s was not compacted: %s", self.path.name, exc)
 
     def commit_group(self) -> None:
         """Commit everything since the last call and hold the next transaction open: from the
@@ -361,15 +457,12 @@ class RecallIndex:
     def _insert(self, path: str, chunks: list[Chunk], times: list[int]) -> None:
         for chunk, market_ms in zip(chunks, times, strict=True):
             chunk_id = self._next_id(market_ms)
-            self._conn.execute(
-                "INSERT INTO chunks(id, path, line, digest) VALUES (?, ?, ?, ?)",
-                (chunk_id, path, chunk.line, chunk.digest),
-            )
             body = normalise(chunk.text)
             self._conn.execute(
-                "INSERT INTO fts(rowid, body, grams) VALUES (?, ?, ?)",
-                (chunk_id, body, grams(body)),
+                "INSERT INTO chunks(id, path, line, digest, body) VALUES (?, ?, ?, ?, ?)",
+                (chunk_id, path, chunk.line, chunk.digest, _pack(body)),
             )
+            _index_text(self._conn, chunk_id, body)
             self._total += 1
 
     def _kept_times(self, path: str) -> dict[bytes, list[int]]:
@@ -394,12 +487,12 @@ class RecallIndex:
 
     def _delete(self, path: str) -> dict[bytes, list[int]]:
         rows = self._conn.execute(
-            "SELECT id, digest FROM chunks WHERE path = ?", (path,)
+            "SELECT id, digest, body FROM chunks WHERE path = ?", (path,)
         ).fetchall()
         old: dict[bytes, list[int]] = defaultdict(list)
-        for chunk_id, digest in rows:
+        for chunk_id, digest, stored in rows:
             old[bytes(digest)].append(market_ms_of(chunk_id))
-            self._conn.execute("DELETE FROM fts WHERE rowid = ?", (chunk_id,))
+            _unindex_text(self._conn, chunk_id, _unpack(stored))
         self._conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         self._total -= len(rows)
         return old
@@ -513,25 +606,54 @@ class RecallIndex:
 
     def _frequencies(
         self, query: Query, high: int, total: int
-    ) -> tuple[dict[str, int], dict[int, str]]:
+    ) -> tuple[dict[str, int], dict[int, None]]:
         """Each term's document frequency, and every match of the rare ones (at most
-        ``RARE_TERM_DF``, counted exactly); common terms' frequency is estimated from a sample."""
+        ``RARE_TERM_DF``, counted exactly, in the order found); common terms' frequency is
+        estimated from a sample."""
         dfs: dict[str, int] = {}
-        rare_rows: dict[int, str] = {}
+        rare_rows: dict[int, None] = {}
         sample_low: int | None = None
         for term, phrase in zip(query.terms, query.phrases, strict=True):
-            rows = self._conn.execute(_TERM_ROWS, (phrase, high, RARE_TERM_DF + 1)).fetchall()
+            table = "gram_fts" if term in query.short else "fts"
+            rows = self._conn.execute(_TERM_ROWS.format(table, table),
+                                      (phrase, high, RARE_TERM_DF + 1)).fetchall()
             if len(rows) <= RARE_TERM_DF:
                 dfs[term] = len(rows)
-                rare_rows.update(rows)
+                rare_rows.update(dict.fromkeys(row[0] for row in rows))
                 continue
             if sample_low is None:
                 found = self._conn.execute(_NTH_CHUNK, (high, DF_SAMPLE - 1)).fetchone()
                 sample_low = 0 if found is None else found[0]
-            sampled = self._conn.execute(_COUNT_IN, (phrase, sample_low, high)).fetchone()[0]
+            sampled = self._conn.execute(_COUNT_IN.format(table, table),
+                                         (phrase, sample_low, high)).fetchone()[0]
             size = min(DF_SAMPLE, total)
             dfs[term] = max(RARE_TERM_DF + 1, round(total * sampled / max(size, 1)))
         return dfs, rare_rows
+
+    def _recent(self, query: Query, high: int) -> list[int]:
+        """The ``RANK_WINDOW`` most recent matches of any term, most recent first: each table's
+        most recent, merged."""
+        found: list[int] = []
+        searched = 0
+        for table, expression in (("fts", query.body_expression),
+                                  ("gram_fts", query.grams_expression)):
+            if expression:
+                searched += 1
+                found += [row[0] for row in self._conn.execute(
+                    _RECENT.format(table, table), (expression, high, RANK_WINDOW))]
+        if searched > 1:
+            found = sorted(set(found), reverse=True)[:RANK_WINDOW]
+        return found
+
+    def _bodies(self, ids: list[int]) -> dict[int, str]:
+        """The text of each chunk in ``ids``."""
+        bodies: dict[int, str] = {}
+        for start in range(0, len(ids), _BODIES_AT_ONCE):
+            batch = ids[start:start + _BODIES_AT_ONCE]
+            for chunk_id, stored in self._conn.execute(
+                    _BODIES.format(", ".join("?" * len(batch))), batch):
+                bodies[chunk_id] = _unpack(stored)
+        return bodies
 
     def search(self, query: Query, limit: int, until_ms: int) -> list[Hit]:
         """The best ``limit`` chunks written at or before ``until_ms``, best first.
@@ -545,18 +667,20 @@ class RecallIndex:
             total = self._visible(high)
             if total <= 0:
                 return []
-            recent = self._conn.execute(_RECENT, (query.expression, high, RANK_WINDOW)).fetchall()
+            recent = self._recent(query, high)
             if not recent:
                 return []
             dfs, candidates = self._frequencies(query, high, total)
-            candidates.update(recent)
-            ranked = bm25_rank(candidates.items(), query.terms, query.short, dfs, total, limit)
+            candidates.update(dict.fromkeys(recent))
+            bodies = self._bodies(list(candidates))
+            ranked = bm25_rank(((rowid, bodies[rowid]) for rowid in candidates), query.terms,
+                               query.short, dfs, total, limit)
             rows = []
             for rowid, score in ranked:
                 path, line = self._conn.execute(
                     "SELECT path, line FROM chunks WHERE id = ?", (rowid,)
                 ).fetchone()
-                rows.append((rowid, score, path, line, candidates[rowid]))
+                rows.append((rowid, score, path, line, bodies[rowid]))
         hits = []
         for rowid, score, path, line, body in rows:
             offset, snippet = locate(body, query.terms)

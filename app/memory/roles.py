@@ -372,7 +372,7 @@ def load_yaml[M: BaseModel](model: type[M], text: str) -> M:
         known = _known.get((model, text))
         if known is not None:
             _known.move_to_end((model, text))
-            return known  # type: ignore[return-value] - stored under its own schema
+            return known  # type: ignore[return-value]  # stored under its own schema
     document = parse_yaml(model, text)
     _remember(model, text, document)
     return document

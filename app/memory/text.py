@@ -4,10 +4,12 @@ Recall indexes *chunks*, not files: a journal is split at its ``## <ISO time>`` 
 every entry carries its own market time (and a backtest can hide entries written after its cursor);
 other files are split into paragraphs. The index uses SQLite's trigram tokenizer, which finds any
 substring of three or more characters (``BTC/USDT``, ``RSI<30``, ``缩量下跌``) but nothing shorter.
-Chinese and Japanese words are mostly one or two characters, so each chunk also carries a ``grams``
-column of its CJK unigrams and bigrams and its short words, each wrapped as ``|x|`` so it is itself
-a trigram; short query terms are looked up there. User queries are never passed to FTS5 as syntax:
-every term becomes a double-quoted string, so no input can raise an FTS5 syntax error.
+Chinese and Japanese words are mostly one or two characters, so each chunk also carries its
+``grams``: its CJK unigrams and bigrams and its short words, each written as exactly one trigram
+(``|x|`` for one character, ``xy|`` for two), so a short term is found by one trigram's presence;
+the index keeps them apart from the text, without positions (``app.memory.index``). User queries
+are never passed to FTS5 as syntax: every term becomes a double-quoted string, so no input can
+raise an FTS5 syntax error.
 """
 
 from __future__ import annotations
@@ -115,31 +117,49 @@ def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+def gram(term: str) -> str:
+    """A short term (one or two characters) as the one trigram that stands for it: ``|x|`` or
+    ``xy|``. Nothing else makes these trigrams: in ``grams`` the tokens are apart by spaces and
+    no term holds ``|``, so ``xy|`` ends only the token of ``xy``, and ``|x|`` is only ``x``'s."""
+    return f"|{term}|" if len(term) == 1 else f"{term}|"
+
+
 def grams(text: str) -> str:
-    """The ``|x|`` tokens of a chunk's CJK unigrams and bigrams and its one- or two-letter words."""
+    """The ``gram`` tokens of a chunk's CJK unigrams and bigrams and its one- or two-letter
+    words, apart by spaces."""
     found: dict[str, None] = {}
     for run in _CJK_RUN.findall(text):
         for i, char in enumerate(run):
-            found[f"|{char}|"] = None
+            found[gram(char)] = None
             if i + 1 < len(run):
-                found[f"|{run[i : i + 2]}|"] = None
+                found[gram(run[i : i + 2])] = None
     for word in _WORD.findall(text):
         if len(word) <= 2:
-            found[f"|{word.lower()}|"] = None
+            found[gram(word.lower())] = None
     return " ".join(found)
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A user query turned into a safe FTS5 expression and the plain terms it looks for."""
+    """A user query turned into safe FTS5 phrases, one per plain term it looks for: a term of
+    three characters or more is looked up in the text (``body : "term"``), a shorter one among
+    the grams (``"xy|"``, see ``gram``)."""
 
     phrases: tuple[str, ...]
     terms: tuple[str, ...]
-    short: frozenset[str] = frozenset()  # terms looked up in the grams column
+    short: frozenset[str] = frozenset()  # terms looked up among the grams
 
     @property
-    def expression(self) -> str:
-        return " OR ".join(self.phrases)
+    def body_expression(self) -> str:
+        """The text's phrases joined by OR ('' when every term is short)."""
+        return " OR ".join(p for t, p in zip(self.terms, self.phrases, strict=True)
+                           if t not in self.short)
+
+    @property
+    def grams_expression(self) -> str:
+        """The grams' phrases joined by OR ('' when no term is short)."""
+        return " OR ".join(p for t, p in zip(self.terms, self.phrases, strict=True)
+                           if t in self.short)
 
 
 def _quote(term: str) -> str:
@@ -172,7 +192,7 @@ def build_query(text: str) -> Query | None:
     terms = terms[:MAX_QUERY_TERMS]
     if not terms:
         return None
-    parts = [f"body : {_quote(t)}" if t in body else f"grams : {_quote(f'|{t}|')}" for t in terms]
+    parts = [f"body : {_quote(t)}" if t in body else _quote(gram(t)) for t in terms]
     return Query(tuple(parts), tuple(terms), frozenset(t for t in terms if t not in body))
 
 

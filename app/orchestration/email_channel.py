@@ -135,7 +135,7 @@ class EmailNotifier:
         if isinstance(exc, smtplib.SMTPServerDisconnected):
             if isinstance(exc.__context__, TimeoutError):  # smtplib hides the timeout in here
                 return f"no answer from {where} within {s.timeout_s:g} s"
-            return f"the SMTP server {where} closed the connection: {exc or 'no reason given'}"
+            return f"the SMTP server {where} closed the connection: {str(exc) or 'no reason given'}"
         if isinstance(exc, smtplib.SMTPException):
             return f"SMTP error with {where}: {exc}"
         if isinstance(exc, ssl.SSLError):

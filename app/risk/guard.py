@@ -37,7 +37,10 @@ class Violation:
 class RiskRule(Protocol):
     """One entry rule. ``name`` is what ``<rule>`` shows when it refuses."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Read-only here, so a rule may give it as a class constant."""
+        ...
 
     def evaluate(self, intent: OrderIntent, view: RiskView) -> Violation | None:
         """Return a violation, or ``None`` when the order passes this rule."""

@@ -28,6 +28,7 @@ import numpy as np
 from app.agents.costs import CostEstimate, PriceTable, estimate_backtest
 from app.agents.cutoffs import period_warnings
 from app.agents.faults import RERUN_HINT, Fault, faults_of
+from app.backtest.metrics import Flags
 from app.backtest.report import REPORT_FILES, BacktestResult, write_report
 from app.config import LLMSettings
 from app.config.approval import ApprovalSettings
@@ -87,6 +88,10 @@ class AgentBacktestOptions:
     # the agents see the market blind: a neutral symbol, shifted times, rescaled prices
     # (``app.runtime.blind``); their orders are mapped back and the report is in real terms
     blind: bool = False
+    # per template, settings its agents are created with beside the symbols, interval and
+    # trader the run sets (e.g. {"AnalystAgent_Trend_v1": {"rsi_period": 10}}): a sweep varies
+    # them; each is checked against the template when the agent is created
+    template_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,7 +200,7 @@ async def _run(
     # step 0 is where the agents start: its equity point is the starting capital
     world.venue.driver.advance_to(int(timeline.time_ms[0]))
     await world.start()
-    agents = await _create_agents(world, options.templates, full)
+    agents = await _create_agents(world, options.templates, full, options.template_settings)
     steps = len(timeline)
 
     async def act(_k: int, _now: int) -> None:
@@ -204,7 +209,7 @@ async def _run(
 
     reached = ReplayProgress()
 
-    def ran_so_far() -> tuple[Timeline, np.ndarray]:
+    def ran_so_far() -> tuple[Timeline, Flags]:
         done = 1 + reached.steps
         exposed = np.array([False, *reached.exposed[:reached.steps]], dtype=bool)
         return timeline.slice(0, done), exposed
@@ -235,7 +240,7 @@ async def _run(
 
 
 def _outcome(
-    world: World, agents: list[AgentInfo], ran: Timeline, exposed: np.ndarray,
+    world: World, agents: list[AgentInfo], ran: Timeline, exposed: Flags,
     options: AgentBacktestOptions, stop: str, planned: int,
 ) -> AgentBacktestResult:
     """The result of the steps that ran, from what the run left in its ledger and stores.
@@ -310,9 +315,11 @@ def memory_warnings(
 
 
 async def _create_agents(
-    world: World, templates: Sequence[str], timeline: Timeline
+    world: World, templates: Sequence[str], timeline: Timeline,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[AgentInfo]:
-    """Traders first (analysts need their id), then analysts, each with a job per bar."""
+    """Traders first (analysts need their id), then analysts, each with a job per bar, each
+    with its template's ``settings`` beside what the run sets."""
     assert world.agents is not None
     manager, scheduler = world.agents.manager, world.agents.scheduler
     known = manager.templates
@@ -331,14 +338,16 @@ async def _create_agents(
     trader_id = ""
     for template in [t for t in templates if roles[t] is AgentRole.TRADER]:
         info = await manager.create_agent(
-            template, f"{template} (backtest)", {"symbols": symbols}, start=True,
+            template, f"{template} (backtest)",
+            {**(settings or {}).get(template, {}), "symbols": symbols}, start=True,
             created_by="backtest",
         )
         trader_id = trader_id or info.agent_id
         created.append(info)
     step_s = interval_ms(interval) // 1000  # one bar, whatever gap the data starts with
     for template in [t for t in templates if roles[t] is AgentRole.ANALYST]:
-        config: dict[str, Any] = {"symbols": symbols, "interval": interval}
+        config: dict[str, Any] = {**(settings or {}).get(template, {}), "symbols": symbols,
+                                  "interval": interval}
         if trader_id:
             config["trader_agent_id"] = trader_id
         info = await manager.create_agent(

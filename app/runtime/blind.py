@@ -41,11 +41,11 @@ import contextlib
 import copy
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError, NotFoundError, RiskRejection, ToolError
@@ -69,6 +69,9 @@ from app.trading.port import (
     Placement,
     TradingBroker,
 )
+
+if TYPE_CHECKING:
+    from app.runtime.venue import Venue
 
 WEEK_MS = 7 * 86_400_000
 # blind time of the first candle: 1971-01-07 (a whole number of weeks after the Unix epoch)
@@ -454,6 +457,16 @@ class BlindDriver:
     def paused(self, value: bool) -> None:
         self._inner.paused = value
 
+    @property
+    def last_error(self) -> str | None:
+        failed: str | None = self._inner.last_error
+        return failed
+
+    @property
+    def held(self) -> str | None:
+        held: str | None = self._inner.held
+        return held
+
     def on_advance(self, service: Callable[[int], object]) -> None:
         self._inner.on_advance(lambda now_ms: service(self._blind.time(now_ms)))
 
@@ -516,7 +529,7 @@ class BlindMarket:
     def prefix_source(self, symbol: str, interval: str) -> PrefixSource | None:
         return None  # the indicator engine then computes on the (blind) visible series
 
-    async def _call(self, pending: Any) -> Any:
+    async def _call[T](self, pending: Awaitable[T]) -> T:
         try:
             return await pending
         except KestrelError as exc:
@@ -552,13 +565,13 @@ class BlindBroker:
                        price=b.real_price_on(req.price, rules, req.side),
                        stop_price=b.real_price_on(req.stop_price, rules, req.side))
 
-    async def _call(self, pending: Any) -> Any:
+    async def _call[T](self, pending: Awaitable[T]) -> T:
         try:
             return await pending
         except KestrelError as exc:
             raise self._b.retold(exc) from None
 
-    def _sync(self, call: Callable[[], Any]) -> Any:
+    def _sync[T](self, call: Callable[[], T]) -> T:
         try:
             return call()
         except KestrelError as exc:
@@ -736,7 +749,8 @@ __all__ = ["BlindBroker", "BlindDriver", "BlindGuard", "BlindMap", "BlindMarket"
            "ShiftedClock", "Terms"]
 
 
-def blind_venue(open_inner: Callable[[EventSink | None], Any], events: EventSink | None) -> Any:
+def blind_venue(open_inner: Callable[[EventSink | None], Venue], events: EventSink | None
+                ) -> Venue:
     """Open the real venue (its broker announcing through the disguise) and wrap its ports."""
     from app.runtime.venue import Venue
 

@@ -30,7 +30,7 @@ from app.events import EventBus
 from app.indicators.catalogue import default_catalogue
 from app.indicators.engine import compute
 from app.market.replay import ReplayMarketData
-from app.market.series import KlineSeries
+from app.market.series import Floats, KlineSeries
 from app.memory.roles import Signal
 from app.resources import sample_data_files
 from app.runtime.venue import VenueSpec
@@ -74,7 +74,8 @@ def is_fresh(workspace: Workspace) -> bool:
         return True
     conn = connect(workspace.db_path)
     try:
-        return conn.execute("SELECT COUNT(*) FROM agents").fetchone()[0] == 0
+        count: int = conn.execute("SELECT COUNT(*) FROM agents").fetchone()[0]
+        return count == 0
     finally:
         conn.close()
 
@@ -83,7 +84,7 @@ def _dec(value: float) -> Decimal:
     return Decimal(repr(float(value)))
 
 
-def _readings(s: KlineSeries, columns: dict[str, dict[str, np.ndarray]], at: int) -> Readings:
+def _readings(s: KlineSeries, columns: dict[str, dict[str, Floats]], at: int) -> Readings:
     """What the Trend Analyst sees when candle ``at`` has just closed."""
     candles = [
         Candle(int(s.timestamp_ms[i]), _dec(s.open[i]), _dec(s.high[i]), _dec(s.low[i]),
@@ -117,7 +118,7 @@ def demo_start_ms(market: ReplayMarketData, symbol: str = DEMO_SYMBOL,
     end = int(series.timestamp_ms[-1]) + HOUR_MS
     latest = end - days_ahead * DAY_MS
     catalogue = default_catalogue()
-    wanted = {"EMA": {"length": 50}, "RSI": {"length": 14},
+    wanted: dict[str, dict[str, int | float]] = {"EMA": {"length": 50}, "RSI": {"length": 14},
               "MACD": {"fast": 12, "slow": 26, "signal": 9}, "BBANDS": {"length": 20, "std": 2.0}}
     first = max(0, int(np.searchsorted(series.timestamp_ms, latest - _SCAN_DAYS * DAY_MS)))
     window = series.tail(len(series) - max(0, first - 200))

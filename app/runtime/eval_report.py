@@ -44,6 +44,7 @@ from app.agents.llm.port import CUT, REFUSAL, LLMUsage
 from app.agents.llm.replay import Recording
 from app.config import LLMSettings
 from app.domain.clock import parse_time
+from app.market.series import Times
 from app.runtime.agent_backtest import AgentBacktestResult
 from app.runtime.task_endings import Ending, TaskEnding, read_endings
 
@@ -223,7 +224,7 @@ class BarDecision:
 
 
 def read_decisions(
-    run_dir: Path, time_ms: np.ndarray, shift_ms: int = 0,
+    run_dir: Path, time_ms: Times, shift_ms: int = 0,
     endings: Sequence[TaskEnding] = (),
 ) -> list[BarDecision]:
     """Per bar of the run: the analyst's signal (BUY, SELL or HOLD) and the trader's orders
@@ -259,7 +260,7 @@ def read_decisions(
             for s, o, u in zip(signals, orders, undecided, strict=True)]
 
 
-def _bar(time_ms: np.ndarray, at_ms: int) -> int:
+def _bar(time_ms: Times, at_ms: int) -> int:
     return int(np.searchsorted(time_ms, at_ms, side="right")) - 1
 
 
@@ -382,7 +383,7 @@ class EvalReport:
         head = ("window", "bars", "decided %", "refusals", "valid %", "calls/dec", "tokens/dec",
                 "ms/call", "cost $", "agree %", "trades", "refused", "return %", "rules %",
                 "hold %")
-        rows = [head]
+        rows: list[tuple[str, ...]] = [head]
         for item in [*self.data["windows"], self.data["total"]]:
             f = item["figures"]
             rows.append((
@@ -505,7 +506,7 @@ def build_report(
     prices = PriceTable.load(None)
     windows: list[dict[str, Any]] = []
     all_answers, all_calls = Answers(), Calls()
-    agree_total = [0, 0, 0, 0]
+    agree_total = (0, 0, 0, 0)
     for run in runs:
         calls = read_calls(run.recording, subject, prices)
         declined = read_declined(run.recording)
@@ -521,7 +522,8 @@ def build_report(
                  sum(a.agrees(b) for a, b in pairs))
         all_answers.add(answers)
         all_calls.add(calls)
-        agree_total = [t + a for t, a in zip(agree_total, agree, strict=True)]
+        agree_total = (agree_total[0] + agree[0], agree_total[1] + agree[1],
+                       agree_total[2] + agree[2], agree_total[3] + agree[3])
         windows.append({
             "name": run.name, "start": run.start,
             "figures": _figures(answers, calls, agree),
@@ -537,7 +539,7 @@ def build_report(
             ][:20],
         })
     total: dict[str, Any] = {
-        "name": "all", "figures": _figures(all_answers, all_calls, tuple(agree_total)),
+        "name": "all", "figures": _figures(all_answers, all_calls, agree_total),
         "trades": sum(w["trades"] for w in windows),
         "refused_orders": _total(w["refused_orders"] for w in windows),
         "return_pct": _mean(w["return_pct"] for w in windows),

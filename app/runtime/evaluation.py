@@ -11,7 +11,9 @@ report. What is measured is read from the run's own ledger and the recording (``
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
@@ -22,6 +24,7 @@ import numpy as np
 
 from app.agents.faults import what_to_do
 from app.agents.llm.factory import build_provider
+from app.agents.llm.limits import default_concurrency
 from app.agents.llm.port import LLMProvider
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 from app.agents.rules.engine import RuleEngineProvider
@@ -97,6 +100,8 @@ class EvalOptions:
         replay_from: a recorded run's folder: answer from its recordings instead of the model.
         progress: ``(done, total, label)`` as bars are run, for a progress bar.
         secrets: where the API key is read (tests give their own).
+        concurrency: how many windows run at once; ``None``: the provider's default
+            (``eval_concurrency``). The report is the same however many.
     """
 
     subject: LLMSettings
@@ -108,15 +113,19 @@ class EvalOptions:
     progress: Callable[[int, int, str], None] | None = None
     secrets: SecretStore | None = None
     blind: bool = False
+    concurrency: int | None = None
 
 
 class EvalStopped(OperationalError):
-    """The model could not be evaluated (an agent faulted: unreachable server, refused key...);
-    the windows that ran are in ``report``."""
+    """The model could not be evaluated (an agent faulted: unreachable server, refused key...;
+    or, ``baseline``, one of the rule engine's agents the model is compared with faulted); the
+    windows that ran are in ``report``."""
 
-    def __init__(self, message: str, report: EvalReport | None) -> None:
+    def __init__(self, message: str, report: EvalReport | None, *,
+                 baseline: bool = False) -> None:
         super().__init__(message)
         self.report = report
+        self.baseline = baseline
 
 
 @dataclass
@@ -203,7 +212,7 @@ def _subject_provider(options: EvalOptions, recording: Path) -> LLMProvider:
         inner = build_provider(
             subject.provider, model=subject.model, base_url=subject.base_url or None,
             api_key=key, timeout_s=subject.timeout_s, max_retries=subject.max_retries,
-            stream=False,
+            stream=False, share_limits=True,  # the windows side by side pace their calls as one
         )
     recording.unlink(missing_ok=True)
     return RecordingProvider(inner, recording)
@@ -215,14 +224,21 @@ async def run_eval(options: EvalOptions) -> EvalReport:
     ``out_dir`` is created, or reused only when empty or made by ``kestrel eval`` before
     (``app.runtime.output_folder``); only what a run writes is replaced there.
 
+    Windows run side by side, up to ``eval_concurrency(options)`` at once (each its own
+    workspace and recording, the model's calls paced together: ``build_provider``'s shared
+    limits), and what comes out is what running them one after another gives: the report lists
+    them in their order, and a window that faults or fails stops the eval where a run one after
+    another would have stopped. The windows before it finish and are reported; the ones after it
+    are stopped, and what they left is removed, as they would never have started.
+
     Raises:
         OperationalError: no model named, a window the data cannot hold, a replay folder
             without a recorded run.
         OutputFolderRefused: ``out_dir`` is a workspace, another command's output, holds other
             files, or would replace the recording being replayed; nothing was changed.
-        EvalStopped: an agent faulted on the model; the report of the windows before is written,
-            saying STOPPED and why (and the training-cutoff warning, which concerns the whole
-            period asked for).
+        EvalStopped: an agent faulted on the model (or on the rule engine, the baseline); the
+            report of the windows before is written, saying STOPPED and why (and the
+            training-cutoff warning, which concerns the whole period asked for).
         PermanentLLMError: the provider cannot be built (unknown kind, missing key).
     """
     check_subject(options.subject)
@@ -234,49 +250,144 @@ async def run_eval(options: EvalOptions) -> EvalReport:
     _write_plan(options)
     # the period the eval covers starts with its first window, whether or not that one is done
     period_start = min((w.start for w in options.windows), key=parse_time, default=None)
-    total = 2 * sum(w.bars for w in options.windows)
-    done = 0
+    windows = list(options.windows)
+    progress = _Progress(options.progress, 2 * sum(w.bars for w in windows))
+    outcomes: list[_Outcome | None] = [None] * len(windows)
+    gate = asyncio.Semaphore(eval_concurrency(options))
+    tasks: list[asyncio.Task[None]] = []
+
+    def stopped_before(number: int) -> bool:
+        return any(o is not None and o.stops for o in outcomes[:number])
+
+    async def evaluate(number: int) -> None:
+        async with gate:
+            if stopped_before(number):  # run one after another, it would never have started
+                return
+            try:
+                outcome = await _evaluate_window(
+                    options, windows[number], starts[number], number, progress)
+            except Exception as exc:  # noqa: BLE001 - raised below, in window order
+                outcome = _Outcome(error=exc)
+            outcomes[number] = outcome
+            if outcome.stops:  # the windows after it would never have started: stop them
+                for later in tasks[number + 1:]:
+                    later.cancel()
+
+    async with asyncio.TaskGroup() as group:
+        tasks.extend(group.create_task(evaluate(n)) for n in range(len(windows)))
     runs: list[WindowRun] = []
-    for number, (window, start) in enumerate(zip(options.windows, starts, strict=True)):
-        recording = out / RECORDINGS / f"window-{number + 1}.jsonl"
-        label = f"window {number + 1}/{len(options.windows)} {window.name}"
-        model_run = await _run_window(options, window, start, number, recording, done, total,
-                                      f"{label}: model", subject=True)
-        done += window.bars
-        if model_run.faults:
-            fault = model_run.faults[0]
-            reason = (f"{fault.name} faulted in window {window.name!r}: {fault.reason}. What to "
-                      f"do: {what_to_do(fault.reason)}")
-            report = build_report(options.subject, runs, blind=options.blind,
-                                  period_start=period_start, stopped=reason)
-            report.write(out)
-            raise EvalStopped(reason, report)
-        baseline = await _run_window(options, window, start, number, recording, done, total,
-                                     f"{label}: rule engine", subject=False)
-        done += window.bars
-        folder = _folder(options, window, number)
-        runs.append(WindowRun(
-            window.name, window.start, model_run, folder / "model", baseline,
-            folder / "rule_engine",
-            recording if options.replay_from is None
-            else options.replay_from / RECORDINGS / recording.name,
-        ))
+    for number, outcome in enumerate(outcomes):
+        if outcome is None or not outcome.stops:
+            assert outcome is not None and outcome.run is not None
+            runs.append(outcome.run)
+            continue
+        _forget_windows_after(options, windows, number)
+        if outcome.error is not None:
+            raise outcome.error
+        report = build_report(options.subject, runs, blind=options.blind,
+                              period_start=period_start, stopped=outcome.fault)
+        report.write(out)
+        raise EvalStopped(outcome.fault, report, baseline=outcome.baseline)
     report = build_report(options.subject, runs, blind=options.blind, period_start=period_start)
     report.write(out)
     return report
 
 
+def eval_concurrency(options: EvalOptions) -> int:
+    """How many windows run at once: ``options.concurrency``, else the provider's default (a
+    local server 2, a hosted API 4, the rule engine and a replay every window), never more than
+    there are windows."""
+    windows = max(1, len(options.windows))
+    wanted = options.concurrency
+    if wanted is None:
+        subject = options.subject
+        kind = "replay" if options.replay_from is not None else subject.provider
+        wanted = default_concurrency(kind, subject.base_url or None)
+    return max(1, min(wanted or windows, windows))
+
+
+@dataclass
+class _Outcome:
+    """How one window ended: its two runs; or the fault of the model's agents (the eval stops
+    there, reported); or the error that stopped it (the eval stops there, raised)."""
+
+    run: WindowRun | None = None
+    fault: str = ""
+    error: Exception | None = None
+    baseline: bool = False  # the fault was the rule engine's: nothing to compare the model with
+
+    @property
+    def stops(self) -> bool:
+        return bool(self.fault) or self.error is not None
+
+
+class _Progress:
+    """The bars run of every window, added up, for ``EvalOptions.progress``: windows running
+    side by side each report their own bars."""
+
+    def __init__(self, report: Callable[[int, int, str], None] | None, total: int) -> None:
+        self.report = report
+        self.total = total
+        self.done: dict[tuple[int, bool], int] = {}
+
+    def update(self, number: int, subject: bool, bars: int, label: str) -> None:
+        self.done[number, subject] = bars
+        if self.report is not None:
+            self.report(sum(self.done.values()), self.total, label)
+
+
+async def _evaluate_window(
+    options: EvalOptions, window: EvalWindow, start: int, number: int, progress: _Progress,
+) -> _Outcome:
+    """One window: the model's run, then (unless its agents faulted) the rule engine's."""
+    out = options.out_dir
+    recording = out / RECORDINGS / _recording_name(number)
+    label = f"window {number + 1}/{len(options.windows)} {window.name}"
+    model_run = await _run_window(options, window, start, number, recording, progress,
+                                  f"{label}: model", subject=True)
+    if model_run.faults:
+        fault = model_run.faults[0]
+        return _Outcome(fault=(f"{fault.name} faulted in window {window.name!r}: {fault.reason}. "
+                               f"What to do: {what_to_do(fault.reason)}"))
+    baseline = await _run_window(options, window, start, number, recording, progress,
+                                 f"{label}: rule engine", subject=False)
+    if baseline.faults:  # nothing to compare the model with: the eval cannot go on
+        fault = baseline.faults[0]
+        return _Outcome(fault=(f"the rule-engine baseline's {fault.name} faulted in window "
+                               f"{window.name!r}: {fault.reason}"), baseline=True)
+    folder = _folder(options, window, number)
+    return _Outcome(WindowRun(
+        window.name, window.start, model_run, folder / "model", baseline,
+        folder / "rule_engine",
+        recording if options.replay_from is None
+        else options.replay_from / RECORDINGS / recording.name,
+    ))
+
+
+def _recording_name(number: int) -> str:
+    return f"window-{number + 1}.jsonl"
+
+
+def _forget_windows_after(options: EvalOptions, windows: Sequence[EvalWindow], stop: int) -> None:
+    """Remove what the windows after ``stop`` left (run, or stopped part-way, side by side with
+    it): run one after another, the eval would never have started them."""
+    for number in range(stop + 1, len(windows)):
+        shutil.rmtree(_folder(options, windows[number], number), ignore_errors=True)
+        if options.replay_from is None:
+            (options.out_dir / RECORDINGS / _recording_name(number)).unlink(missing_ok=True)
+
+
 def _refuse_replaying_into_itself(options: EvalOptions) -> None:
     """A replay writing into the run it replays would replace the recordings it reads."""
-    source = options.replay_from
-    if source is None:
+    given = options.replay_from
+    if given is None:
         return
-    out, source = options.out_dir.resolve(), source.resolve()
+    out, source = options.out_dir.resolve(), given.resolve()
     if source == out or source.is_relative_to(out):
         raise OutputFolderRefused(
-            f"the output folder {options.out_dir} holds the recorded run {options.replay_from} "
+            f"the output folder {options.out_dir} holds the recorded run {given} "
             f"being replayed, which writing there would replace; nothing was changed. Leave out "
-            f"--out (the replay goes to {options.replay_from / REPLAY}) or give another folder")
+            f"--out (the replay goes to {given / REPLAY}) or give another folder")
 
 
 def _folder(options: EvalOptions, window: EvalWindow, number: int) -> Path:
@@ -285,7 +396,7 @@ def _folder(options: EvalOptions, window: EvalWindow, number: int) -> Path:
 
 async def _run_window(
     options: EvalOptions, window: EvalWindow, start: int, number: int, recording: Path,
-    done: int, total: int, label: str, *, subject: bool,
+    bars_run: _Progress, label: str, *, subject: bool,
 ) -> AgentBacktestResult:
     provider = _subject_provider(options, recording) if subject else None
 
@@ -293,8 +404,7 @@ async def _run_window(
         return provider
 
     def progress(bars: int, _of: int) -> None:
-        if options.progress is not None:
-            options.progress(done + bars, total, label)
+        bars_run.update(number, subject, bars, label)
 
     llm = RULE_ENGINE_BASELINE
     if subject and options.subject.provider != RULE_ENGINE:

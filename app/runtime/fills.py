@@ -12,13 +12,13 @@ fill is delivered once: the task's dedupe key is the fill id, so routing a fill 
 
 from __future__ import annotations
 
-from typing import Any
-
+from app.agents.agent_store import AgentStore
 from app.domain.agents import Task
 from app.domain.clock import ms_to_iso
 from app.domain.errors import KestrelError
 from app.domain.trading import Fill, Order
 from app.events import OrderFilled
+from app.orchestration.queue import TaskQueue
 from app.trading.port import Broker
 
 ORDER_FILLED = "ORDER_FILLED"
@@ -35,7 +35,7 @@ class FillRouter:
             ``kestrel tool``, an MCP client) are not routed.
     """
 
-    def __init__(self, queue: Any, agents: Any) -> None:
+    def __init__(self, queue: TaskQueue, agents: AgentStore) -> None:
         self._queue = queue
         self._agents = agents
 

@@ -32,6 +32,7 @@ from app.ccxt.gate import gate_for
 from app.ccxt.live_grants import LiveGrants
 from app.ccxt.market import CcxtMarketData
 from app.ccxt.reconcile import ReconcilePolicy, Reconciler
+from app.ccxt.stops import DEFAULT_BAND
 from app.config import ExchangesSettings
 from app.domain.errors import OperationalError, ToolError
 from app.runtime.live_clock import LiveClock
@@ -166,7 +167,8 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
             order journal in.
     """
     check_confirmed(spec)
-    market: CcxtMarketData | None = spec.market  # type: ignore[assignment] - connect_live's
+    # connect_live connected a CcxtMarketData; the port names no adapter
+    market: CcxtMarketData | None = spec.market  # type: ignore[assignment]
     account = spec.account
     if market is None or account is None:
         raise OperationalError("the live account must be connected before the world is built "
@@ -181,7 +183,7 @@ def open_live(spec: VenueSpec, context: Any) -> Venue:
     broker = CcxtBroker(
         account, market, journal, quote_currency=spec.quote_currency or "USDT", clock=clock,
         events=context.events, grants=grants,
-        **({} if spec.stop_limit_band is None else {"stop_limit_band": spec.stop_limit_band}),
+        stop_limit_band=DEFAULT_BAND if spec.stop_limit_band is None else spec.stop_limit_band,
     )
     reports = BusReports(venue_id, context.bus)
     reconciler = Reconciler(broker, notify=reports, policy=ReconcilePolicy(),

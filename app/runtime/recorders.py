@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Mapping
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from app.domain.clock import ms_to_iso
@@ -137,7 +137,7 @@ def params_json(params: Mapping[str, Any]) -> str:
     try:
         keys = sorted(params)
     except TypeError:  # keys of mixed types: the encoder says what it makes of them
-        keys = ()
+        keys = []
     parts = []
     for key in keys:
         if type(key) is not str or not (key.isascii() and key.isidentifier()):

@@ -24,11 +24,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
+from app.backtest.metrics import Flags
 from app.domain.clock import ReplayClock
 from app.domain.trading import Fill
 from app.events import ClockAdvanced, EventBus
 from app.market.replay import ReplayMarketData
+from app.market.series import Floats, Times
 
 if TYPE_CHECKING:
     from app.runtime.venue import Venue
@@ -131,10 +134,10 @@ class Timeline:
             first), used for buy-and-hold and exposure without asking the market again.
     """
 
-    time_ms: np.ndarray
+    time_ms: Times
     closed: tuple[tuple[str, ...], ...]
     intervals: dict[str, str]
-    last_index: dict[str, np.ndarray]
+    last_index: dict[str, npt.NDArray[np.intp]]
 
     def __len__(self) -> int:
         return int(self.time_ms.size)
@@ -167,9 +170,9 @@ def build_timeline(market: ReplayMarketData) -> Timeline:
     return Timeline(time_ms, closed, intervals, last_index)
 
 
-def last_closes(market: ReplayMarketData, timeline: Timeline) -> dict[str, np.ndarray]:
+def last_closes(market: ReplayMarketData, timeline: Timeline) -> dict[str, Floats]:
     """Per symbol, its newest visible close at each step (NaN before its first candle)."""
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Floats] = {}
     for symbol, interval in timeline.intervals.items():
         close = market.loaded(symbol, interval).series.close
         idx = timeline.last_index[symbol]
@@ -207,7 +210,7 @@ class ReplayOutput:
     """What a replay leaves beside the ledger: per step, whether a position was held during the
     bar that closed then, and how many steps ran."""
 
-    exposed: np.ndarray
+    exposed: Flags
     steps: int
 
 

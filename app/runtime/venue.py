@@ -52,8 +52,16 @@ class Driver(Protocol):
 
     speed: float
     paused: bool
-    last_error: str | None  # why the market's last read failed (a live market); None: it worked
-    held: str | None  # why the market is not read now (its exchange paused requests); None: it is
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the market's last read failed (a live market); None: it worked."""
+        ...
+
+    @property
+    def held(self) -> str | None:
+        """Why the market is not read now (its exchange paused requests); None: it is."""
+        ...
 
     def on_advance(self, service: Callable[[int], object]) -> None:
         """Run ``service(now_ms)`` after every settle (the scheduler's ``fire_due``)."""

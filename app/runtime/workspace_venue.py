@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from app.runtime.venue import VenueKind
 from app.workspace import Workspace
@@ -67,7 +68,8 @@ def recorded_venue(workspace: Workspace) -> RecordedVenue | None:
 def _journal_venues(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     """(exchange, orders in its journal) of every exchange the journal has anything of, the one
     with most orders first."""
-    orders = dict(_rows(conn, "SELECT venue, COUNT(*) FROM order_journal GROUP BY venue"))
+    orders: dict[str, int] = dict(
+        _rows(conn, "SELECT venue, COUNT(*) FROM order_journal GROUP BY venue"))
     venues = set(orders)
     for table in _JOURNAL_TABLES[1:]:
         venues.update(v for (v,) in _rows(conn, f"SELECT DISTINCT venue FROM {table}"))  # noqa: S608
@@ -84,7 +86,7 @@ def _journal_why(venues: list[tuple[str, int]]) -> str:
     return why
 
 
-def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple[object, ...]]:
+def _rows(conn: sqlite3.Connection, sql: str) -> list[Any]:
     """The query's rows; none when the table does not exist (a database from before it)."""
     try:
         return conn.execute(sql).fetchall()

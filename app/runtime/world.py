@@ -49,6 +49,7 @@ from app.config import Settings
 from app.config.approval import ApprovalSettings
 from app.config.email import PASSWORD_KEY as EMAIL_PASSWORD_KEY
 from app.domain.agents import AgentInfo, AgentRole, Channel, TaskStatus
+from app.domain.errors import OperationalError
 from app.domain.kill_switch import TripCause
 from app.domain.trading import Mode
 from app.events import EventBus, OrderFilled
@@ -228,6 +229,14 @@ class World:
     @property
     def read_only(self) -> bool:
         return self.ledger.read_only
+
+    @property
+    def team(self) -> AgentTeam:
+        """The agent side, for the fronts that built the world with agents (``agents`` typed as
+        always there, so a world built without them fails here, saying so)."""
+        if self.agents is None:
+            raise OperationalError("this world was built without agents")
+        return self.agents
 
     def commit(self) -> None:
         """Commit everything written since the last call in one transaction (a world with

@@ -255,6 +255,53 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE llm_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE llm_usage ADD COLUMN cut INTEGER NOT NULL DEFAULT 0;
     """,
+    # 8 -> 9: each tool result kept once (app.store.texts). A result was stored in its audit row
+    # and again in the message that carried it to the model (a task's data block, a tool's
+    # answer, a final answer's block results), half of a backtest's database. ``texts`` holds
+    # the text once; an audit row refers to its result there, and a message to the results it
+    # carries (``parts``: its text as a JSON array of literal strings and text ids). ``key`` is a
+    # hash of the text, compared before the text when a writer looks for it among the latest
+    # texts; it has no index (one with random keys would dirty a random page per row written).
+    # ``tool_calls`` and ``messages`` are now views that put the texts back, so every reader
+    # sees every row as it was; what they replace are the tables ``tool_call_rows`` and
+    # ``message_rows``, with their rows and indexes as they were (rows written before keep their
+    # text in place). Inserting into a view stores the text in place, as before.
+    """
+    CREATE TABLE texts (id INTEGER PRIMARY KEY, key INTEGER NOT NULL, body TEXT NOT NULL);
+    ALTER TABLE tool_calls RENAME TO tool_call_rows;
+    ALTER TABLE tool_call_rows ADD COLUMN result_id INTEGER REFERENCES texts (id);
+    CREATE VIEW tool_calls AS SELECT
+        id, agent_id, tool_name, params_json, status, error_code,
+        CASE WHEN result_id IS NULL THEN result_xml
+             ELSE (SELECT body FROM texts WHERE texts.id = result_id) END AS result_xml,
+        started_ms, duration_ms
+        FROM tool_call_rows;
+    CREATE TRIGGER tool_calls_insert INSTEAD OF INSERT ON tool_calls BEGIN
+        INSERT INTO tool_call_rows (id, agent_id, tool_name, params_json, status, error_code,
+                                    result_xml, started_ms, duration_ms)
+        VALUES (NEW.id, NEW.agent_id, NEW.tool_name, NEW.params_json, NEW.status,
+                NEW.error_code, NEW.result_xml, NEW.started_ms, NEW.duration_ms);
+    END;
+    ALTER TABLE messages RENAME TO message_rows;
+    ALTER TABLE message_rows ADD COLUMN parts TEXT;
+    CREATE VIEW messages AS SELECT
+        id, agent_id, task_id, step, role, kind,
+        CASE WHEN parts IS NULL THEN content ELSE (
+            SELECT group_concat(piece, '') FROM (
+                SELECT CASE part.type WHEN 'integer'
+                           THEN (SELECT body FROM texts WHERE texts.id = part.value)
+                           ELSE part.value END AS piece
+                FROM json_each(message_rows.parts) AS part ORDER BY part.key))
+        END AS content,
+        market_ms, wall_ms
+        FROM message_rows;
+    CREATE TRIGGER messages_insert INSTEAD OF INSERT ON messages BEGIN
+        INSERT INTO message_rows (id, agent_id, task_id, step, role, kind, content, market_ms,
+                                  wall_ms)
+        VALUES (NEW.id, NEW.agent_id, NEW.task_id, NEW.step, NEW.role, NEW.kind, NEW.content,
+                NEW.market_ms, NEW.wall_ms);
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

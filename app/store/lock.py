@@ -146,11 +146,11 @@ class WorkspaceLock:
             os.close(fd)
             _unlock(folder_fd)
             raise
-        holder = {"pid": os.getpid(), "command": command or this_command(),
-                  "since_ms": int(time.time() * 1000)}
+        written = {"pid": os.getpid(), "command": command or this_command(),
+                   "since_ms": int(time.time() * 1000)}
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
+            os.pwrite(fd, json.dumps(written).encode("utf-8"), 0)
         except OSError:
             # the lock holds all the same; a refused process then names no holder
             pass

@@ -122,8 +122,8 @@ class JournalEntry:
         """Whether two entries ask for the same order (a repeated tool call must), compared as
         asked: an order given as a quote amount is the same whatever quantity the price of the
         moment makes of it."""
-        keys = ("symbol", "side", "order_type", "price", "stop_price", "quote_amount",
-                "reduce_only")
+        keys: tuple[str, ...] = ("symbol", "side", "order_type", "price", "stop_price",
+                                 "quote_amount", "reduce_only")
         if self.quote_amount is None:
             keys += ("quantity",)
         return all(getattr(self, k) == getattr(other, k) for k in keys)

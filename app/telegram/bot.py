@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -200,7 +201,9 @@ class TelegramBot:
                 await self.app.initialize()
                 self.outbox.start()
                 await self.app.updater.start_polling(
-                    poll_interval=0.0, timeout=self.poll_timeout_s, bootstrap_retries=0,
+                    # a timedelta: PTB sends whole seconds as the integer the Bot API documents
+                    poll_interval=0.0, timeout=timedelta(seconds=self.poll_timeout_s),
+                    bootstrap_retries=0,
                     drop_pending_updates=True, allowed_updates=list(ALLOWED_UPDATES),
                     error_callback=self._poll_error,
                 )

@@ -114,11 +114,10 @@ def to_call(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolCall:
         if value is None:
             continue
         param = spec.param(name)
-        kind = param.type if param is not None else None
-        if kind is ParamType.LIST and isinstance(value, list):
+        if param is not None and param.type is ParamType.LIST and isinstance(value, list):
             children = tuple(ParamNode(param.item_tag, _text(item)) for item in value)
             nodes.append(ParamNode(name, "", {}, children))
-        elif kind is ParamType.MAP and isinstance(value, dict):
+        elif param is not None and param.type is ParamType.MAP and isinstance(value, dict):
             children = tuple(
                 ParamNode(param.item_tag, _text(item), {"name": str(key)})
                 for key, item in value.items()

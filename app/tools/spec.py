@@ -9,7 +9,7 @@ import binascii
 import copy
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -132,7 +132,11 @@ class AgentContext:
     can_ask: bool = True
 
 
-ToolHandler = Callable[[AgentContext, dict[str, Any]], Awaitable["Element | Sequence[Element]"]]
+# a coroutine function, not any awaitable: the executor steps the coroutine itself (``send``) to
+# arm the deadline only once the handler suspends
+ToolHandler = Callable[
+    [AgentContext, dict[str, Any]], Coroutine[Any, Any, "Element | Sequence[Element]"]
+]
 
 
 @dataclass(frozen=True, slots=True)

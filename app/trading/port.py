@@ -207,7 +207,10 @@ class Broker(Protocol):
 class TradingBroker(Broker, Protocol):
     """What the account and trading tools need beyond ``Broker``: symbols, rules, prices, checks."""
 
-    quote_currency: str
+    @property
+    def quote_currency(self) -> str:
+        """The account's currency; read-only here, so a wrapper may translate it."""
+        ...
 
     def canonical_symbol(self, symbol: str) -> str:
         """The broker's spelling of a symbol; NOT_FOUND when it is unknown."""

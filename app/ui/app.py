@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_NO_DISPLAY = 3
+DESKTOP_FILE = "kestrel"  # packaging/linux/kestrel.desktop
 
 
 def has_display() -> bool:
@@ -39,8 +40,22 @@ def has_display() -> bool:
                 or os.environ.get("QT_QPA_PLATFORM"))
 
 
-def make_application(*, reset_layout: bool = False) -> tuple[QApplication, UiPrefs]:
-    """The QApplication with Kestrel's names, theme and preferences (created once)."""
+def icon_path() -> Path:
+    """Kestrel's icon (the PNG: it needs no SVG plug-in to be read)."""
+    from app.resources import resource_path
+
+    return resource_path("icons", "kestrel.png")
+
+
+def make_application(
+    *, reset_layout: bool = False, prefs: UiPrefs | None = None
+) -> tuple[QApplication, UiPrefs]:
+    """The QApplication with Kestrel's names, icon, theme and preferences (created once).
+
+    Args:
+        prefs: the preferences to use; default: this desktop user's.
+    """
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     from app.ui.settings.prefs import APPLICATION, ORGANISATION, UiPrefs
@@ -50,8 +65,14 @@ def make_application(*, reset_layout: bool = False) -> tuple[QApplication, UiPre
     assert isinstance(app, QApplication)
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APPLICATION)
+    app.setDesktopFileName(DESKTOP_FILE)  # the menu entry the window belongs to
+    icon = icon_path()
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
+    else:
+        logger.warning("Kestrel's icon %s is missing; the window has none", icon)
     app.setQuitOnLastWindowClosed(False)  # the window may hide to the tray; main() decides
-    prefs = UiPrefs()
+    prefs = prefs if prefs is not None else UiPrefs()
     if reset_layout:
         prefs.store.remove("window")
     apply_theme(app, prefs.theme)

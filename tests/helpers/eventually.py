@@ -64,14 +64,18 @@ def eventually_on(
     loop.run_until_complete(eventually(condition, within))
 
 
-def eventually_blocking(condition: Callable[[], Any], within: float = PATIENCE_S) -> None:
+def eventually_blocking[T](
+    condition: Callable[[], T], within: float = PATIENCE_S, *, what: str = ""
+) -> T:
     """Sleep between looks until ``condition()`` holds, for a state that another thread or process
-    changes (no event loop runs here)."""
+    changes (no event loop runs here); return what it returned. ``what`` names the condition in
+    the failure."""
     deadline = time.monotonic() + within
-    while not condition():
+    while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"never held within {within} s: {_describe(condition)}")
+            raise AssertionError(f"never held within {within} s: {what or _describe(condition)}")
         time.sleep(POLL_S)
+    return value
 
 
 def eventually_qt(condition: Callable[[], Any], within: float = PATIENCE_S) -> None:

@@ -18,6 +18,12 @@ API::
         server.bodies                  # [dict]: JSON bodies of the model calls, in order
         server.pending                 # scripted answers not used yet
         server.default = item          # answers when the queue is empty
+        server.max_in_flight           # most model calls under way at once (arrived, unanswered)
+        server.events                  # [ServerEvent(at_s, kind, index, status)]: each model
+                                       # call's arrival and answer, on the server's clock
+
+    FakeOpenAIServer(latency_s=2.0)    # every model call is answered only after 2 s, as a
+                                       # model that takes that long to think (calls overlap)
 
     item: str (answer text) | Reply(...) | callable(body: dict) -> str | Reply
     text(answer, **reply_fields)       # Reply(text=answer, ...): usage, chunks, finish_reason...
@@ -83,6 +89,7 @@ import base64
 import itertools
 import json
 import threading
+import time
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -279,6 +286,18 @@ class FaultFrom:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerEvent:
+    """A model call arriving (``kind`` "arrived") or answered ("answered", with its HTTP
+    ``status``), at ``at_s`` on the server's monotonic clock; ``index`` is the call's place in
+    ``server.bodies``. Arrivals and answers are in the order the server saw them."""
+
+    at_s: float
+    kind: str
+    index: int
+    status: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedRequest:
     """A request as received: ``headers`` keys are lower-case, ``body`` is the parsed JSON."""
 
@@ -319,10 +338,11 @@ class _FakeServerBase(LocalServer):
 
     def __init__(
         self, *, api_key: str | None = None, default: ScriptItem | None = None,
-        echo_key: str | None = None, context_tokens: int | None = None,
+        echo_key: str | None = None, context_tokens: int | None = None, latency_s: float = 0.0,
     ) -> None:
         """``context_tokens``: the model's context; a prompt whose tokens and ``max_tokens``
-        together pass it is refused with HTTP 400 naming both (vLLM's words)."""
+        together pass it is refused with HTTP 400 naming both (vLLM's words). ``latency_s``:
+        every model call waits this long before its answer (or error) is sent."""
         if echo_key not in (None, "full", "masked", "both", "encoded"):
             raise ValueError(
                 f"echo_key must be 'full', 'masked', 'both' or 'encoded', not {echo_key!r}")
@@ -337,6 +357,11 @@ class _FakeServerBase(LocalServer):
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
         self._closing: asyncio.Event | None = None
+        self.latency_s = latency_s
+        self.events: list[ServerEvent] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._calls = 0
 
     # -- the public API -------------------------------------------------------------------------
     @property
@@ -393,6 +418,27 @@ class _FakeServerBase(LocalServer):
             self.requests.append(RecordedRequest("POST", path, headers, body))
         if not path.endswith(self.path):
             return _json(404, {"error": {"message": f"no route {path}"}})
+        with self._lock:
+            index, self._calls = self._calls, self._calls + 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.events.append(ServerEvent(time.monotonic(), "arrived", index))
+        response: web.StreamResponse | None = None
+        try:
+            response = await self._answer(request, headers, body)
+            return response
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.events.append(ServerEvent(time.monotonic(), "answered", index,
+                                               response.status if response is not None else 0))
+
+    async def _answer(
+        self, request: web.Request, headers: dict[str, str], body: dict[str, Any]
+    ) -> web.StreamResponse:
+        """A model call's answer (after ``latency_s``), as scripted."""
+        if not await self._wait(self.latency_s):
+            return _unanswered(request)
         if not self.authorised(headers):
             return _json(401, self.error_body(self.refusal(headers)))
         refused = self.check(body)
@@ -924,6 +970,7 @@ __all__ = [
     "FaultFrom",
     "RecordedRequest",
     "Reply",
+    "ServerEvent",
     "ScriptItem",
     "call",
     "count_prompt",

@@ -414,3 +414,12 @@ def test_a_blind_model_deciding_as_the_rule_engine_agrees_with_it_on_every_bar(
     assert window["trades"] == 1  # the BUY signal, its entry and exits: a trade to agree on
     # the blind agents stamp their tasks in blind time; their signals still fall on their bars
     assert window["disagreements"] == [] and window["figures"]["agreement_pct"] == 100.0
+
+
+def test_a_blind_venue_reports_its_market_reads_as_every_driver_does(tmp_path: Path) -> None:
+    # the window's status bar reads these of any venue's driver
+    world, _at = _world_at_bar(tmp_path, 100)
+    try:
+        assert (world.venue.driver.held, world.venue.driver.last_error) == (None, None)
+    finally:
+        world.close()

@@ -40,7 +40,8 @@ def used_workspace(tmp_path: Path) -> Workspace:
     world = tool_world(ws, [BTC_USD_1H], at_ms=AT)
     for i in range(400):
         world.ledger.record_tool_call(
-            ("agent", "get_order_book", "{}", "success", None, "<r>" + "x" * 300 + "</r>", i, 1.0)
+            ("agent", "get_order_book", "{}", "success", None, f"<r>{i}" + "x" * 300 + "</r>", i,
+             1.0)
         )
     world.close(final_backup=True)  # as the app closes: its last work is backed up
     return ws
@@ -49,7 +50,8 @@ def used_workspace(tmp_path: Path) -> Workspace:
 def corrupt_a_page(db: Path) -> None:
     conn = sqlite3.connect(db)
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name='tool_calls'").fetchone()[0]
+    root = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name='tool_call_rows'").fetchone()[0]
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     with db.open("r+b") as handle:
@@ -179,7 +181,7 @@ def desync_an_index(db: Path) -> None:
     conn.execute("DELETE FROM sqlite_master WHERE name = 'tool_calls_agent'")
     conn.close()
     conn = sqlite3.connect(db, isolation_level=None)  # a schema without the index
-    conn.execute("UPDATE tool_calls SET agent_id = 'renamed' WHERE id % 2 = 0")
+    conn.execute("UPDATE tool_call_rows SET agent_id = 'renamed' WHERE id % 2 = 0")
     conn.close()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA writable_schema = ON")
@@ -205,7 +207,7 @@ def test_a_backup_rebuilds_an_index_that_disagrees_with_its_table_and_says_so(tm
     assert "rebuilt (REINDEX)" in said, said
     conn = sqlite3.connect(ws.db_path)
     try:
-        by_index = conn.execute("SELECT COUNT(*) FROM tool_calls INDEXED BY tool_calls_agent "
+        by_index = conn.execute("SELECT COUNT(*) FROM tool_call_rows INDEXED BY tool_calls_agent "
                                 "WHERE agent_id = 'renamed'").fetchone()[0]
     finally:
         conn.close()

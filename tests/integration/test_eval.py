@@ -314,12 +314,14 @@ def test_an_analysis_that_never_writes_its_analysis_or_assessment_is_no_decision
 def test_a_fault_mid_eval_writes_stopped_with_the_reason_in_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the second window's tasks are the first to mention its day: the key is revoked there
+    # the second window's tasks are the first to mention its day: the key is revoked there, for
+    # every call after it (one window at a time: side by side, the first window's later calls
+    # would be refused too, and it would be the one that faulted)
     model = FaultFrom(PromptRuleModel(), "2019-10-06", error(401, "The API key was revoked."))
     with FakeOpenAIServer(default=model) as server:
         code, report, markdown = _eval(tmp_path, [
             "--provider", "openai-compatible", "--base-url", server.base_url,
-            "--model", "gpt-4o-mini"], "--windows", "2")
+            "--model", "gpt-4o-mini"], "--windows", "2", "--concurrency", "1")
     printed = capsys.readouterr()
     assert code == 3 and model.faulted
     assert [w["name"] for w in report["windows"]] == ["falling"]  # the window before the fault
@@ -365,3 +367,41 @@ def test_an_alias_the_server_answers_as_a_dated_model_is_checked_under_that_name
     assert report["before_training_cutoff"]
     assert "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in warning
     assert f"> WARNING: {warning}" in markdown
+
+
+def test_a_rule_engine_baseline_that_faults_stops_the_eval_with_a_failing_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.agents.llm.port import PermanentLLMError
+    from app.agents.rules.engine import NAME, RuleEngineProvider
+
+    async def broken(_self: Any, _request: Any, _on_delta: Any = None) -> Any:
+        raise PermanentLLMError(NAME, "the policy table is damaged")
+
+    # the model answers from the fake server; only the rule engine it is compared with breaks
+    monkeypatch.setattr(RuleEngineProvider, "complete", broken)
+    with FakeOpenAIServer(default=PromptRuleModel()) as server:
+        code, report, markdown = _eval(tmp_path, [
+            "--provider", "openai-compatible", "--base-url", server.base_url,
+            "--model", "gpt-4o-mini"])
+    printed = capsys.readouterr()
+    assert code == 3, printed.err
+    stopped = report["stopped"]
+    assert "rule-engine baseline" in stopped and "the policy table is damaged" in stopped
+    assert report["windows"] == []  # no window has a baseline to compare with
+    assert f"> **STOPPED: {stopped}**" in markdown
+    assert "the rule engine the model is compared with could not run" in printed.err
+
+
+def test_an_eval_that_cannot_read_the_bundled_price_table_fails_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.agents import costs
+
+    missing = tmp_path / "resources" / "prices.yaml"  # as in a bundle built without it
+    monkeypatch.setattr(costs, "resource_path", lambda *_parts: missing)
+    code = run_main(["eval", "--provider", "rule-engine", "--out", str(tmp_path / "run"),
+                     *SMALL])
+    err = capsys.readouterr().err
+    assert code != 0 and code == 2, err
+    assert f"{missing}: cannot read the price file" in err and "Traceback" not in err

@@ -13,6 +13,7 @@ those are checked as described in their entries.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -108,6 +109,37 @@ def strategy_backtest(done: subprocess.CompletedProcess[str], tmp: Path) -> None
         assert (tmp / "backtest-out" / "sma" / name).is_file(), name
 
 
+def strategy_sweep(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    ok("6 cell(s) ran on", "Best by sharpe", "Buy and hold of the same data")(done, tmp)
+    out = tmp / "backtest-out" / "sweep"
+    with (out / "results.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 6 and {(r["fast"], r["slow"]) for r in rows} == {
+        (f, s) for f in ("5", "10", "20") for s in ("30", "50")}
+    assert {r["status"] for r in rows} == {"ok"}
+    assert (out / "heatmap.png").is_file()
+    for row in rows:
+        assert (out / row["folder"] / "summary.json").is_file()
+
+
+def agents_sweep(done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    ok("6 cell(s) ran on", "Best by sharpe")(done, tmp)
+    document = json.loads((tmp / "backtest-out" / "sweep-agents" / "results.json").read_text())
+    assert document["parameters"] == ["rsi_period", "window"] and document["failed"] == 0
+    assert {r["rsi_period"] for r in document["rows"]} == {10, 14, 21}
+
+
+def cluster_sweep(_done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    """The cluster command needs a scheduler at HOST (test_sweep runs a real LocalCluster): here
+    its options are checked as kestrel reads them."""
+    from app.cli.main import build_parser
+
+    command = next(c for c in readme_commands() if "--cluster" in c)
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert args.command == "sweep" and args.cluster == "tcp://HOST:8786"
+    assert args.grid == ["fast=5:50:5", "slow=60:200:20"]
+
+
 def refused_and_kept(*said: str) -> Check:
     """Refused with exit 2 and its reason, the workspace /tmp/ws (the README's earlier commands
     placed an order and wrote a note there) still whole."""
@@ -137,6 +169,42 @@ def envelope(status: str, *expected: str) -> Check:
             assert text in done.stdout, (text, done.stdout)
 
     return check
+
+
+def built_and_checked(_done: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    """The executable the README names is where the build puts it and what the checks run."""
+    build = (REPO / "packaging" / "build.sh").read_text(encoding="utf-8")
+    check = (REPO / "packaging" / "check.sh").read_text(encoding="utf-8")
+    spec = (REPO / "packaging" / "kestrel.spec").read_text(encoding="utf-8")
+    assert '--distpath "$OUT/dist"' in build and "OUT=packaging/build\n" in build
+    assert 'name="kestrel"' in spec and "BIN=$OUT/dist/kestrel/kestrel" in build
+    assert "BIN=packaging/build/dist/kestrel/kestrel" in check
+    assert 'bash packaging/check.sh --python "$PY" "$BIN"' in build
+    runs_in_ci("bash packaging/build.sh")(_done, _tmp)
+
+
+def desktop_entry_installs(_done: subprocess.CompletedProcess[str], tmp: Path) -> None:
+    """The script the README names, run in a stand-in for the bundle's folder (the built
+    bundle's is run by packaging/check.sh in CI): the menu entry runs that folder's kestrel."""
+    bundle = tmp / "bundle folder"
+    bundle.mkdir()
+    for source in [*(REPO / "packaging" / "linux").iterdir(),
+                   *(REPO / "resources" / "icons").iterdir()]:
+        (bundle / source.name).write_bytes(source.read_bytes())
+        (bundle / source.name).chmod(source.stat().st_mode)
+    (bundle / "kestrel").write_text("#!/bin/sh\n", encoding="utf-8")
+    (bundle / "kestrel").chmod(0o755)
+    data = tmp / "xdg-data"
+    done = subprocess.run(  # noqa: S603 - the repository's own script
+        [str(bundle / "install-desktop-entry.sh")], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "XDG_DATA_HOME": str(data)}, check=False)
+    assert done.returncode == 0, done.stderr
+    entry = (data / "applications" / "kestrel.desktop").read_text(encoding="utf-8")
+    assert f'Exec="{bundle}/kestrel"' in entry.splitlines() and "Icon=kestrel" in entry
+    assert (data / "icons/hicolor/scalable/apps/kestrel.svg").is_file()
+    assert (data / "icons/hicolor/256x256/apps/kestrel.png").is_file()
+    spec = (REPO / "packaging" / "kestrel.spec").read_text(encoding="utf-8")
+    assert '"install-desktop-entry.sh"' in spec and '"kestrel.desktop"' in spec
 
 
 DEFAULT_WS = "--workspace {tmp}/default-ws"  # where the README uses the checkout's own workspace
@@ -190,6 +258,16 @@ COMMANDS: dict[str, Entry] = {
     ".venv/bin/kestrel backtest --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
     ".csv --strategy sma_cross --fast 10 --slow 30 --cash 10000 --out backtest-out/sma":
         Entry(strategy_backtest, extra="--no-progress"),
+    ".venv/bin/kestrel sweep --data resources/sample_data/BTC-USDT_1h_20190930-20191024_unknown"
+    ".csv --strategy sma_cross --grid fast=5,10,20 --grid slow=30,50 --out backtest-out/sweep":
+        Entry(strategy_sweep, extra="--no-progress"),
+    ".venv/bin/kestrel sweep --data resources/sample_data/BTC-USDT_1h_20190930-20191024_unknown"
+    ".csv --agents AnalystAgent_Trend_v1 TraderAgent_Default_v1 --grid rsi_period=10,14,21 "
+    "--grid window=2019-10-01..2019-10-08,2019-10-08..2019-10-15 --out backtest-out/"
+    "sweep-agents": Entry(agents_sweep, extra="--no-progress"),
+    ".venv/bin/kestrel sweep --data resources/sample_data/BTC-USD_1h_20170701-20191017_coinbase"
+    ".csv --grid fast=5:50:5 --grid slow=60:200:20 --cluster tcp://HOST:8786 --out backtest-out/"
+    "sweep-cluster": Entry(cluster_sweep, run=False),
     ".venv/bin/kestrel eval --provider rule-engine --out /tmp/ws": Entry(
         refused_and_kept("is a Kestrel workspace", "kestrel.db, memory/, kestrel.lock, backups/",
                          "nothing in it was changed", "give --out another folder"),
@@ -197,6 +275,12 @@ COMMANDS: dict[str, Entry] = {
     ".venv/bin/kestrel restore-backup --workspace /tmp/ws --backup /tmp/ws/kestrel.db": Entry(
         refused_and_kept("it is the workspace's live database itself, not a backup of it",
                          "nothing was changed")),
+    # the bundle: CI builds it and checks the built executable (packaging/check_bundle.py), the
+    # minutes that takes are not spent again here
+    "bash packaging/build.sh": Entry(runs_in_ci("bash packaging/build.sh"), run=False),
+    "packaging/build/dist/kestrel/kestrel": Entry(built_and_checked, run=False),
+    "packaging/build/dist/kestrel/install-desktop-entry.sh": Entry(
+        desktop_entry_installs, run=False),
 }
 
 
@@ -224,6 +308,9 @@ PROMISES: dict[str, tuple[str, ...]] = {
         "integration/test_output_folders.py::"
         "test_a_folder_the_command_made_before_is_reused_and_only_its_own_files_replaced",
         "integration/test_output_folders.py::test_a_command_refuses_another_commands_output",
+        "integration/test_sweep.py::test_a_workspace_or_another_commands_folder_is_never_a_sweeps",
+        "integration/test_sweep.py::"
+        "test_resuming_with_another_grid_is_refused_and_changes_nothing",
     ),
     "It never restores a file that is not this workspace's backup.": (
         "unit/store/test_workspace_identity.py::"

@@ -34,6 +34,7 @@ from app.agents.llm.bounds import (
     raw_limit_passed,
 )
 from app.agents.llm.errors import SdkErrors, translate_error
+from app.agents.llm.limits import ProviderLimiter
 from app.agents.llm.port import (
     CUT,
     REFUSAL,
@@ -44,7 +45,7 @@ from app.agents.llm.port import (
     NativeCall,
     StreamCallback,
 )
-from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.retry import Backoff, Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "anthropic"
@@ -102,6 +103,8 @@ class AnthropicProvider:
         stream: stream the answer through the SDK's ``messages.stream``. A retried stream sends
             ``on_delta`` the new attempt's pieces from its start.
         base_delay_s / max_delay_s / sleep / jitter: the backoff policy (see ``with_retries``).
+        limiter: the endpoint's limiter shared with its other callers (``app.agents.llm.limits``):
+            a Retry-After one call is given then holds them all; ``None``: this provider alone.
     """
 
     name = NAME
@@ -120,14 +123,15 @@ class AnthropicProvider:
         max_delay_s: float = 30.0,
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        limiter: ProviderLimiter | None = None,
     ) -> None:
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.default_model = default_model
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.stream = stream
-        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
-                         "sleep": sleep, "jitter": jitter}
+        self._backoff: Backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                                  "sleep": sleep, "jitter": jitter, "limiter": limiter}
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout_s,
             http_client=bounded_http_client(anthropic.DefaultAsyncHttpxClient, timeout_s),

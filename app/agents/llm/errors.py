@@ -210,10 +210,12 @@ def server_detail(body: object, fallback: str) -> str:
     ``{"message": ...}`` or plain text), else ``fallback``."""
     if isinstance(body, dict):
         inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
+        said = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(said, str):
+            return said
+        said = body.get("message")
+        if isinstance(said, str):
+            return said
     if isinstance(body, str) and body.strip():
         return body.strip()[:300]
     return fallback

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.agents.llm.limits import shared_limiter
 from app.agents.llm.port import LLMProvider, PermanentLLMError
 from app.agents.llm.replay import RecordingProvider, ReplayProvider
 
@@ -33,6 +34,7 @@ def build_provider(
     rule_engine: LLMProvider | None = None,
     record_path: Path | None = None,
     key_help: str | None = None,
+    share_limits: bool = False,
 ) -> LLMProvider:
     """The provider for ``kind``.
 
@@ -46,6 +48,9 @@ def build_provider(
         record_path: when given, the provider is wrapped in a ``RecordingProvider`` writing here.
         key_help: what to do when the key is missing, for the key's own name on this machine
             (``SecretStore.how_to_set``); a general explanation when not given.
+        share_limits: pace the provider with every other provider of the same endpoint (kind,
+            server, key) built so on this event loop: one Retry-After holds them all
+            (``app.agents.llm.limits.shared_limiter``; needs a running loop).
 
     Raises:
         PermanentLLMError: unknown kind or missing configuration, with what to do.
@@ -61,16 +66,18 @@ def build_provider(
             raise PermanentLLMError(kind, f"no API key for OpenAI: {key_help or _KEY_HELP}")
         provider = OpenAICompatibleProvider(
             url, api_key, default_model=model, timeout_s=timeout_s, max_retries=max_retries,
-            stream=stream,
+            stream=stream, limiter=shared_limiter(kind, url, api_key) if share_limits else None,
         )
     elif kind == "anthropic":
-        from app.agents.llm.anthropic_provider import AnthropicProvider
+        from app.agents.llm.anthropic_provider import DEFAULT_BASE_URL, AnthropicProvider
 
         if not api_key:
             raise PermanentLLMError(kind, f"no API key for Anthropic: {key_help or _KEY_HELP}")
+        limiter = (shared_limiter(kind, base_url or DEFAULT_BASE_URL, api_key) if share_limits
+                   else None)
         provider = AnthropicProvider(
             api_key, base_url=base_url, default_model=model, timeout_s=timeout_s,
-            max_retries=max_retries, stream=stream,
+            max_retries=max_retries, stream=stream, limiter=limiter,
         )
     elif kind == "replay":
         if replay_path is None:

@@ -35,6 +35,7 @@ from app.agents.llm.bounds import (
     raw_limit_passed,
 )
 from app.agents.llm.errors import SdkErrors, translate_error
+from app.agents.llm.limits import ProviderLimiter
 from app.agents.llm.port import (
     ChatMessage,
     LLMRequest,
@@ -44,7 +45,7 @@ from app.agents.llm.port import (
     PermanentLLMError,
     StreamCallback,
 )
-from app.agents.llm.retry import Sleep, with_retries
+from app.agents.llm.retry import Backoff, Sleep, with_retries
 from app.agents.llm.tokens import complete_usage
 
 NAME = "openai-compatible"
@@ -89,6 +90,8 @@ class OpenAICompatibleProvider:
             its start; the returned text is the successful attempt's alone.
         extra_headers: sent with every call (e.g. OpenRouter's ``HTTP-Referer``).
         base_delay_s / max_delay_s / sleep / jitter: the backoff policy (see ``with_retries``).
+        limiter: the endpoint's limiter shared with its other callers (``app.agents.llm.limits``):
+            a Retry-After one call is given then holds them all; ``None``: this provider alone.
     """
 
     name = NAME
@@ -108,14 +111,15 @@ class OpenAICompatibleProvider:
         max_delay_s: float = 30.0,
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        limiter: ProviderLimiter | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = default_model
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.stream = stream
-        self._backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
-                         "sleep": sleep, "jitter": jitter}
+        self._backoff: Backoff = {"base_delay_s": base_delay_s, "max_delay_s": max_delay_s,
+                                  "sleep": sleep, "jitter": jitter, "limiter": limiter}
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=api_key or PLACEHOLDER_API_KEY, max_retries=0,
             timeout=timeout_s, default_headers=extra_headers,

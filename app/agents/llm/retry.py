@@ -4,6 +4,10 @@ Why here and not in the SDKs: every SDK client is built with ``max_retries=0`` s
 tested once, governs every provider, and only errors already translated to ``TemporaryLLMError``
 are retried. A ``PermanentLLMError`` (a refused key, an unknown model) fails at once, because
 asking again cannot help, and ``CancelledError`` always propagates (it is not an ``Exception``).
+
+A provider that shares its endpoint with other callers passes their ``ProviderLimiter``: every
+attempt then waits for its slot, and a Retry-After one attempt is given holds every caller's
+next request, not only this caller's retry (``app.agents.llm.limits``).
 """
 
 from __future__ import annotations
@@ -12,12 +16,24 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
+from app.agents.llm.limits import ProviderLimiter
 from app.agents.llm.port import TemporaryLLMError
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[object]]
+
+
+class Backoff(TypedDict):
+    """A provider's pacing of its retries, passed on to ``with_retries`` as it is."""
+
+    base_delay_s: float
+    max_delay_s: float
+    sleep: Sleep
+    jitter: Callable[[], float]
+    limiter: ProviderLimiter | None
 
 
 class ThrottledLLMError(TemporaryLLMError):
@@ -66,7 +82,7 @@ def backoff_delay(
     Half the exponential step is fixed and half is random, so concurrent agents hitting the same
     rate limit spread out while each still waits at least half the nominal step.
     """
-    step = min(max_delay_s, base_delay_s * (2 ** (attempt - 1)))
+    step = min(max_delay_s, base_delay_s * (2.0 ** (attempt - 1)))
     return step / 2 + step / 2 * min(max(jitter(), 0.0), 1.0)
 
 
@@ -80,6 +96,7 @@ async def with_retries[T](
     jitter: Callable[[], float] = random.random,
     max_retry_after_s: float = 120.0,
     on_retry: Callable[[int, TemporaryLLMError, float], None] | None = None,
+    limiter: ProviderLimiter | None = None,
 ) -> T:
     """Run ``call`` up to ``attempts`` times while it raises ``TemporaryLLMError``.
 
@@ -92,6 +109,8 @@ async def with_retries[T](
         max_retry_after_s: a server asking to wait longer than this is not waited for: the
             error is raised at once, so an agent does not hang for an hour on a quota reset.
         on_retry: told (attempt, error, pause) before each pause, e.g. to show "retrying".
+        limiter: the endpoint's shared limiter: each attempt is made in its ``slot``, and a
+            Retry-After hint (one this call would wait for) holds every caller of the endpoint.
 
     Returns:
         The first successful result.
@@ -106,9 +125,14 @@ async def with_retries[T](
     while True:
         attempt += 1
         try:
-            return await call()
+            if limiter is None:
+                return await call()
+            async with limiter.slot():
+                return await call()
         except TemporaryLLMError as exc:
             hint = retry_after_of(exc)
+            if limiter is not None and hint is not None and hint <= max_retry_after_s:
+                limiter.hold_off(hint)  # the server means its endpoint, not this caller
             if attempt >= attempts:
                 if attempt == 1:
                     raise

@@ -43,6 +43,14 @@ def _encoder() -> Callable[[str], int]:
     return lambda text: len(encoding.encode_ordinary(text))
 
 
+def tokenizer_name() -> str:
+    """What counts tokens here: "cl100k_base", or "an approximation of cl100k_base" when its
+    vocabulary could not be loaded."""
+    if _encoder() is estimate_tokens:
+        return "an approximation of cl100k_base"
+    return "cl100k_base"
+
+
 @lru_cache(maxsize=2048)
 def count_tokens(text: str) -> int:
     """The tokens of ``text`` by cl100k_base (cached: the same messages are counted at every

@@ -261,8 +261,9 @@ class AnalystPolicy:
         self.macd = {"fast": int(config.get("macd_fast", 12)),
                      "slow": int(config.get("macd_slow", 26)),
                      "signal": int(config.get("macd_signal", 9))}
-        self.bbands = {"length": int(config.get("bb_period", 20)),
-                       "std": _decimal(config.get("bb_std"), Decimal(2))}
+        bb_length = int(config.get("bb_period", 20))
+        bb_std = _decimal(config.get("bb_std"), Decimal(2))
+        self.bbands = {"length": bb_length, "std": bb_std}
         self.ema_period = int(config.get("trend_ema_period", 50))
         self.min_confidence = _decimal(config.get("min_confidence"), Decimal("0.6"))
         self.trader = str(config.get("trader_agent_id") or "")
@@ -270,7 +271,7 @@ class AnalystPolicy:
         self.rules = _Rules(
             self.trend, self.rsi_period, self.overbought, self.oversold,
             (self.macd["fast"], self.macd["slow"], self.macd["signal"]),
-            self.bbands["length"], self.bbands["std"], self.ema_period,
+            bb_length, bb_std, self.ema_period,
         )
         # (tag key, indicator, parameters) of each indicator the assessment reads, in the
         # order they are asked for; the keys also tell ``_calculate`` which calls of its own

@@ -206,8 +206,8 @@ def _interval(text: str) -> tuple[str | None, str | None]:
     match = _DURATION_ANY.search(text)
     if match is None:
         return None, None
-    interval = normalise_interval(int(match.group(1)), match.group(2))
-    return (interval, None) if interval else (None, match.group(0).strip())
+    normalised = normalise_interval(int(match.group(1)), match.group(2))
+    return (normalised, None) if normalised else (None, match.group(0).strip())
 
 
 def _analyst(text: str) -> Analyst | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from app.agents.llm.port import (
     LLMRequest,
@@ -34,8 +35,8 @@ NO_TOKENS = LLMUsage(0, 0)
 
 
 def decide(
-    model: str, agent_id: str, config: dict, transcript: Transcript, *, blocks: bool = True,
-    system: str = "",
+    model: str, agent_id: str, config: dict[str, Any], transcript: Transcript, *,
+    blocks: bool = True, system: str = "",
 ) -> Answer:
     """The next answer of the policy ``model``.
 

@@ -162,9 +162,8 @@ class OrchestratorPolicy:
                     "The request names no symbol; the symbols the market offers make good "
                     "suggestions.",
                 )
-            offered = [bar.get("symbol", "") for bar in (
-                markets.result.first() if markets.result and markets.result.ok
-                and markets.result.first() is not None else [])]
+            listed = markets.result.first() if markets.result and markets.result.ok else None
+            offered = [bar.get("symbol", "") for bar in (listed if listed is not None else [])]
             question = "Which market should I watch? Name one or more symbols."
             replies = [s for s in offered if s][:5] or [f"BTC/{self.quote}"]
             hint = "TEXT"
@@ -218,7 +217,7 @@ class OrchestratorPolicy:
             traders = [a for a in agents if a.role == "trader" and a.state != "stopped"]
             overlap = [a for a in traders if set(a.config.get("symbols") or c.symbols)
                        & set(c.symbols)]
-            chosen = (overlap or traders or [None])[0]
+            chosen = next(iter(overlap or traders), None)
             if chosen is None:
                 notes.append("No existing Trader was found, so a new one was created.")
                 choice = TraderChoice.NEW

@@ -224,6 +224,7 @@ class TraderPolicy:
                 f"signals of confidence {STREAK_CONFIDENCE} or more; this one is {confidence}.",
                 None,
             )
+        assert balance.result is not None  # checked with the positions' above
         return self._enter(t, symbol, confidence, record, balance.result)
 
     def _enter(
@@ -539,9 +540,10 @@ def _archive_path(moved: list[TradeRecord], trades: TradesFile, symbol: str) -> 
 
 
 def _position_size(result: Result | None, symbol: str) -> Decimal:
-    if result is None or result.first() is None:
+    rows = result.first() if result is not None else None
+    if rows is None:
         return Decimal(0)
-    for item in result.first():
+    for item in rows:
         if str(item.get("symbol", "")).upper() == symbol:
             return _dec(item.get("size")) or Decimal(0)
     return Decimal(0)

@@ -121,7 +121,8 @@ def explain_syntax_error(body: str, exc: etree.XMLSyntaxError) -> str:
         return too_deep().message
     mismatch = _MISMATCH.search(lxml_message)
     if mismatch is not None:
-        return _explain_mismatch(*mismatch.groups(), where)
+        opened, line, closed = mismatch.groups()
+        return _explain_mismatch(opened, line, closed, where)
     unfinished = cut_off(body)
     if unfinished:
         return (
@@ -162,7 +163,7 @@ def non_xml_call(body: str, known_tools: Collection[str]) -> str:
     if body[:1] in ("{", "["):
         for name in _QUOTED_NAME.findall(body, 0, _LOOKAHEAD):
             if name in known_tools:
-                return name
+                return str(name)  # findall is typed Any; with one group, its items are that group
     for found in _JSON_NAMED.finditer(body, 0, _LOOKAHEAD):
         if found.group(1) in known_tools:
             return found.group(1)

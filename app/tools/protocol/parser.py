@@ -233,12 +233,12 @@ def _parse(
         fast = fast_call(body)  # the usual answer: one plain call, nothing around it
         if fast is not None:
             return ParsedResponse(thinking, fast, None, None, fast.name)
-        located: tuple[int, str] | None = (0, tag_name_at_start(body))
+        start, name = 0, tag_name_at_start(body)
     else:
         located = call_in_prose(body, known_tools)
         if located is None:
             return _classify_prose(body, thinking, known_tools)
-    start, name = located
+        start, name = located
     end = call_end(body, start, name) if name else len(body)
     prose: str | None = None
     if body[:start].strip() or body[end:].strip():

@@ -129,6 +129,10 @@ class BacktestView(QWidget):
         for path in data_files if data_files is not None else sample_data_files():
             self._add_file(Path(path), checked=False)
         self.tasks.spawn(self.load_files())
+        # -- sweeps: a tab of their own (app.ui.backtest.sweeps), kept apart from this view --
+        from app.ui.backtest.sweeps import attach_sweeps
+
+        self.sweeps = attach_sweeps(self)
 
     @staticmethod
     def _load_templates() -> dict[str, Any]:
@@ -138,8 +142,13 @@ class BacktestView(QWidget):
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self) -> None:
-        from app.runtime.providers import choose_provider  # loads the agents' side, off start-up
+        data_box = self._data_box()
+        what_box = self._what_box()
+        range_box = self._range_box()
+        self._build_pages(self._setup_page(data_box, what_box, range_box))
 
+    def _data_box(self) -> QGroupBox:
+        """The data files to run over, checked or not."""
         data_box = QGroupBox("Data")
         self.data_list = QListWidget()
         self.data_list.setObjectName("data_list")
@@ -151,6 +160,12 @@ class BacktestView(QWidget):
         column = QVBoxLayout(data_box)
         column.addWidget(self.data_list)
         column.addWidget(browse, 0, Qt.AlignmentFlag.AlignRight)
+        return data_box
+
+    def _what_box(self) -> QGroupBox:
+        """The strategy and its parameters, or the agent templates (with the engine each would
+        run on), and blind mode."""
+        from app.runtime.providers import choose_provider  # loads the agents' side, off start-up
 
         what_box = QGroupBox("What to run")
         self.use_sma = QRadioButton("Strategy: sma_cross (SMA crossover, rule-based)")
@@ -209,7 +224,10 @@ class BacktestView(QWidget):
                               "fill for real and the report is in real terms.")
         self.blind.setEnabled(False)
         what.addWidget(self.blind)
+        return what_box
 
+    def _range_box(self) -> QGroupBox:
+        """The period and the starting cash."""
         range_box = QGroupBox("Range and money")
         form = QFormLayout(range_box)
         self.start = QDateTimeEdit()
@@ -227,7 +245,12 @@ class BacktestView(QWidget):
         form.addRow("Start", self.start)
         form.addRow("End", self.end)
         form.addRow("Cash (quote)", self.cash)
+        return range_box
 
+    def _setup_page(self, data_box: QGroupBox, what_box: QGroupBox,
+                    range_box: QGroupBox) -> QScrollArea:
+        """The Setup page: the boxes, the estimate, Start and Cancel, and the run's progress;
+        it scrolls where a small screen leaves it less than its height."""
         self.estimate = QLabel()
         self.estimate.setObjectName("estimate")
         self.estimate.setWordWrap(True)
@@ -272,6 +295,10 @@ class BacktestView(QWidget):
         form.setFrameShape(QScrollArea.Shape.NoFrame)
         form.setWidget(left)
         self.form = form
+        return form
+
+    def _build_pages(self, form: QScrollArea) -> None:
+        """The view's pages (Setup, Summary, Trades, Past runs, Compare) and its poll."""
         # the form and each result have a page of their own: a result gets the whole view,
         # which on a small screen is all the room there is between the docks
         self.report = ReportView()

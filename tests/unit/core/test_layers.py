@@ -16,8 +16,9 @@ lazy or type-only import still ties the lower layer to the upper one. The rules:
 - a tool result is read back by the protocol package (app/tools/protocol/result.py): Telegram
   never reaches into the rule engine for it;
 - only app/ui imports Qt;
-- only the fronts (ui, cli, telegram) and the runtime itself import app/runtime: a lower layer
-  that needs the world is upside down;
+- only the fronts (ui, cli, telegram, and the sweep, which runs the runtime's backtests once per
+  cell) and the runtime itself import app/runtime: a lower layer that needs the world is upside
+  down;
 - the venue adapters (ReplayMarketData, PaperBroker, ReplayClock, CcxtMarketData, CcxtBroker) are
   named only by the runtime, which composes them, and by their own homes; everything else is typed
   against the ports (Clock, MarketData, Broker), so a new venue needs no edit outside the runtime;
@@ -40,7 +41,7 @@ ADAPTERS = {"ReplayMarketData", "PaperBroker", "ReplayClock", "CcxtMarketData", 
 # the composition (app.runtime) and the adapters' own homes may name them
 ADAPTER_HOMES = ("app.runtime", "app.ccxt", "app.exchange.paper", "app.market.replay",
                  "app.domain.clock")
-FRONTS = ("app.ui", "app.cli", "app.telegram", "app.runtime", "app.__main__")
+FRONTS = ("app.ui", "app.cli", "app.telegram", "app.sweep", "app.runtime", "app.__main__")
 # package -> (packages it must never import, why)
 FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     "app.agents": (("app.runtime", "app.cli", "app.backtest"),

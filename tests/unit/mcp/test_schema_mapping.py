@@ -37,6 +37,15 @@ def test_plain_types_map_to_xml_parameters_with_bounds_and_required_flags():
     assert not by_name["note"].spec.required, "a nullable parameter is optional"
 
 
+def test_fractional_bounds_of_an_integer_keep_to_the_whole_numbers_within_them():
+    params = map_input_schema({"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 1.5, "maximum": 9.5},
+        "m": {"type": "integer", "minimum": -2.5, "maximum": -0.5}}})
+    by_name = {p.spec.name: p.spec for p in params}
+    assert (by_name["n"].minimum, by_name["n"].maximum) == (2, 9)
+    assert (by_name["m"].minimum, by_name["m"].maximum) == (-2, -1)
+
+
 @pytest.mark.parametrize(("schema", "reason"), [
     ({"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}}}, "$ref"),
     ({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}]}}}, "oneOf"),

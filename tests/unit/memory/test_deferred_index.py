@@ -101,10 +101,10 @@ class Pair:
         """Every chunk in row-id order with its market time (the sequence number within a
         millisecond may differ: an eager index also numbered chunks it later deleted)."""
         index.flush()
-        return index._conn.execute(
-            f"SELECT c.id >> {index_module.SEQ_BITS}, c.path, c.line, c.digest, f.body "
-            "FROM chunks c JOIN fts f ON f.rowid = c.id ORDER BY c.id"
-        ).fetchall()
+        return [(*row[:4], index_module._unpack(row[4])) for row in index._conn.execute(
+            f"SELECT c.id >> {index_module.SEQ_BITS}, c.path, c.line, c.digest, c.body "
+            "FROM chunks c ORDER BY c.id"
+        )]
 
     def close(self) -> None:
         for index in self.both:

@@ -59,11 +59,17 @@ def test_trading_symbols_and_short_words_are_searchable(bank: MemoryBank) -> Non
 @given(st.text(min_size=1, max_size=60))
 def test_no_query_can_cause_an_fts_syntax_error(query: str) -> None:
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE fts USING fts5(body, grams, tokenize='trigram')")
-    conn.execute("INSERT INTO fts VALUES ('BTC/USDT \"quoted\" NEAR(a b) *', '|ma|')")
+    conn.execute(index_module._FTS)
+    conn.execute(index_module._GRAM_FTS)
+    conn.execute("INSERT INTO fts(rowid, body) VALUES (1, 'BTC/USDT \"quoted\" NEAR(a b) *')")
+    conn.execute("INSERT INTO gram_fts(rowid, grams) VALUES (1, 'ma|')")
     built = build_query(query)
     if built is not None:
-        conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (built.expression,)).fetchall()
+        for table, expression in (("fts", built.body_expression),
+                                  ("gram_fts", built.grams_expression)):
+            if expression:
+                conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?",  # noqa: S608
+                             (expression,)).fetchall()
 
 
 @pytest.mark.parametrize(

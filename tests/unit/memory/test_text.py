@@ -37,7 +37,7 @@ def test_entry_headers_round_trip_with_milliseconds_only_when_needed() -> None:
 
 
 def test_grams_hold_cjk_unigrams_bigrams_and_short_words() -> None:
-    assert grams("买入 MA 超卖x") == "|买| |买入| |入| |超| |超卖| |卖| |ma| |x|"
+    assert grams("买入 MA 超卖x") == "|买| 买入| |入| |超| 超卖| |卖| ma| |x|"
 
 
 def test_queries_split_scripts_and_drop_stopwords_but_never_everything() -> None:

@@ -63,3 +63,11 @@ def test_the_message_carries_subject_urgency_and_agent() -> None:
     assert message["Message-ID"].endswith("@example.com>")
     assert message["X-Priority"] is None
     assert "line two" in message.get_content() and "notification n-9" in message.get_content()
+
+
+def test_a_disconnect_without_a_message_still_says_why() -> None:
+    import smtplib
+
+    notifier = EmailNotifier(EmailSettings(**GOOD), lambda: None)
+    said = notifier._describe(smtplib.SMTPServerDisconnected())
+    assert said.endswith("closed the connection: no reason given"), said
