@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app import yamltext
@@ -76,6 +76,9 @@ class AgentManager:
         self._busy: set[str] = set()
         self._progress = asyncio.Event()
         self._started = False
+        # the runtime's check that an agent's symbols can trade in this world now (the one
+        # ``kestrel run --setup`` makes, ``app.runtime.start.refuse_untradeable``); None: none
+        self.symbol_check: Callable[[Sequence[str], str | None], None] | None = None
         if services.bus is not None:
             services.bus.subscribe(TaskQueued, self._on_task_queued)
 
@@ -97,7 +100,8 @@ class AgentManager:
 
         Raises:
             NotFoundError: no such template (the message lists the known ones).
-            InvalidParameterError: the name is empty or the config does not fit the template.
+            InvalidParameterError: the name is empty, the config does not fit the template, or
+                it names a symbol this world cannot trade now (``symbol_check``).
         """
         agent_id = keyed_id(f"agent:{key}") if key else self._new_id()
         existing = self.s.agents.get(agent_id)
@@ -116,6 +120,7 @@ class AgentManager:
                 "<agent_name_label> must not be empty.", details={"parameter": "agent_name_label"}
             )
         values = to_json_safe(validate_config(tpl, config))
+        self._check_symbols(values)
         now = self.s.clock.now_ms()
         provider, model = self.engine_for(tpl)
         info = AgentInfo(
@@ -133,6 +138,15 @@ class AgentManager:
         if start:
             info = self.set_running(info.agent_id)
         return info
+
+    def _check_symbols(self, config: Mapping[str, Any]) -> None:
+        """An agent that would watch a symbol this world cannot trade is refused before it is
+        made: it would fail on every task (no such market, no data yet, another currency)."""
+        symbols = config.get("symbols")
+        if self.symbol_check is None or not isinstance(symbols, list | tuple) or not symbols:
+            return
+        interval = config.get("interval")
+        self.symbol_check([str(s) for s in symbols], str(interval) if interval else None)
 
     def get_agent(self, agent_id: str) -> AgentInfo | None:
         return self.s.agents.get(agent_id)
@@ -173,6 +187,8 @@ class AgentManager:
                 details={"template": info.template},
             )
         values = to_json_safe(validate_config(tpl, {**info.config, **changes}))
+        if "symbols" in changes or "interval" in changes:
+            self._check_symbols(values)
         info = self.s.agents.set_config(agent_id, values)
         self._loops.pop(agent_id, None)
         document: dict[str, Any] = {"template": tpl.template_id, "name": info.name}

@@ -304,16 +304,22 @@ def build_gui_parser() -> argparse.ArgumentParser:
                         help="workspace folder (database, memory); default: this checkout's")
     parser.add_argument("--data", action="append", type=Path, default=[], metavar="FILE",
                         help="kline CSV to replay (repeatable); default: the bundled data")
-    parser.add_argument("--speed", type=float, choices=[1.0, 10.0, 60.0, 600.0],
+    parser.add_argument("--speed", type=float,
+                        choices=[1.0, 10.0, 60.0, 600.0, 3600.0, 14400.0],
                         help="replay speed: simulated seconds per second")
+    parser.add_argument("--at", metavar="TIME",
+                        help="the replay's start date (ISO 8601 or Unix ms), for a new "
+                             "workspace; one that already traded past it is refused; default: "
+                             "where the workspace left off, or the demo's moment")
     parser.add_argument("--reset-layout", action="store_true",
                         help="forget the saved window layout")
     parser.add_argument("--venue", choices=("replay", "live-paper", "live"),
                         help="replay: the offline replay (the default); live-paper: paper "
                              "trading on an exchange's live quotes (network, no keys); live: "
                              "REAL orders on your exchange account (keys from the OS keyring; "
-                             "the window asks you to type the exchange's name); default: the "
-                             "workspace's [venue] setting")
+                             "the window asks you to type the exchange's name; never a "
+                             "default); default: the workspace's [venue] setting (replay or "
+                             "live-paper)")
     parser.add_argument("--exchange", metavar="ID",
                         help="live kinds: the ccxt id of the exchange, e.g. binance")
     parser.add_argument("--quote", default="USDT",
@@ -367,9 +373,18 @@ def gui_command(argv: Sequence[str]) -> int:
             return EXIT_USAGE
         venue = VenueSpec.live_account(args.exchange.strip().lower(), (), args.quote.upper(),
                                        confirmed=args.confirm_live.strip().lower())
+    start_ms = None
+    if args.at:
+        from app.domain.clock import parse_time
+
+        try:
+            start_ms = parse_time(args.at)
+        except ValueError as exc:
+            print(f"kestrel: --at {args.at!r} is not a time: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     return run_gui(args.workspace, data_files=args.data, speed=args.speed,
                    reset_layout=args.reset_layout, venue_kind=args.venue, exchange=args.exchange,
-                   venue=venue)
+                   venue=venue, start_ms=start_ms)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,9 +79,11 @@ class PaperSettings(_Section):
 
 
 class LoggingSettings(_Section):
-    level: str = Field(
-        default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$",
-        description="The least severe message the log file keeps.",
+    """``[logging]``: the workspace's log file (``logs/kestrel.log``, rotated, secrets
+    redacted)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="The least severe message the log file keeps.",
     )
     to_file: bool = Field(default=True, description="Also write logs/kestrel.log in the workspace.")
     max_bytes: int = Field(
@@ -164,7 +166,8 @@ class VenueSettings(_Section):
     kind: Literal["replay", "live-paper"] = Field(
         default="replay",
         description="'replay': the offline replay of kline files (no network); 'live-paper': "
-        "paper trading on an exchange's live quotes (public data, no keys).",
+        "paper trading on an exchange's live quotes (public data, no keys). A LIVE account is "
+        "never a default: it opens only with --venue live, confirmed each time.",
     )
     exchange: ExchangeId = Field(
         default="binance", description="live-paper: the ccxt id of the exchange, e.g. binance."

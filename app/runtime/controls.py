@@ -23,10 +23,11 @@ memory: if Kestrel is closed before the buy fills, the exits are not placed, and
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from app.domain.agents import PERSON_ID
 from app.domain.errors import KestrelError, ToolError
@@ -47,6 +48,9 @@ PERSON_CONTEXT = AgentContext(
     role="person",
 )
 PERSON = Caller(PERSON_ID)
+# a broker's amounts of money and prices in its sentences (not its quantities): "needs X",
+# "only X is free", "at about X", "costs X"
+_AMOUNTS = re.compile(r"\b(needs |needed |only |at about |costs? |free: )(\d+\.\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +114,16 @@ class PersonControls:
 
     Args:
         on_exits: told the outcome of TP/SL exits placed after a ticket's BUY filled.
+        next_bar_open: on a replay, when a market order placed now fills (see
+            ``close_fills_at``); None on live quotes and on an exchange.
     """
 
     executor: ToolExecutor
     orders: OrderEntry
     bus: EventBus | None = None
     on_exits: Callable[[Outcome], None] | None = None
+    # a replay's: the open of the bar a market order of a symbol placed now fills at
+    next_bar_open: Callable[[str], int] | None = None
     pending_exits: dict[str, _PendingExits] = field(default_factory=dict)
     exit_outcomes: list[Outcome] = field(default_factory=list)
 
@@ -156,8 +164,9 @@ class PersonControls:
             return await self._preview_exits(ticket, symbol, last)
         review = await self.orders.preview(PERSON, self._ask(ticket))
         checked = review.checked
+        error = None if review.error is None else self._readable(review.error, symbol)
         if checked is None:
-            return Preview(error=review.error)
+            return Preview(error=error)
         at = ticket.price or ticket.stop_price
         notional = checked.quantity * (at or checked.reference_price)
         lines = [
@@ -178,11 +187,28 @@ class PersonControls:
             lines.append(_exits_text(ticket) + " for the whole position once this buy fills "
                          "(while Kestrel runs)")
             lines.extend(exits.notes)
-        if review.error is not None:
-            return Preview(tuple(lines), error=review.error)
+        if error is not None:
+            return Preview(tuple(lines), error=error)
         if review.rule is not None:
             return Preview(tuple(lines), rule=review.rule, refusal=review.refusal)
         return Preview(tuple(lines))
+
+    def _readable(self, words: str, symbol: str) -> str:
+        """The broker's words with its amounts at the market's precision: it writes them to the
+        last unit for the agents ("needs 49999.9932432 … 8517.26774931 is free"), which a
+        person reads as noise. Amounts of the quote currency (what is needed, what is free) and
+        prices are rounded to the market's price precision; quantities are left as written."""
+        try:
+            places = self.broker.market_rules(symbol).price_decimals
+        except KestrelError:
+            places = 2
+        quantum = Decimal(1).scaleb(-places)
+
+        def rounded(match: re.Match[str]) -> str:
+            value = Decimal(match.group(2)).quantize(quantum, rounding=ROUND_HALF_UP)
+            return f"{match.group(1)}{value:,}"
+
+        return _AMOUNTS.sub(rounded, words)
 
     async def _preview_exits(self, ticket: Ticket, symbol: str, last: Decimal) -> Preview:
         review = await self.orders.preview_exits(PERSON, symbol, ticket.take_profit,
@@ -263,10 +289,53 @@ class PersonControls:
             "symbol": order.symbol, "order_id": order.order_id, "price": price,
             "stop_price": stop_price})
 
+    def keeps_exits_while_closing(self, symbol: str) -> bool:
+        """Whether a close leaves the position's take profit and stop loss resting until its
+        sell fills: where exits share the coins (a paper account), nothing needs them gone
+        first, and a paper market sell fills only at the next bar's open (or quote); where a
+        resting sell locks its coins (an exchange), they must go first."""
+        try:
+            return not self.broker.abilities(symbol).exits_lock_coins
+        except KestrelError:
+            return False
+
+    def close_fills_at(self, symbol: str) -> int | None:
+        """The market time a market close of ``symbol`` placed now fills at (the open of the
+        next bar of a replay); None where it fills at once, on live quotes or an exchange."""
+        if self.next_bar_open is None:
+            return None
+        try:
+            return self.next_bar_open(symbol)
+        except KestrelError:
+            return None
+
     async def close(self, symbol: str) -> Outcome:
-        """Market-sell the whole position of ``symbol`` (reduce-only: passes a tripped switch)."""
-        return await self._call("close_position", {"symbol": symbol,
-                                                   "reason": "closed by the person"})
+        """Market-sell the whole position of ``symbol`` (reduce-only: passes a tripped switch).
+
+        On a paper account the take profit and stop loss stay until the sell fills (the
+        settlement cancels them once the position is flat), so the position is never without
+        its stop while the close waits for the next bar; only sells that are not exits go
+        first, since they hold back what the close sells. Elsewhere ``close_position``
+        cancels the exits first, as an exchange that locks their coins requires.
+        """
+        if not self.keeps_exits_while_closing(symbol):
+            return await self._call("close_position", {"symbol": symbol,
+                                                       "reason": "closed by the person"})
+        try:
+            symbol = self.broker.canonical_symbol(symbol)
+            held = await self.orders.own_lot(PERSON, symbol)
+            holding_back = [o for o in await self.broker.open_orders(None, symbol)
+                            if o.side is Side.SELL and not o.reduce_only]
+        except KestrelError as exc:
+            return Outcome("error", _words(exc))
+        for order in holding_back:
+            cancelled = await self.cancel(order)
+            if not cancelled.ok:
+                return cancelled
+        return await self._call("create_order", {
+            "symbol": symbol, "side": Side.SELL.value, "order_type": "MARKET",
+            "quantity": plain(held), "reason": "closed by the person",
+        })
 
     async def flatten_plan(self) -> FlattenPlan:
         state = await self.broker.account()

@@ -148,18 +148,22 @@ def open_desk(
     data_files: Sequence[Path] = (),
     mode: Mode = Mode.PAPER,
     loop_share: LoopShare | None = None,
+    start_ms: int | None = None,
 ) -> Desk:
     """Build the world of ``workspace``: resumed, or positioned for the demo when fresh.
 
     Args:
         loop_share: given by a window running the agents on its own event loop.
+        start_ms: where the replay starts (the person's start date) instead of where the
+            workspace left off or the demo's moment; refused (``OperationalError``) when the
+            workspace's account already traded past it.
     """
     hold = workspace.hold_for_writing()  # before reading it: nobody else may be writing it
     try:
         files = list(data_files) or sample_data_files()
         probe = ReplayMarketData.from_paths(ReplayClock(0), files)
         fresh = is_fresh(workspace)
-        start = workspace_resume_ms(workspace)
+        start = start_ms if start_ms is not None else workspace_resume_ms(workspace)
         if start is None:
             symbol = DEMO_SYMBOL if DEMO_SYMBOL in probe.symbols() else probe.symbols()[0]
             start = demo_start_ms(probe, symbol)

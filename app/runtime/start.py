@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.domain.clock import ReplayClock, ms_to_iso
-from app.domain.errors import OperationalError
+from app.domain.errors import InvalidParameterError, OperationalError
 from app.domain.market import interval_ms, is_interval, split_symbol
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
-from app.runtime.strategy_backtest import history
 from app.runtime.world import World
 
 DAY_MS = 86_400_000
@@ -143,6 +142,88 @@ def _check_enough(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Untradeable:
+    """Why a symbol cannot be watched in a workspace now.
+
+    One check (``untradeable``) decides for every front; each front says it its own way:
+    ``reason`` for the chat and the agents' tools (no flags in it), ``command_line`` as
+    ``kestrel run --setup`` says it (with the flags that lead on).
+    """
+
+    symbol: str
+    reason: str
+    command_line: str
+
+
+def untradeable(
+    symbol: str,
+    *,
+    available: Sequence[str],
+    account_quote: str,
+    now_ms: int,
+    history: ReplayMarketData | None,
+    label: str,
+    interval: str | None = None,
+) -> Untradeable | None:
+    """Whether ``symbol`` can be watched and traded here now; None when it can.
+
+    It cannot when the market does not offer it, when it is quoted in another currency than the
+    account holds (every order would be refused), or, on a replay, when its data has ended
+    before the market time or has fewer than ``WARMUP_BARS`` candles (of ``interval`` or its
+    finest) behind it: an analyst would fail on every task for want of data.
+    """
+    listed = ", ".join(available)
+    if symbol not in available:
+        if history is None:
+            return Untradeable(
+                symbol, f"{label} follows only {listed}",
+                f"the setup asks to watch {symbol}, but {label} follows only {listed}; add it "
+                f"with --symbol {symbol}")
+        return Untradeable(
+            symbol, f"the market data has no such symbol (it has {listed})",
+            f"the setup asks to watch {symbol}, but the data has no such symbol; it has "
+            f"{listed}. Watch one of those, or replay your own file with --data FILE.")
+    quote = split_symbol(symbol, "")[1]
+    if quote != account_quote:
+        return Untradeable(
+            symbol, f"it is quoted in {quote}, and this workspace's paper account holds "
+                    f"{account_quote}, so every order would be refused",
+            f"this workspace's paper account holds {account_quote}, so {symbol} (quoted in "
+            f"{quote}) cannot be traded in it; watch a {account_quote} pair here, or use a new "
+            "--workspace for it")
+    if history is None:
+        return None
+    loaded = history.loaded(symbol, history.finest_interval(symbol))
+    end = int(loaded.series.timestamp_ms[-1]) + loaded.bar_ms
+    if end <= now_ms:
+        return Untradeable(
+            symbol, f"its data ended at {_when(end)}, before this workspace's market time "
+                    f"{_when(now_ms)}: nothing can happen for it here",
+            f"the data of {symbol} ended at {ms_to_iso(end)}, before this workspace's market "
+            f"time {ms_to_iso(now_ms)}: nothing can happen for it here. Use a new --workspace, "
+            "or replay later data with --data FILE.")
+    first = int(loaded.series.timestamp_ms[0])
+    bar = max(loaded.bar_ms, interval_ms(interval)) if interval and is_interval(interval) \
+        else loaded.bar_ms
+    ready = first + WARMUP_BARS * bar
+    if ready > now_ms:
+        began = "begins" if first > now_ms else "began"
+        return Untradeable(
+            symbol, f"its data {began} at {_when(first)}, so at this workspace's market time "
+                    f"{_when(now_ms)} it has fewer than the {WARMUP_BARS} candles an analyst "
+                    f"reads (there are enough from {_when(ready)})",
+            f"the data of {symbol} {began} at {ms_to_iso(first)}: at this workspace's market time "
+            f"{ms_to_iso(now_ms)} it has fewer than the {WARMUP_BARS} candles an analyst needs "
+            "before its first analysis. Use a new --workspace for it.")
+    return None
+
+
+def _when(ms: int) -> str:
+    """Market time for a person: ``2019-07-20 14:00 UTC``."""
+    return ms_to_iso(ms).replace("T", " ")[:16] + " UTC"
+
+
 def check_setup(market: ReplayMarketData, *, account_quote: str, now_ms: int, setup: str) -> None:
     """Before a setup is sent to a workspace's Orchestrator: can its symbols trade there now?
 
@@ -152,37 +233,20 @@ def check_setup(market: ReplayMarketData, *, account_quote: str, now_ms: int, se
     Raises:
         OperationalError: saying which symbol and why nothing could happen.
     """
-    available = market.symbols()
+    interval = _named_interval(setup)
     for symbol in named_symbols(setup):
-        if symbol not in available:
-            raise OperationalError(
-                f"the setup asks to watch {symbol}, but the data has no such symbol; it has "
-                f"{', '.join(available)}. Watch one of those, or replay your own file with "
-                "--data FILE."
-            )
-        quote = split_symbol(symbol, "")[1]
-        if quote != account_quote:
-            raise OperationalError(
-                f"this workspace's paper account holds {account_quote}, so {symbol} (quoted in "
-                f"{quote}) cannot be traded in it; watch a {account_quote} pair here, or use a "
-                "new --workspace for it"
-            )
-        loaded = market.loaded(symbol, market.finest_interval(symbol))
-        end = int(loaded.series.timestamp_ms[-1]) + loaded.bar_ms
-        if end <= now_ms:
-            raise OperationalError(
-                f"the data of {symbol} ended at {ms_to_iso(end)}, before this workspace's market "
-                f"time {ms_to_iso(now_ms)}: nothing can happen for it here. Use a new "
-                "--workspace, or replay later data with --data FILE."
-            )
+        refused = untradeable(symbol, available=market.symbols(), account_quote=account_quote,
+                              now_ms=now_ms, history=market, label="the replay",
+                              interval=interval)
+        if refused is not None:
+            raise OperationalError(refused.command_line)
 
 
 def tradeable_symbol(market: ReplayMarketData, *, account_quote: str, now_ms: int) -> str | None:
     """A symbol the account can trade that still has data after ``now_ms`` (for a hint)."""
     for symbol in market.symbols():
-        loaded = market.loaded(symbol, market.finest_interval(symbol))
-        if (split_symbol(symbol, "")[1] == account_quote
-                and int(loaded.series.timestamp_ms[-1]) + loaded.bar_ms > now_ms):
+        if untradeable(symbol, available=market.symbols(), account_quote=account_quote,
+                       now_ms=now_ms, history=market, label="the replay") is None:
             return symbol
     return None
 
@@ -199,34 +263,57 @@ def plan_for_files(
     return plan_new_workspace(market, days=days, setup=setup)
 
 
+def world_untradeable(world: World, symbol: str, interval: str | None = None) -> Untradeable | None:
+    """``untradeable`` for a world's market, account currency and market time."""
+    venue = world.venue
+    return untradeable(
+        symbol, available=venue.market.symbols(), account_quote=venue.broker.quote_currency,
+        now_ms=venue.clock.now_ms(), history=venue.history, label=venue.label,
+        interval=interval)
+
+
+def world_tradeable(world: World) -> list[str]:
+    """The symbols a world's account can watch and trade now."""
+    return [s for s in world.venue.market.symbols() if world_untradeable(world, s) is None]
+
+
 def check_world_setup(world: World, setup: str) -> None:
-    """``check_setup`` for a world's replay, account currency and market time; on a live
-    market, whether it lists the symbols and the account can trade them."""
-    quote = world.venue.broker.quote_currency
-    if world.venue.history is None:
-        available = world.venue.market.symbols()
-        for symbol in named_symbols(setup):
-            if symbol not in available:
-                raise OperationalError(
-                    f"the setup asks to watch {symbol}, but {world.venue.label} follows only "
-                    f"{', '.join(available)}; add it with --symbol {symbol}"
-                )
-            if split_symbol(symbol, "")[1] != quote:
-                raise OperationalError(
-                    f"this workspace's paper account holds {quote}, so {symbol} cannot be "
-                    f"traded in it; watch a {quote} pair here, or use a new --workspace for it"
-                )
-        return
-    check_setup(history(world), account_quote=quote, now_ms=world.venue.clock.now_ms(),
-                setup=setup)
+    """Before ``kestrel run --setup`` sends its setup: can the setup's symbols trade in this
+    world now (``untradeable``, the check the agents' own setups pass through too)?
+
+    Raises:
+        OperationalError: the first symbol that cannot, why, and the flags that lead on.
+    """
+    interval = _named_interval(setup)
+    for symbol in named_symbols(setup):
+        refused = world_untradeable(world, symbol, interval)
+        if refused is not None:
+            raise OperationalError(refused.command_line)
+
+
+def refuse_untradeable(world: World, symbols: Sequence[str], interval: str | None) -> None:
+    """The agents' side of the same check: an agent set up (or reconfigured) to watch a symbol
+    this world cannot trade now is refused with the reason and what can be watched, so an
+    Orchestrator (the rule engine's or a model) says it in the chat instead of creating agents
+    that fail on every task.
+
+    Raises:
+        InvalidParameterError: naming the symbol, why, and the symbols this account can trade.
+    """
+    for symbol in symbols:
+        refused = world_untradeable(world, str(symbol), interval)
+        if refused is None:
+            continue
+        can = world_tradeable(world)
+        offer = (f"It can watch and trade {', '.join(can)}." if can else
+                 "It can trade none of its symbols now.")
+        raise InvalidParameterError(
+            f"{symbol} cannot be watched in this workspace: {refused.reason}. {offer}",
+            details={"parameter": "initial_config_json", "symbol": str(symbol),
+                     "tradeable": can},
+        )
 
 
 def world_hint_symbol(world: World) -> str | None:
-    """``tradeable_symbol`` for a world's replay, account currency and market time; on a live
-    market its first symbol the account can trade."""
-    quote = world.venue.broker.quote_currency
-    if world.venue.history is None:
-        return next((s for s in world.venue.market.symbols()
-                     if split_symbol(s, "")[1] == quote), None)
-    return tradeable_symbol(history(world), account_quote=quote,
-                            now_ms=world.venue.clock.now_ms())
+    """A symbol the world's account can trade now (the chat's example), else None."""
+    return next(iter(world_tradeable(world)), None)

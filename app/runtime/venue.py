@@ -44,6 +44,19 @@ class LiveMarketData(MarketData, Protocol):
     async def close(self) -> None: ...
 
 
+# What is live, said the same way wherever a person reads about venues (Settings > Exchanges,
+# ``kestrel gui --help``, the README): three venues, and the live one never a default.
+VENUES_IN_WORDS = (
+    "Kestrel trades on three venues: the offline replay and paper on an exchange's live quotes "
+    "(simulated fills, public data, no keys), either of which can be this workspace's default "
+    "below; and LIVE, real orders with real money on your exchange account. LIVE is never a "
+    "default: it opens only with kestrel --workspace DIR --venue live --exchange ID (the window "
+    "asks you to type the exchange's name first), and an agent places orders there only once "
+    "you mark it \"May trade live\" in the Agents panel. The keys below are what it uses; they "
+    "are kept in the OS keyring, never in settings.toml."
+)
+
+
 class Driver(Protocol):
     """What moves a venue's clock and lets what depends on time react, in a fixed order: the
     clock moves, the broker settles what the market allows (fills are announced as they are

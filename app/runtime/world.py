@@ -39,6 +39,7 @@ from app.agents.agent_store import AgentStore
 from app.agents.approval_log import ApprovalLog
 from app.agents.conversation_store import ConversationStore
 from app.agents.costs import PriceTable
+from app.agents.health import AgentHealth
 from app.agents.loop import LoopServices
 from app.agents.loop_share import LoopShare, NoShare
 from app.agents.manager import AgentManager
@@ -188,6 +189,7 @@ class AgentTeam:
     run_id: str
     checkpointer: WalCheckpointer
     mcp: McpHub | None = None  # None: no MCP server configured (the SDK is never imported)
+    health: AgentHealth | None = None  # whose tasks keep failing (not in a backtest)
 
     @property
     def rule_engine(self) -> RuleEngineProvider:
@@ -630,6 +632,12 @@ def _team(
         world.memory, providers.for_agent, ids.new, scheduler, provider_choice=provider_choice,
         extra_permissions=mcp_grants, disk=world.disk, llm_settings=lambda: providers.llm,
     )
+    if options.mode is not Mode.BACKTEST and venue.blind is None:
+        from app.runtime.start import refuse_untradeable  # it reads the world being built
+
+        # the check ``kestrel run --setup`` makes: no agent is made for a market it cannot trade
+        manager.symbol_check = lambda symbols, interval: refuse_untradeable(world, symbols,
+                                                                            interval)
     for spec in OrchestrationTools(manager, queue, scheduler, notifications, questions).specs():
         world.registry.register(spec)
     # after every core tool: an MCP tool may never take a core tool's name
@@ -654,9 +662,14 @@ def _team(
     # the loss halts trip the switch after each settle; a backtest measures templates under the
     # halts' refusals and is never halted as a whole
     kill_switch.watch(bus, None if options.mode is Mode.BACKTEST else broker.risk_view)
+    health = None
+    if options.mode is not Mode.BACKTEST:  # a backtest reports its errors in its report
+        health = AgentHealth(queue, conversations, agents, notifications, bus)
+        health.recover()
     return AgentTeam(
         ids, agents, conversations, approvals, queue, scheduler, questions, notifications,
         manager, services, fills, providers, kill_switch, services.run_id, checkpointer, mcp_hub,
+        health,
     )
 
 

@@ -113,20 +113,37 @@ async def open_or_explain(
     venue_kind: str | None = None,
     exchange: str | None = None,
     venue: Any = None,
+    start_ms: int | None = None,
 ) -> QMessageBox | None:
     """Open ``workspace`` in the window; when it cannot be, say why in a dialog and stay open.
 
     A workspace another process writes, or whose database is damaged, is a known refusal (a
-    person must act: close the other one, restore a backup), not a crash report.
+    person must act: close the other one, restore a backup), not a crash report. A live market
+    out of reach is said in the window itself, with Retry and (paper on live quotes) the
+    offline replay (``MainWindow.show_open_failure``).
     """
     from app.domain.errors import OperationalError
 
     try:
         await window.open_workspace(workspace, data_files=data_files, speed=speed,
-                                    venue_kind=venue_kind, exchange=exchange, venue=venue)
+                                    venue_kind=venue_kind, exchange=exchange, venue=venue,
+                                    start_ms=start_ms)
         logger.info("desk open: %s", window.describe())
     except OperationalError as exc:
         logger.warning("cannot open the workspace %s: %s", workspace.root, exc)
+        if window.opening_live:  # the market is out of reach: try again, or the replay
+            def again() -> Any:
+                return open_or_explain(window, workspace, data_files=data_files, speed=speed,
+                                       venue_kind=venue_kind, exchange=exchange, venue=venue)
+
+            def replay() -> Any:
+                return open_or_explain(window, workspace, data_files=data_files, speed=speed,
+                                       venue_kind="replay")
+
+            window.show_open_failure(workspace, exc, retry=again,
+                                     replay=None if venue is not None and venue.kind == "live"
+                                     else replay)
+            return None
         return show_cannot_open(window, workspace, exc)
     except Exception as exc:  # noqa: BLE001 - shown in the window; it stays open to say so
         logger.exception("cannot open the workspace %s", workspace.root)
@@ -157,6 +174,7 @@ def run_gui(
     venue_kind: str | None = None,
     exchange: str | None = None,
     venue: Any = None,
+    start_ms: int | None = None,
 ) -> int:
     """Open the window on ``workspace`` (default: this checkout's or the platform's), on the
     offline replay or the ``venue`` given (a ``VenueSpec``: a live market or account)."""
@@ -181,7 +199,8 @@ def run_gui(
         window.closed.connect(closed.set)
         chosen = Workspace.at(workspace) if workspace is not None else Workspace.default()
         await open_or_explain(window, chosen, data_files=data_files or (), speed=speed,
-                              venue_kind=venue_kind, exchange=exchange, venue=venue)
+                              venue_kind=venue_kind, exchange=exchange, venue=venue,
+                              start_ms=start_ms)
         await closed.wait()
         await window.aclose()
         return EXIT_OK

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from app.domain.trading import Fill
+from app.domain.errors import KestrelError
+from app.domain.trading import Fill, Order
 from app.events import ClockAdvanced, OrderCancelled, OrderFilled, OrderPlaced
 from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.chart_widget import ChartWidget
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from app.runtime.world import World
 
 TRADE_HISTORY = 2_000
+ORDERS_LOOKED_UP = 300  # fills of earlier runs whose orders (and reasons) are read at start
 TRADES_INTERVAL_MS = 1_000
 ACCOUNT_INTERVAL_MS = 500
 
@@ -44,6 +46,7 @@ class LiveMarket:
         self.account = account
         self.broker = world.venue.broker
         self.fills: deque[Fill] = deque(maxlen=TRADE_HISTORY)  # newest first
+        self.orders: dict[str, Order] = {}  # the orders of the fills, by id (their reasons)
         self._fills_read = False
         self.tasks = TaskSet(on_error=self._failed)
         self.tasks.attach(chart)
@@ -76,6 +79,10 @@ class LiveMarket:
     def _on_fill(self, event: OrderFilled) -> None:
         if all(f.fill_id != event.fill.fill_id for f in self.fills):
             self.fills.appendleft(event.fill)
+        self.orders[event.order.order_id] = event.order  # its reason, for the marker
+        if len(self.orders) > 2 * TRADE_HISTORY:  # only the orders of the fills kept
+            kept = {f.order_id for f in self.fills}
+            self.orders = {k: o for k, o in self.orders.items() if k in kept}
         self.trades.request()
 
     async def refresh_trades(self) -> None:
@@ -85,9 +92,26 @@ class LiveMarket:
             known = {f.fill_id for f in self.fills}
             read = await self.broker.trades(None, TRADE_HISTORY)
             self.fills.extend(f for f in read if f.fill_id not in known)
+            await self._read_orders_of(read[:ORDERS_LOOKED_UP])
         state = await self.broker.account()
-        self.chart.set_trades(list(self.fills), state.open_orders)
+        orders = {**self.orders, **{o.order_id: o for o in state.open_orders}}
+        self.chart.set_trades(list(self.fills), list(orders.values()))
         self.chart.set_position_lines(state.positions, state.open_orders)
+
+    async def _read_orders_of(self, fills: list[Fill]) -> None:
+        """The orders of fills made before this run (their reasons: a marker said "reason: —"
+        where the journal had one). Not on a live account: each would be a request to the
+        exchange, and its fills of this run bring their orders with them."""
+        if self.world.venue.is_live_account:
+            return
+        for fill in fills:
+            if fill.order_id in self.orders:
+                continue
+            try:
+                self.orders[fill.order_id] = await self.broker.get_order(
+                    fill.agent_id, fill.symbol, fill.order_id)
+            except KestrelError:
+                continue  # the marker says what the fill knows
 
     def close(self) -> None:
         self.tasks.shutdown()

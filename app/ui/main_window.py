@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from html import escape
 from pathlib import Path
@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QStackedWidget,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -66,6 +67,8 @@ logger = logging.getLogger(__name__)
 DEMO_SETUP_TIMEOUT_S = 30
 DEMO_SPEED = 600.0
 HOUR_MS = 3_600_000
+PAUSED_KEY = "replay/paused_workspaces"  # QSettings: workspaces whose replay was left paused
+MAX_PAUSED_KEPT = 50
 
 
 class MainWindow(QMainWindow):
@@ -108,6 +111,7 @@ class MainWindow(QMainWindow):
         self.kill_controls: Any = None  # app.ui.kill_switch.KillSwitchControls, once open
         self.person: Any = None  # app.runtime.controls.PersonControls, once open
         self.trading: Any = None  # app.ui.trading.desk_controls.DeskTradingControls, once open
+        self.chart_trading: Any = None  # app.ui.trading.chart_trading.ChartTrading, once open
         self.unknown_dialog: Any = None  # the question about unknown exchange orders, if asked
         self.names: AgentNames | None = None  # who an actor id is, once a workspace is open
         self.book: DeskTrades | None = None  # the account's lots with an owner, once open
@@ -119,12 +123,21 @@ class MainWindow(QMainWindow):
         self._answered: set[tuple[str, str]] = set()  # (agent id, model) answers seen
         self._speed_lock = asyncio.Lock()
         self._closing = False
+        self._asking_quit = False
+        self.quit_dialog: QMessageBox | None = None
         self.loading = QLabel("Opening the workspace…")
         self.loading.setObjectName("loading")
         self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.loading.setStyleSheet("font-size: 14pt;")
         set_look(self.loading, "muted")
-        self.setCentralWidget(self.loading)
+        self.loading.setWordWrap(True)  # a long error is wrapped, never cut at both edges
+        self.loading.setMargin(24)
+        # until the desk is built: the loading line, or why the workspace could not open
+        self.opening = QStackedWidget()
+        self.opening.addWidget(self.loading)
+        self.setCentralWidget(self.opening)
+        self.opening_live = False  # the venue being opened is a live market (needs a network)
+        self.open_failed: Any = None  # app.ui.open_failed.OpenFailedPage, once an open failed
         self._build_menus()
         window_layout.restore_geometry(self, self.store)
         app = QApplication.instance()
@@ -143,10 +156,12 @@ class MainWindow(QMainWindow):
         venue: VenueSpec | None = None,
         venue_kind: str | None = None,
         exchange: str | None = None,
+        start_ms: int | None = None,
     ) -> Desk:
         """Open ``workspace`` (seeding the demo in a fresh one) and start the replay, or on a
         live venue (``venue``; else ``venue_kind`` and ``exchange`` over the workspace's
         ``[venue]`` setting) let time flow; a live account only once the person confirmed it.
+        ``start_ms``: the replay's start date, the person's choice (``kestrel gui --at``).
 
         Raises:
             KestrelError: the workspace or its data cannot be used, or a live market cannot be
@@ -160,11 +175,16 @@ class MainWindow(QMainWindow):
         # the agents run on this window's loop: they time-slice their steps, and step aside
         # while a chart, book or account repaint is due
         share = LoopShare(quiet_until=lambda: REDRAWS.quiet_until)
+        self.opening_live = False
+        if self.open_failed is not None:
+            self.open_failed.set_busy(True)
+        self.opening.setCurrentWidget(self.loading)
         try:
             if venue is not None:
                 live = venue if venue.live else None
             else:
                 live = live_spec(workspace, venue_kind, exchange)
+            self.opening_live = live is not None
             if live is not None and live.kind == "live":
                 desk = await self._open_live(workspace, live, bus, share)
             elif live is not None:
@@ -175,7 +195,8 @@ class MainWindow(QMainWindow):
                 self.loading.setText(f"Opening {workspace.root} …\n"
                                      "Loading market data and agents.")
                 desk = await asyncio.to_thread(
-                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share
+                    open_desk, workspace, bus=bus, data_files=data_files, loop_share=share,
+                    start_ms=start_ms,
                 )
         except KestrelError as exc:
             self.loading.setText(f"Cannot open {workspace.root}:\n{exc}")
@@ -191,6 +212,8 @@ class MainWindow(QMainWindow):
         self._install(desk)
         if speed is not None:
             self.keep_speed(speed)  # a relaunch resumes at the speed this run was given
+        if self.replay_bar is not None and self._paused_when_closed(workspace):
+            self.replay_bar.set_paused(True)  # it was paused: it stays so until Play
         self._refresh_title()
         await desk.world.start(self._decide_unknown_orders)
         from app.telegram.start import start_telegram
@@ -214,6 +237,29 @@ class MainWindow(QMainWindow):
             self.start_replay()
         self._refresh_title()
         return desk
+
+    def show_open_failure(
+        self, workspace: Workspace, exc: Exception, *,
+        retry: Callable[[], Coroutine[Any, Any, Any]],
+        replay: Callable[[], Coroutine[Any, Any, Any]] | None,
+    ) -> None:
+        """A live market could not be reached: say why in the middle of the window and offer
+        Retry and the offline replay, instead of a dead shell behind a message box."""
+        from app.ui.open_failed import OpenFailedPage
+
+        why = str(exc)
+        page = OpenFailedPage(f"Kestrel could not open {workspace.root.name}",
+                              why[:1].upper() + why[1:], offer_replay=replay is not None)
+        page.retry_requested.connect(lambda: self.tasks.spawn(retry()))
+        if replay is not None:
+            page.replay_requested.connect(lambda: self.tasks.spawn(replay()))
+        if self.open_failed is not None:
+            self.opening.removeWidget(self.open_failed)
+            self.open_failed.deleteLater()
+        self.open_failed = page
+        self.opening.addWidget(page)
+        self.opening.setCurrentWidget(page)
+        self.setWindowTitle(f"Kestrel — {workspace.root.name} — not open")
 
     async def _open_live(
         self, workspace: Workspace, venue: VenueSpec, bus: EventBus, share: Any
@@ -263,6 +309,7 @@ class MainWindow(QMainWindow):
         from app.ui.alerts import AlertBanner
         from app.ui.backtest import BacktestView
         from app.ui.charts.book_widget import BookWidget
+        from app.ui.charts.chart_state import ChartMemory
         from app.ui.charts.chart_widget import ChartWidget
         from app.ui.chat import ChatPanel
         from app.ui.kill_switch import KillSwitchControls
@@ -275,6 +322,7 @@ class MainWindow(QMainWindow):
         from app.ui.panels.style import money_decimals
         from app.ui.replay_bar import Banner, ReplayBar
         from app.ui.trades import DeskTrades
+        from app.ui.trading.chart_trading import ChartTrading
         from app.ui.trading.desk_controls import DeskTradingControls
         from app.ui.tray import TrayController
 
@@ -291,10 +339,14 @@ class MainWindow(QMainWindow):
         symbol = DEMO_SYMBOL if DEMO_SYMBOL in market.symbols() else market.symbols()[0]
         # three re-reads a second: while the view follows the newest bar each one repaints every
         # pane (10-20 ms), and at top replay speed more of them made the window stutter
-        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0)
-        book = BookWidget(market, symbol=symbol, redraw_hz=10.0)
+        # the chart's set-up (indicators, drawings, log scale) is kept per workspace
+        kept = ChartMemory(self.store, world.workspace.identity() or str(world.workspace.root))
+        chart = ChartWidget(market, symbol=symbol, redraw_hz=3.0, memory=kept,
+                            owner_name=self.names)
+        book = BookWidget(market, symbol=chart.symbol, redraw_hz=10.0)
         # the person's orders, cancels and closes: tool calls as "person", through the guard
-        self.person = PersonControls(world.executor, world.orders, world.bus)
+        self.person = PersonControls(world.executor, world.orders, world.bus,
+                                     next_bar_open=_next_bar_open(venue))
         account = AccountPanel(venue.broker, venue.clock, venue.broker.mode, world.bus,
                                venue.label, controls=self.person, names=self.names,
                                book=self.book)
@@ -313,7 +365,7 @@ class MainWindow(QMainWindow):
         self.panels = {"chart": chart, "book": book, "account": account, "memory": memory,
                        "audit": audit, "chat": chat, "agents": agents, "backtest": backtest,
                        "notifications": notifications}
-        chart.symbol_box.currentTextChanged.connect(book.set_symbol)
+        chart.symbol_changed.connect(book.set_symbol)
 
         # what the agents run on, and a language model's training-cutoff warning for the
         # replayed period, from the moment the replay starts here; kept current as agents are
@@ -349,19 +401,42 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(self.reset_layout_action)
         window_layout.restore_layout(self, self.store)
 
+        for spec in window_layout.DOCKS:
+            self._described(self.panel_shortcuts[spec.key], spec.title)
         if venue.offline:  # a live market's time cannot be paused, stepped or sped up
-            self.replay_bar = ReplayBar(venue.driver, HOUR_MS, self)
+            self.replay_bar = ReplayBar(venue.driver, venue.clock, HOUR_MS, self,
+                                        end_ms=venue.end_ms)
             self.replay_bar.speed_chosen.connect(self.keep_speed)
+            self.replay_bar.pause_chosen.connect(self._keep_paused)
+            self.replay_bar.jumped.connect(lambda text: self.statusBar().showMessage(text, 15_000))
             self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay_bar)
+            # the window holds them: their keys work while the toolbar is hidden too
+            self.addActions([self.replay_bar.pause_action, self.replay_bar.step_action,
+                             self.replay_bar.step_key_action])
+            self._described(self.replay_bar.pause_action, "Pause or resume the replay")
+            self._described(self.replay_bar.step_key_action, "Step the replay one bar (pauses it)")
+            if self.replay_bar.jump_action.isVisible():
+                self.addAction(self.replay_bar.jump_action)
+                self._described(self.replay_bar.jump_action, "Jump the replay to a date")
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, kill.toolbar)
         self.trading = DeskTradingControls(
             self, self.person, venue.broker, market.symbols(), venue.broker.mode, self.tasks,
-            account.show_message, self.names,
+            account.show_message, self.names, market=market,
         )
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.trading.toolbar)
+        self.trading_menu.removeAction(self.trading_waits)
+        # dragging an order's line, "limit here" and the book's prices: the person's calls
+        self.chart_trading = ChartTrading(chart, book, self.person, self.trading, self.tasks,
+                                          account.show_message)
         self.trading_menu.addActions([self.trading.ticket_action, self.trading.flatten_action])
         self.trading_menu.addSeparator()
         self.trading_menu.addActions([kill.trip_action, kill.reset_action])
+        self._described(kill.trip_action, "Trip the kill switch (asks first; reset from the "
+                                          "banner)")
+        self._described(self.trading.ticket_action,
+                        "New order (your own, reviewed against the Risk Guard)")
+        self._described(self.trading.flatten_action,
+                        "Flatten all: cancel every order, close every position (asks first)")
         self.setStatusBar(StatusBar(world, venue.broker.mode, venue.label, self))
         self.tray = TrayController(
             self, world.bus, pause_all=self.pause_all, quit_app=self.quit,
@@ -471,6 +546,27 @@ class MainWindow(QMainWindow):
                 "agents": world.settings.agents.model_copy(update={"replay_speed": speed})})
             self.tasks.spawn(self._store_speed(world.workspace.settings_path, speed))
 
+    def _paused_when_closed(self, workspace: Workspace) -> bool:
+        return str(workspace.root.resolve()) in self._paused_workspaces()
+
+    def _paused_workspaces(self) -> list[str]:
+        value = self.store.value(PAUSED_KEY, [])
+        if isinstance(value, str):  # QSettings gives one item back as a bare string
+            return [value]
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+    def _keep_paused(self, paused: bool) -> None:
+        """Remember on this desktop that this workspace's replay was paused, so a relaunch opens
+        it paused where it stood instead of letting time run on unseen."""
+        if self.world is None or self.world.workspace is None:
+            return
+        root = str(self.world.workspace.root.resolve())
+        roots = [r for r in self._paused_workspaces() if r != root]
+        if paused:
+            roots.append(root)
+        self.store.setValue(PAUSED_KEY, roots[-MAX_PAUSED_KEPT:])
+        self.store.sync()
+
     async def _store_speed(self, path: Path, speed: float) -> None:
         async with self._speed_lock:  # two quick choices are written in the order made
             try:
@@ -565,6 +661,7 @@ class MainWindow(QMainWindow):
     # -- menus ---------------------------------------------------------------------------------
 
     def _build_menus(self) -> None:
+        self._shortcut_help: list[tuple[QAction, str]] = []
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
         self.settings_action = QAction("&Settings…", self)
@@ -599,6 +696,9 @@ class MainWindow(QMainWindow):
         agents_menu.addActions([pause, resume])
         # the kill switch's actions join once a workspace is open (app.ui.kill_switch)
         self.trading_menu = bar.addMenu("&Trading")
+        self.trading_waits = self.trading_menu.addAction(
+            "New order, Flatten all and the kill switch come with the workspace")
+        self.trading_waits.setEnabled(False)
         self._runtime_actions = [pause, resume, chart_action, backtest_action]
         for action in self._runtime_actions:
             action.setEnabled(False)
@@ -608,21 +708,36 @@ class MainWindow(QMainWindow):
         keys.setShortcut(QKeySequence("F1"))
         keys.triggered.connect(self.show_shortcuts)
         help_menu.addAction(keys)
+        self.shortcuts_box: QMessageBox | None = None
+        self._described(keys, "These shortcuts")
+        self._described(chart_action, "Chart")
+        self._described(backtest_action, "Backtest")
+        self._described(pause, "Pause all agents")
+        self._described(resume, "Resume all agents")
+        self._described(self.settings_action, "Settings")
+        self._described(quit_action, "Quit (asks first while agents run or a position is open)")
+
+    def _described(self, action: QAction, words: str) -> None:
+        """List ``action`` under F1: its shortcut is the action's own, so the list cannot say a
+        key the window does not answer."""
+        self._shortcut_help.append((action, words))
+
+    def shortcut_list(self) -> list[tuple[QAction, str]]:
+        """Every shortcut F1 lists, with its action, in the order listed."""
+        return [(a, w) for a, w in self._shortcut_help if not a.shortcut().isEmpty()]
 
     def show_shortcuts(self) -> None:
-        lines = [
-            "Ctrl+1  Chart", "Ctrl+B  Backtest",
-            *(f"{spec.shortcut}  {spec.title}" for spec in window_layout.DOCKS),
-            "Ctrl+Space  Pause or resume the replay", "Ctrl+Shift+P  Pause all agents",
-            "Ctrl+Shift+R  Resume all agents",
-            "Ctrl+Shift+K  Trip the kill switch (asks first; reset from the banner)",
-            "F9  New order (your own, reviewed against the Risk Guard)",
-            "Ctrl+Shift+F  Flatten all: cancel every order, close every position (asks first)",
-            "Ctrl+,  Settings", "Ctrl+Q  Quit",
-        ]
+        lines = [f"{action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)}  {words}"
+                 for action, words in self.shortcut_list()]
+        if self.shortcuts_box is not None:  # pressed again: the list already shown comes forward
+            self.shortcuts_box.setText("\n".join(lines))
+            self.shortcuts_box.raise_()
+            return
         box = QMessageBox(self)
         box.setWindowTitle("Keyboard shortcuts")
         box.setText("\n".join(lines))
+        box.finished.connect(lambda _result: setattr(self, "shortcuts_box", None))
+        self.shortcuts_box = box
         box.open()
 
     def open_settings(self) -> None:
@@ -675,8 +790,91 @@ class MainWindow(QMainWindow):
         self.closed.emit()
 
     def quit(self) -> None:
+        """Ctrl+Q, File > Quit and the tray's Quit: with agents at work or a position or an
+        order open, ask first, naming them (a stray Ctrl+Q must not stop a desk that trades);
+        with nothing running, quit at once."""
+        if self.world is None or self.world.agents is None:
+            self.quit_now()
+            return
+        if self.quit_dialog is not None:
+            self.quit_dialog.raise_()
+            return
+        if not self._asking_quit:
+            self._asking_quit = True
+            self.tasks.spawn(self._ask_quit())
+
+    def quit_now(self) -> None:
         self._closing = True
         self.close()
+
+    async def _ask_quit(self) -> None:
+        try:
+            text = await self._running_words()
+        finally:
+            self._asking_quit = False
+        if not text:
+            self.quit_now()
+            return
+        box = QMessageBox(self)
+        box.setObjectName("quitDialog")
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Quit Kestrel")
+        box.setText("Quit Kestrel?")
+        box.setInformativeText(text)
+        leave = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(leave)
+        box.accepted.connect(self.quit_now)
+        box.finished.connect(lambda _result: setattr(self, "quit_dialog", None))
+        self.quit_dialog = box
+        box.open()
+
+    async def _running_words(self) -> str:
+        """What quitting stops or leaves open, in words; empty when nothing is."""
+        from app.ui.panels.style import format_fixed, format_quantity, money_decimals
+
+        world = self.world
+        assert world is not None and world.agents is not None
+        working = [a.name for a in world.agents.manager.list_agents()
+                   if a.role is not AgentRole.ORCHESTRATOR
+                   and a.state in (AgentState.RUNNING, AgentState.WAITING_FOR_USER)]
+        broker = world.venue.broker
+        try:
+            state = await broker.account()
+        except KestrelError as exc:  # the account cannot be read now: say so, still ask
+            held, orders, unread = [], [], f"The account could not be read ({exc})."
+        else:
+            held = [p for p in state.positions if p.size > 0]
+            orders, unread = list(state.open_orders), ""
+        if not (working or held or orders or unread):
+            return ""
+        ccy = broker.quote_currency
+        parts = []
+        if working:
+            parts.append(f"{_count(len(working), 'agent')} {'is' if len(working) == 1 else 'are'}"
+                         f" running: {', '.join(working)}.")
+        if held:
+            listed = ", ".join(
+                f"{p.symbol} {format_quantity(p.size)} (P&L "
+                f"{format_fixed(p.unrealized_pnl, money_decimals(ccy), sign=True)} {ccy})"
+                for p in held)
+            parts.append(f"{_count(len(held), 'position')} open: {listed}.")
+        if orders:
+            parts.append(f"{_count(len(orders), 'order')} open.")
+        if unread:
+            parts.append(unread)
+        venue = world.venue
+        if venue.offline:
+            parts.append("Quitting stops the replay and the agents; everything resumes where it "
+                         "stood at the next start.")
+        elif venue.is_live_account:
+            parts.append("Quitting stops the agents. Your positions and the orders resting on the "
+                         "exchange stay there; stops Kestrel holds itself do not protect while it "
+                         "is closed.")
+        else:
+            parts.append("Quitting stops the agents and the paper account: its orders are not "
+                         "filled and its stops do not protect while Kestrel is closed.")
+        return "\n".join(parts)
 
     async def aclose(self) -> None:
         """Stop the replay and the agents and close the stores (after the window closed)."""
@@ -720,3 +918,24 @@ class MainWindow(QMainWindow):
         roles = sorted(a.role.value for a in agents if a.role is not AgentRole.ORCHESTRATOR)
         return (f"{self.world.workspace.root} at {ms_to_iso(self.world.venue.clock.now_ms())},"
                 f" agents: {', '.join(roles) or 'none'}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _next_bar_open(venue: Any) -> Any:
+    """On a replay, when a market order of a symbol placed now fills: the paper broker fills
+    it at the open of the first bar of the symbol's finest interval that opens at or after the
+    order; None elsewhere (live quotes fill at once)."""
+    if not venue.offline:
+        return None
+    from app.domain.market import interval_ms
+
+    market, clock = venue.market, venue.clock
+
+    def opens(symbol: str) -> int:
+        bar = interval_ms(market.finest_interval(symbol))
+        return -(-clock.now_ms() // bar) * bar
+
+    return opens

@@ -72,7 +72,12 @@ class StatusBar(QStatusBar):
         running = sum(1 for a in agents if a.state is AgentState.RUNNING)
         waiting = sum(1 for a in agents if a.state is AgentState.WAITING_FOR_USER)
         faulted = sum(1 for a in agents if a.state is AgentState.FAULTED)
+        health = self.world.agents.health
+        failing = 0 if health is None else sum(
+            1 for a in agents if a.state is AgentState.RUNNING and health.failing(a.agent_id))
         text = f"Agents: {running} running"
+        if failing:
+            text += f" ({failing} failing)"
         if waiting:
             text += f", {waiting} waiting for you"
         if faulted:

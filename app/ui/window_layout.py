@@ -135,7 +135,8 @@ def default_arrangement(window: QMainWindow, docks: Mapping[str, QDockWidget]) -
 def _default_sizes(window: QMainWindow, docks: Mapping[str, QDockWidget]) -> None:
     """Shares of the window, so the chart keeps the middle on a 1280x720 screen as on a
     large one: agents a quarter of the width, the chat under a third, the account and
-    tool calls below the chart a third of the height."""
+    tool calls below the chart a little over a third of the height (at 1366x768, room for
+    five or more rows of their tables)."""
     if not docks:
         return
     width, height = window.width(), window.height()
@@ -145,7 +146,7 @@ def _default_sizes(window: QMainWindow, docks: Mapping[str, QDockWidget]) -> Non
     book = _share(width, 0.28, 330, 450)
     window.resizeDocks([docks["account"], docks["book"]], [width - book, book],
                        Qt.Orientation.Horizontal)
-    window.resizeDocks([docks["account"]], [_share(height, 0.32, 200, 320)],
+    window.resizeDocks([docks["account"]], [_share(height, 0.38, 200, 340)],
                        Qt.Orientation.Vertical)
 
 

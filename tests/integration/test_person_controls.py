@@ -151,8 +151,9 @@ def test_flatten_all_leaves_no_open_order_and_no_position(world, bus) -> None:
         next_bar(world)  # the market close fills at the next bar's open
         assert await world.venue.broker.open_orders() == []
         assert await world.venue.broker.positions() == []
+        # on paper the close is the person's market sell (its exits stayed until it filled)
         stored = {r.order.agent_id: r.order.status for r in world.ledger.load().orders
-                  if r.order.exit_kind.value == "CLOSE"}
+                  if r.order.reason == "closed by the person"}
         assert stored == {PERSON_ID: OrderStatus.FILLED}
         trades = closed_trades(await world.venue.broker.trades(None, None))
         (trade,) = trades

@@ -87,7 +87,7 @@ def test_status_reports_each_agent_with_its_state_and_next_run(tmp_path: Path) -
         report = await say(world, "status")
         assert report.startswith("2 agent(s):")
         assert "BTC/USDT 1h Trend Analyst [analyst" in report and ": running" in report
-        assert "every 3600 s, next 2019-10-10T08:00:00Z" in report
+        assert "every hour, next 2019-10-10 08:00 UTC" in report
         assert "BTC/USDT Trader [trader" in report
 
     run(tmp_path, body)

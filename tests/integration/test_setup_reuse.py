@@ -57,7 +57,7 @@ def test_a_paused_watch_set_up_again_runs_again_and_another_interval_is_a_new_wa
         assert len(agents) == 3 and all(a.state is AgentState.RUNNING for a in agents)
         answer = await say(world, "watch BTC/USDT on 1h every 4h with a trend analyst and a "
                                     "trader")
-        assert "the existing schedule of BTC/USDT (every 1h) is kept" in answer
+        assert "the existing schedule of BTC/USDT (every hour) is kept" in answer
         answer = await say(world, "watch BTC/USDT on 4h every 4h with a trend analyst and a "
                                     "trader")
         assert answer.startswith("Set up BTC/USDT 4h Trend Analyst")

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, QPoint, QPointF, QSettings, QSize, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.secrets import SecretStore
 from app.ui.main_window import MainWindow
@@ -41,7 +43,8 @@ class Desk:
         self.qloop.run_until_complete(guarded())
 
     async def open(
-        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None
+        self, *, paced: bool = False, speed: float | None = None, size: QSize | None = None,
+        start_ms: int | None = None,
     ) -> MainWindow:
         prefs = UiPrefs(QSettings(self.settings_file, QSettings.Format.IniFormat))
         window = MainWindow(prefs, SecretStore(), interactive_errors=False)
@@ -50,7 +53,7 @@ class Desk:
             window.setWindowState(Qt.WindowState.WindowNoState)
             window.resize(size)
         window.show()
-        await window.open_workspace(self.workspace, paced=paced, speed=speed)
+        await window.open_workspace(self.workspace, paced=paced, speed=speed, start_ms=start_ms)
         self.windows.append(window)
         return window
 
@@ -64,6 +67,33 @@ class Desk:
         self.windows.remove(window)
 
 
+def focus_back(window: QWidget) -> None:
+    """Make ``window`` the active one again, as a desktop does when a dialog over it closes (the
+    offscreen screen has no window manager to do it), so its shortcuts answer the next key."""
+    with warnings.catch_warnings():  # deprecated for apps; a test's screen needs it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        QApplication.setActiveWindow(window)
+
+
 def on_screen(dock: QWidget) -> bool:
     """Whether a person sees the dock: shown, and not behind another panel's tab."""
     return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def send_mouse(
+    widget: QWidget, kind: QEvent.Type, pos: QPoint,
+    button: Qt.MouseButton = Qt.MouseButton.NoButton,
+    buttons: Qt.MouseButton = Qt.MouseButton.NoButton,
+) -> None:
+    """A mouse event sent straight to ``widget`` (a chart's viewport), not through QTest: QTest's
+    mouse functions spin Qt's loop inside the coroutine's step, and the qasync loop can lose the
+    step (the test then waits forever)."""
+    QApplication.sendEvent(widget, QMouseEvent(
+        kind, QPointF(pos), QPointF(widget.mapToGlobal(pos)), button, buttons,
+        Qt.KeyboardModifier.NoModifier))
+
+
+def click(widget: QWidget, pos: QPoint, button: Qt.MouseButton) -> None:
+    """Press and release ``button`` at ``pos`` (``send_mouse``'s way)."""
+    send_mouse(widget, QEvent.Type.MouseButtonPress, pos, button, button)
+    send_mouse(widget, QEvent.Type.MouseButtonRelease, pos, button)

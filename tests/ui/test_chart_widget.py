@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QToolTip
 
 from app.domain.clock import ReplayClock
 from app.domain.trading import (
@@ -193,6 +194,7 @@ def _order(order_id: str, side: Side, created_ms: int, **extra) -> Order:
     )
 
 
+@pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise")  # the tooltip
 def test_fills_and_orders_are_marked_at_their_bars_with_agent_and_reason(
     chart: ChartWidget, qloop
 ) -> None:
@@ -235,32 +237,64 @@ def test_fills_and_orders_are_marked_at_their_bars_with_agent_and_reason(
     view_point = chart.view.mapFromScene(scene_point)
     QTest.qWait(50)  # pyqtgraph drops mouse moves closer together than its rate limit
     QTest.mouseMove(chart.view.viewport(), view_point)
-    assert "take profit at resistance" in vb.toolTip()
+    assert QToolTip.isVisible() and "take profit at resistance" in QToolTip.text()
 
 
-def test_open_position_shows_entry_take_profit_and_stop_loss_lines(chart: ChartWidget) -> None:
-    position = Position("BTC/USD", Decimal("0.5"), Decimal("8000"), Decimal("8100"),
-                        Decimal("50"), Decimal("10"))
-    tp = _order("tp", Side.SELL, 0, type=OrderType.LIMIT, price=Decimal("9000"),
+def test_open_levels_are_tags_on_the_price_axis_apart_and_the_scale_makes_room_for_them(
+    chart: ChartWidget,
+) -> None:
+    series = chart.series
+    assert series is not None
+    last = float(series.close[-1])
+    high = float(series.high[-160:].max())
+    position = Position("BTC/USD", Decimal("0.5"), Decimal(str(round(last, 2))),
+                        Decimal("8100"), Decimal("50"), Decimal("10"))
+    take_profit = Decimal(str(round(high * 1.25, 2)))  # far above every candle in view
+    stop = Decimal(str(round(last * 0.97, 2)))
+    tp = _order("tp", Side.SELL, 0, type=OrderType.LIMIT, price=take_profit,
                 exit_kind=ExitKind.TAKE_PROFIT, reduce_only=True)
-    sl = _order("sl", Side.SELL, 0, type=OrderType.STOP, stop_price=Decimal("7500"),
+    sl = _order("sl", Side.SELL, 0, type=OrderType.STOP, stop_price=stop,
                 exit_kind=ExitKind.STOP_LOSS, reduce_only=True)
+    bid = _order("bid", Side.BUY, 0, type=OrderType.LIMIT, price=stop + Decimal("1"))
     done = _order("old", Side.SELL, 0, type=OrderType.LIMIT, price=Decimal("9900"),
                   exit_kind=ExitKind.TAKE_PROFIT, status=OrderStatus.CANCELLED)
-    chart.set_position_lines([position], [tp, sl, done])
-    lines = chart.view.markers.visible_lines
-    assert [price for price, _ in lines] == [8000.0, 9000.0, 7500.0]
-    assert lines[0][1].startswith("Avg cost 8,000.00")
-    assert lines[1][1] == "TP 9,000.00" and lines[2][1] == "SL 7,500.00"
-    # a line's label sits at the right edge, over the newest candles and the trade markers:
-    # it is drawn above both, on an opaque ground, so it stays readable
-    markers = chart.view.markers
-    for item in markers._lines:
-        assert item.zValue() > max(chart.view.candles.zValue(), markers._filled.zValue(),
-                                   markers._open.zValue())
-        assert item.label.fill.color().alpha() == 255
+    chart.set_position_lines([position], [tp, sl, bid, done])
+
+    shown = dict((text.split()[0], price) for price, text in chart.view.levels.visible_lines())
+    assert shown == {"Avg": float(position.avg_price), "TP": float(take_profit),
+                     "SL": float(stop), "Buy": float(stop + 1)}
+    # the take profit above every candle is on the scale, not off it
+    y0, y1 = chart.view.price_plot.vb.viewRange()[1]
+    assert y0 < float(stop) and float(take_profit) < y1
+    # each price is a tag on the axis; the stop loss and the bid a dollar apart do not cover
+    # each other, the last price has its own, and every tag is on the axis
+    chart.view.grab()
+    axis = chart.view.price_axis
+    rects = axis.tag_rects
+    assert set(rects) == {"avg:BTC/USD", "tp", "sl", "bid", "last"}
+    keys = sorted(rects)
+    for i, a in enumerate(keys):
+        assert 0 <= rects[a].top() and rects[a].bottom() <= axis.height()
+        for b in keys[i + 1:]:
+            assert not rects[a].intersects(rects[b]), (a, b)
+    texts = {tag.key: tag.text for tag in axis.tags}
+    assert texts["tp"] == f"TP {format_price(take_profit, 2)}"
+    assert texts["last"] == format_price(last, 2)
+    # the lines across the plot carry no text over the candles
+    for key in ("tp", "sl", "bid", "avg:BTC/USD"):
+        line = chart.view.levels.line(key)
+        assert line is not None and getattr(line, "label", None) is None
+
+    # looking back into history the scale fits that history; the take profit's tag waits at
+    # the top of the axis with an arrow
+    chart.view.price_plot.vb.setXRange(100, 260, padding=0)
+    assert chart.view.price_plot.vb.viewRange()[1][1] < float(take_profit)
+    chart.view.grab()
+    assert rects is not axis.tag_rects and axis.tag_rects["tp"].top() <= 1.0
+
     chart.set_position_lines([], [])
-    assert chart.view.markers.visible_lines == []
+    assert chart.view.levels.visible_lines() == []
+    assert [tag.key for tag in chart.view.price_axis.tags] == ["last"]
 
 
 def test_crosshair_readout_shows_the_hovered_bars_ohlcv(chart: ChartWidget) -> None:

@@ -420,7 +420,7 @@ def test_a_question_asked_while_the_chat_was_closed_waits_with_its_replies(
         (question,) = cards(panel, QuestionCard)
         assert [b.text() for b in question.buttons] == ["1h", "4h", "15m", "1d"]
         assert all(b.isEnabled() for b in question.buttons)
-        assert "Answer Orchestrator's question" in panel.composer.input.placeholderText()
+        assert "Answer Orchestrator (expected: text)" in panel.composer.input.placeholderText()
         assert [b.text.text() for b in cards(panel, PersonBubble)] == ["watch BTC/USDT"]
         click(qtbot, question.buttons[1])
         await settle(world)

@@ -12,6 +12,7 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox
 
 from app.domain.agents import AgentState
+from app.ui.chat.bubbles import AnswerBubble, PersonBubble
 from app.ui.kill_switch import ResetDialog, TripDialog
 from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
@@ -178,5 +179,37 @@ def test_the_tripped_window_is_readable_and_fits_a_small_screen(
                 label.mapTo(window, QPoint(0, 0)))
             text = label.palette().color(label.foregroundRole())
             assert contrast(text, ground(image, rect)) >= MIN_CONTRAST, label.objectName()
+
+    desk.run(scenario)
+
+
+def test_after_a_reset_the_chat_says_the_orchestrator_is_paused_and_resume_runs_it(
+    desk, qtbot
+) -> None:
+    """After a reset the Orchestrator stayed paused, and a message to it only said "queued"."""
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        world = window.world
+        await window.kill_controls.trip("testing")
+        await window.kill_controls.reset()
+        chat = window.panels["chat"]
+        orchestrator = world.orchestrator()
+        assert world.agents.store.get(orchestrator.agent_id).state is AgentState.PAUSED
+        header = chat.header
+        await eventually(lambda: header.paused_row.isVisible())
+        assert "Orchestrator is paused: what you send waits in its inbox" in header.status_text()
+        qtbot.keyClicks(chat.composer.input, "status")
+        qtbot.keyClick(chat.composer.input, Qt.Key.Key_Return)
+        await eventually(lambda: any(isinstance(c, PersonBubble) and c.text.text() == "status"
+                                for c in chat.transcript.cards))
+        answers = len([c for c in chat.transcript.cards if isinstance(c, AnswerBubble)])
+        qtbot.mouseClick(header.resume_button, Qt.MouseButton.LeftButton)
+        await eventually(lambda: world.agents.store.get(orchestrator.agent_id).state
+                    is AgentState.RUNNING)
+        await desk.settle(window)
+        await eventually(lambda: len([c for c in chat.transcript.cards
+                                 if isinstance(c, AnswerBubble)]) > answers)
+        await eventually(lambda: not header.paused_row.isVisible())
 
     desk.run(scenario)

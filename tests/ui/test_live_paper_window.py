@@ -7,6 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.domain.trading import OrderType, Side
@@ -86,7 +87,11 @@ def test_the_status_bar_says_when_live_reads_fail_and_when_they_work_again(
     desk.run(scenario)
 
 
-def test_without_network_the_window_says_why_and_the_replay_stays_available(desk, tmp_path):
+def test_without_network_the_window_says_why_and_offers_retry_and_the_offline_replay(
+    desk, tmp_path, qtbot
+):
+    """Live-paper without a network left a dead window: an empty title, the error in one line
+    cut off at both edges, an empty Trading menu."""
     desk.workspace.ensure()
     (desk.workspace.root / "settings.toml").write_text(
         '[venue]\nkind = "live-paper"\nexchange = "binance"\n'
@@ -99,17 +104,37 @@ def test_without_network_the_window_says_why_and_the_replay_stays_available(desk
         from app.ui.main_window import MainWindow
         from app.ui.settings.prefs import UiPrefs
 
-        window = MainWindow(UiPrefs(), SecretStore(), interactive_errors=False)
+        window = MainWindow(UiPrefs(QSettings(str(tmp_path / "ui.ini"),
+                                              QSettings.Format.IniFormat)),
+                            SecretStore(), interactive_errors=False)
         desk.qtbot.addWidget(window)
+        window.resize(1280, 720)
         window.show()
-        box = await open_or_explain(window, desk.workspace)  # what the app runs at start
-        assert box is not None, "the refusal is said in a message box, not a crash report"
-        assert "Cannot open paper on live quotes (binance): " in box.text()
-        assert "--venue replay" in box.text() and "Traceback" not in box.text()
-        assert window.world is None
-        box.close()
-        await window.aclose()
+        assert await open_or_explain(window, desk.workspace) is None  # no box: the window says it
+        page = window.open_failed
+        assert page is not None and page.isVisible()
+        assert "Cannot open paper on live quotes (binance): " in page.reason.text()
+        assert "Traceback" not in page.reason.text()
+        assert page.reason.wordWrap() and page.reason.width() <= window.width()
+        assert window.windowTitle() == f"Kestrel — {desk.workspace.root.name} — not open"
+        assert [a.text() for a in window.trading_menu.actions()] == [
+            "New order, Flatten all and the kill switch come with the workspace"]
+        assert window.world is None and not window.errors.reports
+
+        qtbot.mouseClick(page.retry_button, Qt.MouseButton.LeftButton)  # still no network
+        await eventually(lambda: window.open_failed is not page and window.open_failed is not None,
+                    within=30)
+        page = window.open_failed
+        assert window.world is None and page.replay_button.isVisible()
+
+        qtbot.mouseClick(page.replay_button, Qt.MouseButton.LeftButton)
+        await eventually(lambda: window.world is not None, within=60)
+        assert window.world.venue.label == "Offline replay"
+        assert "Offline replay" in window.windowTitle()
+        assert window.trading.ticket_action in window.trading_menu.actions()
+        assert not window.errors.reports
         window.close()
+        await window.aclose()
 
     desk.run(scenario)
 

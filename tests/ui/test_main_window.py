@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from PySide6.QtCore import QRect, QSize
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QSize, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QAbstractItemView, QApplication, QToolTip
 
 from app.agents.loop_share import LoopShare
 from app.agents.task_data import split_task_data
@@ -161,16 +163,16 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
         await desk.settle(window)
         chart = window.panels["chart"]
-        await eventually(lambda: len(chart.view.markers.visible_lines) == 3)
-        drawn = sorted(label.split()[0] for _price, label in chart.view.markers.visible_lines)
+        await eventually(lambda: len(chart.view.levels.visible_lines()) == 3)
+        drawn = sorted(label.split()[0] for _price, label in chart.view.levels.visible_lines())
         assert drawn == ["Avg", "SL", "TP"]  # "Avg cost ...", the position's line
         await desk.close(window)
 
         again = await desk.open()  # no clock move and no new fill from here on
         chart = again.panels["chart"]
-        await eventually(lambda: len(chart.view.markers.visible_lines) == 3)
+        await eventually(lambda: len(chart.view.levels.visible_lines()) == 3)
         assert sorted(label.split()[0] for _price, label in
-                      chart.view.markers.visible_lines) == drawn
+                      chart.view.levels.visible_lines()) == drawn
         await eventually(lambda: len(chart.view.markers.markers) >= 1)
         assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
 
@@ -273,23 +275,117 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
     desk: Desk, size: QSize
 ) -> None:
     """What a desk scans for: at 1280x720 the P&L column ran past the dock's edge (the long
-    analyst name took the room), so the Trader's P&L read "+62" with the rest cut off."""
+    analyst name took the room), so the Trader's P&L read "+62" with the rest cut off; and the
+    columns fitted before the docks had their sizes stayed so until the next refresh."""
     async def scenario() -> None:
         window = await desk.open(size=size)
         panel = window.panels["agents"]
         await eventually(lambda: panel.model.rowCount() == 3)
+        await panel.refresh()
         header = panel.view.horizontalHeader()
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
 
-        async def pnl_shown_whole() -> bool:
-            # the default dock sizes are set after the first layout, so the columns are read
-            # once the panel has been laid out in them
-            await panel.refresh()
-            shown = panel.view.viewport().width()
-            return header.sectionViewportPosition(pnl) + header.sectionSize(pnl) <= shown
+        def pnl_shown() -> bool:  # once the default dock sizes are set, after the first layout
+            end = header.sectionViewportPosition(pnl) + header.sectionSize(pnl)
+            return end <= panel.view.viewport().width()
 
-        await eventually(pnl_shown_whole)
+        await eventually(pnl_shown)
         assert header.sectionSize(0) >= 80  # names elided at worst, never gone
+
+    desk.run(scenario)
+
+
+def test_ctrl_q_with_agents_running_asks_first_naming_them(desk: Desk, qtbot) -> None:
+    """A stray Ctrl+Q closed a desk whose agents were trading, without a word."""
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        await eventually(lambda: window.quit_dialog is not None and window.quit_dialog.isVisible())
+        said = window.quit_dialog.informativeText()
+        assert "2 agents are running: BTC/USD Trader, BTC/USD 1h Trend Analyst." in said
+        assert "resumes where it stood" in said
+        window.quit_dialog.reject()  # second thoughts: the desk goes on
+        await eventually(lambda: window.quit_dialog is None)
+        assert window.isVisible() and window.world is not None
+
+        await window.pause_all()  # nothing running, nothing held: Quit quits at once
+        await window.trading.controls.flatten()
+        window.world.venue.driver.advance_to(window.world.venue.clock.now_ms() + HOUR_MS)
+        window.quit()
+        await eventually(lambda: not window.isVisible())
+        assert window.quit_dialog is None
+
+    desk.run(scenario)
+
+
+def test_a_replay_left_paused_opens_paused_where_it_stood(desk: Desk) -> None:
+    async def scenario() -> None:
+        window = await desk.open()
+        await desk.settle(window)
+        window.replay_bar.pause_button.click()
+        stood = window.world.venue.clock.now_ms()
+        await desk.close(window)
+
+        again = await desk.open(paced=True)  # the pacer runs: only the pause holds the clock
+        assert again.world.venue.driver.paused
+        assert again.replay_bar.pause_button.text() == "Play"
+        assert again.world.venue.clock.now_ms() == stood
+        again.replay_bar.pause_button.click()  # Play: time flows, and the next start too
+        await eventually(lambda: again.world.venue.clock.now_ms() > stood)
+        await desk.close(again)
+        third = await desk.open()
+        assert not third.world.venue.driver.paused
+
+    desk.run(scenario)
+
+
+def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_chart(
+    desk: Desk,
+) -> None:
+    """The tooltip said "reason: —" where the order had its reason, and ran off the chart."""
+    async def scenario() -> None:
+        window = await desk.open(size=QSize(1280, 720))
+        await desk.settle(window)
+        window.replay_bar.pause_button.click()
+        window.replay_bar.step_button.click()  # the demo's first order fills
+        chart = window.panels["chart"]
+        await eventually(lambda: any(m.filled for m in chart.view.markers.markers))
+        (fill,) = window.world.ledger.fills()[:1]
+        reason = next(r.order.reason for r in window.world.ledger.load().orders
+                      if r.order.order_id == fill.order_id)
+        assert reason
+        marker = next(m for m in chart.view.markers.markers if m.filled)
+        assert "reason: —" not in marker.tooltip
+        assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
+        assert "UTC" in marker.tooltip and "Z\n" not in marker.tooltip
+
+        view = chart.view
+        area = QRect(view.mapToGlobal(QPoint(0, 0)), view.size()).intersected(
+            view.screen().availableGeometry())  # the test screen is smaller than the window
+        x, y, _ = view.markers.marker_positions()[0]  # the fill's (fills come first)
+        spot = view.mapFromScene(view.price_plot.vb.mapViewToScene(QPointF(x, y)))
+
+        def hovered() -> bool:  # moved again until pyqtgraph takes a move (it drops some)
+            # sent, not QTest.mouseMove: that spins Qt's loop inside this coroutine's step,
+            # and the qasync loop can lose the step (the test then waited forever)
+            QApplication.sendEvent(view.viewport(), QMouseEvent(
+                QEvent.Type.MouseMove, QPointF(spot), QPointF(view.viewport().mapToGlobal(spot)),
+                Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
+            return QToolTip.isVisible()
+
+        await eventually(hovered)
+        assert " ".join(QToolTip.text().split("reason: ")[1].split()) == reason
+        (tip,) = [w for w in QApplication.topLevelWidgets()
+                  if w.metaObject().className() == "QTipLabel" and w.isVisible()]
+        assert area.contains(tip.geometry()), (area, tip.geometry())
+        await desk.close(window)
+
+        again = await desk.open()  # a relaunch reads the fill's order, reason and all
+        chart = again.panels["chart"]
+        await eventually(lambda: any(m.filled for m in chart.view.markers.markers))
+        marker = next(m for m in chart.view.markers.markers if m.filled)
+        assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
 
     desk.run(scenario)
 
@@ -316,5 +412,58 @@ def test_a_language_model_on_the_bundled_replay_is_named_and_warned_of_in_the_ba
             assert "before gpt-4o-mini-2024-07-18's training cutoff (2023-10-31" in warning
             assert "does not know house-default" not in banner and "--blind" not in banner
             await desk.close(window)
+
+    desk.run(scenario)
+
+
+def _rows_shown(view: QAbstractItemView, row_height: int) -> int:
+    return view.viewport().height() // max(row_height, 1)
+
+
+@pytest.mark.parametrize(("size", "account_rows"), [(QSize(1366, 768), 4), (QSize(1280, 720), 3)],
+                         ids=str)
+def test_the_docks_show_rows_enough_to_scan_on_a_small_screen(
+    desk: Desk, size: QSize, account_rows: int
+) -> None:
+    """At 1366x768 the memory tree, the tool calls and the open orders showed two rows each."""
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        await desk.settle(window)
+        memory, audit, account = (window.panels[k] for k in ("memory", "audit", "account"))
+        window.open_panel("memory")
+        window.open_panel("audit")
+        account.tabs.setCurrentWidget(account.orders_view)
+        tree = memory.tree
+        await eventually(lambda: tree.topLevelItemCount() == 3)
+        row = tree.visualItemRect(tree.topLevelItem(0)).height()
+        await eventually(lambda: _rows_shown(tree, row) >= 6)
+        await eventually(lambda: _rows_shown(audit.table, audit.table.verticalHeader()
+                                        .defaultSectionSize()) >= 5)
+        assert not audit.detail_title.visibleRegion().isEmpty()  # the details beside it
+        window.open_panel("account")
+        orders = account.orders_view
+        await eventually(lambda: _rows_shown(orders, orders.verticalHeader().defaultSectionSize())
+                    >= account_rows)
+        for card in account.cards.values():  # compact: each figure still read in full
+            assert card.value.isVisible() and card.value.visibleRegion().boundingRect().width() \
+                >= card.value.fontMetrics().horizontalAdvance(card.value.text())
+        assert "USD" in account.cards["Cash"].toolTip()
+
+    desk.run(scenario)
+
+
+@pytest.mark.parametrize("size", [QSize(1366, 768), QSize(1280, 720)], ids=str)
+def test_the_charts_readout_shows_every_figure_on_a_small_screen(desk: Desk, size: QSize) -> None:
+    """At 1280x720 the readout's one line was cut after "C 10,5": no close, volume or change."""
+    async def scenario() -> None:
+        window = await desk.open(size=size)
+        readout = window.panels["chart"].readout
+        await eventually(lambda: "%" in readout.text())
+        room = readout.contentsRect().width()
+        lines = readout.text().split("\n")
+        assert all(readout.fontMetrics().horizontalAdvance(line) <= room for line in lines), (
+            room, lines)
+        assert " C " in readout.text() and " V " in readout.text()
+        assert readout.toolTip().replace("\n", "") == readout.toolTip()  # the whole, one line
 
     desk.run(scenario)

@@ -576,3 +576,25 @@ def test_the_approval_page_says_what_is_never_held_and_protection_can_be_left_to
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
     assert dialog.banner.text().startswith("Saved")
     assert load_settings(workspace.settings_path).trading.kestrel_stops is True
+
+
+def test_the_exchanges_page_the_window_help_and_the_readme_give_one_account_of_live(
+    make_dialog: Callable[[SecretStore], SettingsDialog],
+) -> None:
+    """Settings > Exchanges said live trading was "not built yet" while the README and
+    ``kestrel gui --help`` offered ``--venue live``."""
+    from app.cli.main import build_gui_parser
+
+    dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
+    page = dialog.exchange_page
+    said = " ".join(label.text() for label in page.findChildren(QLabel))
+    assert "not built" not in said and "when live trading arrives" not in said
+    account = page.findChild(QLabel, "venues_in_words").text()
+    assert "LIVE is never a default: it opens only with kestrel --workspace DIR --venue live " \
+           "--exchange ID" in account
+    assert "May trade live" in account and "OS keyring" in account
+    help_text = " ".join(build_gui_parser().format_help().split())
+    assert "live: REAL orders on your exchange account" in help_text
+    assert "never a default" in help_text
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert "LIVE (real orders, real money), is never a default: `--venue live` opens it" in readme

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from app.tools.spec import AgentContext
 from app.ui.settings import SettingsDialog
@@ -111,6 +111,71 @@ def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk
     desk.run(scenario)
 
 
+def test_closing_settings_with_edits_not_saved_asks_naming_the_pages(desk: Desk) -> None:
+    """Settings closed without a word, and the edits were gone."""
+    async def scenario() -> None:
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        assert dialog.unsaved() == [], "nothing edited: nothing to ask"
+        form = dialog.risk_page.forms["risk"]
+        _type(desk.qtbot, form, "max_position_weight.limit_pct", "7")
+        desk.qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+        await eventually(lambda: dialog.unsaved_box is not None and dialog.unsaved_box.isVisible())
+        box = dialog.unsaved_box
+        assert box.informativeText() == "Changed and not saved: Risk limits."
+        box.button(box.StandardButton.Cancel).click()  # back to the dialog, edit kept
+        await eventually(lambda: dialog.unsaved_box is None)
+        assert dialog.isVisible() and form.widget("max_position_weight.limit_pct").text() == "7"
+
+        dialog.reject()  # Close again: this time save
+        box = dialog.unsaved_box
+        (save,) = [b for b in box.buttons() if b.text() == "Save"]
+        save.click()
+        await eventually(lambda: not dialog.isVisible())
+        assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
+
+        window.open_settings()
+        dialog = _dialog()
+        _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "9")
+        dialog.reject()
+        (discard,) = [b for b in dialog.unsaved_box.buttons() if b.text() == "Discard"]
+        discard.click()
+        await eventually(lambda: not dialog.isVisible())
+        assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
+
+    desk.run(scenario)
+
+
+def test_the_logging_page_sets_the_workspaces_log_and_applies_at_once(desk: Desk) -> None:
+    """[logging] had no page: its level and rotation could only be set by editing the file."""
+    async def scenario() -> None:
+        import logging
+
+        before = logging.getLogger().level
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        titles = [dialog.nav.item(i).text() for i in range(dialog.nav.count())]
+        assert "Logging" in titles
+        dialog.nav.setCurrentRow(titles.index("Logging"))
+        page = dialog.logging_page
+        assert "logs/kestrel.log" in " ".join(
+            label.text() for label in page.findChildren(type(dialog.banner)))
+        level = page.forms["logging"].widget("level")
+        level.setCurrentText("DEBUG")
+        _type(desk.qtbot, page.forms["logging"], "backups", "5")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert "Applied now: logging" in dialog.banner.text(), dialog.banner.text()
+        saved = desk.workspace.settings().logging
+        assert (saved.level, saved.backups) == ("DEBUG", 5)
+        assert logging.getLogger().getEffectiveLevel() == logging.DEBUG
+        logging.getLogger().setLevel(before)  # the next tests log as before
+        dialog.close()
+
+    desk.run(scenario)
+
+
 def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_banner(
     desk: Desk,
 ) -> None:
@@ -128,6 +193,33 @@ def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_ban
         banner = window.banner.text()
         assert "new agents on <b>openai-compatible:gpt-4o-mini</b>" in banner
         assert "before gpt-4o-mini's training cutoff (2023-10-31" in banner
+        dialog.close()
+
+    desk.run(scenario)
+
+
+def test_settings_exchanges_in_the_window_offers_replay_or_paper_as_default_never_live(
+    desk: Desk,
+) -> None:
+    """The page said live trading was not built while the window opened ``--venue live``."""
+    async def scenario() -> None:
+        window = await desk.open()
+        window.open_settings()
+        dialog = _dialog()
+        titles = [dialog.nav.item(i).text() for i in range(dialog.nav.count())]
+        dialog.nav.setCurrentRow(titles.index("Exchanges"))
+        page = dialog.exchange_page
+        words = page.findChild(QLabel, "venues_in_words")
+        await eventually(lambda: words.isVisible())
+        assert "LIVE is never a default" in words.text() and "--venue live" in words.text()
+        assert "not built" not in " ".join(label.text() for label in page.findChildren(QLabel))
+        kind = page.forms["venue"].widget("kind")
+        assert [kind.itemText(i) for i in range(kind.count())] == ["replay", "live-paper"]
+        kind.setCurrentText("live-paper")
+        desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+        assert dialog.banner.text().startswith("Saved"), dialog.banner.text()
+        assert desk.workspace.settings().venue.kind == "live-paper"
+        assert window.world is not None and window.world.venue.kind == "replay"  # opened next
         dialog.close()
 
     desk.run(scenario)

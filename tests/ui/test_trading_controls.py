@@ -22,7 +22,7 @@ from app.ui.theme import apply_theme
 from app.ui.trading.confirm import ConfirmDialog
 from app.ui.trading.ticket import OrderTicket
 from tests.helpers.eventually import eventually
-from tests.ui.desk import Desk, on_screen
+from tests.ui.desk import Desk, focus_back, on_screen
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -144,7 +144,8 @@ def test_a_position_closed_from_its_row_after_naming_quantity_and_pnl(desk: Desk
                     and account.dialog.isVisible())
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
         await eventually(lambda: "Closing BTC/USD" in account.message.text())
-        assert audit_actors(window, "close_position")[-1] == PERSON_ID
+        # on paper the close is a market sell as the person (its exits stay until it fills)
+        assert audit_actors(window, "create_order")[-1] == PERSON_ID
         await next_bar(window)
         assert broker.position_size(SYMBOL) == 0
         await eventually(lambda: account.positions.rowCount() == 0)
@@ -274,5 +275,132 @@ def test_the_ticket_and_its_verdicts_are_readable_in_both_themes_on_a_small_scre
             rect = label.geometry()
             text = label.palette().color(label.foregroundRole())
             assert contrast(text, ground(image, rect)) >= MIN_CONTRAST, label.objectName()
+
+    desk.run(scenario)
+
+
+def test_a_market_order_placed_while_paused_shows_filled_after_one_step(desk: Desk, qtbot) -> None:
+    """It took two presses of "Step 1 bar": the replay had been paused mid-bar, so the order
+    waited for the bar after next (the paper broker fills at the open of the first bar that
+    opens after the order)."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        broker = world.venue.broker
+        world.venue.driver.advance_to(world.venue.clock.now_ms() + 37 * 60_000)  # mid-bar
+        window.replay_bar.pause_button.click()
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.02")
+        await review_and_place(ticket, qtbot)
+        assert ticket.outcome.ok and ticket.outcome.order_status == "SUBMITTED"
+        ticket.close()
+        window.replay_bar.step_button.click()
+        assert broker.position_size(SYMBOL) == Decimal("0.02"), "filled after one step"
+        account = window.panels["account"]
+        await account.refresh()
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
+
+    desk.run(scenario)
+
+
+def test_close_keeps_the_stop_until_its_sell_fills_and_says_when_that_is(
+    desk: Desk, qtbot
+) -> None:
+    """Close cancelled the stop loss at once while the sell waited a bar for its fill: for that
+    bar the position had no stop. The question now says when the close fills."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        broker = world.venue.broker
+        account = window.panels["account"]
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.02")
+        last = await last_price(window)
+        ticket.fields["take_profit"].setText(str((last * Decimal("1.5")).quantize(Decimal(1))))
+        ticket.fields["stop_loss"].setText(str((last * Decimal("0.5")).quantize(Decimal(1))))
+        await review_and_place(ticket, qtbot)
+        ticket.close()
+        await next_bar(window)
+        await eventually(lambda: len(window.person.exit_outcomes) == 1)
+        world.venue.driver.advance_to(world.venue.clock.now_ms() + 20 * 60_000)
+        window.replay_bar.pause_button.click()  # stands on the bar's close
+        at = world.venue.clock.now_ms()
+        assert at % HOUR_MS == 0
+
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
+        qtbot.mouseClick(account.position_button(SYMBOL), Qt.MouseButton.LeftButton)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
+                    and account.dialog.isVisible())
+        said = account.dialog.text()
+        hour = f"{at // HOUR_MS % 24:02d}:00 UTC"
+        assert f"It fills at the next bar's open, <b>{hour}</b>" in said, said
+        assert "stop loss keep protecting the position until the sell fills" in said
+        qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
+        await eventually(lambda: "Closing BTC/USD" in account.message.text())
+        exits = {o.exit_kind.value for o in await broker.open_orders() if o.reduce_only}
+        assert exits == {"STOP_LOSS", "TAKE_PROFIT"}, "the exits stay until the sell fills"
+
+        window.replay_bar.step_button.click()
+        assert broker.position_size(SYMBOL) == 0
+        assert await broker.open_orders() == [], "the exits went with the position"
+        assert not window.errors.reports
+
+    desk.run(scenario)
+
+
+def test_the_ticket_shows_the_live_bid_and_ask_while_open(desk: Desk, qtbot) -> None:
+    """The ticket read "last" once: one showed 10938.29 while its review said 10601.53."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        ticket = await ticket_by_keyboard(window, qtbot)
+        market = window.world.venue.market
+
+        async def shown() -> str:
+            last = await last_price(window)
+            book = await market.order_book(SYMBOL, 1)
+            return (f"last {last:,.2f}  ·  bid {book.best_bid:,.2f}  ·  "
+                    f"ask {book.best_ask:,.2f}")
+
+        expected = await shown()
+        await eventually(lambda: ticket.last.text() == expected)
+        for _hour in range(3):  # the market moves while the ticket is open
+            await next_bar(window)
+            expected = await shown()
+            await eventually(lambda e=expected: ticket.last.text() == e)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.01")
+        qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
+        await eventually(lambda: ticket.go.text().startswith("Place"))
+        last = await last_price(window)
+        assert f"at market (last {last.normalize():f})" in ticket.review_box.text()
+        assert f"last {last:,.2f}" in ticket.last.text()
+
+    desk.run(scenario)
+
+
+def test_a_reopened_ticket_reviews_afresh(desk: Desk, qtbot) -> None:
+    """A ticket closed on "Risk Guard would refuse it (kill_switch)" still said so when opened
+    again after the switch was reset."""
+    async def scenario() -> None:
+        window = await quiet_desk(desk)
+        world = window.world
+        await world.agents.kill_switch.trip("testing", "the person")
+        ticket = await ticket_by_keyboard(window, qtbot)
+        ticket.set_kind(TicketKind.MARKET)
+        ticket.fields["amount"].setText("0.01")
+        qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
+        await eventually(lambda: "Risk Guard would refuse it (kill_switch)"
+                    in ticket.review_box.text())
+        ticket.close()
+        focus_back(window)
+        await world.agents.kill_switch.reset("the person")
+
+        again = await ticket_by_keyboard(window, qtbot)
+        assert again is ticket  # the same ticket, its fields as they were left
+        await eventually(lambda: "The Risk Guard would accept it now." in ticket.review_box.text())
+        assert "kill_switch" not in ticket.review_box.text()
+        assert ticket.go.text() == "Place BUY order"
 
     desk.run(scenario)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from app.agents.rules.calls import Answer, call, final
-from app.agents.rules.commands import Command, is_cancel, parse_fragment
+from app.agents.rules.commands import Command, Schedule, is_cancel, parse_fragment
 from app.agents.rules.roster import (
     MAX_ASKS,
     TRADER_TEMPLATE,
@@ -23,6 +23,7 @@ from app.agents.rules.roster import (
     symbols_label,
 )
 from app.agents.rules.transcript import Transcript
+from app.domain.words import iso_in_words
 
 CONTROL_TASKS = {"pause": "PAUSE_AGENT", "resume": "RESUME_AGENT", "stop": "STOP_AGENT"}
 _CAN = {
@@ -49,10 +50,12 @@ def status(t: Transcript) -> Answer:
             state += f" ({a.fault_reason})"
         line = f"- {a.name} [{a.role}]: {state}"
         if a.last_action:
-            line += f"; last: {a.last_action} at {a.last_action_time}"
+            line += f"; last: {a.last_action} at {iso_in_words(a.last_action_time)}"
         for job in a.jobs:
-            next_run = job.get("next_run_time_utc_iso") or "disabled"
-            line += f"; job {job.get('job_name')} {job.get('schedule')}, next {next_run}"
+            next_run = job.get("next_run_time_utc_iso")
+            line += (f"; job {job.get('job_name')} "
+                     f"{Schedule.listed_words(job.get('schedule', ''))}, next "
+                     f"{iso_in_words(next_run) if next_run else 'none (disabled)'}")
         lines.append(line)
     return final("\n".join(lines))
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from app.domain.words import describe_cron, every
+
 INTERVALS = ("1m", "5m", "15m", "30m", "1h", "4h", "1d", "1w")
 INTERVAL_SECONDS = {"1m": 60, "5m": 300, "15m": 900, "30m": 1800, "1h": 3600, "4h": 14_400,
                     "1d": 86_400, "1w": 604_800}
@@ -89,13 +91,21 @@ class Schedule:
     cron: str | None = None
 
     def words(self) -> str:
+        """The schedule as a person reads it: "every hour", "every hour at :30"."""
         if self.cron:
-            return f"cron '{self.cron}' (UTC)"
-        seconds = self.interval_s or 0
-        for unit, size in (("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)):
-            if seconds % size == 0:
-                return f"every {seconds // size}{unit}"
-        return f"every {seconds} s"
+            return describe_cron(self.cron)
+        return every(self.interval_s) if self.interval_s else "never"
+
+    @staticmethod
+    def listed_words(listed: str) -> str:
+        """A job's schedule as ``list_agent_instances`` gives it ("every 3600 s", "cron 0 * * *
+        *"), in a person's words."""
+        found = re.fullmatch(r"every (\d+) s", listed)
+        if found is not None:
+            return Schedule(interval_s=int(found.group(1))).words()
+        if listed.startswith("cron "):
+            return Schedule(cron=listed.removeprefix("cron ")).words()
+        return listed
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,8 @@ from app.agents.rules.roster import (
     announce,
     symbols_label,
 )
-from app.agents.rules.transcript import Transcript
+from app.agents.rules.transcript import Result, Transcript
+from app.domain.words import iso_in_words
 from app.memory.roles import symbol_key
 
 MODEL = "rules-orchestrator-v1"
@@ -54,15 +55,17 @@ ANALYST_TEMPLATES = {
 _ASK_TAG = re.compile(r"^\[ask (\w+) (\d+)\]")
 
 
-def _schedule_words(listed: str) -> str:
-    """A job's schedule as ``list_agent_instances`` gives it ("every 3600 s", "cron 0 * * * *"),
-    in the words a setup uses ("every 1h")."""
-    every = re.fullmatch(r"every (\d+) s", listed)
-    if every is not None:
-        return Schedule(interval_s=int(every.group(1))).words()
-    if listed.startswith("cron "):
-        return Schedule(cron=listed.removeprefix("cron ")).words()
-    return listed
+def _cannot_watch(result: Result | None, interval: str) -> str | None:
+    """A creation refused because its symbol cannot trade here (the runtime's check names the
+    symbol and what can be watched): the person's answer, with a setup that would work."""
+    if result is None or result.ok or "tradeable" not in result.details:
+        return None
+    tradeable = [str(s) for s in result.details.get("tradeable") or []]
+    answer = f"Nothing was set up. {result.message}"
+    if tradeable:
+        answer += (f" Try: watch {tradeable[0]} on {interval} every {interval} with a trend "
+                   "analyst and a trader")
+    return answer
 
 
 def _same_setup(
@@ -233,6 +236,9 @@ class OrchestratorPolicy:
                     initial_config_json={"symbols": list(c.symbols)}, start_immediately=True,
                 )
             if created.result is None or not created.result.ok:
+                refused = _cannot_watch(created.result, c.interval or self.default_interval)
+                if refused is not None:
+                    return final(refused)
                 problem = created.result.problem() if created.result else "no result"
                 return final(f"Could not create the Trader: {problem}. Nothing was set up.")
             trader_id = created.result.attr("agent_id")
@@ -250,6 +256,9 @@ class OrchestratorPolicy:
                 initial_config_json=config, start_immediately=True,
             )
         if analyst.result is None or not analyst.result.ok:
+            refused = _cannot_watch(analyst.result, interval)
+            if refused is not None and choice is not TraderChoice.NEW:
+                return final(refused)
             problem = analyst.result.problem() if analyst.result else "no result"
             made = f" The Trader {trader_name} was created and waits idle." if (
                 choice is TraderChoice.NEW) else ""
@@ -293,9 +302,10 @@ class OrchestratorPolicy:
             name = f"{symbol_key(symbol)}_{interval}_{job_word}_{analyst_id[:8]}"
             found = next((j for j in existing if j.get("job_name") == name), None)
             if found is not None:
-                kept = _schedule_words(found.get("schedule", ""))
+                kept = Schedule.listed_words(found.get("schedule", ""))
+                next_run = found.get("next_run_time_utc_iso")
                 jobs.append(f"{symbol} {kept} (job {name}, next run "
-                            f"{found.get('next_run_time_utc_iso') or 'none: it is disabled'})")
+                            f"{iso_in_words(next_run) if next_run else 'none: it is disabled'})")
                 if kept != schedule.words():
                     notes.append(f"You asked for {schedule.words()}; the existing schedule of "
                                  f"{symbol} ({kept}) is kept: stop this analyst and set the "
@@ -315,7 +325,7 @@ class OrchestratorPolicy:
             if job.result is not None and job.result.ok:
                 jobs.append(
                     f"{symbol} {schedule.words()} (job {job.result.attr('job_name')}, next run "
-                    f"{job.result.attr('next_run_time_utc_iso')})"
+                    f"{iso_in_words(job.result.attr('next_run_time_utc_iso') or '')})"
                 )
             else:
                 problem = job.result.problem() if job.result else "no result"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 from app.domain.numbers import plain
 from app.memory.roles import Signal
@@ -200,12 +200,12 @@ def assess_trend(r: Readings, overbought: Decimal, oversold: Decimal) -> Assessm
             reasons.append("against the trend filter: HOLD")
         if not rsi_ok:
             reasons.append(
-                f"RSI {plain(rsi1)} is beyond {plain(overbought if cross_up else oversold)}: HOLD"
+                f"RSI {_two(rsi1)} is beyond {plain(overbought if cross_up else oversold)}: HOLD"
             )
         moving_with = rsi1 > rsi0 if cross_up else rsi1 < rsi0
         if 40 <= rsi1 <= 60 and moving_with:
             confidence += Decimal("0.15")
-            reasons.append(f"RSI {plain(rsi1)} mid-range and moving with the signal")
+            reasons.append(f"RSI {_two(rsi1)} mid-range and moving with the signal")
         beyond = close > bands["upper"] if cross_up else close < bands["lower"]
         if beyond:
             confidence += Decimal("0.15")
@@ -249,7 +249,7 @@ def assess_mean_reversion(r: Readings, overbought: Decimal, oversold: Decimal) -
         level = oversold if buy else overbought
         reasons.append(
             f"close {plain(close)} at the {'lower' if buy else 'upper'} band and RSI "
-            f"{plain(rsi)} {'<=' if buy else '>='} {plain(level)}"
+            f"{_two(rsi)} {'<=' if buy else '>='} {plain(level)}"
         )
         confidence = Decimal("0.5") + min(Decimal("0.2"), abs(level - rsi) * Decimal("0.02"))
         if abs(h1) < abs(h0):
@@ -263,7 +263,7 @@ def assess_mean_reversion(r: Readings, overbought: Decimal, oversold: Decimal) -
     else:
         reasons.append(
             f"close {plain(close)} inside the bands ({plain(b1['lower'])}-{plain(b1['upper'])})"
-            f" or RSI {plain(rsi)} not stretched: HOLD"
+            f" or RSI {_two(rsi)} not stretched: HOLD"
         )
     return _finish(r, signal, confidence, trend, reasons, reversion_stop)
 
@@ -292,3 +292,9 @@ def _finish(
         resistance=resistance, indicators=_indicator_values(r),
         observations=_observations(r.candles), regime=regime,
     )
+
+
+def _two(value: Decimal) -> str:
+    """An indicator reading in a reason a person reads (the chat, a notification): two
+    decimals, not the engine's eight ("RSI 59.92", not "RSI 59.91716198")."""
+    return plain(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))

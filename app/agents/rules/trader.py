@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from app.agents.rules.calls import Answer, b64, call, final, memory_text
@@ -479,18 +479,23 @@ class TraderPolicy:
             return call("get_account_balance", "balance", "And the account.")
         lines = []
         held = positions.result.first() if positions.result and positions.result.ok else None
+        # a person reads this: money and percentages to the cent, prices as the market quotes
+        # them (the tools' results keep every digit for the agents)
         if held is not None:
             for item in held:
+                last = item.get("current_price") or ""
                 lines.append(
-                    f"{item.get('symbol')}: {item.get('size')} at {item.get('avg_price')}, last "
-                    f"{item.get('current_price')}, unrealized P&L {item.get('unrealized_pnl')} "
-                    f"({item.get('weight_pct')}% of equity)"
+                    f"{item.get('symbol')}: {item.get('size')} at "
+                    f"{_like(item.get('avg_price'), last)}, last {last}, unrealized P&L "
+                    f"{_cents(item.get('unrealized_pnl'))} ({_cents(item.get('weight_pct'))}% of "
+                    "equity)"
                 )
         if balance.result is not None and balance.result.ok:
             b = balance.result
             lines.append(
-                f"Equity {b.attr('equity')} {b.attr('quote_currency')}, cash {b.attr('cash')}, "
-                f"total P&L {b.attr('total_pnl')}, max drawdown {b.attr('max_drawdown_pct')}%."
+                f"Equity {_cents(b.attr('equity'))} {b.attr('quote_currency')}, cash "
+                f"{_cents(b.attr('cash'))}, total P&L {_cents(b.attr('total_pnl'))}, max "
+                f"drawdown {_cents(b.attr('max_drawdown_pct'))}%."
             )
         return final("\n".join(lines) or "No positions and no account data available.")
 
@@ -567,3 +572,20 @@ def _requantise(result: Result, quantity: Decimal) -> Decimal | None:
     rounded = (quantity // step) * step
     return rounded if rounded > 0 else None
 
+
+def _cents(text: str | None) -> str:
+    """A money amount or a percentage from a tool result, to two decimals, for a person."""
+    try:
+        return f"{Decimal(text or '').quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
+    except ArithmeticError:
+        return text or "?"
+
+
+def _like(text: str | None, model: str) -> str:
+    """A price from a tool result with as many decimals as ``model`` (the market's last price,
+    written at its precision)."""
+    places = len(model.partition(".")[2]) if "." in model else 0
+    try:
+        return f"{Decimal(text or '').quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)}"
+    except ArithmeticError:
+        return text or "?"

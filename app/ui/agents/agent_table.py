@@ -22,6 +22,7 @@ from PySide6.QtGui import QBrush, QFont, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
 from app.agents.conversation_store import UsageTotals
+from app.agents.health import Failing
 from app.domain.agents import AgentInfo, AgentRole, AgentState, Task
 from app.trading.agent_pnl import AgentPnL
 from app.ui.agents.lifecycle import (
@@ -56,6 +57,7 @@ class AgentRow:
     usage: UsageTotals
     pnl: AgentPnL | None
     started: bool = True  # False while start-up waits (a live account's unknown orders)
+    failing: Failing | None = None  # its last tasks failed in a row (``app.agents.health``)
 
     @property
     def agent_id(self) -> str:
@@ -105,6 +107,37 @@ def _tokens_tip(row: AgentRow) -> str:
     )
 
 
+def _in_error(row: AgentRow) -> bool:
+    """Running, but its tasks keep failing: shown as "error", never as a plain "running"."""
+    return row.started and row.failing is not None and row.info.state in (
+        AgentState.RUNNING, AgentState.WAITING_FOR_USER)
+
+
+def _state_text(row: AgentRow) -> str:
+    if not row.started:
+        return NOT_STARTED
+    if _in_error(row):
+        assert row.failing is not None
+        return f"error: {row.failing.count} tasks failed in a row"
+    return state_text(row.info)
+
+
+def _state_tip(row: AgentRow) -> str:
+    if not row.started:
+        return NOT_STARTED_TIP
+    if _in_error(row):
+        assert row.failing is not None
+        return (f"Running, but {row.failing.words()}.\nIt tries again at each task; pause or "
+                "stop it, or give it what it lacks.")
+    return state_tooltip(row.info)
+
+
+def _state_color(row: AgentRow) -> str:
+    if _in_error(row):
+        return COLORS["down"]
+    return state_color(row.info.state if row.started else AgentState.PAUSED)
+
+
 def _pnl_key(row: AgentRow) -> Decimal:
     return Decimal("-Infinity") if row.pnl is None else row.pnl.total
 
@@ -145,11 +178,9 @@ def agent_columns(money: int, currency: str) -> list[AgentColumn]:
         AgentColumn("Name", lambda r: r.info.name,
                     tooltip=lambda r: f"{r.info.name}\nid {r.agent_id}",  # whole when elided
                     key=lambda r: r.info.name.casefold()),
-        AgentColumn("State", lambda r: state_text(r.info) if r.started else NOT_STARTED,
-                    tooltip=lambda r: state_tooltip(r.info) if r.started else NOT_STARTED_TIP,
-                    color=lambda r: state_color(r.info.state if r.started else AgentState.PAUSED),
+        AgentColumn("State", _state_text, tooltip=_state_tip, color=_state_color,
                     key=lambda r: r.info.state.value,
-                    bold=lambda r: r.info.state in ATTENTION),
+                    bold=lambda r: r.info.state in ATTENTION or _in_error(r)),
         AgentColumn(f"P&L ({currency})", pnl_text, numeric=True, color=pnl_color_of,
                     key=_pnl_key, tooltip=pnl_tip),
         AgentColumn("Current task", _task_text, tooltip=_task_tip),

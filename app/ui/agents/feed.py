@@ -58,6 +58,7 @@ class AgentFeed:
         for agent_id in set(self._usage) - {info.agent_id for info in infos}:
             del self._usage[agent_id]
         rows = []
+        health = world.agents.health
         for info in infos:
             usage = self._usage.get(info.agent_id)
             if usage is None:
@@ -69,5 +70,6 @@ class AgentFeed:
                 info=info, template_label=template.display_name if template else info.template,
                 task=task, usage=usage, pnl=pnl.get(info.agent_id),
                 started=world.agents.manager.started,
+                failing=health.failing(info.agent_id) if health is not None else None,
             ))
         return rows

@@ -22,22 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.agents import Job
+from app.domain.words import describe_cron, every
 from app.ui.agents.agent_table import humanize_task
 from app.ui.panels.record_model import Column, RecordTableModel
 from app.ui.panels.style import COLORS, format_time
 from app.ui.theme import set_look
-
-_UNITS = ((86_400, "day"), (3_600, "hour"), (60, "minute"), (1, "second"))
-_WEEKDAYS = {"0": "Sunday", "1": "Monday", "2": "Tuesday", "3": "Wednesday", "4": "Thursday",
-             "5": "Friday", "6": "Saturday", "7": "Sunday"}
-
-
-def every(seconds: int) -> str:
-    """``3600`` as ``every hour``, ``14400`` as ``every 4 hours``, ``90`` as ``every 90 seconds``.
-    """
-    size, unit = next((size, unit) for size, unit in _UNITS if seconds % size == 0)
-    count = seconds // size
-    return f"every {unit}" if count == 1 else f"every {count} {unit}s"
 
 
 def describe_schedule(job: Job) -> str:
@@ -45,32 +34,6 @@ def describe_schedule(job: Job) -> str:
     if job.interval_s is not None:
         return every(job.interval_s)
     return describe_cron(job.cron or "")
-
-
-def describe_cron(expression: str) -> str:
-    fields = expression.split()
-    if len(fields) != 5:
-        return f"cron {expression} (UTC)"
-    minute, hour, day, month, weekday = fields
-    if (day, month) != ("*", "*"):
-        return f"cron {expression} (UTC)"
-    if minute.startswith("*/") and hour == "*" and weekday == "*":
-        return every(int(minute[2:]) * 60) if minute[2:].isdigit() else f"cron {expression} (UTC)"
-    if not minute.isdigit():
-        return f"cron {expression} (UTC)"
-    at_minute = f":{int(minute):02d}"
-    if hour == "*" and weekday == "*":
-        return "every hour" if at_minute == ":00" else f"every hour at {at_minute}"
-    if hour.startswith("*/") and hour[2:].isdigit() and weekday == "*":
-        text = every(int(hour[2:]) * 3600)
-        return text if at_minute == ":00" else f"{text} at {at_minute}"
-    if hour.isdigit():
-        clock = f"{int(hour):02d}{at_minute} UTC"
-        if weekday == "*":
-            return f"daily at {clock}"
-        if weekday in _WEEKDAYS:
-            return f"every {_WEEKDAYS[weekday]} at {clock}"
-    return f"cron {expression} (UTC)"
 
 
 def _next_run(job: Job) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelectionModel, QModelIndex, QObject, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -155,6 +155,7 @@ class AgentsPanel(QWidget):
         self.view.setSortingEnabled(True)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.viewport().installEventFilter(self)
         self.view.doubleClicked.connect(self._double_clicked)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.menu = self.commands.menu(self)
@@ -192,14 +193,24 @@ class AgentsPanel(QWidget):
         self.feed.on_fill(event)
         self.throttle.request()
 
-    async def refresh(self) -> None:
-        """Re-read every agent, its task, usage and P&L, and the selected agent's jobs."""
-        self.model.merge(await self.feed.rows())
-        # an agent came or went, or the dock changed width: size to content and to the dock
+    def _fit(self) -> None:
+        """An agent came or went, or the dock changed width: size to content and to the dock."""
         fitted = (self.model.rowCount(), self.view.viewport().width())
         if self._fitted != fitted:
             fit_columns(self.view, self.model)
             self._fitted = fitted
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        """The table refits when its dock's width changes (the window's first layout, a dragged
+        splitter), not at the next refresh: at 1280x720 the P&L column stayed past the edge."""
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit()
+        return super().eventFilter(watched, event)
+
+    async def refresh(self) -> None:
+        """Re-read every agent, its task, usage and P&L, and the selected agent's jobs."""
+        self.model.merge(await self.feed.rows())
+        self._fit()
         self._selection_changed()
         self._summarize()
 

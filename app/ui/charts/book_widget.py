@@ -5,13 +5,20 @@ Books can arrive many times a second; the panel keeps only the newest and applie
 row count (asks, the spread row, bids) and announces changed cells with ``dataChanged``, and the
 depth chart's two curves get new points, so updates never flicker. Prices stay ``Decimal`` from
 the book to the text, so the spread and cumulative sizes shown are exact.
+
+Switching to another symbol empties the ladder and the depth chart at once and fetches that
+symbol's book: the old symbol's prices are never shown under the new name. A symbol whose market
+has no book yet (a replay before its data starts) says why in the header. Clicking a level puts its
+price in the order ticket (``price_clicked``; the window's trading controls do it).
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -24,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.domain.errors import KestrelError
 from app.domain.market import OrderBook
 from app.market.port import MarketData
 from app.ui.charts.axis import PriceAxisItem
@@ -94,6 +102,7 @@ class DepthChart(pg.PlotWidget):
         for item, rows in ((self.bids, bids), (self.asks, asks)):
             x, y = self.steps(rows)
             item.setData(x, y)
+        self.mid.setVisible(bool(bids and asks))
         if bids and asks:
             low, high = float(bids[-1].price), float(asks[-1].price)
             deepest = float(max(bids[-1].total, asks[-1].total))
@@ -110,7 +119,12 @@ class BookWidget(QWidget):
         symbol: the symbol shown (default: the market's first).
         depth: levels a side.
         redraw_hz: the most redraws per second (clamped to 2-10).
+
+    Signals:
+        price_clicked(Decimal): the person clicked a level of the ladder: its price.
     """
+
+    price_clicked = Signal(object)
 
     def __init__(
         self,
@@ -128,6 +142,7 @@ class BookWidget(QWidget):
         self._pending: OrderBook | None = None
         self.book: OrderBook | None = None
         self.applied_count = 0  # books actually drawn (batched); tests read it
+        self.unavailable = ""  # why the symbol has no book now ("" while it has one)
         self._tasks = TaskSet(on_error=lambda error: self.header.setText(
             f"{self.symbol}  order book unavailable: {error}"))
 
@@ -149,6 +164,9 @@ class BookWidget(QWidget):
         # the ladder's size hint (every row) would squeeze the depth chart; share by stretch
         self.ladder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
         self.ladder.setSpan(self.model.spread_row, 0, 1, len(COLUMNS))
+        self.ladder.setToolTip("Click a price to put it in the order ticket")
+        self.ladder.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.ladder.clicked.connect(self._level_clicked)
         self.depth_chart = DepthChart(self)
         # small enough for a 720-pixel screen's bottom dock to keep rows of the ladder in view
         self.depth_chart.setMinimumHeight(60)
@@ -177,12 +195,28 @@ class BookWidget(QWidget):
         self.depth_chart.restyle()
 
     def set_symbol(self, symbol: str) -> None:
-        """Show another symbol; its book appears with the next ``refresh`` or ``update_book``."""
+        """Show another symbol: the ladder and the depth chart are emptied now (no price of the
+        old symbol stays under the new name) and the new symbol's book is fetched."""
+        if symbol == self.symbol and self.book is not None:
+            return
         self.symbol = symbol
         self.model.decimals = self._market.price_decimals(symbol)
         self._pending = None
         self._centred = False
+        self.unavailable = ""
+        self._clear()
         self._update_header()
+        self.on_clock_advanced()  # fetched at the next tick, even while the replay is paused
+
+    def _clear(self) -> None:
+        self.book = None
+        self.model.set_book(OrderBook(self.symbol, 0, (), ()))
+        self.depth_chart.set_book([], [], self.model.decimals)
+
+    def _level_clicked(self, index: QModelIndex) -> None:
+        level = self.model.row_at(index.row())
+        if level is not None:
+            self.price_clicked.emit(Decimal(level.price))
 
     def update_book(self, book: OrderBook) -> None:
         """Queue ``book`` for the next redraw; books queued before it are skipped."""
@@ -228,9 +262,19 @@ class BookWidget(QWidget):
         self.flush()
 
     async def _fetch_and_draw(self) -> None:
-        book = await self._market.order_book(self.symbol, self.depth)
+        symbol = self.symbol
+        try:
+            book = await self._market.order_book(symbol, self.depth)
+        except KestrelError as exc:  # no book for this symbol now (no candles yet): say why
+            if symbol == self.symbol:
+                if self.book is not None:
+                    self._clear()
+                self.unavailable = str(exc)
+                self._update_header()
+            return
         await REDRAWS.turn()
         if book.symbol == self.symbol:
+            self.unavailable = ""
             self._pending = book
             self.flush()
 
@@ -243,7 +287,8 @@ class BookWidget(QWidget):
         book = self.book
         note = "  synthetic (derived from candles)" if book is not None and book.synthetic else ""
         if book is None or book.symbol != self.symbol:
-            self.header.setText(f"{self.symbol}  order book{note}")
+            why = f": none yet. {self.unavailable}" if self.unavailable else ""
+            self.header.setText(f"{self.symbol}  order book{why}")
             return
         bid, ask = book.best_bid, book.best_ask
         d = self.model.decimals

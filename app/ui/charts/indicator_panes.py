@@ -41,6 +41,7 @@ PRICE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "VWAP": ("value",),
     "VWMA": ("value",),
 }
+READOUT_GAP = "   "  # between the readout's parts (one part has double spaces inside)
 #: Outputs that are states, not levels; never drawn as lines.
 HIDDEN_OUTPUTS = frozenset({"direction"})
 #: Panes with a fixed scale and guide levels (overbought / oversold).
@@ -130,6 +131,9 @@ class Study:
         self.on_price, self.outputs = placement(indicator)
         self.plot = plot
         self.values: dict[str, np.ndarray] = {}
+        self._x = np.zeros(0)
+        #: prices to the price plot's y (its log scale); applied to the lines of a study on price
+        self.to_view: Callable[[np.ndarray], np.ndarray] | None = None
         self.items: dict[str, pg.PlotDataItem] = {}
         self._guides: list[pg.InfiniteLine] = []
         for offset, name in enumerate(self.outputs):
@@ -161,8 +165,20 @@ class Study:
     def set_values(self, columns: Mapping[str, np.ndarray], x: np.ndarray) -> None:
         """Show new values; ``x`` is the bar index of each value."""
         self.values = {name: columns[name] for name in self.outputs}
+        self._x = x
+        self.redraw()
+
+    def _shown(self, values: np.ndarray) -> np.ndarray:
+        """``values`` in the plot's y units (a study on a log-scaled price plot: their log)."""
+        if self.on_price and self.to_view is not None:
+            return self.to_view(values)
+        return values
+
+    def redraw(self) -> None:
+        """Draw the values again (the price scale changed)."""
         for name, item in self.items.items():
-            item.setData(x, self.values[name], connect="finite")
+            if name in self.values:
+                item.setData(self._x, self._shown(self.values[name]), connect="finite")
 
     def value_at(self, bar: int) -> dict[str, float]:
         return {
@@ -178,7 +194,7 @@ class Study:
             return fixed[0], fixed[1]
         low, high = math.inf, -math.inf
         for values in self.values.values():
-            part = values[max(lo, 0) : max(hi + 1, 0)]
+            part = self._shown(values[max(lo, 0) : max(hi + 1, 0)])
             finite = part[np.isfinite(part)]
             if len(finite):
                 low, high = min(low, float(finite.min())), max(high, float(finite.max()))
@@ -214,6 +230,18 @@ def indicator_menu(
     return menu
 
 
+def fit_readout(text: str, fits: Callable[[str], bool]) -> str:
+    """``text`` (parts joined by three spaces) on as few lines as ``fits`` allows: a narrow
+    chart (1280x720) cut the close, the volume and the change off its one line."""
+    lines: list[str] = []
+    for part in text.split(READOUT_GAP):
+        if lines and fits(lines[-1] + READOUT_GAP + part):
+            lines[-1] += READOUT_GAP + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def readout_text(
     series: KlineSeries, bar: int, decimals: int, time_text: str, studies: list[Study]
 ) -> tuple[str, bool]:
@@ -231,4 +259,23 @@ def readout_text(
     for study in studies:
         shown = "/".join(format_price(v, 2) for v in study.value_at(bar).values())
         parts.append(f"{study.label} {shown}")
-    return "   ".join(parts), c >= o
+    return READOUT_GAP.join(parts), c >= o
+
+
+def legend_values(study: Study, bar: int, decimals: int) -> str:
+    """The study's values at ``bar`` as its legend shows them: on price, with the market's
+    decimals; in a pane, compactly (a volume study's millions read as ``4.56M``)."""
+    values = study.value_at(bar)
+    if not values:
+        return ""
+    shown = []
+    for value in values.values():
+        if not math.isfinite(value):
+            shown.append("—")
+        elif study.on_price:
+            shown.append(format_price(value, decimals))
+        elif abs(value) >= 10_000:
+            shown.append(format_compact(value))
+        else:
+            shown.append(f"{value:,.2f}")
+    return " / ".join(shown)

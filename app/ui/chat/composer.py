@@ -11,7 +11,7 @@ and the text stays in the input to fix and send again.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent, QTextCursor
+from PySide6.QtGui import QKeyEvent, QResizeEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from app.ui.chat.widgets import text_label
@@ -34,6 +34,7 @@ class ChatInput(QPlainTextEdit):
         self.setObjectName("chatInput")
         self.setTabChangesFocus(True)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self._hint = ""
         self.history: list[str] = []
         self._recalled: int | None = None  # index into history while walking it
         self._draft = ""
@@ -42,6 +43,24 @@ class ChatInput(QPlainTextEdit):
 
     def text(self) -> str:
         return self.toPlainText()
+
+    def set_hint(self, text: str) -> None:
+        """Show ``text`` as the placeholder, elided to the input's width (it was cut off at the
+        edge of a narrow chat), whole in the tooltip."""
+        self._hint = text
+        self.setToolTip(text)
+        self._fit_hint()
+
+    def _fit_hint(self) -> None:
+        room = self.viewport().width() - 2 * int(self.document().documentMargin()) - 4
+        elided = self.fontMetrics().elidedText(self._hint, Qt.TextElideMode.ElideRight,
+                                               max(room, 40))
+        if elided != self.placeholderText():
+            self.setPlaceholderText(elided)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_hint()
 
     def remember(self, text: str) -> None:
         """Keep a sent message for Up/Down (a repeat of the last one is kept once)."""
@@ -167,7 +186,7 @@ class Composer(QFrame):
         self.error.setText("")
 
     def set_placeholder(self, text: str) -> None:
-        self.input.setPlaceholderText(text)
+        self.input.set_hint(text)
 
     def _text_changed(self) -> None:
         self.send_button.setEnabled(bool(self.input.text().strip()))

@@ -2,7 +2,9 @@
 
 The agent's name is the picker itself (a click switches to another agent); under it one line says
 the role, the lifecycle state (running, paused, waiting for you, faulted with the reason, or not
-started while start-up waits for the person) and what answers: a named LLM, a replay of recorded
+started while start-up waits for the person) and what answers. A paused agent (the kill switch
+pauses every agent, and its reset leaves them paused) says that what is sent waits in its inbox,
+and offers Resume right there: a named LLM, a replay of recorded
 answers, or the built-in rule engine, which is always called what it is and never presented as a
 language model.
 """
@@ -13,7 +15,14 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPolygonF
-from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+)
 
 from app.agents.faults import what_to_do
 from app.domain.agents import AgentInfo, AgentRole, AgentState
@@ -89,6 +98,7 @@ class AgentHeader(QFrame):
     """
 
     agent_chosen = Signal(str)
+    resume_requested = Signal(str)  # the person pressed Resume for this (paused) agent
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,6 +130,22 @@ class AgentHeader(QFrame):
         set_look(self.hold_note, "warning")
         self.hold_note.hide()
         box.addWidget(self.hold_note)
+        # a paused agent (the kill switch pauses every agent, and a reset leaves them paused):
+        # what is sent waits in its inbox, so say so and offer to run it again right here
+        self.paused_row = QFrame()
+        paused = QHBoxLayout(self.paused_row)
+        paused.setContentsMargins(0, 0, 0, 0)
+        paused.setSpacing(8)
+        self.paused_note = text_label("")
+        set_look(self.paused_note, "warning")
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setObjectName("chatResume")
+        self.resume_button.setToolTip("Let this agent run again: it works through its inbox")
+        self.resume_button.clicked.connect(self._resume_clicked)
+        paused.addWidget(self.paused_note, 1)
+        paused.addWidget(self.resume_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.paused_row.hide()
+        box.addWidget(self.paused_row)
         self._filling = False
         self._hold: str | None = None
         self._shown: AgentInfo | None = None
@@ -158,6 +184,7 @@ class AgentHeader(QFrame):
             self.details.setText(
                 "" if info is None else f"·  {info.role.value}  ·  {provider_words(info)}")
             self.reason.hide()
+            self.paused_row.hide()
             self.hold_note.setText(self._hold)
             self.hold_note.show()
             return
@@ -167,6 +194,7 @@ class AgentHeader(QFrame):
             self.state.setText("no agent")
             self.details.setText("")
             self.reason.hide()
+            self.paused_row.hide()
             retone(self.dot, AgentState.STOPPED.value)
             return
         retone(self.dot, info.state.value)
@@ -178,12 +206,23 @@ class AgentHeader(QFrame):
             f"Reason: {info.fault_reason}. What to do: {what_to_do(info.fault_reason or '')}"
             if faulted else "")
         self.reason.setVisible(faulted)
+        paused = info.state is AgentState.PAUSED
+        self.paused_note.setText(
+            f"{info.name} is paused: what you send waits in its inbox until it runs again."
+            if paused else "")
+        self.resume_button.setEnabled(paused)
+        self.paused_row.setVisible(paused)
 
     def status_text(self) -> str:
         """The status line as the person reads it."""
         parts = (self.state.text(), self.details.text(), self.reason.text(),
-                 self.hold_note.text())
+                 self.hold_note.text(), self.paused_note.text())
         return "  ".join(p for p in parts if p)
+
+    def _resume_clicked(self) -> None:
+        if self._shown is not None and self._shown.state is AgentState.PAUSED:
+            self.resume_button.setEnabled(False)  # once: the state change shows the rest
+            self.resume_requested.emit(self._shown.agent_id)
 
     def _picked(self, index: int) -> None:
         if self._filling or index < 0:

@@ -118,6 +118,8 @@ class ChatPanel(QWidget):
         root.setSpacing(0)
         self.header = AgentHeader()
         self.header.agent_chosen.connect(self.set_agent)
+        self.header.resume_requested.connect(lambda agent_id: self.tasks.spawn(
+            self.resume(agent_id)))
         self.transcript = TranscriptView(self.hooks)
         self.transcript.load_earlier_requested.connect(
             lambda: self.tasks.spawn(self._load_earlier()))
@@ -309,7 +311,18 @@ class ChatPanel(QWidget):
         self.composer.accept(text)
         if isinstance(outcome, Task):
             self._apply(self.builder.queued(outcome.task_id, text, self.world.venue.clock.now_ms()))
+        else:  # it answered the open clarification
+            self._answered(outcome.question_id, text)
         self.transcript.scroll_to_bottom()
+
+    async def resume(self, agent_id: str) -> None:
+        """The header's Resume: the agent runs again (the Agents panel's Resume, here where
+        the person sees their message wait); a refusal is said above the input."""
+        try:
+            await self.world.agents.manager.control(agent_id, "resume")
+        except (KestrelError, ValueError) as exc:  # ValueError: a refused state change
+            self.composer.show_error(f"Could not resume: {exc}")
+        self.refresh_agents()
 
     def _answer(self, question_id: str, text: str) -> bool:
         try:
@@ -319,16 +332,23 @@ class ChatPanel(QWidget):
             return False
         self.composer.clear_error()
         self.transcript.scroll_to_bottom()
+        self._answered(question_id, text)
         return True
+
+    def _answered(self, question_id: str, text: str) -> None:
+        """The question is answered now: its entry knows (the card redraws from it) and the
+        input no longer asks for an answer. Its ``QuestionAnswered`` then changes nothing."""
+        if self.builder is not None:
+            self.transcript.refresh_entries(self.builder.answered(question_id, text).updated)
+        self._update_placeholder()
 
     def _update_placeholder(self) -> None:
         name = self._names.get(self.agent_id or "", "the agent")
         question = self.builder.pending_question() if self.builder is not None else None
-        if question is not None and question.question_id:
+        if question is not None and question.question_id and question.pending:
             self.composer.set_placeholder(
-                f"Answer {name}'s question, or pick a reply above "
-                f"(expected: {readable_hint(question.hint)})"
-            )
+                f"Answer {name} (expected: {readable_hint(question.hint)}) or pick a reply "
+                "above…")
         else:
             self.composer.set_placeholder(f"Message {name}…")
 
@@ -377,6 +397,7 @@ class ChatPanel(QWidget):
             elif isinstance(event, QuestionAnswered):
                 delta.merge(builder.answered(event.question_id, event.answer))
         self._apply(delta)
+        self._update_placeholder()  # a question answered elsewhere changes no card here
         if agents_changed:
             self.refresh_agents()
 

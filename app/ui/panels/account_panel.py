@@ -28,6 +28,7 @@ from decimal import Decimal
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -82,6 +83,7 @@ from app.ui.trades import DeskTrades
 
 logger = logging.getLogger(__name__)
 FILL_HISTORY = 500
+CURVE_PX = 300  # shorter than this, the panel shows no equity curve: its tables keep the room
 
 
 class _Card(QFrame):
@@ -110,6 +112,12 @@ class _Card(QFrame):
         self.value.setText(text)
         set_look(self.value, tone)
         self.sub.setText(sub)
+        self.setToolTip(sub)  # read here while the card is compact (its line hidden)
+
+    def compact(self, on: bool) -> None:
+        """One title and one value, in less height: a short panel's tables keep the rows."""
+        self.sub.setVisible(not on)
+        self.layout().setContentsMargins(10, 2 if on else 6, 10, 2 if on else 6)
 
 
 class AccountPanel(QWidget):
@@ -254,6 +262,16 @@ class AccountPanel(QWidget):
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.hide()
         root.addWidget(self.message)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """Below the chart on a 1366x768 screen the curve was a sliver and the tables showed
+        two rows: a short panel gives the tables its room (Performance has P&L over time) and
+        its cards their second lines (in their tooltips)."""
+        short = event.size().height() < CURVE_PX
+        self.curve_plot.setVisible(not short)
+        for card in self.cards.values():
+            card.compact(short)
+        super().resizeEvent(event)
 
     def _title(self, tab: QWidget, text: str) -> None:
         index = self.tabs.indexOf(tab)
@@ -501,9 +519,15 @@ class AccountPanel(QWidget):
         if self.dialog is not None:
             self.dialog.raise_()
             return
+        controls = self.controls
+        assert controls is not None, "a view without controls has no Close"
+        text = close_text(position, self.broker.quote_currency, self.mode,
+                          fills_at_ms=controls.close_fills_at(position.symbol),
+                          now_ms=self.clock.now_ms(),
+                          exits_stay=controls.keeps_exits_while_closing(position.symbol))
         dialog = ConfirmDialog(
             "closeDialog", f"Close {position.symbol}", f"Close the {position.symbol} position?",
-            close_text(position, self.broker.quote_currency, self.mode), "Close position", self,
+            text, "Close position", self,
         )
 
         def confirmed() -> None:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -38,6 +39,9 @@ from app.ui.theme import set_look
 
 STATUSES = ("success", "error", "rejected")
 ALL = "All"
+# shorter and at least as wide as these, the details go beside the table (see resizeEvent)
+SHORT_PX = 360
+WIDE_PX = 720
 
 
 class AuditPanel(QWidget):
@@ -122,7 +126,7 @@ class AuditPanel(QWidget):
         self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
 
-        details = QSplitter(Qt.Orientation.Horizontal)
+        self.details = details = QSplitter(Qt.Orientation.Horizontal)
         self.detail_title = QLabel("Select a call to see its parameters and result")
         set_look(self.detail_title, "muted")
         self.params_view = self._text_view("Parameters", details)
@@ -134,12 +138,30 @@ class AuditPanel(QWidget):
         bottom_layout.setContentsMargins(0, 0, 0, 0)
         bottom_layout.addWidget(self.detail_title)
         bottom_layout.addWidget(details, 1)
-        split = QSplitter(Qt.Orientation.Vertical)
+        self.split = split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(bottom)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         root.addWidget(split, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """In a short, wide dock (below the chart on a 1366x768 screen) the selected call's
+        details go beside the table, so the table keeps the dock's height: under it, it showed
+        two calls."""
+        size = event.size()
+        wanted = (Qt.Orientation.Horizontal
+                  if size.height() < SHORT_PX and size.width() >= WIDE_PX
+                  else Qt.Orientation.Vertical)
+        if self.split.orientation() != wanted:
+            self.split.setOrientation(wanted)
+            # beside the table, the parameters go over the result
+            self.details.setOrientation(Qt.Orientation.Vertical
+                                        if wanted is Qt.Orientation.Horizontal
+                                        else Qt.Orientation.Horizontal)
+            room = size.width() if wanted is Qt.Orientation.Horizontal else size.height()
+            self.split.setSizes([room * 3 // 5, room - room * 3 // 5])
+        super().resizeEvent(event)
 
     def _combo(self, what: str) -> QComboBox:
         combo = QComboBox()

@@ -135,11 +135,15 @@ class MemoryBrowser(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         """Side by side where there is room; in a narrow dock (a small screen's left column)
-        the file is shown under the tree, so neither is squeezed to a sliver."""
+        the file is shown under the tree, so neither is squeezed to a sliver; the tree, what a
+        person scans, gets the larger share."""
         wanted = (Qt.Orientation.Vertical if event.size().width() < NARROW_PX
                   else Qt.Orientation.Horizontal)
         if self.split.orientation() != wanted:
             self.split.setOrientation(wanted)
+            if wanted is Qt.Orientation.Vertical:
+                height = event.size().height()
+                self.split.setSizes([height * 3 // 5, height - height * 3 // 5])
         super().resizeEvent(event)
 
     # ------------------------------------------------------------------ tree

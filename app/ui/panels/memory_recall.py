@@ -55,6 +55,8 @@ class RecallView:
         self.hits.setAlternatingRowColors(True)
         column.addWidget(self.label)
         column.addWidget(self.hits, 1)
+        # shown once there is something to show: until a recall, the tree has the room
+        self.results.hide()
 
     def set_agents(self, agents: Sequence[tuple[str, str]]) -> None:
         """Offer these agents as scopes, keeping the chosen one if it is still there."""
@@ -75,9 +77,11 @@ class RecallView:
     def clear(self) -> None:
         self.hits.clear()
         self.label.setText("")
+        self.results.hide()
 
     def show_refusal(self, text: str) -> None:
         self.hits.clear()
+        self.results.show()
         set_look(self.label, "error")
         self.label.setText(text)
 
@@ -86,6 +90,7 @@ class RecallView:
     ) -> None:
         """List ``found`` (already best first) as "agent · path:line" over a one-line snippet."""
         self.hits.clear()
+        self.results.show()
         for agent_id, hit in found:
             snippet = " ".join(hit.snippet.split())
             if len(snippet) > SNIPPET_CHARS:

@@ -228,11 +228,11 @@ class ExchangePage(Page):
         settings = settings or Settings()
         self._settings = settings
         self._spawn = spawn
-        self.body.addWidget(_note(
-            "Trading through a real exchange is not built yet: Kestrel trades only on its "
-            "paper account (simulated fills on replayed or live prices). Keys stored here are "
-            "kept in the OS keyring for when live trading arrives; paper trading on live "
-            "quotes uses the exchange's public data and needs no key.", "warning"))
+        from app.runtime.venue import VENUES_IN_WORDS
+
+        venues = _note(VENUES_IN_WORDS, "warning")
+        venues.setObjectName("venues_in_words")
+        self.body.addWidget(venues)
         form = QFormLayout()
         self.exchange = QComboBox()
         self.exchange.setObjectName("exchange_id")
@@ -275,8 +275,9 @@ class ExchangePage(Page):
         self.body.addWidget(_note(
             "Where this workspace's agents trade when it opens: the offline replay (no network, "
             "the default) or paper on an exchange's live quotes (its real prices and order "
-            "book, simulated fills, no keys). Applies when the workspace is opened next; an "
-            "account that has traded stays on its market, so use a new workspace for another "
+            "book, simulated fills, no keys); a LIVE account is never a default (--venue live, "
+            "above). Applies when the workspace is opened next; an account that has traded "
+            "stays on its market, so use a new workspace for another "
             "(kestrel --workspace DIR --venue live-paper --exchange binance)."))
         venue = ModelForm(type(settings.venue), settings.venue)
         venue.setObjectName("form_venue")

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QDialog,
@@ -24,13 +24,14 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QMessageBox,
     QPushButton,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app.config import AgentSettings, PaperSettings, Settings
+from app.config import AgentSettings, LoggingSettings, PaperSettings, Settings
 from app.config.approval import ApprovalSettings
 from app.config.risk import RiskConfig
 from app.config.trading import TradingSettings
@@ -91,6 +92,7 @@ class SettingsDialog(QDialog):
         self._apply = apply
         self.prefs = prefs or UiPrefs()
         self.tasks = TaskSet(self._task_failed)
+        self.unsaved_box: QMessageBox | None = None  # the question about unsaved edits, if open
         load_error: str | None = None
         try:
             self.current = workspace.settings()
@@ -119,13 +121,18 @@ class SettingsDialog(QDialog):
             "The simulated account agents trade on: starting cash, fees and slippage.")
         self.agents_page = SectionPage(
             "Agents", "agents", AgentSettings, s.agents, "Budgets and replay speed.")
+        self.logging_page = SectionPage(
+            "Logging", "logging", LoggingSettings, s.logging,
+            f"What Kestrel writes to {workspace.root / 'logs' / 'kestrel.log'}: from which "
+            "level, and how large the file grows before it is rotated. Keys and passwords are "
+            "redacted from every line. A change applies at once.")
         self.appearance_page = AppearancePage(self.prefs)
         team = getattr(getattr(parent, "world", None), "agents", None)
         self.mcp_page = McpPage(workspace, self.tasks.spawn, getattr(team, "mcp", None))
         self.pages: list[Page] = [
             self.llm_page, self.exchange_page, self.telegram_page, self.email_page,
             self.risk_page, self.approval_page, self.trading_page, self.paper_page,
-            self.agents_page,
+            self.agents_page, self.logging_page,
             self.appearance_page, self.mcp_page,
         ]
         self.nav = QListWidget()
@@ -250,6 +257,68 @@ class SettingsDialog(QDialog):
         self._say(f"Something went wrong here: {str(exc) or 'no details were given'}. The log has "
                   "the details.", "error")
 
+    # -- closing with edits not saved ------------------------------------------------------------
+
+    def unsaved(self) -> list[str]:
+        """The pages whose edits are not saved (values, typed keys, preferences), by title."""
+        pages: list[str] = []
+        try:
+            edited: Settings | None = Settings.model_validate(self.collect())
+        except ValidationError:
+            edited = None  # a value that does not validate was typed: that page is edited
+        for page in self.pages:
+            typed_key = any(f.edit.text().strip() for f in page.secret_fields)
+            if edited is None:
+                differs = any(form.raw() != _section_raw(self.current, name)
+                              for name, form in page.forms.items())
+            else:
+                differs = any(getattr(edited, name, None) != getattr(self.current, name, None)
+                              for name in page.forms)
+            if differs or typed_key:
+                pages.append(page.title)
+        appearance = self.appearance_page
+        if (appearance.theme() != self.prefs.theme
+                or appearance.close_to_tray.isChecked() != self.prefs.close_to_tray):
+            pages.append(appearance.title)
+        return list(dict.fromkeys(pages))
+
+    def reject(self) -> None:
+        """Close, Esc or the window's X: with edits not saved, ask first (Save, Discard or
+        Cancel), naming the pages they are on; they were lost without a word."""
+        changed = self.unsaved()
+        if not changed:
+            super().reject()
+            return
+        if self.unsaved_box is not None:
+            self.unsaved_box.raise_()
+            return
+        box = QMessageBox(self)
+        box.setObjectName("unsavedSettings")
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Unsaved settings")
+        box.setText("Save your changes before closing?")
+        box.setInformativeText(f"Changed and not saved: {', '.join(changed)}.")
+        save = box.addButton("Save", QMessageBox.ButtonRole.AcceptRole)
+        discard = box.addButton("Discard", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(save)
+
+        def chosen(button: object) -> None:
+            if button is save and self.save():
+                super(SettingsDialog, self).reject()
+            elif button is discard:
+                super(SettingsDialog, self).reject()
+
+        box.buttonClicked.connect(chosen)
+        box.finished.connect(lambda _result: setattr(self, "unsaved_box", None))
+        self.unsaved_box = box
+        box.open()
+
     def done(self, result: int) -> None:
         self.tasks.cancel_all()
         super().done(result)
+
+
+def _section_raw(settings: Settings, name: str) -> Any:
+    value = getattr(settings, name, None)
+    return value.model_dump(mode="python") if isinstance(value, BaseModel) else value

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.domain.trading import Mode, Order, Position
 from app.runtime.controls import FlattenPlan
-from app.ui.panels.style import format_fixed, format_quantity, money_decimals
+from app.ui.panels.style import format_fixed, format_quantity, format_time, money_decimals
 
 MAX_LISTED = 12  # more than this are counted, not listed: the dialog must fit a small screen
 
@@ -86,8 +86,9 @@ def _listed(lines: list[str]) -> str:
     return f"<ul style='margin: 2px 0 6px 0'>{shown}{more}</ul>"
 
 
-def flatten_text(plan: FlattenPlan, ccy: str, mode: Mode, name: Callable[[str], str]) -> str:
-    """What Flatten all will do, item by item."""
+def flatten_text(plan: FlattenPlan, ccy: str, mode: Mode, name: Callable[[str], str], *,
+                 fills_at_ms: int | None = None, now_ms: int | None = None) -> str:
+    """What Flatten all will do, item by item, and when its sells fill."""
     parts = []
     if plan.orders:
         parts.append(f"<b>Cancel {len(plan.orders)} open order"
@@ -100,17 +101,42 @@ def flatten_text(plan: FlattenPlan, ccy: str, mode: Mode, name: Callable[[str], 
                      f"P&amp;L about {format_fixed(total, money_decimals(ccy), sign=True)} "
                      f"{escape(ccy)} before fees:")
         parts.append(_listed([_position_line(p, ccy) for p in plan.positions]))
-    when = ("" if not plan.positions else "The sells fill at the next bar's open. "
-            if mode is not Mode.LIVE else "This sells on the LIVE exchange. ")
+    if not plan.positions:
+        when = ""
+    elif mode is Mode.LIVE:
+        when = "This sells on the LIVE exchange. "
+    elif fills_at_ms is not None and now_ms is not None:
+        when = f"The sells fill at the next bar's open, {fill_time_words(fills_at_ms, now_ms)}. "
+    else:
+        when = "The sells fill at the best bid now, on live quotes. "
     parts.append(f"{when}Agents keep running and may trade again: trip the kill switch to "
                  "stop them too.")
     return "".join(parts)
 
 
-def close_text(position: Position, ccy: str, mode: Mode) -> str:
-    """What closing one position will do."""
+def fill_time_words(fills_at_ms: int, now_ms: int) -> str:
+    """``14:00 UTC``, with the date when it is not today's (market time)."""
+    when, today = format_time(fills_at_ms, seconds=False), format_time(now_ms, seconds=False)
+    return f"{when[11:] if when[:10] == today[:10] else when} UTC"
+
+
+def close_text(position: Position, ccy: str, mode: Mode, *, fills_at_ms: int | None = None,
+               now_ms: int | None = None, exits_stay: bool = False) -> str:
+    """What closing one position will do, and when: a replay's paper close fills at the next
+    bar's open (said with its time), and where exits share the coins they stay until then."""
     live = " on the LIVE exchange" if mode is Mode.LIVE else ""
-    return (f"{_position_line(position, ccy)}{live}, before the fee.<br><br>Open sell orders "
-            f"of {escape(position.symbol)} that are not exits are cancelled first (they hold "
-            "back what the close sells); take-profit and stop-loss exits go when the position "
-            "is gone.")
+    symbol = escape(position.symbol)
+    if fills_at_ms is not None and now_ms is not None:
+        when = (f"<br><br>It fills at the next bar's open, "
+                f"<b>{fill_time_words(fills_at_ms, now_ms)}</b> (while the replay is paused: "
+                "after one Step).")
+    else:
+        when = ""
+    if exits_stay:
+        exits = (f"<br><br>Open sell orders of {symbol} that are not exits are cancelled first "
+                 "(they hold back what the close sells); its take profit and stop loss keep "
+                 "protecting the position until the sell fills, then go with it.")
+    else:
+        exits = (f"<br><br>Its take-profit and stop-loss exits and other open sell orders of "
+                 f"{symbol} are cancelled first (they hold the coins the close sells).")
+    return f"{_position_line(position, ccy)}{live}, before the fee.{when}{exits}"

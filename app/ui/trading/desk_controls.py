@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDialog, QToolBar, QToolButton, QWidget
 
 from app.domain.trading import Mode
+from app.market.port import MarketData
 from app.runtime.controls import Outcome, PersonControls
 from app.trading.port import TradingBroker
 from app.ui.panels.closed_trades import actor_name
@@ -49,8 +50,10 @@ class DeskTradingControls(QObject):
         tasks: TaskSet,
         show_message: Callable[[str, str], None],
         agent_name: Callable[[str], str | None] | None = None,
+        market: MarketData | None = None,
     ) -> None:
         super().__init__(window)
+        self.market = market  # the ticket's live bid and ask
         self.window = window
         self.controls = controls
         self.broker = broker
@@ -93,8 +96,10 @@ class DeskTradingControls(QObject):
     def open_ticket(self, symbol: str | None = None) -> OrderTicket:
         if self.ticket is None:
             self.ticket = OrderTicket(self.controls, self.broker, self.symbols, self.mode,
-                                      self.tasks, self.window)
+                                      self.tasks, self.window, market=self.market)
             self.ticket.placed.connect(lambda outcome: self.show_message(outcome.text, "info"))
+        elif not self.ticket.isVisible():
+            self.ticket.reopened()
         if symbol and symbol in self.symbols:
             self.ticket.symbol.setCurrentText(symbol)
         self.ticket.show()
@@ -132,7 +137,10 @@ class DeskTradingControls(QObject):
             return
         dialog = ConfirmDialog(
             "flattenDialog", "Flatten all", "Cancel everything and close every position?",
-            flatten_text(plan, self.broker.quote_currency, self.mode, self.name),
+            flatten_text(plan, self.broker.quote_currency, self.mode, self.name,
+                         fills_at_ms=next((self.controls.close_fills_at(p.symbol)
+                                           for p in plan.positions), None),
+                         now_ms=self.controls.orders.now_ms()),
             "Flatten all", self.window,
         )
         dialog.accepted.connect(lambda: self.tasks.spawn(self.flatten()))

@@ -6,15 +6,20 @@ reviews (what the order would do, what it holds back, and whether the guard woul
 why); Enter again places it; Esc closes. Any change after a review asks for a new review, so what
 is placed is always what was shown. A wrong field is named, focused and marked; nothing is sent.
 The result (placed, refused by the guard with its reason, refused by the broker) stays on the
-ticket until the next review.
+ticket until the next review. The symbol's last price, best bid and ask are read again every
+second while the ticket is open (they were read once, so the header disagreed with the review);
+a ticket closed and opened again drops its result and reviews afresh what it had reviewed (a
+refusal by a kill switch since reset must not stand).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from decimal import Decimal
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -30,13 +35,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.errors import KestrelError
-from app.domain.trading import Mode
+from app.domain.trading import Mode, Side
+from app.market.port import MarketData
 from app.runtime.controls import Outcome, PersonControls, Preview
 from app.runtime.ticket import Ticket, TicketError, TicketKind, read_ticket
 from app.trading.port import TradingBroker
-from app.ui.panels.style import set_banner
+from app.ui.panels.style import format_fixed, set_banner
 from app.ui.panels.tasks import TaskSet
 from app.ui.theme import set_look
+from app.ui.trading.sizing import SizeButtons, SizingError, sized_amount
 
 KINDS = (
     (TicketKind.MARKET, "Market"),
@@ -46,6 +53,7 @@ KINDS = (
     (TicketKind.TP_SL, "TP/SL on position held"),
 )
 FIELDS = ("amount", "price", "stop_price", "take_profit", "stop_loss")
+QUOTE_MS = 1000  # the quote is read again every second while the ticket is open
 
 
 class OrderTicket(QDialog):
@@ -65,12 +73,18 @@ class OrderTicket(QDialog):
         mode: Mode,
         tasks: TaskSet,
         parent: QWidget | None = None,
+        market: MarketData | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("orderTicket")
         self.controls = controls
         self.broker = broker
+        self.market = market
         self.tasks = tasks
+        self._reading = False  # a quote read is on its way: the timer waits for it
+        self.quote_timer = QTimer(self)
+        self.quote_timer.setInterval(QUOTE_MS)
+        self.quote_timer.timeout.connect(self._read_quote)
         self.live = mode is Mode.LIVE
         self.setWindowTitle("New LIVE order" if self.live else "New order")
         self.reviewed: Ticket | None = None
@@ -132,6 +146,10 @@ class OrderTicket(QDialog):
         amount.addWidget(self.fields["amount"], 1)
         amount.addWidget(self.unit)
         form.addRow(_buddy("&Amount", self.fields["amount"]), amount)
+        self.sizes = SizeButtons()
+        for fraction, button in self.sizes.buttons.items():
+            button.clicked.connect(lambda _=False, f=fraction: self.tasks.spawn(self._size(f)))
+        form.addRow("", self.sizes)
         form.addRow("&Limit price", self.fields["price"])
         form.addRow("Stop &price", self.fields["stop_price"])
         form.addRow("Take pr&ofit", self.fields["take_profit"])
@@ -191,6 +209,37 @@ class OrderTicket(QDialog):
             **{name: edit.text() for name, edit in self.fields.items()},
         }
 
+    def fill_in(
+        self, *, symbol: str | None = None, side: Side | None = None,
+        kind: TicketKind | None = None, price: Decimal | None = None,
+        amount: Decimal | None = None,
+    ) -> None:
+        """Put values in the form from outside it (the chart's "limit here", an order-book
+        level, a size button); what was reviewed no longer stands. A price goes where the
+        order type takes it: a stop's trigger, else the limit."""
+        if symbol:
+            self.symbol.setCurrentText(symbol)
+        if side is not None:
+            (self.buy if side is Side.BUY else self.sell).setChecked(True)
+        if kind is not None:
+            self.set_kind(kind)
+        if price is not None:
+            field = "stop_price" if self.kind_value() is TicketKind.STOP else "price"
+            self.fields[field].setText(format(price, "f"))
+        if amount is not None:
+            self.unit.setCurrentIndex(0)  # the base currency: sizes are quantities
+            self.fields["amount"].setText(format(amount, "f"))
+        self._changed()
+
+    async def _size(self, fraction: Decimal) -> None:
+        """A size button: that share of what is free, in the amount field."""
+        try:
+            amount = await sized_amount(self.broker, self.form(), fraction)
+        except SizingError as exc:
+            self._field_error(TicketError("amount", str(exc)))
+            return
+        self.fill_in(amount=amount)
+
     def _kind_changed(self) -> None:
         kind = self.kind_value()
         exits_only = kind is TicketKind.TP_SL
@@ -211,17 +260,58 @@ class OrderTicket(QDialog):
         self.unit.setCurrentIndex(index)
         self.unit.blockSignals(False)
         self.last.setText("")
-        if symbol:
-            self.tasks.spawn(self._show_last(symbol))
+        self._read_quote()
         self._changed()
 
-    async def _show_last(self, symbol: str) -> None:
+    # -- the quote, live while the ticket is open --------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self.quote_timer.start()
+        self._read_quote()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # noqa: N802 - Qt's name
+        self.quote_timer.stop()  # nobody reads it: nothing is asked of the market
+        super().hideEvent(event)
+
+    def reopened(self) -> None:
+        """The ticket is shown again: what it said before is of another moment (a price, a
+        kill switch since reset), so the result goes and a review shown is made afresh."""
+        self.result.hide()
+        self.outcome = None
+        if not self.review_box.isHidden() or self.reviewed is not None:  # (a hidden dialog's
+            self.review()  # children are never "visible": whether one is shown is asked so)
+
+    def _read_quote(self) -> None:
+        symbol = self.symbol.currentText()
+        if symbol and not self._reading:
+            self._reading = True
+            self.tasks.spawn(self._show_quote(symbol))
+
+    async def _show_quote(self, symbol: str) -> None:
+        """The last price, and the best bid and ask, as the market has them now."""
         try:
-            price = await self.broker.last_price(self.broker.canonical_symbol(symbol))
+            canonical = self.broker.canonical_symbol(symbol)
+            last = await self.broker.last_price(canonical)
+            book = (await self.market.order_book(canonical, 1)
+                    if self.market is not None else None)
         except KestrelError:
             return
-        if self.symbol.currentText() == symbol:
-            self.last.setText(f"last {price.normalize():f}")
+        finally:
+            self._reading = False
+        if self.symbol.currentText() != symbol:
+            return
+        decimals = max(0, -int(last.normalize().as_tuple().exponent or 0))
+        if self.market is not None:
+            try:
+                decimals = self.market.price_decimals(canonical)
+            except KestrelError:
+                pass
+        parts = [f"last {format_fixed(last, decimals)}"]
+        if book is not None and book.best_bid is not None and book.best_ask is not None:
+            parts += [f"bid {format_fixed(book.best_bid, decimals)}",
+                      f"ask {format_fixed(book.best_ask, decimals)}"]
+        self.last.setText("  ·  ".join(parts))
 
     def _changed(self) -> None:
         """Whatever changed, what was reviewed no longer stands."""

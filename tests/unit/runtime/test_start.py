@@ -19,6 +19,7 @@ from app.runtime.start import (
     new_workspace_start,
     plan_new_workspace,
     tradeable_symbol,
+    untradeable,
 )
 from tests.helpers.paths import BTC_USDT_1H
 
@@ -98,3 +99,15 @@ def test_the_chat_hint_names_a_symbol_the_account_can_trade_now() -> None:
 
 def test_symbols_are_read_from_a_request_once_each_in_order() -> None:
     assert named_symbols("watch btc/usdt and ETH/USDT, then BTC/USDT") == ["BTC/USDT", "ETH/USDT"]
+
+
+def test_a_symbol_whose_data_has_not_begun_or_warmed_up_is_refused_with_when_it_will_be() -> None:
+    market = bundled()
+    before = parse_time("2019-09-01T00:00:00Z")  # the BTC/USDT hours begin on 2019-09-30
+    with pytest.raises(OperationalError, match="the data of BTC/USDT begins at 2019-09-30"):
+        check_setup(market, account_quote="USDT", now_ms=before, setup=SETUP)
+    refused = untradeable("BTC/USDT", available=market.symbols(), account_quote="USDT",
+                          now_ms=parse_time("2019-10-01T00:00:00Z"), history=market,
+                          label="the replay")
+    assert refused is not None and "fewer than the 60 candles an analyst reads" in refused.reason
+    assert "there are enough from 2019-10-02 19:00 UTC" in refused.reason
