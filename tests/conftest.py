@@ -5,8 +5,20 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# Property tests take their number of cases from a profile. "ci" (the default) is sized so the whole
+# suite stays a few minutes on a small machine, draws the same cases every run (a hundred random
+# ones would sometimes miss a limit the Risk Guard's test checks was reached) and leaves nothing in
+# the checkout (no example database: a failure prints the blob that reproduces it); "thorough"
+# runs the long, freshly random searches, e.g. before a release or after changing the Risk Guard:
+#     KESTREL_HYPOTHESIS=thorough pytest tests/unit
+settings.register_profile("ci", max_examples=100, derandomize=True, database=None,
+                          print_blob=True)
+settings.register_profile("thorough", max_examples=1_000)
+settings.load_profile(os.environ.get("KESTREL_HYPOTHESIS", "ci"))
 
 
 @pytest.fixture(autouse=True)

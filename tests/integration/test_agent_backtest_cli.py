@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from app.domain.clock import ms_to_iso
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.runtime.replay import ReplayDriver
 from app.runtime.strategy_backtest import ERROR_FILE
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.paths import BTC_USD_1D, BTC_USDT_1H, REPO
 from tests.integration.test_backtest_gaps import GAP_ROW, TRADER, TREND, closes_of
 
@@ -156,27 +156,33 @@ def test_a_cancelled_agent_run_returns_the_bars_it_ran_and_writes_no_report(
     assert outcome.files == {} and not (out / "summary.json").exists()
 
 
+def _ctrl_c_reaches_it() -> None:
+    """In the child, before it starts: Ctrl-C as a terminal's shell leaves it (the default
+    action, unblocked), whatever the test process inherited or an earlier test in it set."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_during_an_agent_run_keeps_the_report_of_the_bars_that_ran(tmp_path: Path) -> None:
     out = tmp_path / "out"
     run = subprocess.Popen(  # noqa: S603 - our own command line
         [sys.executable, "-m", "app", "backtest", *AGENTS, "--data", str(BTC_USDT_1H),
          "--out", str(out), "--no-progress"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ctrl_c_reaches_it,  # noqa: PLW1509 - two signal calls, no locks taken
     )
     try:
         db = out / "workspace" / "kestrel.db"
-        for _ in range(1200):  # poll until the agents have analysed a few bars (at most 60 s)
-            if db.exists() and _analyses(db) >= 5:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the agents never started")
+        # until the agents have analysed a few bars (or the run ended before, which fails below)
+        eventually_blocking(
+            lambda: run.poll() is not None or (db.exists() and _analyses(db) >= 5))
+        assert run.poll() is None, run.communicate()
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
-    assert run.returncode == EXIT_INTERRUPTED
+    assert run.returncode == EXIT_INTERRUPTED, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines() == [
         f"kestrel backtest: interrupted; the report of the bars that ran (if any) is in {out}"]
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

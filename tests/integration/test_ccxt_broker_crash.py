@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from app.store.order_journal import JournalState, OrderJournal
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.fake_exchange import Fault
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.tape import wall_ms
@@ -132,10 +133,7 @@ def test_killed_between_the_send_and_its_answer_the_filled_order_is_found_once(
     server.fail("binance", "order.create", Fault.lost("hang"))
     proc = worker(server, db, wall, "place", "none", KEY)
     read_until(proc, "READY")
-    for _ in range(1000):  # until the exchange has booked (and filled) it
-        if server.binance_account.orders:
-            break
-        time.sleep(0.01)
+    eventually_blocking(lambda: server.binance_account.orders)  # booked (and filled)
     assert server.binance_account.orders[0].status == "FILLED"
     report = kill_and_reconcile(server, db, wall, proc)
     assert report["resolved"] == [[KEY, JournalState.FILLED.value]]
@@ -208,10 +206,7 @@ def test_an_oco_killed_between_the_send_and_its_answer_is_found_once_with_both_l
     server.fail("binance", "orderList.oco", Fault.lost("hang"))
     proc = oco_worker(server, db, wall, "none")
     read_until(proc, "READY")
-    for _ in range(1000):  # until the exchange has booked the list
-        if len(sell_orders(server)) == 2:
-            break
-        time.sleep(0.01)
+    eventually_blocking(lambda: len(sell_orders(server)) == 2)  # booked the list
     assert sell_orders(server) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
     report = kill_and_reconcile(server, db, wall, proc)
     assert sorted(report["resolved"]) == [[f"{OCO_KEY}:sl", JournalState.OPEN.value],

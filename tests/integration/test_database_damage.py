@@ -24,6 +24,7 @@ from app.store.ledger import Ledger
 from app.store.lock import WorkspaceLock
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
+from tests.helpers.cli import run_cli
 from tests.helpers.paths import BTC_USD_1H, REPO
 
 AT = 1_560_000_000_000  # 2019-06-08
@@ -93,16 +94,10 @@ def test_restore_backup_brings_the_account_back_and_keeps_the_damaged_file(tmp_p
     corrupt_a_page(ws.db_path)
     damaged = digest(ws.db_path)
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "app", "restore-backup", "--workspace", str(ws.root), "--list"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-    )
+    listed = run_cli("restore-backup", "--workspace", ws.root, "--list")
     assert listed.returncode == 0 and "kestrel-" in listed.stdout
 
-    done = subprocess.run(
-        [sys.executable, "-m", "app", "restore-backup", "--workspace", str(ws.root), "--yes"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-    )
+    done = run_cli("restore-backup", "--workspace", ws.root, "--yes")
     assert done.returncode == 0, done.stderr
     aside = next(ws.root.glob("kestrel.db.damaged-*"))
     assert f"moved to {aside}" in done.stdout

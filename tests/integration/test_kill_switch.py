@@ -32,6 +32,7 @@ from app.tools.protocol.render import ToolResult
 from app.tools.spec import AgentContext
 from app.workspace import Workspace
 from tests.helpers.agents import HOUR_MS, SETUP_COMMAND, agent_world, settle
+from tests.helpers.cli import run_cli
 from tests.helpers.paths import BTC_USDT_1H
 
 WORKER = Path(__file__).with_name("kill_switch_worker.py")
@@ -306,12 +307,9 @@ def test_a_kill_9_right_after_the_trip_keeps_the_halt_and_the_next_start_complet
 
 
 def kestrel(command: str, folder: Path, *args: str, stdin: str = "") -> str:
-    done = subprocess.run(  # noqa: S603 - our own interpreter
-        [sys.executable, "-m", "app", command, "--workspace", str(folder), "--data",
-         str(BTC_USDT_1H), *args], input=stdin.encode(), capture_output=True, timeout=180,
-        cwd=REPO)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return done.stdout.decode()
+    done = run_cli(command, "--workspace", folder, "--data", BTC_USDT_1H, *args, stdin=stdin)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from app.runtime.world import World
 from app.store.order_journal import JournalState
 from app.trading.entry import OCO_LINE
 from app.trading.port import OrderRequest
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.account import Refused
 from tests.helpers.fake_exchange.broker import (
@@ -36,7 +37,6 @@ from tests.helpers.fake_exchange.live import (
     market_buy,
     run_live,
     trader,
-    until,
 )
 from tests.helpers.fake_exchange.oco import create_oco
 from tests.helpers.fake_exchange.tape import MINUTE
@@ -404,7 +404,7 @@ def test_the_persons_ticket_with_tp_and_sl_on_live_places_one_oco_list(tmp_path,
         assert any(line.startswith("Placed as one OCO order list") for line in preview.lines)
         outcome = await person.submit(ticket)
         assert outcome.ok, outcome.text
-        await until(lambda: venue.count("binance", "orderList.oco") == 1)
+        await eventually(lambda: venue.count("binance", "orderList.oco") == 1)
         assert open_on_exchange(venue) == {"LIMIT_MAKER": "NEW", "STOP_LOSS_LIMIT": "NEW"}
         exits = read_ticket({"symbol": "BTC/USDT", "kind": "TP_SL",
                              "take_profit": str(tp + 1), "stop_loss": str(sl)})

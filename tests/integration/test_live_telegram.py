@@ -20,6 +20,7 @@ from app.secrets import SecretStore, env_var_name
 from app.telegram.outbox import Outbox
 from app.telegram.start import start_telegram
 from tests.helpers.agents import settle
+from tests.helpers.eventually import PATIENCE_S, eventually
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.broker import assert_journal_matches_exchange
 from tests.helpers.fake_exchange.live import (
@@ -28,7 +29,6 @@ from tests.helpers.fake_exchange.live import (
     live_world,
     send_buy_signal,
     trader,
-    until,
 )
 from tests.helpers.fake_telegram import FakeTelegram
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
@@ -56,7 +56,7 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                                             api_base_url=bot_api.base_url),
                     secrets, poll_timeout_s=1.0,
                     outbox=lambda send: Outbox(send, first_delay_s=0.2, max_delay_s=0.5))
-                assert bot is not None and await bot.wait_connected(10), bot
+                assert bot is not None and await bot.wait_connected(PATIENCE_S), bot
                 agent = await trader(world)
                 grant(world, agent)
                 await send_buy_signal(world, agent)
@@ -67,7 +67,7 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                 def asking() -> list[Any]:
                     return [s for s in bot_api.sent if s.chat_id == OWNER and s.buttons]
 
-                await until(asking, within_s=15)
+                await eventually(asking)
                 message = asking()[-1]
                 assert message.text.startswith(
                     "🔴 LIVE binance (real money) · Approval needed · T"), message.text
@@ -81,18 +81,17 @@ def test_a_live_order_approved_on_telegram_says_live_and_reaches_the_exchange_on
                 # the rule Trader may size again on the exchange's amount step and ask again:
                 # each new approval is tapped on the phone too, once the last one is answered
                 for _ in range(3):
-                    await until(lambda: all(
-                        not bot_api.message(OWNER, m).buttons for m in tapped), within_s=15)
+                    await eventually(lambda: all(
+                        not bot_api.message(OWNER, m).buttons for m in tapped))
                     await settle(world)
                     if not world.agents.questions.pending():
                         break
-                    await until(lambda: [m for m in asking() if m.message_id not in tapped],
-                                within_s=15)
+                    await eventually(lambda: [m for m in asking() if m.message_id not in tapped])
                     again = next(m for m in asking() if m.message_id not in tapped)
                     assert again.text.startswith("🔴 LIVE binance (real money) · Approval")
                     bot_api.push_button(OWNER, OWNER, again.message_id, again.buttons[0][0][1])
                     tapped.add(again.message_id)
-                await until(lambda: server.count("binance", "order.create") >= 1, within_s=15)
+                await eventually(lambda: server.count("binance", "order.create") >= 1)
                 await world.venue.driver.round()
                 records = world.agents.approvals.all()
                 assert all(r.decision == "approved" for r in records) and records[-1].order_id

@@ -13,7 +13,6 @@ the exchange's state.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -550,9 +549,7 @@ def test_a_traders_live_order_waits_for_approval_then_reaches_the_exchange_throu
     async def scenario() -> None:
         world = await live_world(tmp_path, server)
         try:
-            started = time.perf_counter()
             await world.start(decided(None))
-            reconciled_ms = (time.perf_counter() - started) * 1000
             assert world.venue.before_agents.summary is not None
             agent = await trader(world)
             grant(world, agent)
@@ -578,7 +575,6 @@ def test_a_traders_live_order_waits_for_approval_then_reaches_the_exchange_throu
             assert all(r.decision == "approved" for r in records) and records[-1].order_id
             assert server.binance_account.total("BTC") > 0
             assert_journal_matches_exchange(world.venue.broker, server)
-            print(f"\nstart to reconciled state (empty journal): {reconciled_ms:.0f} ms")
         finally:
             await world.aclose()
 

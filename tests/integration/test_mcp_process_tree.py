@@ -14,18 +14,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from app.config.mcp import McpServerSettings
 from app.mcp.servers import McpConnection
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.paths import REPO
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")
 WORKER = Path(__file__).with_name("mcp_tree_worker.py")
-GONE_WITHIN_S = 10.0
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                                 reason="reads process states in /proc")
@@ -42,10 +41,11 @@ def _gone(pid: int) -> bool:
 
 
 def _wait_gone(pid: int) -> bool:
-    deadline = time.monotonic() + GONE_WITHIN_S
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return _gone(pid)
+    try:
+        eventually_blocking(lambda: _gone(pid))
+    except AssertionError:
+        return False
+    return True
 
 
 def _end(pid: int) -> None:

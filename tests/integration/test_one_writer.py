@@ -11,7 +11,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from app.domain.clock import parse_time
 from app.store.ledger import Ledger
 from app.store.lock import read_holder
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.paths import BTC_USD_1H, REPO
 from tests.integration.ledger_crash_worker import state_before
 
@@ -38,6 +38,13 @@ def kestrel(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+
+def holds_the_workspace(run: subprocess.Popen[str], ws: Path) -> bool:
+    """``kestrel run`` has taken the workspace's lock (and has not ended instead)."""
+    assert run.poll() is None, run.stderr.read() if run.stderr else run.returncode
+    holder = read_holder(ws / "kestrel.lock")
+    return holder is not None and holder.pid == run.pid
+
 def test_racing_processes_never_fill_an_order_twice_and_balances_match_the_fills(tmp_path):
     ws = tmp_path / "ws"
     workers = [
@@ -103,11 +110,7 @@ def test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_ans
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
     try:
-        deadline = time.monotonic() + 90
-        while (holder := read_holder(ws / "kestrel.lock")) is None or holder.pid != run.pid:
-            assert run.poll() is None, run.stderr.read()
-            assert time.monotonic() < deadline, "kestrel run never took the workspace"
-            time.sleep(0.1)
+        eventually_blocking(lambda: holds_the_workspace(run, ws))
 
         order = ("<create_order><symbol>BTC/USD</symbol><side>BUY</side>"
                  "<quote_amount>50</quote_amount></create_order>")
@@ -154,11 +157,7 @@ def test_deleting_the_lock_file_under_a_running_writer_lets_no_second_writer_in(
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
     try:
-        deadline = time.monotonic() + 90
-        while (holder := read_holder(ws / "kestrel.lock")) is None or holder.pid != run.pid:
-            assert run.poll() is None, run.stderr.read()
-            assert time.monotonic() < deadline, "kestrel run never took the workspace"
-            time.sleep(0.1)
+        eventually_blocking(lambda: holds_the_workspace(run, ws))
         (ws / "kestrel.lock").unlink()
 
         order = ("<create_order><symbol>BTC/USD</symbol><side>BUY</side>"

@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers.paths import REPO
+from tests.helpers.cli import Ran, run_cli
 
 HUGE = "100000000000000000000"  # 10^20: every valuation of it failed
 
 
-def kestrel(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own command line
-        [sys.executable, "-m", "app", *map(str, args)], capture_output=True, text=True,
-        timeout=300, cwd=REPO, check=False,
-    )
+def kestrel(*args: str | Path) -> Ran:
+    return run_cli(*args)
 
 
 def store_huge_cash(db: Path) -> None:

@@ -24,6 +24,7 @@ from app.trading.agent_pnl import PnLTracker
 from app.trading.closed_trades import closed_trades, totals_by_actor
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
+from tests.helpers.eventually import eventually
 
 HOUR_MS = 3_600_000
 
@@ -205,10 +206,7 @@ def test_tp_and_sl_of_a_buy_ticket_are_placed_once_the_buy_fills(world, bus) -> 
         outcome = await person.submit(ticket)
         assert outcome.ok and outcome.order_id in person.pending_exits
         next_bar(world)
-        for _ in range(100):  # the fill's event places the exits on the loop
-            if person.exit_outcomes:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: person.exit_outcomes)  # the fill's event places the exits
         (placed,) = person.exit_outcomes
         assert placed.ok, placed.text
         exits = {o.exit_kind.value: o for o in await world.venue.broker.open_orders()}

@@ -213,9 +213,10 @@ COMMANDS: dict[str, Entry] = {
     "bash scripts/bootstrap && .venv/bin/kestrel":
         # installing is .ci/run's first step; here the window is asked for without a display
         Entry(no_display, env=HEADLESS),
-    "bash scripts/bootstrap && .venv/bin/python -m pytest -q":
+    "bash scripts/bootstrap && .venv/bin/python -m pytest -q -n auto":
         # this suite itself, run verbatim by .ci/run (running it here would run itself)
-        Entry(runs_in_ci("bash scripts/bootstrap", ".venv/bin/python -m pytest -q"), run=False),
+        Entry(runs_in_ci("bash scripts/bootstrap", ".venv/bin/python -m pytest -q -n auto"),
+              run=False),
     ".venv/bin/kestrel chat --workspace /tmp/ws": Entry(chat, stdin="/agents\n"),
     '.venv/bin/kestrel run --workspace /tmp/ws-usdt --setup "watch BTC/USDT on 1h every 1h with a '
     'trend analyst and a trader" --for 12h': Entry(run_setup, extra="--speed 36000"),

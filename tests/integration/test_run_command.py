@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import run_main
+from tests.helpers.cli import Ran, run_cli, run_main
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
-from tests.helpers.paths import REPO
 
 SETUP = "watch BTC/USDT on 1h every 1h with a trend analyst and a trader"
 
 
-def kestrel(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own command line
-        [sys.executable, "-m", "app", *map(str, args)], input=stdin, capture_output=True,
-        text=True, timeout=300, cwd=REPO, check=False,
-    )
+def kestrel(*args: str | Path, stdin: str | None = None) -> Ran:
+    return run_cli(*args, stdin=stdin)
 
 
 def test_a_new_workspace_watching_btc_usdt_analyses_real_candles_and_its_orders_fill(

@@ -1,26 +1,23 @@
-"""A setup sent again is reused, not repeated: across restarts of ``kestrel run --setup`` (real
-subprocesses on one workspace) and within one world (paused agents, other intervals)."""
+"""A setup sent again is reused, not repeated: across restarts of ``kestrel run --setup`` (one
+command after another on one workspace, each opening it afresh) and within one world (paused
+agents, other intervals)."""
 
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.world import World
 from tests.helpers.agents import SETUP_COMMAND
-from tests.helpers.paths import BTC_USDT_1H, REPO
+from tests.helpers.cli import Ran, run_cli
+from tests.helpers.paths import BTC_USDT_1H
 from tests.integration.test_rule_engine_agents import run, say
 
 
-def kestrel_run(workspace: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--data",
-         str(BTC_USDT_1H), "--setup", SETUP_COMMAND, "--for", "1h", "--speed", "100000"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )
+def kestrel_run(workspace: Path) -> Ran:
+    return run_cli("run", "--workspace", workspace, "--data", BTC_USDT_1H,
+                   "--setup", SETUP_COMMAND, "--for", "1h", "--speed", "100000")
 
 
 def test_restarting_kestrel_run_with_the_same_setup_keeps_one_analyst_trader_and_job(

@@ -23,10 +23,10 @@ from app.sweep.executors import DaskCluster, InProcess, LocalPool
 from app.sweep.space import SweepRequest, plan_sweep
 from app.sweep.table import load_table, table_document
 from tests.helpers.cli import run_main
+from tests.helpers.eventually import eventually_blocking
 from tests.helpers.files import tree
 from tests.helpers.paths import BTC_USD_1H, BTC_USDT_1H, REPO
 from tests.helpers.sweep_cells import DYING_CELL, dies_in_one_cell
-from tests.helpers.waiting import eventually
 
 TREND, TRADER = "AnalystAgent_Trend_v1", "TraderAgent_Default_v1"
 MEAN = "AnalystAgent_MeanReversion_v1"
@@ -121,7 +121,7 @@ def test_a_sweep_killed_half_way_resumes_and_runs_every_cell_exactly_once(
         def finished() -> list[Path]:
             return sorted(results.glob("c*.json")) if results.is_dir() else []
 
-        eventually(lambda: len(finished()) >= 4, within_s=240, what="4 cells finished")
+        eventually_blocking(lambda: len(finished()) >= 4, 240, what="4 cells finished")
         workers = driver.children(recursive=True)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
@@ -130,8 +130,8 @@ def test_a_sweep_killed_half_way_resumes_and_runs_every_cell_exactly_once(
             first.kill()
         first.communicate()
     # the workers end with their driver: nobody computes cells for a dead sweep
-    eventually(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE
-                               for w in workers), within_s=60, what="the workers ended")
+    eventually_blocking(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE
+                                        for w in workers), what="the workers ended")
     kept = {p.name: p.read_bytes() for p in (out / "results").glob("c*.json")}
     assert 4 <= len(kept) < 16, "the sweep was not killed half-way"
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 
 from app.store.checkpointer import WalCheckpointer
 from app.store.db import WAL_SIZE_LIMIT_BYTES, connect, is_checkpointed_in_background
+from tests.helpers.eventually import eventually_blocking
 
 PAGE = 4096
 
@@ -34,14 +34,6 @@ def _rows_in_database_file(path: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM blob_rows").fetchone()[0])
     finally:
         conn.close()
-
-
-def _wait_for(predicate, timeout_s: float = 10.0) -> None:  # noqa: ANN001 - a test helper
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
 
 
 def test_connections_opened_while_a_checkpointer_runs_leave_checkpoints_to_it(
@@ -96,13 +88,13 @@ def test_the_thread_keeps_the_wal_small_while_a_writer_commits(tmp_path: Path) -
             _fill(writer, 400)
             # a tick that began after the last commit has copied everything
             ticks = checkpointer.checkpoints
-            _wait_for(lambda t=ticks: checkpointer.checkpoints > t + 1)
+            eventually_blocking(lambda t=ticks: checkpointer.checkpoints > t + 1)
             assert checkpointer.last is not None and checkpointer.last.complete
         # the writer starts the WAL over after each complete checkpoint, so it never grows to
         # the ~7,000 pages the 2,400 commits wrote
         wal_pages = (tmp_path / "kestrel.db-wal").stat().st_size // PAGE
         assert wal_pages < 1500
-        _wait_for(lambda: _rows_in_database_file(db) == 2400)
+        eventually_blocking(lambda: _rows_in_database_file(db) == 2400)
     finally:
         writer.close()
         checkpointer.stop()
@@ -139,14 +131,15 @@ def test_a_failing_checkpoint_is_counted_and_logged_once_and_the_thread_carries_
     monkeypatch.setattr(checkpointer, "checkpoint", checkpoint)
     checkpointer.start()
     try:
-        _wait_for(lambda: checkpointer.failures >= 3)
+        eventually_blocking(lambda: checkpointer.failures >= 3)
         assert checkpointer.running
         assert checkpointer.last_error == "disk I/O error"
         assert caplog.text.count("disk I/O error") == 1  # the same error is logged once
         assert str(db) in caplog.text
         failing[0] = False
         ticks = checkpointer.checkpoints
-        _wait_for(lambda: checkpointer.checkpoints > ticks)  # the disk is back: it goes on
+        # the disk is back: it goes on
+        eventually_blocking(lambda: checkpointer.checkpoints > ticks)
     finally:
         checkpointer.stop()
 

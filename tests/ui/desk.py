@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,14 +16,6 @@ from app.secrets import SecretStore
 from app.ui.main_window import MainWindow
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
-
-
-async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
 
 
 class Desk:

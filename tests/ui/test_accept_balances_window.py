@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from app.domain.kill_switch import TripCause
 from app.ui.accept_balances import AcceptBalancesDialog
 from app.ui.kill_switch import BY
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import FakeExchangeServer
-from tests.ui.desk import until
 from tests.ui.test_live_window import (  # noqa: F401 - fixtures
     LiveDesk,
     dialog_of,
@@ -51,14 +51,14 @@ def test_the_person_accepts_the_exchanges_balances_after_a_mismatch_from_the_win
         assert banner.accept_button.text() == "Accept the exchange's balances…"
 
         qtbot.mouseClick(banner.accept_button, Qt.MouseButton.LeftButton)
-        await until(lambda: dialog_of(window, AcceptBalancesDialog) is not None)
+        await eventually(lambda: dialog_of(window, AcceptBalancesDialog) is not None)
         dialog = dialog_of(window, AcceptBalancesDialog)
         assert dialog is not None
         rows = [[dialog.table.item(r, c).text() for c in range(4)]
                 for r in range(dialog.table.rowCount())]
         assert rows == [["USDT", "100000", "97500", "-2500"]]
         qtbot.mouseClick(dialog.accept_button, Qt.MouseButton.LeftButton)
-        await until(lambda: not banner.accept_button.isVisible())
+        await eventually(lambda: not banner.accept_button.isVisible())
 
         reconciler = window.world.venue.before_agents.reconciler
         journal = window.world.venue.broker.journal

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -21,6 +19,7 @@ from app.ui.panels.account_panel import AccountPanel
 from app.ui.panels.style import COLORS, MODE_COLORS
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
+from tests.helpers.eventually import eventually, eventually_on
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -29,15 +28,6 @@ BUY_1000 = (
     "<create_order><symbol>BTC/USD</symbol><side>BUY</side><quote_amount>1000</quote_amount>"
     "</create_order>"
 )
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the loop (and Qt's events) run until ``condition`` holds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -61,7 +51,7 @@ def make_panel(qtbot, qloop, world, bus, mode: Mode = Mode.PAPER) -> AccountPane
     panel.resize(1100, 700)
     panel.show()
     qtbot.waitExposed(panel)
-    qloop.run_until_complete(until(lambda: panel.state is not None))
+    eventually_on(qloop, lambda: panel.state is not None)
     return panel
 
 
@@ -86,7 +76,7 @@ def test_a_filled_paper_order_shows_as_a_position_fill_and_equity(world, bus, qt
     async def scenario() -> None:
         order_id = await place(world, bus, BUY_1000)
         # the panel follows tool calls by itself: the order shows as open before it fills
-        await until(lambda: [o.order_id for o in panel.orders.rows] == [order_id])
+        await eventually(lambda: [o.order_id for o in panel.orders.rows] == [order_id])
         world.venue.clock.advance_to(world.venue.clock.now_ms() + 2 * HOUR_MS)
         world.venue.broker.settle()
         await panel.refresh()
@@ -125,11 +115,11 @@ def test_cancel_on_an_open_limit_order_cancels_it_in_the_broker(world, bus, qtbo
             "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
             f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
         )
-        await until(lambda: panel.order_button(order_id) is not None)
+        await eventually(lambda: panel.order_button(order_id) is not None)
         button = panel.order_button(order_id)
         assert cell(panel.orders, 0, "Price") == f"{limit:,.2f}"
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-        await until(lambda: panel.orders.rowCount() == 0)
+        await eventually(lambda: panel.orders.rowCount() == 0)
         assert await world.venue.broker.open_orders() == []
         stored = {r.order.order_id: r.order.status for r in world.ledger.load().orders}
         assert stored[order_id] is OrderStatus.CANCELLED
@@ -150,14 +140,14 @@ def test_a_cancel_the_broker_refuses_is_shown_with_its_reason(world, bus, qtbot,
             "<create_order><symbol>BTC/USD</symbol><side>BUY</side><order_type>LIMIT</order_type>"
             f"<price>{limit}</price><quantity>0.01</quantity></create_order>",
         )
-        await until(lambda: panel.order_button(order_id) is not None)
+        await eventually(lambda: panel.order_button(order_id) is not None)
         button = panel.order_button(order_id)
         # the agent cancels it first; the row on screen is now stale
         await world.venue.broker.cancel_order("trader-1", "BTC/USD", order_id=order_id)
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Could not cancel" in panel.message.text())
+        await eventually(lambda: "Could not cancel" in panel.message.text())
         assert "already CANCELLED" in panel.message.text()
-        await until(lambda: panel.orders.rowCount() == 0)
+        await eventually(lambda: panel.orders.rowCount() == 0)
 
     qloop.run_until_complete(scenario())
 

@@ -6,9 +6,7 @@ inside the qasync loop, as the window does; nothing here is a mock.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -25,20 +23,12 @@ from app.ui.agents.jobs import describe_schedule
 from app.ui.agents.lifecycle import RULE_ENGINE_LABEL, Action
 from app.ui.panels.style import COLORS, format_time
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
+from tests.helpers.eventually import eventually
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 TRADER = "TraderAgent_Default_v1"
 ANALYST = "AnalystAgent_Trend_v1"
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the loop (and Qt's events) run until ``condition`` holds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -98,7 +88,7 @@ async def new_agent(world: World, panel: AgentsPanel, template: str, name: str,
                     config: dict[str, Any] | None = None) -> AgentInfo:
     info = await world.agents.manager.create_agent(
         template, name, config or {"symbols": ["BTC/USDT"]})
-    await until(lambda: panel.model.row_of(info.agent_id) is not None)
+    await eventually(lambda: panel.model.row_of(info.agent_id) is not None)
     return info
 
 
@@ -130,14 +120,14 @@ def test_an_agent_created_from_the_generated_form_appears_running_with_its_confi
         type_into(qtbot, risk.widget, "0.5")
         form.editors["order_type"].widget.setCurrentText("LIMIT")
         click(qtbot, dialog.ok_button)
-        await until(lambda: panel.create_dialog is None)  # closed (and deleted)
+        await eventually(lambda: panel.create_dialog is None)  # closed (and deleted)
 
         (info,) = [a for a in world.agents.manager.list_agents() if a.name == "Desk Trader"]
         assert info.state is AgentState.RUNNING
         assert info.config["symbols"] == ["BTC/USDT"]
         assert info.config["risk_per_trade_pct"] == "0.5"
         assert info.config["order_type"] == "LIMIT"
-        await until(lambda: panel.model.row_of(info.agent_id) is not None)
+        await eventually(lambda: panel.model.row_of(info.agent_id) is not None)
         assert cell(panel, info.agent_id, "State") == "running"
         assert cell(panel, info.agent_id, "Template") == "Trader"
         assert [i.agent_id for i in panel.selected_infos()] == [info.agent_id]
@@ -155,7 +145,7 @@ def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
         type_into(qtbot, risk.widget, "15")
         assert "Risk per trade (%) must be between 0.01 and 10, got 15" in risk.help.text()
         click(qtbot, dialog.ok_button)
-        await until(lambda: "Not created" in dialog.message.text())
+        await eventually(lambda: "Not created" in dialog.message.text())
         assert dialog.isVisible()
         assert "Not created: Risk per trade (%) must be between" in dialog.message.text()
         assert world.agents.manager.list_agents() == []
@@ -166,7 +156,7 @@ def test_an_invalid_setting_is_refused_naming_the_field_and_nothing_is_created(
         fast = dialog.form.editors["macd_fast"]
         type_into(qtbot, fast.widget, "30")
         click(qtbot, dialog.ok_button)
-        await until(lambda: "macd_fast" in dialog.message.text())
+        await eventually(lambda: "macd_fast" in dialog.message.text())
         assert "macd_fast < macd_slow" in dialog.message.text()
         assert "MACD fast period" in dialog.message.text()
         assert "macd_fast" in fast.help.text() and fast.error is not None
@@ -196,7 +186,7 @@ def test_pause_resume_and_stop_change_the_state_shown_and_the_buttons_enabled(
                  (Action.START, "running", {"pause", "stop"})]
         for action, state, buttons in steps:
             click(qtbot, panel.button(action))
-            await until(lambda s=state: cell(panel, trader.agent_id, "State") == s)
+            await eventually(lambda s=state: cell(panel, trader.agent_id, "State") == s)
             assert world.agents.store.get(trader.agent_id).state == state
             assert enabled(panel) == buttons | {"delete", "memory", "conversation"}
         assert panel.message.text() == "Started BTC Trader."
@@ -204,10 +194,10 @@ def test_pause_resume_and_stop_change_the_state_shown_and_the_buttons_enabled(
         # stopped behind the panel's back; the click lands before the panel has caught up
         world.agents.store.set_state(trader.agent_id, AgentState.STOPPED)
         click(qtbot, panel.button(Action.PAUSE))
-        await until(lambda: "Could not pause" in panel.message.text())
+        await eventually(lambda: "Could not pause" in panel.message.text())
         assert "BTC Trader: an agent that is stopped cannot become paused" in panel.message.text()
         assert "Traceback" not in panel.message.text()
-        await until(lambda: cell(panel, trader.agent_id, "State") == "stopped")
+        await eventually(lambda: cell(panel, trader.agent_id, "State") == "stopped")
         assert enabled(panel) == {"start", "delete", "memory", "conversation"}
 
     qloop.run_until_complete(scenario())
@@ -218,13 +208,13 @@ def test_delete_asks_for_confirmation_naming_the_agent_and_cancel_keeps_it(
 ):
     async def answer(reply: str) -> QMessageBox:
         click(qtbot, panel.button("delete"))
-        await until(lambda: panel.confirm_box is not None and panel.confirm_box.isVisible())
+        await eventually(lambda: panel.confirm_box is not None and panel.confirm_box.isVisible())
         box = panel.confirm_box
         assert box is not None
         (button,) = [b for b in box.buttons() if b.text().replace("&", "") == reply]
         text = box.text()
         click(qtbot, button)
-        await until(lambda: panel.confirm_box is None)
+        await eventually(lambda: panel.confirm_box is None)
         return text
 
     async def scenario() -> None:
@@ -239,7 +229,7 @@ def test_delete_asks_for_confirmation_naming_the_agent_and_cancel_keeps_it(
         assert panel.model.row_of(trader.agent_id) is not None
 
         await answer("Delete")
-        await until(lambda: panel.model.row_of(trader.agent_id) is None)
+        await eventually(lambda: panel.model.row_of(trader.agent_id) is None)
         assert world.agents.manager.get_agent(trader.agent_id) is None
         assert panel.model.row_of(keeper.agent_id) is not None
         assert "Deleted “Doomed Trader”" in panel.message.text()
@@ -255,7 +245,7 @@ def test_a_faulted_agent_shows_why_in_red_and_can_only_be_started_or_stopped(
         trader = await new_agent(world, panel, TRADER, "Broken Trader")
         reason = "the provider refused the API key (401)"
         world.agents.store.set_state(trader.agent_id, AgentState.FAULTED, reason)
-        await until(lambda: cell(panel, trader.agent_id, "State").startswith("faulted"))
+        await eventually(lambda: cell(panel, trader.agent_id, "State").startswith("faulted"))
         assert cell(panel, trader.agent_id, "State") == f"faulted: {reason}"
         assert reason in cell(panel, trader.agent_id, "State", Qt.ItemDataRole.ToolTipRole)
         color = cell(panel, trader.agent_id, "State", Qt.ItemDataRole.ForegroundRole).color()
@@ -286,7 +276,7 @@ def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_
             if any(f.agent_id == trader.agent_id for f in world.ledger.fills()):
                 break
         # the table lists a new agent on its next refresh, not at once
-        await until(lambda: panel.model.row_of(trader.agent_id) is not None
+        await eventually(lambda: panel.model.row_of(trader.agent_id) is not None
                     and cell(panel, trader.agent_id, "P&L") != "—")
         pnl = panel.model.rows[panel.model.row_of(trader.agent_id)].pnl
         assert pnl is not None and pnl.total != 0 and pnl.fills >= 1
@@ -308,7 +298,7 @@ def test_after_a_watch_trades_the_trader_shows_its_pnl_and_the_analyst_its_last_
                     and cell(panel, analyst.agent_id, "At")
                     == format_time(info.last_action_ms, seconds=False))
 
-        await until(analyst_row_shows_the_stored_last_action)
+        await eventually(analyst_row_shows_the_stored_last_action)
         for agent in agents.values():  # every agent here runs on the rule engine
             assert cell(panel, agent.agent_id, "Provider / model") == RULE_ENGINE_LABEL
             assert "not a language model" in cell(
@@ -324,7 +314,7 @@ def test_the_selected_analysts_hourly_job_is_listed_and_disabling_it_reaches_the
     async def scenario() -> None:
         analyst = (await set_up_watch(world))[AgentRole.ANALYST]
         (job,) = world.agents.scheduler.jobs(analyst.agent_id)
-        await until(lambda: panel.model.row_of(analyst.agent_id) is not None)
+        await eventually(lambda: panel.model.row_of(analyst.agent_id) is not None)
         click_row(qtbot, panel, analyst.agent_id)
         jobs = panel.jobs
         assert jobs.title.text() == f"Scheduled jobs of {analyst.name} (1)"
@@ -358,13 +348,13 @@ def test_open_memory_and_conversation_emit_the_selected_agents_id(
     async def scenario() -> None:
         trader = await new_agent(world, panel, TRADER, "Chatty Trader")
         click_row(qtbot, panel, trader.agent_id)
-        with qtbot.waitSignal(panel.open_memory_requested, timeout=1000) as memory:
+        with qtbot.waitSignal(panel.open_memory_requested) as memory:
             click(qtbot, panel.button("memory"))
         assert memory.args == [trader.agent_id]
-        with qtbot.waitSignal(panel.open_conversation_requested, timeout=1000) as chat:
+        with qtbot.waitSignal(panel.open_conversation_requested) as chat:
             click(qtbot, panel.button("conversation"))
         assert chat.args == [trader.agent_id]
-        with qtbot.waitSignal(panel.open_conversation_requested, timeout=1000) as double:
+        with qtbot.waitSignal(panel.open_conversation_requested) as double:
             click_row(qtbot, panel, trader.agent_id, double=True)
         assert double.args == [trader.agent_id]
 
@@ -385,7 +375,7 @@ def test_the_rule_engine_is_labelled_as_not_an_llm_and_an_llm_by_its_provider(
         llm_panel, rule_panel = (AgentsPanel(w.agents, w.venue, w.bus) for w in (llm, rules))
         for w in (llm_panel, rule_panel):
             qtbot.addWidget(w)
-        await until(lambda: llm_panel.model.rowCount() == rule_panel.model.rowCount() == 1)
+        await eventually(lambda: llm_panel.model.rowCount() == rule_panel.model.rowCount() == 1)
         llm_id, rule_id = llm_panel.model.rows[0].agent_id, rule_panel.model.rows[0].agent_id
         assert cell(llm_panel, llm_id, "Provider / model") == "openai-compatible · gpt-4o-mini"
         assert cell(rule_panel, rule_id, "Provider / model") == "rule engine (not an LLM)"
@@ -425,7 +415,7 @@ def test_a_burst_of_agent_events_is_coalesced_and_the_selection_survives_sorting
         merges.clear()
         for step in range(300):
             world.agents.store.record_action(mike.agent_id, None, f"calling tool {step}")
-        await until(lambda: cell(panel, mike.agent_id, "Last action") == "calling tool 299")
+        await eventually(lambda: cell(panel, mike.agent_id, "Last action") == "calling tool 299")
         assert len(merges) <= 3, f"{len(merges)} refreshes for one burst"
         assert [i.agent_id for i in panel.selected_infos()] == [zulu.agent_id]
         assert [r.info.name for r in panel.model.rows] == ["Alpha", "Mike", "Zulu"]
@@ -447,11 +437,11 @@ def test_the_create_dialog_offers_existing_traders_for_an_analysts_trader(
         type_into(qtbot, dialog.form.editors["symbols"].widget, "BTC/USDT")
         dialog.start_box.setChecked(False)
         click(qtbot, dialog.ok_button)
-        await until(lambda: panel.create_dialog is None)  # closed (and deleted)
+        await eventually(lambda: panel.create_dialog is None)  # closed (and deleted)
         (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         assert analyst.config["trader_agent_id"] == trader.agent_id
         assert analyst.state is AgentState.CREATED
-        await until(lambda: panel.model.row_of(analyst.agent_id) is not None)
+        await eventually(lambda: panel.model.row_of(analyst.agent_id) is not None)
         assert cell(panel, analyst.agent_id, "State") == "created (not started)"
         assert enabled(panel) == {"start", "stop", "delete", "memory", "conversation"}
 

@@ -12,7 +12,8 @@ from app.domain.agents import Channel
 from app.orchestration.notify import EVERY_CHANNEL, SENDER, PersonAlert
 from app.store.disk_full import MEMORY_WRITES
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, on_screen, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, on_screen
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -38,7 +39,7 @@ def test_a_lost_stop_loss_alert_shows_over_the_chart_until_dismissed(desk: Desk,
         alert = PersonAlert()
         alert.notifications = world.agents.notifications
         await alert.send(LOST, "Kestrel: BTC/USDT has no stop loss now")
-        await until(banner.isVisible)
+        await eventually(banner.isVisible)
         assert banner.title.text() == "BTC/USDT HAS NO STOP LOSS NOW"
         assert banner.text.text() == LOST
         assert on_screen(banner.dismiss_button)
@@ -48,7 +49,7 @@ def test_a_lost_stop_loss_alert_shows_over_the_chart_until_dismissed(desk: Desk,
 
         await alert.send(LOST.replace("66073.02", "65000.00"),
                          "Kestrel: BTC/USDT has no stop loss now")
-        await until(lambda: "(+1 earlier" in banner.title.text())
+        await eventually(lambda: "(+1 earlier" in banner.title.text())
         assert "66073.02" in banner.toolTip()
         assert banner.text.text().startswith("The BTC/USDT position lost its stop loss at 65000")
         banner.dismiss_button.click()
@@ -84,7 +85,7 @@ def test_the_alert_strip_fits_a_small_screen(desk: Desk) -> None:
         window.resize(1280, 720)
         banner = banner_of(window)
         banner.add("Kestrel: BTC/USDT has no stop loss now", LOST)
-        await until(banner.isVisible)
+        await eventually(banner.isVisible)
         assert on_screen(banner.dismiss_button)
         assert banner.text.height() >= banner.text.fontMetrics().height() * 2  # wrapped, whole
         assert window.panels["chart"].height() > 250  # the chart keeps its room
@@ -104,7 +105,7 @@ def test_a_full_disk_stops_the_replay_and_the_agents_and_says_so_over_the_chart(
         # the first write the disk refuses trips the world's watch, from whichever part met it
         assert world.disk.check(OSError(errno.ENOSPC, "No space left on device"))
         world.disk.unrecorded(MEMORY_WRITES, "notes/market.md")
-        await until(banner.isVisible)
+        await eventually(banner.isVisible)
         assert banner.title.text() == "THE DISK IS FULL"
         said = banner.text.text()
         assert "is full" in said and "free space" in said

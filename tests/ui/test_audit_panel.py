@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
@@ -17,6 +16,7 @@ from app.tools.spec import AgentContext
 from app.ui.panels.audit_panel import AuditPanel
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
+from tests.helpers.eventually import eventually, eventually_on
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -29,15 +29,6 @@ CALLS = [
                  "<quote_amount>1000</quote_amount></create_order>"),
     ("analyst-1", "<get_order_book><symbol>NOPE/USD</symbol></get_order_book>"),
 ]
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the loop (and Qt's events) run until ``condition`` holds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -59,7 +50,7 @@ def panel(world, bus, qtbot, qloop) -> AuditPanel:
     w.resize(1100, 650)
     w.show()
     qtbot.waitExposed(w)
-    qloop.run_until_complete(until(lambda: w.count_label.text() != ""))
+    eventually_on(qloop, lambda: w.count_label.text() != "")
     return w
 
 
@@ -83,7 +74,7 @@ def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
 ):
     async def scenario() -> None:
         await run_calls(world, bus, CALLS)
-        await until(lambda: panel.model.rowCount() == len(CALLS))
+        await eventually(lambda: panel.model.rowCount() == len(CALLS))
         assert panel.count_label.text() == "5 calls"
 
         choose(panel.tool_filter, "create_order")
@@ -94,7 +85,7 @@ def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
 
         rect = panel.table.visualRect(panel.proxy.index(0, 0))
         qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-        await until(lambda: "<status>rejected</status>" in panel.result_view.toPlainText())
+        await eventually(lambda: "<status>rejected</status>" in panel.result_view.toPlainText())
         assert "<rule>max_position_weight</rule>" in panel.result_view.toPlainText()
         assert '"quote_amount": "5000"' in panel.params_view.toPlainText()
         assert "create_order · trader-1" in panel.detail_title.text()
@@ -102,7 +93,7 @@ def test_filters_by_tool_and_status_and_shows_the_selected_calls_result(
         choose(panel.tool_filter, "All")
         choose(panel.status_filter, "All")
         qtbot.keyClicks(panel.search, "not_found")
-        await until(lambda: panel.proxy.rowCount() == 1)
+        await eventually(lambda: panel.proxy.rowCount() == 1)
         index = panel.proxy.index(0, 2)
         assert panel.proxy.data(index) == "get_order_book"
         assert panel.proxy.data(panel.proxy.index(0, 4)) == "NOT_FOUND"
@@ -122,7 +113,7 @@ def test_live_calls_arrive_in_batches_newest_first(panel, world, bus, qloop):
 
     async def scenario() -> None:
         await run_calls(world, bus, CALLS * 8)
-        await until(lambda: panel.model.rowCount() == 40)
+        await eventually(lambda: panel.model.rowCount() == 40)
 
     qloop.run_until_complete(scenario())
     assert 1 <= len(reads) <= 3, reads  # 40 events, a few incremental reads
@@ -130,7 +121,9 @@ def test_live_calls_arrive_in_batches_newest_first(panel, world, bus, qloop):
     assert ids == sorted(ids, reverse=True) and ids[0] == 40
 
 
-def test_a_hundred_thousand_calls_load_and_filter_without_stalling(world, bus, qtbot, qloop):
+def test_a_hundred_thousand_calls_are_all_listed_filtered_and_sorted(world, bus, qtbot, qloop):
+    """A long-running workspace's history is listed whole, and its filters and sorting apply to
+    every row, not to a first page. How fast is measured by tests/benchmarks/bench_audit.py."""
     conn = world.ledger.connection
     tools = ("get_klines", "get_ticker", "create_order", "recall_memory")
     statuses = ("success", "success", "error", "rejected")
@@ -149,25 +142,20 @@ def test_a_hundred_thousand_calls_load_and_filter_without_stalling(world, bus, q
     qtbot.addWidget(panel)
     panel.resize(1000, 600)
     panel.show()
-    started = time.perf_counter()
-    qloop.run_until_complete(until(lambda: panel.model.rowCount() == 100_000, within=20))
-    loaded = time.perf_counter() - started
+    eventually_on(qloop, lambda: panel.model.rowCount() == 100_000)
 
-    started = time.perf_counter()
     choose(panel.tool_filter, "create_order")
     choose(panel.status_filter, "error")
-    filtered = time.perf_counter() - started
     expected = sum(1 for r in rows if r[1] == "create_order" and r[3] == "error")
-    assert panel.proxy.rowCount() == expected > 0
+    eventually_on(qloop, lambda: panel.proxy.rowCount() == expected > 0)
 
-    started = time.perf_counter()
+    def agents() -> list[str]:
+        return [panel.proxy.data(panel.proxy.index(r, 1)) for r in range(panel.proxy.rowCount())]
+
+    assert agents() != sorted(agents()), "the rows start out of agent order"
     panel.table.sortByColumn(1, Qt.SortOrder.AscendingOrder)
-    qloop.run_until_complete(asyncio.sleep(0))
-    sorted_s = time.perf_counter() - started
-    agents = [panel.proxy.data(panel.proxy.index(r, 1)) for r in range(panel.proxy.rowCount())]
-    assert agents == sorted(agents)
-    print(f"100k audit rows: load {loaded:.2f} s, filter {filtered:.3f} s, sort {sorted_s:.3f} s")
-    assert loaded < 10 and filtered < 1.5 and sorted_s < 1.5
+    eventually_on(qloop, lambda: agents() == sorted(agents()))
+    assert len(agents()) == expected
 
 
 def test_a_reopened_workspace_lists_each_recorded_call_once(world, bus, qtbot, qloop):
@@ -181,7 +169,7 @@ def test_a_reopened_workspace_lists_each_recorded_call_once(world, bus, qtbot, q
     async def scenario() -> None:
         # the window's start-up read and a read for a call announced meanwhile, side by side
         await asyncio.gather(panel.refresh(), panel.refresh())
-        await until(lambda: not panel.throttle.pending)
+        await eventually(lambda: not panel.throttle.pending)
 
     qloop.run_until_complete(scenario())
     ids = [panel.model.row(r).call_id for r in range(panel.model.rowCount())]

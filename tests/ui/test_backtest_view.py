@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,24 +19,13 @@ from PySide6.QtWidgets import QApplication
 from app.config import Settings, settings_from_mapping
 from app.ui.backtest import BacktestView
 from app.workspace import Workspace
+from tests.helpers.eventually import eventually, eventually_on
 from tests.helpers.paths import BTC_USD_1H, BTC_USDT_1H
-from tests.ui.desk import until
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 HOUR_MS = 3_600_000
 AGENTS_READY = all(importlib.util.find_spec(m) is not None
                    for m in ("app.agents.rule_engine", "app.agents.prompt"))
-
-
-def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:
-    async def poll() -> None:
-        for _ in range(int(timeout / 0.02)):
-            if check():
-                return
-            await asyncio.sleep(0.02)  # the UI and its worker threads move meanwhile
-        raise AssertionError(f"not done within {timeout} s")
-
-    loop.run_until_complete(poll())
 
 
 def make_view(qtbot: Any, qloop: asyncio.AbstractEventLoop, tmp_path: Path,
@@ -54,8 +42,8 @@ def click(qtbot: Any, widget: Any) -> None:
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
 
 
-def run_to_end(view: BacktestView, qloop: asyncio.AbstractEventLoop, timeout: float = 30) -> None:
-    wait_for(qloop, lambda: view.progress_state is None and not view.tasks.busy, timeout)
+def run_to_end(view: BacktestView, qloop: asyncio.AbstractEventLoop) -> None:
+    eventually_on(qloop, lambda: view.progress_state is None and not view.tasks.busy)
 
 
 def test_sma_cross_run_reaches_100_percent_and_reports_beside_buy_and_hold(
@@ -102,7 +90,7 @@ def test_cancel_stops_a_long_run_without_a_report(
     info = view.selected_files()[0]
     view.set_range(info.first_ms, info.last_ms)  # all 20,111 bars: seconds of work
     click(qtbot, view.start_button)
-    wait_for(qloop, lambda: view.progress_state is not None and view.progress_state.done > 50,
+    eventually_on(qloop, lambda: view.progress_state is not None and view.progress_state.done > 50,
              20)
     assert "bars ·" in view.eta.text() or view.eta.text() == "starting…"
     click(qtbot, view.cancel_button)
@@ -157,7 +145,7 @@ def test_rule_engine_agents_run_from_the_view(
     info = view.selected_files()[0]
     view.set_range(info.last_ms - 80 * HOUR_MS, info.last_ms)
     click(qtbot, view.start_button)
-    run_to_end(view, qloop, 60)
+    run_to_end(view, qloop)
     assert view.status.text().startswith("Done"), view.status.text()
     assert view.progress.value() == view.progress.maximum() > 0
     headers = [view.report.metrics.horizontalHeaderItem(c).text() for c in range(3)]
@@ -214,7 +202,7 @@ def test_an_llm_run_before_the_models_training_cutoff_is_flagged_in_the_report(
         assert view.blind.isEnabled()
         view.blind.setChecked(blind)
         click(qtbot, view.start_button)
-        run_to_end(view, qloop, 90)
+        run_to_end(view, qloop)
     assert view.status.text().startswith("Done"), view.status.text()
     note = view.report.note.text()
     assert "training cutoff" in note and "gpt-4o-mini" in note and "2023-10-31" in note
@@ -234,7 +222,7 @@ async def backtest_tab(desk: Any, qtbot: Any, size: QSize) -> tuple[Any, Backtes
     window = await desk.open(size=size)
     qtbot.keyClick(window, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)
     view = window.panels["backtest"]
-    await until(lambda: window.tabs.currentWidget() is view)
+    await eventually(lambda: window.tabs.currentWidget() is view)
     await view.tasks.wait()
     return window, view
 
@@ -244,7 +232,7 @@ async def run_in_window(qtbot: Any, view: BacktestView, bars: int = 300) -> None
     view.set_range(info.last_ms - (bars - 1) * HOUR_MS, info.last_ms)
     done = view.outcome
     click(qtbot, view.start_button)
-    await until(lambda: view.outcome is not done and view.progress_state is None
+    await eventually(lambda: view.outcome is not done and view.progress_state is None
                 and not view.tasks.busy, 60)
 
 
@@ -299,7 +287,7 @@ def test_the_trades_of_a_run_are_drawn_on_its_price_chart(desk: Any, qtbot: Any)
         assert trades
         page = view.report.trades_view
         view.pages.setCurrentWidget(page)
-        await until(page.chart.isVisible)
+        await eventually(page.chart.isVisible)
         x, y = page.price_line.getData()
         assert x is not None and len(x) >= 300  # the closes the run traded on
         tips = page.marker_tooltips()
@@ -339,7 +327,7 @@ def test_past_runs_are_listed_from_their_folders_and_two_compare_side_by_side(
         window, view = await backtest_tab(desk, qtbot, QSize(1366, 768))
         await run_in_window(qtbot, view)
         view.runs_view.folder_added.emit(elsewhere)  # the answer of Add folder…'s dialog
-        await until(lambda: len(view.runs_view.runs) == 2 and not view.tasks.busy)
+        await eventually(lambda: len(view.runs_view.runs) == 2 and not view.tasks.busy)
         view.show_page("Past runs")
         titles = sorted(r.title for r in view.runs_view.runs)
         assert titles == ["sma_cross (10/30)", "sma_cross (5/20)"]
@@ -351,7 +339,7 @@ def test_past_runs_are_listed_from_their_folders_and_two_compare_side_by_side(
 
         view.runs_view.select(*(r.folder for r in view.runs_view.runs))
         click(qtbot, view.runs_view.compare_button)
-        await until(lambda: view.compare.shown is not None and not view.tasks.busy)
+        await eventually(lambda: view.compare.shown is not None and not view.tasks.busy)
         assert view.pages.currentWidget() is view.compare
         metrics = view.compare.metrics
         rows = {metrics.item(r, 0).text(): (metrics.item(r, 1).text(), metrics.item(r, 2).text())
@@ -366,7 +354,7 @@ def test_past_runs_are_listed_from_their_folders_and_two_compare_side_by_side(
         # a past run opens in the report pages, its trades on its own candles
         view.runs_view.select(shell.folder)
         click(qtbot, view.runs_view.open_button)
-        await until(lambda: view.pages.currentWidget() is view.report and not view.tasks.busy)
+        await eventually(lambda: view.pages.currentWidget() is view.report and not view.tasks.busy)
         assert view.report.title.text().startswith("sma_cross (5/20)")
         assert view.report.trades_view.series  # its data/ copy of the candles was found
         assert not window.errors.reports
@@ -396,7 +384,7 @@ def test_the_mouse_wheel_over_an_unfocused_spin_box_or_combo_changes_nothing(
         assert speed.currentText() == before  # and the replay speed
         assert view.fast.focusPolicy() == Qt.FocusPolicy.StrongFocus  # a wheel never focuses
         view.fast.setFocus()
-        await until(view.fast.hasFocus)
+        await eventually(view.fast.hasFocus)
         wheel(view.fast, 1)
         assert view.fast.value() == 11  # a spin box the person is in takes the wheel
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from decimal import Decimal
 
 import pytest
@@ -13,6 +12,7 @@ from app.domain.market import BookLevel, OrderBook
 from app.market.replay import ReplayMarketData
 from app.ui.charts.book_widget import BookWidget
 from app.ui.charts.ladder import VALUE_ROLE
+from tests.helpers.eventually import eventually_on
 from tests.helpers.paths import BTC_USD_1H
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -43,8 +43,7 @@ def cell(widget: BookWidget, row: int, column: int, role=Qt.ItemDataRole.Display
 def test_ladder_shows_best_bid_ask_spread_and_cumulative_sizes(book_widget, market, qloop):
     book = market.order_book_now("BTC/USD", DEPTH)
     qloop.run_until_complete(book_widget.refresh())
-    qloop.run_until_complete(asyncio.sleep(0.25))  # the batched redraw
-    assert book_widget.applied_count == 1
+    eventually_on(qloop, lambda: book_widget.applied_count == 1)  # the batched redraw
     mid_row = book_widget.model.spread_row
     best_ask, best_bid = mid_row - 1, mid_row + 1
     assert cell(book_widget, best_ask, 0, VALUE_ROLE) == book.best_ask
@@ -86,7 +85,7 @@ def test_a_burst_of_books_is_drawn_once_with_the_newest_and_widgets_are_kept(
             asks=(BookLevel(price + 1, Decimal("0.75")),),
         )
         book_widget.update_book(book)
-    qloop.run_until_complete(asyncio.sleep(0.3))
+    eventually_on(qloop, lambda: book_widget.applied_count > 0)
     assert book_widget.applied_count == 1
     assert book_widget.book is not None and book_widget.book.timestamp_ms == 19
     mid = book_widget.model.spread_row
@@ -109,6 +108,6 @@ def test_clock_ticks_fetch_and_draw_a_few_books_a_second(book_widget, market, ql
     for step in range(1, 11):  # ten ticks in quick succession
         clock.advance_to(clock.now_ms() + step)
         book_widget.on_clock_advanced()
-    qloop.run_until_complete(asyncio.sleep(0.35))
+    newest = market.order_book_now("BTC/USD", DEPTH)
+    eventually_on(qloop, lambda: book_widget.book == newest)
     assert 1 <= book_widget.applied_count <= 2
-    assert book_widget.book == market.order_book_now("BTC/USD", DEPTH)

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.style import format_price
-from tests.ui.desk import Desk, click, send_mouse, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, click, send_mouse
 
 # a menu grabs the keyboard, which the offscreen platform cannot do
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -47,7 +48,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         await window.pause_all()
         window.replay_bar.toggle_pause()
         chart: ChartWidget = window.panels["chart"]
-        await until(lambda: chart.view.bar_count > 0)
+        await eventually(lambda: chart.view.bar_count > 0)
         await chart.wait_idle()
         view = chart.view
 
@@ -55,7 +56,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         point = middle(chart)
         send_mouse(view.viewport(), QEvent.Type.MouseMove, point)
         axis, times = view.price_axis, view.plots[-1].getAxis("bottom")
-        await until(lambda: axis.cursor is not None and times.cursor is not None)
+        await eventually(lambda: axis.cursor is not None and times.cursor is not None)
         scene = view.mapToScene(point)
         under = view.price_plot.vb.mapSceneToView(scene)
         assert axis.format_value(axis.cursor) == format_price(under.y(), 2)
@@ -81,7 +82,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         edit = next(a for a in button.menu().actions() if a.text().startswith("Edit"))
         edit.trigger()
         dialog = chart.study_dialog
-        await until(lambda: dialog is not None and dialog.isVisible())
+        await eventually(lambda: dialog is not None and dialog.isVisible())
         ok = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)
         dialog.fields["length"].setText("0")
         ok.click()
@@ -89,7 +90,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         assert "length" in dialog.error.text()
         dialog.fields["length"].setText("50")
         ok.click()
-        await until(lambda: "SMA(50)" in chart.studies)
+        await eventually(lambda: "SMA(50)" in chart.studies)
         await chart.wait_idle()
         assert list(chart.studies) == ["SMA(50)"]
         sma = chart.studies["SMA(50)"]
@@ -100,7 +101,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         # a horizontal line from the right-click menu, where the mouse is
         point = middle(chart)
         click(view.viewport(), point, Qt.MouseButton.RightButton)
-        await until(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
+        await eventually(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
         line = next(a for a in chart.context_menu.actions()
                     if a.text().startswith("Horizontal line at"))
         line.trigger()
@@ -128,7 +129,7 @@ def test_crosshair_log_scale_indicator_dialog_and_drawings_kept_per_workspace(
         # the same workspace again: the log scale, the edited indicator and both drawings
         again = await desk.open()
         chart = again.panels["chart"]
-        await until(lambda: "SMA(50)" in chart.studies and chart.view.bar_count > 0)
+        await eventually(lambda: "SMA(50)" in chart.studies and chart.view.bar_count > 0)
         assert chart.log_button.isChecked() and chart.view.price_scale.log
         assert list(chart.studies) == ["SMA(50)"]
         assert chart.view.drawings.drawings == kept

@@ -20,7 +20,8 @@ from app.runtime.ticket import Ticket, TicketKind
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.levels import on_tick
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, click, send_mouse, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, click, send_mouse
 from tests.ui.test_trading_controls import (
     SYMBOL,
     audit_actors,
@@ -85,7 +86,7 @@ async def holding_with_exits(window: MainWindow) -> tuple[Order, Order]:
     exits = {o.exit_kind: o for o in await window.world.venue.broker.open_orders()
              if o.agent_id == PERSON_ID}
     chart = window.panels["chart"]
-    await until(lambda: all(chart.view.levels.level(o.order_id) is not None
+    await eventually(lambda: all(chart.view.levels.level(o.order_id) is not None
                             for o in exits.values()))
     return exits[ExitKind.TAKE_PROFIT], exits[ExitKind.STOP_LOSS]
 
@@ -105,7 +106,7 @@ def test_dragging_the_take_profit_tag_moves_the_order_on_the_paper_exchange(desk
         assert last < wanted < tp.price
         moves = len(window.chart_trading.outcomes)
         drag(chart, start, end)
-        await until(lambda: len(window.chart_trading.outcomes) > moves)
+        await eventually(lambda: len(window.chart_trading.outcomes) > moves)
         outcome = window.chart_trading.outcomes[-1]
         assert outcome.ok, outcome.text
         exits = {o.exit_kind: o for o in await broker.open_orders() if o.agent_id == PERSON_ID}
@@ -114,7 +115,7 @@ def test_dragging_the_take_profit_tag_moves_the_order_on_the_paper_exchange(desk
         assert audit_actors(window, "modify_order")[-1] == PERSON_ID
         assert chart.message.isVisible() and chart.message.text().startswith("Moved")
         new_tp = exits[ExitKind.TAKE_PROFIT].order_id
-        await until(lambda: chart.view.levels.level(new_tp) is not None)
+        await eventually(lambda: chart.view.levels.level(new_tp) is not None)
         assert chart.view.levels.level(tp.order_id) is None
         assert chart.view.price_axis.tags[[t.key for t in chart.view.price_axis.tags]
                                           .index(new_tp)].text == f"TP {wanted:,.2f}"
@@ -135,7 +136,7 @@ def test_a_refused_move_says_why_and_its_line_snaps_back(desk: Desk) -> None:
         end = QPoint(start.x(), chart.view.view_point_on_screen(0, float(last) * 0.98).y())
         moves = len(window.chart_trading.outcomes)
         drag(chart, start, end)
-        await until(lambda: len(window.chart_trading.outcomes) > moves)
+        await eventually(lambda: len(window.chart_trading.outcomes) > moves)
         outcome = window.chart_trading.outcomes[-1]
         assert not outcome.ok
         assert "above the last price" in outcome.text
@@ -162,7 +163,7 @@ def test_dragging_a_working_limit_orders_line_moves_it(desk: Desk) -> None:
         outcome = await window.person.submit(Ticket(SYMBOL, Side.BUY, TicketKind.LIMIT,
                                                     quantity=Decimal("0.01"), price=bid))
         assert outcome.ok, outcome.text
-        await until(lambda: chart.view.levels.level(outcome.order_id or "") is not None)
+        await eventually(lambda: chart.view.levels.level(outcome.order_id or "") is not None)
         level = chart.view.levels.level(outcome.order_id or "")
         assert level is not None and level.tag == f"Buy {bid:,.2f}" and level.movable
         # the line, grabbed in the middle of the plot, dragged 1% higher
@@ -173,7 +174,7 @@ def test_dragging_a_working_limit_orders_line_moves_it(desk: Desk) -> None:
         wanted = on_tick(float(bid) + price_at(chart, end) - price_at(chart, start), 2)
         moves = len(window.chart_trading.outcomes)
         drag(chart, start, end)
-        await until(lambda: len(window.chart_trading.outcomes) > moves)
+        await eventually(lambda: len(window.chart_trading.outcomes) > moves)
         assert window.chart_trading.outcomes[-1].ok, window.chart_trading.outcomes[-1].text
         mine = [o for o in await broker.open_orders() if o.agent_id == PERSON_ID]
         assert [(o.order_type, o.price, o.quantity) for o in mine] == [
@@ -189,7 +190,7 @@ def test_right_click_opens_the_ticket_filled_in_for_a_limit_order_there(desk: De
         chart = window.panels["chart"]
         broker = window.world.venue.broker
         last = await last_price(window)
-        await until(lambda: chart.view.bar_count > 0)
+        await eventually(lambda: chart.view.bar_count > 0)
         x0, x1 = chart.view.visible_bars()
         # below the last price, within the Risk Guard's band, on the plot's visible scale
         y0, y1 = chart.view.price_plot.vb.viewRange()[1]
@@ -199,7 +200,7 @@ def test_right_click_opens_the_ticket_filled_in_for_a_limit_order_there(desk: De
         price = on_tick(price_at(chart, point), 2)
         assert price < last
         click(chart.view.viewport(), point, Qt.MouseButton.RightButton)
-        await until(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
+        await eventually(lambda: chart.context_menu is not None and chart.context_menu.isVisible())
         texts = [a.text() for a in chart.context_menu.actions() if a.text()]
         assert f"Buy limit here at {price:,.2f}…" in texts
         assert f"Sell limit here at {price:,.2f}…" in texts
@@ -207,7 +208,7 @@ def test_right_click_opens_the_ticket_filled_in_for_a_limit_order_there(desk: De
         next(a for a in chart.context_menu.actions() if a.text().startswith("Buy limit")
              ).trigger()
         ticket = window.trading.ticket
-        await until(lambda: ticket is not None and ticket.isVisible())
+        await eventually(lambda: ticket is not None and ticket.isVisible())
         assert ticket.form()["symbol"] == SYMBOL and ticket.form()["side"] == "BUY"
         assert ticket.kind_value() is TicketKind.LIMIT
         assert ticket.fields["price"].text() == str(price)
@@ -234,7 +235,7 @@ def test_clicking_an_order_book_level_puts_its_price_in_the_ticket(desk: Desk) -
         cell = book.ladder.visualRect(book.model.index(row, 0)).center()
         click(book.ladder.viewport(), cell, Qt.MouseButton.LeftButton)
         ticket = window.trading.ticket
-        await until(lambda: ticket is not None and ticket.isVisible())
+        await eventually(lambda: ticket is not None and ticket.isVisible())
         assert ticket.form()["symbol"] == book.symbol
         assert ticket.kind_value() is TicketKind.LIMIT  # a market ticket takes a limit price
         assert ticket.fields["price"].text() == str(level.price)
@@ -266,18 +267,18 @@ def test_size_buttons_fill_a_share_of_what_is_free_rounded_down_to_the_step(
         qtbot.mouseClick(ticket.sizes.buttons[Decimal("0.5")], Qt.MouseButton.LeftButton)
         expected = (free_usd / 2 / (price * (1 + broker.fee_taker)) / rules.step).to_integral_value(
             rounding=ROUND_DOWN) * rules.step
-        await until(lambda: ticket.fields["amount"].text() != "")
+        await eventually(lambda: ticket.fields["amount"].text() != "")
         assert Decimal(ticket.fields["amount"].text()) == expected
         assert ticket.form()["unit"] == "base"
         # 100% is all the dollars free can pay for, the fee counted: one step more could not be
         qtbot.mouseClick(ticket.sizes.buttons[Decimal("1")], Qt.MouseButton.LeftButton)
-        await until(lambda: Decimal(ticket.fields["amount"].text()) > expected)
+        await eventually(lambda: Decimal(ticket.fields["amount"].text()) > expected)
         whole = Decimal(ticket.fields["amount"].text())
         cost = price * (1 + broker.fee_taker)
         assert whole * cost <= free_usd < (whole + rules.step) * cost
         # the review holds back no more than is free (the Risk Guard judges the rest as always)
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: "Holds back" in ticket.review_box.text())
+        await eventually(lambda: "Holds back" in ticket.review_box.text())
         held = ticket.review_box.text().split("Holds back ")[1].split(" USD")[0]
         assert Decimal(held.replace(",", "")) <= free_usd
 
@@ -285,7 +286,7 @@ def test_size_buttons_fill_a_share_of_what_is_free_rounded_down_to_the_step(
         ticket.fill_in(side=Side.SELL, kind=TicketKind.MARKET)
         ticket.fields["amount"].setText("")
         qtbot.mouseClick(ticket.sizes.buttons[Decimal("0.25")], Qt.MouseButton.LeftButton)
-        await until(ticket.review_box.isVisible)
+        await eventually(ticket.review_box.isVisible)
         assert "Nothing to size" in ticket.review_box.text()
         assert ticket.fields["amount"].text() == ""
         assert not window.errors.reports
@@ -312,13 +313,13 @@ def test_a_symbol_without_data_yet_says_why_and_its_book_is_empty(desk: Desk) ->
         # the book shows no BTC/USD price under the BTC/USDT name, and says why it has none
         assert book.symbol == "BTC/USDT"
         assert all(book.model.row_at(r) is None for r in range(book.model.rowCount()))
-        await until(lambda: "none yet" in book.header.text())
+        await eventually(lambda: "none yet" in book.header.text())
         assert "No BTC/USDT candles are visible yet" in book.header.text()
         assert chart.view.price_axis.tags == []
         chart.symbol_box.setCurrentText(SYMBOL)
         await chart.wait_idle()
         assert not note.isVisible() and chart.view.bar_count > 0
-        await until(lambda: book.book is not None and book.book.symbol == SYMBOL)
+        await eventually(lambda: book.book is not None and book.book.symbol == SYMBOL)
         assert not window.errors.reports
 
     desk.run(scenario)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 
 import numpy as np
@@ -27,6 +26,7 @@ from app.market.csv_loader import LoadedFile, load_csv
 from app.market.replay import ReplayMarketData
 from app.ui.charts.chart_widget import ChartWidget
 from app.ui.charts.style import format_price
+from tests.helpers.eventually import eventually_on
 from tests.helpers.paths import BTC_USD_1D, BTC_USD_1H, BTC_USDT_1H
 
 HOUR = 3_600_000
@@ -59,17 +59,6 @@ def chart(qtbot, qloop, market: ReplayMarketData) -> Iterator[ChartWidget]:
     widget.show()
     qloop.run_until_complete(widget.load())
     yield widget
-
-
-def run_until(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool], timeout=3.0):
-    async def poll() -> None:
-        deadline = loop.time() + timeout
-        while not condition():
-            if loop.time() > deadline:
-                raise AssertionError("condition not met in time")
-            await asyncio.sleep(0.02)
-
-    loop.run_until_complete(poll())
 
 
 def x_range(chart: ChartWidget) -> tuple[float, float]:
@@ -128,7 +117,7 @@ def test_clock_advance_updates_forming_bar_in_place_then_appends_a_bar(
     clock.advance_to(clock.now_ms() + HOUR)
     for _ in range(5):  # a burst of ticks is batched into one re-read
         chart.on_clock_advanced()
-    run_until(qloop, lambda: chart.refresh_count >= 1)
+    eventually_on(qloop, lambda: chart.refresh_count >= 1)
     qloop.run_until_complete(chart.wait_idle())
     assert chart.refresh_count == 1
     now = market.series_now("BTC/USD", "4h")
@@ -141,7 +130,7 @@ def test_clock_advance_updates_forming_bar_in_place_then_appends_a_bar(
 
     clock.advance_to(clock.now_ms() + 2 * HOUR)  # past the bucket's end: a new bar
     chart.on_clock_advanced()
-    run_until(qloop, lambda: chart.view.bar_count == count + 1)
+    eventually_on(qloop, lambda: chart.view.bar_count == count + 1)
     after = market.series_now("BTC/USD", "4h")
     np.testing.assert_array_equal(chart.view.candles.close, after.close)
     qloop.run_until_complete(chart.wait_idle())

@@ -4,7 +4,6 @@ type, press Enter, click replies and toggles, switch agents, scroll, and read wh
 from __future__ import annotations
 
 import asyncio
-import time
 from base64 import b64encode
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -31,21 +30,13 @@ from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.panel import MAX_CARDS
 from app.ui.theme import COLORS
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
+from tests.helpers.eventually import eventually, eventually_on
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 TRADER = "TraderAgent_Default_v1"
 SIGNAL = "NEW_MARKET_ANALYSIS_SIGNAL"
 RuntimeFactory = Callable[..., World]
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the loop (and Qt's events) run until ``condition`` holds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -83,7 +74,7 @@ def open_panel(qtbot, qloop) -> Iterator[Callable[[World], ChatPanel]]:
         panel.resize(700, 900)
         panel.show()
         qtbot.waitExposed(panel)
-        qloop.run_until_complete(until(lambda: panel.agent_id is not None and not panel.loading))
+        eventually_on(qloop, lambda: panel.agent_id is not None and not panel.loading)
         return panel
 
     yield open_
@@ -107,6 +98,17 @@ def click(qtbot, widget) -> None:
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
 
 
+def asked(panel: ChatPanel, count: int = 1) -> bool:
+    """The panel shows ``count`` question cards and the newest can be answered: its card appears
+    with the question's text first, and its buttons are enabled once the question is stored."""
+    questions = cards(panel, QuestionCard)
+    return len(questions) == count and all(b.isEnabled() for b in questions[-1].buttons)
+
+
+def person_said(panel: ChatPanel) -> list[str]:
+    return [b.text.text() for b in cards(panel, PersonBubble)]
+
+
 async def said(world: World, qtbot, panel: ChatPanel, text: str) -> None:
     say(qtbot, panel, text)
     await settle(world)
@@ -126,7 +128,7 @@ def test_a_sent_message_shows_and_the_orchestrators_markdown_answer_follows(
         mine = cards(panel, PersonBubble)
         assert [b.text.text() for b in mine] == ["help"]  # at once, before the agent starts
         await settle(world)
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         (answer,) = cards(panel, AnswerBubble)
         html = answer.text.text()
         assert "<li" in html and "rule engine (not an LLM)" in html  # the list is rendered
@@ -145,7 +147,7 @@ def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_
 
     async def scenario() -> None:
         await said(world, qtbot, panel, SETUP_COMMAND)
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         tools = cards(panel, ToolCard)
         calls = world.ledger.connection.execute(
             "SELECT tool_name FROM tool_calls WHERE agent_id=? ORDER BY id", (panel.agent_id,)
@@ -160,7 +162,7 @@ def test_a_tool_call_is_one_card_with_its_status_and_duration_that_opens_to_its_
         assert trader.glyph.text() == "✓" and trader.meta.text().startswith("ok")
         assert "agent_name_label=BTC/USDT Trader" in trader.params.full_text
         assert "agent instance created" in trader.summary.full_text
-        await until(lambda: all(c.entry.duration_ms is not None for c in tools))
+        await eventually(lambda: all(c.entry.duration_ms is not None for c in tools))
         assert any(unit in trader.meta.text() for unit in ("µs", "ms", " s"))
 
         assert trader.raw.body is None  # no XML view until asked for
@@ -181,7 +183,7 @@ def test_reasoning_is_folded_away_until_the_person_opens_it(make_runtime, open_p
 
     async def scenario() -> None:
         await said(world, qtbot, panel, SETUP_COMMAND)
-        await until(lambda: len(cards(panel, ToolCard)) >= 1)
+        await eventually(lambda: len(cards(panel, ToolCard)) >= 1)
         card = cards(panel, ToolCard)[0]
         assert card.reasoning.toggle.isVisible() and not card.reasoning.expanded
         assert card.reasoning.body is None
@@ -210,9 +212,9 @@ def test_a_risk_guard_refusal_is_drawn_in_orange_with_its_rule_and_reason(
             "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
             "reason": "test signal"}, "agent:analyst-1")
         await settle(world)
-        await until(lambda: panel.header.picker.findData(trader.agent_id) >= 0)
+        await eventually(lambda: panel.header.picker.findData(trader.agent_id) >= 0)
         panel.header.picker.setCurrentIndex(panel.header.picker.findData(trader.agent_id))
-        await until(lambda: not panel.loading and bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: not panel.loading and bool(cards(panel, AnswerBubble)))
 
         (task,) = cards(panel, TaskCard)
         assert task.kind.text() == "NEW_MARKET_ANALYSIS_SIGNAL"
@@ -240,11 +242,10 @@ def test_a_clarification_offers_its_replies_as_buttons_and_a_click_answers_it(
 
     async def scenario() -> None:
         await said(world, qtbot, panel, "watch BTC/USDT")
-        await until(lambda: bool(cards(panel, QuestionCard)))
+        await eventually(lambda: asked(panel))
         (question,) = cards(panel, QuestionCard)
         assert "Which candle interval" in question.text.text()
         assert [b.text() for b in question.buttons] == ["1h", "4h", "15m", "1d"]
-        assert all(b.isEnabled() for b in question.buttons)
         assert "waiting for you" in panel.header.status_text()
         assert "expected: text" in panel.composer.input.placeholderText()
 
@@ -253,20 +254,20 @@ def test_a_clarification_offers_its_replies_as_buttons_and_a_click_answers_it(
         assert question.buttons[0].isChecked() and not question.buttons[1].isChecked()
         assert question.status.text() == "You answered: 1h"
         await settle(world)
-        await until(lambda: len(cards(panel, QuestionCard)) == 2)
+        await eventually(lambda: asked(panel, 2))
         schedule = cards(panel, QuestionCard)[1]
         assert "How often" in schedule.text.text()
         assert schedule.buttons[0].text() == "Every 1h, as each candle closes"
 
         click(qtbot, schedule.buttons[0])
         await settle(world)
-        await until(lambda: len(cards(panel, QuestionCard)) == 3)
+        await eventually(lambda: asked(panel, 3))
         say(qtbot, panel, "a trend analyst only")  # typed while a clarification is open
         await settle(world)
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         assert cards(panel, QuestionCard)[2].status.text() == "You answered: a trend analyst only"
         assert "Set up BTC/USDT 1h Trend Analyst" in cards(panel, AnswerBubble)[0].text.text()
-        await until(lambda: "waiting for you" not in panel.header.status_text())
+        await eventually(lambda: "waiting for you" not in panel.header.status_text())
         assert panel.header.status_text().startswith("running")
         assert panel.composer.input.placeholderText() == "Message Orchestrator…"
 
@@ -281,13 +282,13 @@ def test_a_reply_to_a_question_already_answered_elsewhere_is_refused_in_words(
 
     async def scenario() -> None:
         await said(world, qtbot, panel, "watch BTC/USDT")
-        await until(lambda: bool(cards(panel, QuestionCard)))
+        await eventually(lambda: asked(panel))
         (question,) = cards(panel, QuestionCard)
         world.agents.manager.answer(question.entry.question_id, "4h")  # from the phone, say
         click(qtbot, question.buttons[0])  # before the panel heard of it
-        assert panel.composer.error.isVisibleTo(panel)
+        await eventually(lambda: panel.composer.error.isVisibleTo(panel))
         assert "already answered" in panel.composer.error.text()
-        await until(lambda: question.status.text() == "You answered: 4h")
+        await eventually(lambda: question.status.text() == "You answered: 4h")
         assert question.buttons[1].isChecked() and not question.buttons[0].isChecked()
 
     qloop.run_until_complete(scenario())
@@ -339,13 +340,13 @@ def test_a_streamed_answer_shows_while_it_arrives_and_the_stored_one_replaces_it
 
     async def scenario() -> None:
         say(qtbot, panel, "How is bitcoin doing?")
-        await until(lambda: bool(panel.transcript.typing))
+        await eventually(lambda: bool(panel.transcript.typing))
         (bubble,) = panel.transcript.typing.values()
         assert bubble.text.text() == "Checking the trend first.\n**Bitcoin** is"
         assert not cards(panel, AnswerBubble)
         model.gate.set()
         await settle(world)
-        await until(lambda: bool(cards(panel, AnswerBubble)) and not panel.transcript.typing)
+        await eventually(lambda: bool(cards(panel, AnswerBubble)) and not panel.transcript.typing)
         (answer,) = cards(panel, AnswerBubble)
         assert "font-weight:700" in answer.text.text() and "trending up." in answer.text.text()
         assert "**" not in answer.text.text()
@@ -367,7 +368,7 @@ def test_an_answer_cannot_show_html_or_load_images_it_names(
 
     async def scenario() -> None:
         await said(world, qtbot, panel, "show me")
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         html = cards(panel, AnswerBubble)[0].text.text()
         assert "&lt;b onclick" in html and "<b " not in html  # written out, not markup
         assert "<img" not in html and html.count("[image]") == 2
@@ -387,13 +388,13 @@ def test_a_failing_model_faults_the_agent_and_the_chat_says_why(
 
     async def scenario() -> None:
         say(qtbot, panel, "hello")
-        await until(lambda: bool(panel.transcript.typing))
+        await eventually(lambda: bool(panel.transcript.typing))
         model.gate.set()
         await settle(world)
-        await until(lambda: panel.header.status_text().startswith("faulted"))
+        await eventually(lambda: panel.header.status_text().startswith("faulted"))
         assert "the API key was refused" in panel.header.reason.text()
         assert "What to do: check the API key" in panel.header.reason.text()
-        await until(lambda: not panel.transcript.typing and bool(cards(panel, NoticeLine)))
+        await eventually(lambda: not panel.transcript.typing and bool(cards(panel, NoticeLine)))
         notice = cards(panel, NoticeLine)[-1]
         assert "the model provider failed: openai-compatible: the API key was refused" in (
             notice.label.text())
@@ -424,7 +425,7 @@ def test_a_question_asked_while_the_chat_was_closed_waits_with_its_replies(
         assert [b.text.text() for b in cards(panel, PersonBubble)] == ["watch BTC/USDT"]
         click(qtbot, question.buttons[1])
         await settle(world)
-        await until(lambda: len(cards(panel, QuestionCard)) == 2)
+        await eventually(lambda: len(cards(panel, QuestionCard)) == 2)
         assert question.status.text() == "You answered: 4h"
         assert cards(panel, PersonBubble)[-1].text.text() == "4h"  # the reply, as said
 
@@ -444,7 +445,7 @@ def test_enter_sends_shift_enter_breaks_the_line_and_up_down_recall_what_was_sen
         assert not panel.composer.send_button.isEnabled()
         await said(world, qtbot, panel, "status")
         await said(world, qtbot, panel, "help")
-        assert [b.text.text() for b in cards(panel, PersonBubble)] == ["status", "help"]
+        await eventually(lambda: person_said(panel) == ["status", "help"])
 
         qtbot.keyClicks(box, "half")
         qtbot.keyClick(box, Qt.Key.Key_Up)
@@ -465,7 +466,7 @@ def test_enter_sends_shift_enter_breaks_the_line_and_up_down_recall_what_was_sen
         assert box.text() == "line one\nline two"
         assert len(cards(panel, PersonBubble)) == 2
         click(qtbot, panel.composer.send_button)
-        assert cards(panel, PersonBubble)[-1].text.text() == "line one\nline two"
+        await eventually(lambda: person_said(panel)[-1:] == ["line one\nline two"])
         assert box.text() == ""
 
     qloop.run_until_complete(scenario())
@@ -483,7 +484,7 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
     async def scenario() -> None:
         orchestrator = panel.agent_id
         await said(world, qtbot, panel, SETUP_COMMAND)
-        await until(lambda: picker.count() == 3)
+        await eventually(lambda: picker.count() == 3)
         assert picker.itemData(0) == orchestrator
         agents = {a.role: a for a in world.agents.manager.list_agents()}
         analyst, trader = agents[AgentRole.ANALYST], agents[AgentRole.TRADER]
@@ -503,7 +504,7 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
             ).xml)
 
         picker.setCurrentIndex(picker.findData(analyst.agent_id))
-        await until(lambda: not panel.loading and bool(cards(panel, TaskCard)))
+        await eventually(lambda: not panel.loading and bool(cards(panel, TaskCard)))
         assert opened == [analyst.agent_id]
         assert "analyst" in panel.header.status_text()
         assert not cards(panel, PersonBubble)
@@ -522,17 +523,17 @@ def test_switching_agents_shows_each_ones_conversation_and_deleted_agents_leave_
             write.raw.body.toPlainText())
 
         panel.set_agent(orchestrator)  # as the main window's "open conversation" does
-        await until(lambda: not panel.loading and bool(cards(panel, PersonBubble)))
+        await eventually(lambda: not panel.loading and bool(cards(panel, PersonBubble)))
         assert picker.currentData() == orchestrator
         assert cards(panel, PersonBubble)[0].text.text() == SETUP_COMMAND
 
         panel.set_agent(trader.agent_id)
-        await until(lambda: not panel.loading)
+        await eventually(lambda: not panel.loading)
         await world.agents.manager.delete_agent(trader.agent_id)
-        await until(lambda: picker.findData(trader.agent_id) < 0)
+        await eventually(lambda: picker.findData(trader.agent_id) < 0)
         assert picker.count() == 2
         assert panel.agent_id == orchestrator  # its chat closed; back to the Orchestrator
-        await until(lambda: not panel.loading and bool(cards(panel, PersonBubble)))
+        await eventually(lambda: not panel.loading and bool(cards(panel, PersonBubble)))
 
     qloop.run_until_complete(scenario())
 
@@ -545,7 +546,7 @@ def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
 
     async def scenario() -> None:
         await world.agents.manager.control(panel.agent_id, "pause")
-        await until(lambda: panel.header.status_text().startswith("paused"))
+        await eventually(lambda: panel.header.status_text().startswith("paused"))
         await said(world, qtbot, panel, "status")
         (mine,) = cards(panel, PersonBubble)
         assert mine.queued.isVisibleTo(panel)
@@ -553,7 +554,7 @@ def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
         assert not cards(panel, AnswerBubble)
         await world.agents.manager.control(panel.agent_id, "resume")
         await settle(world)
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         assert not mine.queued.isVisibleTo(panel)
         assert panel.team.store.get(panel.agent_id).state is AgentState.RUNNING
 
@@ -572,14 +573,14 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         await settle(world)
         (analyst,) = [a for a in world.agents.manager.list_agents() if a.role is AgentRole.ANALYST]
         panel.set_agent(analyst.agent_id)
-        await until(lambda: not panel.loading)
+        await eventually(lambda: not panel.loading)
         await advance_hours(world, 160)  # about 650 messages
-        await until(lambda: not panel.busy)
+        await eventually(lambda: not panel.busy)
         stored = len(world.agents.conversations.recent(analyst.agent_id, 10_000))
         assert stored > 2 * MAX_CARDS
         assert len(panel.transcript.cards) == MAX_CARDS
         assert panel.transcript.load_earlier.isVisibleTo(panel)
-        await until(lambda: bar.value() == bar.maximum())
+        await eventually(lambda: bar.value() == bar.maximum())
         newest = world.agents.conversations.recent(analyst.agent_id, 1)[0]
         assert panel.transcript.cards[-1].entry.origin.content == newest.content
 
@@ -588,7 +589,7 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         first_seen = next(c for c in panel.transcript.cards if c.y() + c.height() > bar.value())
         offset = first_seen.y() - bar.value()
         await advance_hours(world, 2)
-        await until(lambda: not panel.busy)
+        await eventually(lambda: not panel.busy)
         await asyncio.sleep(0.05)
         assert bar.value() < bar.maximum()  # not dragged to the bottom
         assert first_seen.y() - bar.value() == offset  # what was read stays put
@@ -600,7 +601,7 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         await asyncio.sleep(0.05)
         seen_at = oldest_card.y() - bar.value()
         click(qtbot, panel.transcript.load_earlier)
-        await until(lambda: len(panel.transcript.cards) > count and not panel.busy)
+        await eventually(lambda: len(panel.transcript.cards) > count and not panel.busy)
         await asyncio.sleep(0.05)
         assert oldest_card.y() - bar.value() == seen_at  # loaded above, the view did not jump
         keys = [c.entry.key for c in panel.transcript.cards]
@@ -622,7 +623,7 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
     async def scenario() -> None:
         trader = await world.agents.manager.create_agent(TRADER, "T", {"symbols": ["BTC/USDT"]})
         panel.set_agent(trader.agent_id)
-        await until(lambda: not panel.loading)
+        await eventually(lambda: not panel.loading)
         price = await world.venue.broker.last_price("BTC/USDT")
         world.agents.queue.enqueue(trader.agent_id, "NEW_MARKET_ANALYSIS_SIGNAL", {
             "symbol": "BTC/USDT", "side": "BUY", "confidence": "0.8", "price": str(price),
@@ -630,7 +631,7 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
             "take_profit": str((price * Decimal("1.04")).quantize(Decimal("0.01"))),
             "reason": "test signal"}, "agent:analyst-1")
         await settle(world)
-        await until(lambda: bool(cards(panel, QuestionCard)))
+        await eventually(lambda: bool(cards(panel, QuestionCard)))
         (order,) = [c for c in cards(panel, ToolCard) if c.entry.tool_name == "create_order"]
         assert order.entry.status == "awaiting approval" and order.glyph.text() == "?"
         assert "held for your approval" in order.summary.full_text
@@ -642,10 +643,10 @@ def test_an_order_held_for_approval_is_placed_once_the_person_approves_it(
 
         click(qtbot, question.buttons[0])
         await settle(world)
-        await until(lambda: order.entry.status == "success")
+        await eventually(lambda: order.entry.status == "success")
         assert order.glyph.text() == "✓" and "order" in order.summary.full_text
         assert question.buttons[0].isChecked() and not question.buttons[1].isEnabled()
-        await until(lambda: bool(cards(panel, AnswerBubble)))
+        await eventually(lambda: bool(cards(panel, AnswerBubble)))
         assert cards(panel, AnswerBubble)[0].text.text().count("Placed MARKET BUY") == 1
 
     qloop.run_until_complete(scenario())
@@ -668,23 +669,26 @@ def test_the_traders_conversation_wraps_to_a_narrow_panel(make_runtime, open_pan
             if signals():
                 break
             await advance_hours(world, 1)
-            await until(lambda: not panel.loading)
+            await eventually(lambda: not panel.loading)
         assert signals(), "the trader received a signal"
         say(qtbot, panel, "what is your plan for this position, and why that size?")
         await settle(world)
-        await until(lambda: bool(cards(panel, PersonBubble)))
+        await eventually(lambda: bool(cards(panel, PersonBubble)))
         panel.resize(380, 900)  # the chat dock on a 1280-pixel-wide screen
-        await asyncio.sleep(0.3)  # the layout settles over a few turns of the loop
         view = panel.transcript
-        width = view.viewport().width()
-        assert view.widget().width() <= width
-        for card in view.cards:
-            for part in [card, *card.findChildren(QWidget)]:
-                if not part.isVisible():
-                    continue
-                right = part.mapTo(view.viewport(), part.rect().topRight()).x()
-                assert right <= width, (type(card).__name__, type(part).__name__,
-                                        part.objectName(), right, width)
+
+        def sticking_out() -> list[tuple[str, str, str, int, int]]:
+            width = view.viewport().width()
+            if view.widget().width() > width:
+                return [("the transcript", "", "", view.widget().width(), width)]
+            return [(type(card).__name__, type(part).__name__, part.objectName(), right, width)
+                    for card in view.cards for part in [card, *card.findChildren(QWidget)]
+                    if part.isVisible()
+                    and (right := part.mapTo(view.viewport(), part.rect().topRight()).x()) > width]
+
+        # the layout settles over a few turns of the loop; then nothing may stick out
+        await eventually(lambda: not sticking_out())
+        assert sticking_out() == []
 
     qloop.run_until_complete(scenario())
 
@@ -705,7 +709,7 @@ def test_a_sentence_around_a_fenced_call_shows_as_the_agents_words_with_what_was
 
     async def scenario() -> None:
         await said(world, qtbot, panel, "who is there?")
-        await until(lambda: len(cards(panel, AnswerBubble)) == 2)
+        await eventually(lambda: len(cards(panel, AnswerBubble)) == 2)
         words, answer = cards(panel, AnswerBubble)
         assert "list the agents first." in words.text.text()
         assert "No agents but me yet." in answer.text.text()

@@ -20,7 +20,8 @@ from app.ui.main_window import MainWindow
 from app.ui.panels.memory_tree import MARK
 from app.ui.panels.style import format_fixed, format_quantity
 from app.ui.trading.confirm import ConfirmDialog
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 from tests.ui.test_trading_controls import next_bar, quiet_desk
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -105,7 +106,7 @@ def test_every_fill_and_exit_is_a_card_in_the_chat_and_stays_in_the_notification
         await trader_buys_and_protects(window, "0.1", "0.004")
         buy = next(f for f in world.ledger.fills() if f.agent_id == trader.agent_id
                    and f.side is Side.BUY and f.quantity == Decimal("0.1"))
-        await until(lambda: len(fill_cards(window)) > before)
+        await eventually(lambda: len(fill_cards(window)) > before)
         card = fill_cards(window)[-1]
         assert card.title.text() == "Bought"
         assert card.line.text() == (f"{trader.name} bought 0.1 BTC/USD at "
@@ -122,7 +123,7 @@ def test_every_fill_and_exit_is_a_card_in_the_chat_and_stays_in_the_notification
         order = await broker.get_order(trader.agent_id, SYMBOL, sell.order_id)
         title = {ExitKind.TAKE_PROFIT: "Take profit hit",
                  ExitKind.STOP_LOSS: "Stop loss hit"}[order.exit_kind]
-        await until(lambda: fill_cards(window)[-1].title.text() == title)
+        await eventually(lambda: fill_cards(window)[-1].title.text() == title)
         exit_card = fill_cards(window)[-1]
         closed = window.book.closed()
         trip = next(t for t in closed if t.opened_by == trader.agent_id
@@ -132,7 +133,7 @@ def test_every_fill_and_exit_is_a_card_in_the_chat_and_stays_in_the_notification
         assert exit_card.line.text().startswith(f"{trader.name} sold 0.1 BTC/USD at ")
 
         notices = window.panels["notifications"]
-        await until(lambda: any(n.subject == title for n in notices.model.rows))
+        await eventually(lambda: any(n.subject == title for n in notices.model.rows))
         shown = [cell(notices.model, r, "Kind") for r in range(notices.model.rowCount())]
         assert shown.index(title) < shown.index("Bought")  # newest first
         row = shown.index(title)
@@ -145,9 +146,9 @@ def test_every_fill_and_exit_is_a_card_in_the_chat_and_stays_in_the_notification
         await desk.close(window)
         again = await desk.open()
         notices = again.panels["notifications"]
-        await until(lambda: any(n.subject == title for n in notices.model.rows))
+        await eventually(lambda: any(n.subject == title for n in notices.model.rows))
         # the chat shows the fills of its history again, in time order
-        await until(lambda: any(c.title.text() == title for c in fill_cards(again)))
+        await eventually(lambda: any(c.title.text() == title for c in fill_cards(again)))
         assert not again.errors.reports
 
     desk.run(scenario)
@@ -205,7 +206,7 @@ def test_agents_are_named_everywhere_with_their_id_in_a_tooltip(desk: Desk) -> N
 
         chat = window.panels["chat"]
         window.open_conversation(trader.agent_id)
-        await until(lambda: chat.agent_id == trader.agent_id and not chat.busy)
+        await eventually(lambda: chat.agent_id == trader.agent_id and not chat.busy)
         shown = " ".join(chat_texts(chat))
         assert "log_journal_entry" in shown and analyst.name in shown
         assert analyst.agent_id not in shown and trader.agent_id not in shown
@@ -246,26 +247,26 @@ def test_open_trades_list_each_owners_lot_and_close_says_whose_lot_it_is(
         assert cell(model, mine, "Owner") == "you" and cell(model, mine, "TP") == "—"
 
         # the trader's lot: the question says it is not the person's, and what selling takes
-        await until(lambda: account.trade_button(SYMBOL, trader.agent_id) is not None)
+        await eventually(lambda: account.trade_button(SYMBOL, trader.agent_id) is not None)
         qtbot.mouseClick(account.trade_button(SYMBOL, trader.agent_id),
                          Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         text = account.dialog.text()
         assert f"This trade is {trader.name}'s, not yours." in text
         assert f"stays {trader.name}'s" in text
         assert "This closes the whole BTC/USD position" in text and "you 0.05" in text
         account.dialog.cancel_button.click()
-        await until(lambda: account.dialog is None)
+        await eventually(lambda: account.dialog is None)
 
         # the person's own lot is sold alone: a sale of the person's comes out of it first
         qtbot.mouseClick(account.trade_button(SYMBOL, PERSON_ID), Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         assert "This trade is yours" in account.dialog.text()
         assert "Sell 0.05 BTC/USD at market" in account.dialog.text()
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Closing your BTC/USD trade" in account.message.text())
+        await eventually(lambda: "Closing your BTC/USD trade" in account.message.text())
         await next_bar(window)
         assert {r.owner for r in account.open_trades.rows} == {trader.agent_id}
         assert broker.position_size(SYMBOL) == Decimal("0.1")
@@ -273,17 +274,17 @@ def test_open_trades_list_each_owners_lot_and_close_says_whose_lot_it_is(
         assert calls[-1]["agent_id"] == PERSON_ID  # the person's order, through the guard
 
         # now the trader's lot is the only one: Close sells it alone, the P&L stays the trader's
-        await until(lambda: account.trade_button(SYMBOL, trader.agent_id) is not None)
+        await eventually(lambda: account.trade_button(SYMBOL, trader.agent_id) is not None)
         qtbot.mouseClick(account.trade_button(SYMBOL, trader.agent_id),
                          Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         assert "whole" not in account.dialog.text()
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
-        await until(lambda: f"Closing {trader.name}'s BTC/USD trade" in account.message.text())
+        await eventually(lambda: f"Closing {trader.name}'s BTC/USD trade" in account.message.text())
         await next_bar(window)
         assert broker.position_size(SYMBOL) == 0
-        await until(lambda: account.open_trades.rowCount() == 0)
+        await eventually(lambda: account.open_trades.rowCount() == 0)
 
         closed = account.closed
         await closed.refresh()
@@ -341,7 +342,7 @@ def test_performance_shows_each_agents_and_the_persons_pnl_win_rate_and_curve(
                                         Decimal(0))
 
         # on a small screen the panel stays within its dock: the cards and tabs are not cut
-        await until(lambda: perf.isVisible())
+        await eventually(lambda: perf.isVisible())
         dock = window.docks["account"].widget()
         assert account.width() <= dock.viewport().width()
         assert perf.minimumSizeHint().width() <= perf.width()  # nothing asks for more room

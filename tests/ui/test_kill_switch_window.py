@@ -16,7 +16,8 @@ from app.ui.chat.bubbles import AnswerBubble, PersonBubble
 from app.ui.kill_switch import ResetDialog, TripDialog
 from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
-from tests.ui.desk import Desk, on_screen, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, on_screen
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -29,7 +30,7 @@ def agents_states(window: MainWindow) -> set[AgentState]:
 
 
 async def dialog_of(window: MainWindow, kind: type) -> object:
-    await until(lambda: isinstance(window.kill_controls.dialog, kind)
+    await eventually(lambda: isinstance(window.kill_controls.dialog, kind)
                 and window.kill_controls.dialog.isVisible())
     return window.kill_controls.dialog
 
@@ -49,7 +50,7 @@ def test_the_toolbar_button_asks_then_trips_and_every_view_shows_it(desk: Desk, 
         assert "pauses 3 running agents" in " ".join(
             label.text() for label in dialog.findChildren(QLabel))
         dialog.cancel_button.click()  # second thoughts: nothing happens
-        await until(lambda: controls.dialog is None)
+        await eventually(lambda: controls.dialog is None)
         assert not world.agents.kill_switch.is_tripped()
 
         controls.button.click()
@@ -58,8 +59,8 @@ def test_the_toolbar_button_asks_then_trips_and_every_view_shows_it(desk: Desk, 
         assert len([d for d in window.findChildren(TripDialog) if d.isVisible()]) == 1
         dialog.reason.setText("the trader is buying every dip")
         qtbot.mouseClick(dialog.trip_button, Qt.MouseButton.LeftButton)
-        await until(world.agents.kill_switch.is_tripped)
-        await until(lambda: agents_states(window) == {AgentState.PAUSED})
+        await eventually(world.agents.kill_switch.is_tripped)
+        await eventually(lambda: agents_states(window) == {AgentState.PAUSED})
         trip = world.agents.kill_switch.active()
         assert trip.reason == "the trader is buying every dip"
         assert trip.by == "the person in the Kestrel window"
@@ -84,7 +85,7 @@ def test_ctrl_shift_k_then_enter_trips_it(desk: Desk, qtbot) -> None:
                        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
         dialog = await dialog_of(window, TripDialog)
         qtbot.keyClick(dialog, Qt.Key.Key_Return)  # the default button trips
-        await until(window.world.agents.kill_switch.is_tripped)
+        await eventually(window.world.agents.kill_switch.is_tripped)
         trip = window.world.agents.kill_switch.active()
         assert trip.reason == "tripped by hand (shortcut or menu)"
         window.show_shortcuts()  # F1's list names it
@@ -103,7 +104,7 @@ def test_the_reset_dialog_resets_only_once_reset_is_typed_and_agents_stay_paused
         world = window.world
         await world.agents.kill_switch.trip("a test", "the test")
         controls = window.kill_controls
-        await until(controls.banner.isVisible)
+        await eventually(controls.banner.isVisible)
 
         qtbot.mouseClick(controls.banner.reset_button, Qt.MouseButton.LeftButton)
         dialog = await dialog_of(window, ResetDialog)
@@ -117,8 +118,8 @@ def test_the_reset_dialog_resets_only_once_reset_is_typed_and_agents_stay_paused
         assert world.agents.kill_switch.is_tripped() and dialog.isVisible()
         dialog.word.setText("RESET")
         qtbot.mouseClick(dialog.reset_button, Qt.MouseButton.LeftButton)
-        await until(lambda: not world.agents.kill_switch.is_tripped())
-        await until(lambda: not controls.banner.isVisible())
+        await eventually(lambda: not world.agents.kill_switch.is_tripped())
+        await eventually(lambda: not controls.banner.isVisible())
         assert controls.button.text() == "Kill switch"
         assert window.panels["account"].halt.isHidden()
         window.statusBar().refresh()
@@ -138,7 +139,7 @@ def test_a_trip_made_elsewhere_shows_at_once_and_again_after_a_restart(desk: Des
         assert window.panels["account"].halt.isVisible()
         await desk.close(window)
         again = await desk.open()
-        await until(again.kill_controls.banner.isVisible)
+        await eventually(again.kill_controls.banner.isVisible)
         assert "Telegram user 4242" in again.kill_controls.banner.text.text()
         assert again.panels["account"].halt.isVisible()
         assert agents_states(again) == {AgentState.PAUSED}
@@ -157,7 +158,7 @@ def test_the_tripped_window_is_readable_and_fits_a_small_screen(
         window = await desk.open(size=size)
         await desk.settle(window)
         await window.world.agents.kill_switch.trip("the model misbehaves", "the person")
-        await until(lambda: on_screen(window.docks["account"]))
+        await eventually(lambda: on_screen(window.docks["account"]))
         await asyncio.sleep(0.1)
         image = window.grab().toImage()
         image.save(str(tmp_path / f"tripped-{theme}-{size.width()}.png"))
@@ -196,19 +197,19 @@ def test_after_a_reset_the_chat_says_the_orchestrator_is_paused_and_resume_runs_
         orchestrator = world.orchestrator()
         assert world.agents.store.get(orchestrator.agent_id).state is AgentState.PAUSED
         header = chat.header
-        await until(lambda: header.paused_row.isVisible())
+        await eventually(lambda: header.paused_row.isVisible())
         assert "Orchestrator is paused: what you send waits in its inbox" in header.status_text()
         qtbot.keyClicks(chat.composer.input, "status")
         qtbot.keyClick(chat.composer.input, Qt.Key.Key_Return)
-        await until(lambda: any(isinstance(c, PersonBubble) and c.text.text() == "status"
+        await eventually(lambda: any(isinstance(c, PersonBubble) and c.text.text() == "status"
                                 for c in chat.transcript.cards))
         answers = len([c for c in chat.transcript.cards if isinstance(c, AnswerBubble)])
         qtbot.mouseClick(header.resume_button, Qt.MouseButton.LeftButton)
-        await until(lambda: world.agents.store.get(orchestrator.agent_id).state
+        await eventually(lambda: world.agents.store.get(orchestrator.agent_id).state
                     is AgentState.RUNNING)
         await desk.settle(window)
-        await until(lambda: len([c for c in chat.transcript.cards
+        await eventually(lambda: len([c for c in chat.transcript.cards
                                  if isinstance(c, AnswerBubble)]) > answers)
-        await until(lambda: not header.paused_row.isVisible())
+        await eventually(lambda: not header.paused_row.isVisible())
 
     desk.run(scenario)

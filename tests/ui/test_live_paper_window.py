@@ -14,10 +14,10 @@ from app.domain.trading import OrderType, Side
 from app.secrets import SecretStore
 from app.trading.port import OrderRequest
 from app.ui.settings.settings_dialog import SettingsDialog
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.__main__ import point_workspace
 from tests.helpers.fake_exchange.tape import wall_ms
-from tests.ui.desk import until
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise")
 
@@ -47,7 +47,7 @@ def test_a_workspace_set_to_live_paper_opens_on_binances_live_quotes_and_real_bo
         assert window.replay_bar is None  # live time cannot be paused or sped up
         book = window.panels["book"]
         assert book.symbol == "BTC/USDT"
-        await until(lambda: book.book is not None and "bid" in book.header.text())
+        await eventually(lambda: book.book is not None and "bid" in book.header.text())
         shown = book.book
         assert shown is not None and not shown.synthetic
         assert "synthetic" not in book.header.text()
@@ -57,7 +57,7 @@ def test_a_workspace_set_to_live_paper_opens_on_binances_live_quotes_and_real_bo
         # time flows by itself: the driver reads and settles on the wall clock
         driver = world.venue.driver
         rounds = driver.rounds
-        await until(lambda: driver.rounds > rounds, within=10)
+        await eventually(lambda: driver.rounds > rounds)
 
     desk.run(scenario)
 
@@ -77,12 +77,12 @@ def test_the_status_bar_says_when_live_reads_fail_and_when_they_work_again(
         label = window.statusBar().findChild(QLabel, "status_connection")
         wall_exchange.fail("binance", "*", Fault.status(503), times=None)
         try:
-            await until(lambda: "market reads failing" in label.text(), within=20)
+            await eventually(lambda: "market reads failing" in label.text())
             assert label.text() == f"{LABEL}: market reads failing, retrying"
             assert "binance" in label.toolTip()
         finally:
             wall_exchange.clear_faults()
-        await until(lambda: label.text() == LABEL, within=20)
+        await eventually(lambda: label.text() == LABEL)
 
     desk.run(scenario)
 
@@ -122,13 +122,13 @@ def test_without_network_the_window_says_why_and_offers_retry_and_the_offline_re
         assert window.world is None and not window.errors.reports
 
         qtbot.mouseClick(page.retry_button, Qt.MouseButton.LeftButton)  # still no network
-        await until(lambda: window.open_failed is not page and window.open_failed is not None,
+        await eventually(lambda: window.open_failed is not page and window.open_failed is not None,
                     within=30)
         page = window.open_failed
         assert window.world is None and page.replay_button.isVisible()
 
         qtbot.mouseClick(page.replay_button, Qt.MouseButton.LeftButton)
-        await until(lambda: window.world is not None, within=60)
+        await eventually(lambda: window.world is not None, within=60)
         assert window.world.venue.label == "Offline replay"
         assert "Offline replay" in window.windowTitle()
         assert window.trading.ticket_action in window.trading_menu.actions()
@@ -152,13 +152,13 @@ def test_settings_exchanges_lists_what_binance_offers_and_tests_the_connection(
     abilities = page.findChild(QLabel, "exchange_abilities")
 
     async def scenario() -> None:
-        await until(lambda: "What binance offers" in abilities.text(), within=20)
+        await eventually(lambda: "What binance offers" in abilities.text())
         text = abilities.text()
         for what in ("✓ candles", "✓ order book", "✓ candle stream", "✓ place orders"):
             assert what in text
         page.findChild(QPushButton, "test_exchange").click()
         result = page.findChild(QLabel, "exchange_result")
-        await until(lambda: result.text().startswith(("✓", "✗")), within=30)
+        await eventually(lambda: result.text().startswith(("✓", "✗")))
         assert result.text().startswith("✓ Connected to binance in ")
         assert "2 spot markets; BTC/USDT last " in result.text()
         assert page.forms["venue"].raw()["kind"] == "live-paper"

@@ -29,10 +29,10 @@ from app.ui.settings.prefs import UiPrefs
 from app.ui.settings_io import save_settings
 from app.ui.tray import TrayState, draw_icon
 from app.workspace import Workspace
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.live import keyring_with_keys, live_settings
 from tests.integration.ccxt_fixtures import START_MS
-from tests.ui.desk import until
 
 TRADER = "TraderAgent_Default_v1"
 pytestmark = [pytest.mark.filterwarnings("ignore::ResourceWarning"),
@@ -104,7 +104,7 @@ def dialog_of[T](window: MainWindow, kind: type[T]) -> T | None:
 
 
 async def confirm(qtbot: Any, window: MainWindow, typed: str = "binance") -> LiveConfirmDialog:
-    await until(lambda: dialog_of(window, LiveConfirmDialog) is not None)
+    await eventually(lambda: dialog_of(window, LiveConfirmDialog) is not None)
     dialog = dialog_of(window, LiveConfirmDialog)
     assert dialog is not None
     qtbot.keyClicks(dialog.typed, typed)
@@ -119,7 +119,7 @@ async def asked_about_unknown_orders(
     task = desk.opening(window)
     dialog = await confirm(qtbot, window)
     qtbot.mouseClick(dialog.confirm, Qt.MouseButton.LeftButton)
-    await until(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
+    await eventually(lambda: dialog_of(window, UnknownOrdersDialog) is not None)
     unknown = dialog_of(window, UnknownOrdersDialog)
     assert unknown is not None
     return task, unknown
@@ -207,7 +207,7 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         assert f"exchange id {order_id}" in unknown.list.item(0).text()
         assert not window.world.agents.manager._started  # noqa: SLF001 - agents wait
         header = window.panels["chat"].header
-        await until(lambda: header.state.text() == "not started")  # not "running"
+        await eventually(lambda: header.state.text() == "not started")  # not "running"
         assert ("binance holds 1 open order Kestrel's journal does not know; no agent runs until "
                 "you decide") in header.status_text()
         agents, status = window.panels["agents"], window.statusBar()
@@ -231,7 +231,7 @@ def test_an_unknown_exchange_order_is_shown_and_adopted_from_the_window(
         assert entry is not None and entry.agent_id == "person"
         account = window.panels["account"]
         await account.refresh()
-        await until(lambda: account.orders.rowCount() == 1)
+        await eventually(lambda: account.orders.rowCount() == 1)
         status = account.orders.index(0, 8).data()
         assert status == "LIVE · SUBMITTED"  # an open order, as the port names it
 
@@ -293,7 +293,7 @@ def test_a_trader_allowed_in_the_agents_panel_gets_its_live_order_approved_in_th
             await asyncio.wait_for(world.agents.manager.wait_idle(), 30)
             if not world.agents.questions.pending():
                 break
-            await until(lambda: any(c.entry.pending and c.entry.question_id
+            await eventually(lambda: any(c.entry.pending and c.entry.question_id
                                     for c in chat.transcript.cards
                                     if isinstance(c, QuestionCard)))
             card = next(c for c in chat.transcript.cards
@@ -309,13 +309,13 @@ def test_a_trader_allowed_in_the_agents_panel_gets_its_live_order_approved_in_th
         await asyncio.wait_for(world.agents.manager.wait_idle(), 30)
         assert server.count("binance", "order.create") >= 1
         assert server.binance_account.total("BTC") > 0
-        await until(lambda: any(isinstance(c, ToolCard) and c.entry.tool_name == "create_order"
+        await eventually(lambda: any(isinstance(c, ToolCard) and c.entry.tool_name == "create_order"
                                 and c.live_tag is not None for c in chat.transcript.cards))
         # read back from the stored conversation (as when it is opened later): still tagged
         orchestrator = await world.ensure_orchestrator()
         window.open_conversation(orchestrator.agent_id)
         window.open_conversation(info.agent_id)
-        await until(lambda: not chat.loading and any(
+        await eventually(lambda: not chat.loading and any(
             isinstance(c, ToolCard) and c.entry.tool_name == "create_order"
             for c in chat.transcript.cards))
         order_cards = [c for c in chat.transcript.cards if isinstance(c, ToolCard)
@@ -365,14 +365,14 @@ def test_during_a_ban_the_status_bar_says_until_when_requests_are_paused(
         usual = label.text()
         server.ban("binance", 120)
         await world.venue.driver.round()  # the account watcher's poll meets the ban
-        await until(lambda: label.text() != usual)
+        await eventually(lambda: label.text() != usual)
         assert label.text() == "binance: requests paused until 06:39:15 UTC (ban, HTTP 418)"
         assert "sends the exchange nothing, reads or orders, before then" in label.toolTip()
         asked = len(server.requests)
         await world.venue.driver.round()
         assert len(server.requests) == asked
         server.now.set(START_MS + 120_000)  # the ban is over
-        await until(lambda: label.text() == usual)
+        await eventually(lambda: label.text() == usual)
         await world.venue.driver.round()
         assert len(server.requests) > asked
         assert label.text() == usual

@@ -16,8 +16,9 @@ from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
 from app.ui.window_layout import DOCKS
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
-from tests.ui.desk import Desk, on_screen, until
+from tests.ui.desk import Desk, on_screen
 
 # the offscreen platform cannot size, raise or activate windows and says so
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -35,7 +36,7 @@ def test_first_launch_opens_the_demo_and_trades_within_an_hour_at_top_speed(desk
         assert "Offline replay" in banner and "rule engine (not an LLM)" in banner
         assert "Training cutoff" not in banner  # the rule engine remembers no market
         assert window.replay_bar.speed.currentText() == "600x"
-        await until(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
+        await eventually(lambda: world.venue.clock.now_ms() >= start + HOUR_MS)
         await desk.settle(window)
         roles = sorted(a.role.value for a in world.agents.manager.list_agents())
         assert roles == ["analyst", "orchestrator", "trader"]
@@ -146,7 +147,7 @@ def test_an_unexpected_error_in_a_task_is_reported_with_its_details(desk: Desk) 
             raise RuntimeError("the exchange sent nonsense")
 
         window.tasks.spawn(broken())
-        await until(lambda: bool(window.errors.reports))
+        await eventually(lambda: bool(window.errors.reports))
         summary, details = window.errors.reports[0]
         assert "the exchange sent nonsense" in summary and "RuntimeError" in details
 
@@ -162,17 +163,17 @@ def test_a_relaunched_workspace_draws_its_open_position_and_fills_at_once(desk: 
         window.replay_bar.step()  # the demo's first order fills; the trader sets its TP and SL
         await desk.settle(window)
         chart = window.panels["chart"]
-        await until(lambda: len(chart.view.levels.visible_lines()) == 3)
+        await eventually(lambda: len(chart.view.levels.visible_lines()) == 3)
         drawn = sorted(label.split()[0] for _price, label in chart.view.levels.visible_lines())
         assert drawn == ["Avg", "SL", "TP"]  # "Avg cost ...", the position's line
         await desk.close(window)
 
         again = await desk.open()  # no clock move and no new fill from here on
         chart = again.panels["chart"]
-        await until(lambda: len(chart.view.levels.visible_lines()) == 3)
+        await eventually(lambda: len(chart.view.levels.visible_lines()) == 3)
         assert sorted(label.split()[0] for _price, label in
                       chart.view.levels.visible_lines()) == drawn
-        await until(lambda: len(chart.view.markers.markers) >= 1)
+        await eventually(lambda: len(chart.view.markers.markers) >= 1)
         assert any(m.filled for m in chart.view.markers.markers), "the entry's fill marker"
 
     desk.run(scenario)
@@ -191,7 +192,7 @@ def test_the_replay_speed_is_kept_across_a_relaunch(desk: Desk) -> None:
         assert again.world.venue.driver.speed == 600.0
         bar = again.replay_bar
         bar.speed.setCurrentIndex(bar.speed.findText("10x"))
-        await until(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
+        await eventually(lambda: desk.workspace.settings().agents.replay_speed == 10.0)
         await desk.close(again)
 
         third = await desk.open()
@@ -208,21 +209,21 @@ def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
     async def scenario() -> None:
         window = await desk.open()
         account, audit = window.docks["account"], window.docks["audit"]
-        await until(lambda: on_screen(account))
+        await eventually(lambda: on_screen(account))
         assert not on_screen(audit), "the tool calls start behind the account's tab"
         shortcut = window.panel_shortcuts["audit"]
         assert shortcut.shortcut().toString() == "Ctrl+6"
         for _press in range(2):  # pressed again, it stays: a shortcut never hides a panel
             shortcut.trigger()
-            await until(lambda: on_screen(audit))
+            await eventually(lambda: on_screen(audit))
             assert not on_screen(account), "the account went behind its tab"
         menu = audit.toggleViewAction()
         assert menu in window.view_menu.actions() and menu.shortcut().isEmpty()
         assert menu.text().endswith("\tCtrl+6"), "the menu still shows the shortcut"
         menu.trigger()
-        await until(lambda: audit.isHidden())
+        await eventually(lambda: audit.isHidden())
         shortcut.trigger()
-        await until(lambda: on_screen(audit))
+        await eventually(lambda: on_screen(audit))
 
     desk.run(scenario)
 
@@ -231,7 +232,7 @@ def test_a_panel_shortcut_brings_the_panel_forward_and_the_view_menu_toggles_it(
 def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size: QSize) -> None:
     async def scenario() -> None:
         window = await desk.open(size=size)
-        await until(lambda: on_screen(window.docks["account"]))
+        await eventually(lambda: on_screen(window.docks["account"]))
         await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
         assert window.size() == size, "the window's minimum is larger than the screen"
         inside = QRect(0, 0, size.width(), size.height())
@@ -242,7 +243,7 @@ def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size
         assert inside.contains(QRect(chart.mapTo(window, chart.rect().topLeft()), chart.size()))
         for key, dock in window.docks.items():
             dock.raise_()  # a panel behind another's tab is one click away
-            await until(lambda dock=dock: on_screen(dock))
+            await eventually(lambda dock=dock: on_screen(dock))
             assert inside.contains(dock.geometry()), key
             # big enough to use: a dock smaller than its panel scrolls, it never clips it away
             assert dock.width() >= 250 and dock.height() >= 150, (key, dock.size())
@@ -279,7 +280,7 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
     async def scenario() -> None:
         window = await desk.open(size=size)
         panel = window.panels["agents"]
-        await until(lambda: panel.model.rowCount() == 3)
+        await eventually(lambda: panel.model.rowCount() == 3)
         await panel.refresh()
         header = panel.view.horizontalHeader()
         pnl = next(i for i, c in enumerate(panel.model.columns) if c.title.startswith("P&L"))
@@ -288,7 +289,7 @@ def test_the_agent_list_shows_every_agents_name_state_and_pnl_without_scrolling(
             end = header.sectionViewportPosition(pnl) + header.sectionSize(pnl)
             return end <= panel.view.viewport().width()
 
-        await until(pnl_shown)
+        await eventually(pnl_shown)
         assert header.sectionSize(0) >= 80  # names elided at worst, never gone
 
     desk.run(scenario)
@@ -300,19 +301,19 @@ def test_ctrl_q_with_agents_running_asks_first_naming_them(desk: Desk, qtbot) ->
         window = await desk.open()
         await desk.settle(window)
         qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
-        await until(lambda: window.quit_dialog is not None and window.quit_dialog.isVisible())
+        await eventually(lambda: window.quit_dialog is not None and window.quit_dialog.isVisible())
         said = window.quit_dialog.informativeText()
         assert "2 agents are running: BTC/USD Trader, BTC/USD 1h Trend Analyst." in said
         assert "resumes where it stood" in said
         window.quit_dialog.reject()  # second thoughts: the desk goes on
-        await until(lambda: window.quit_dialog is None)
+        await eventually(lambda: window.quit_dialog is None)
         assert window.isVisible() and window.world is not None
 
         await window.pause_all()  # nothing running, nothing held: Quit quits at once
         await window.trading.controls.flatten()
         window.world.venue.driver.advance_to(window.world.venue.clock.now_ms() + HOUR_MS)
         window.quit()
-        await until(lambda: not window.isVisible())
+        await eventually(lambda: not window.isVisible())
         assert window.quit_dialog is None
 
     desk.run(scenario)
@@ -331,7 +332,7 @@ def test_a_replay_left_paused_opens_paused_where_it_stood(desk: Desk) -> None:
         assert again.replay_bar.pause_button.text() == "Play"
         assert again.world.venue.clock.now_ms() == stood
         again.replay_bar.pause_button.click()  # Play: time flows, and the next start too
-        await until(lambda: again.world.venue.clock.now_ms() > stood)
+        await eventually(lambda: again.world.venue.clock.now_ms() > stood)
         await desk.close(again)
         third = await desk.open()
         assert not third.world.venue.driver.paused
@@ -349,7 +350,7 @@ def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_cha
         window.replay_bar.pause_button.click()
         window.replay_bar.step_button.click()  # the demo's first order fills
         chart = window.panels["chart"]
-        await until(lambda: any(m.filled for m in chart.view.markers.markers))
+        await eventually(lambda: any(m.filled for m in chart.view.markers.markers))
         (fill,) = window.world.ledger.fills()[:1]
         reason = next(r.order.reason for r in window.world.ledger.load().orders
                       if r.order.order_id == fill.order_id)
@@ -373,7 +374,7 @@ def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_cha
                 Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
             return QToolTip.isVisible()
 
-        await until(hovered)
+        await eventually(hovered)
         assert " ".join(QToolTip.text().split("reason: ")[1].split()) == reason
         (tip,) = [w for w in QApplication.topLevelWidgets()
                   if w.metaObject().className() == "QTipLabel" and w.isVisible()]
@@ -382,7 +383,7 @@ def test_a_fill_markers_tooltip_gives_its_orders_reason_and_stays_inside_the_cha
 
         again = await desk.open()  # a relaunch reads the fill's order, reason and all
         chart = again.panels["chart"]
-        await until(lambda: any(m.filled for m in chart.view.markers.markers))
+        await eventually(lambda: any(m.filled for m in chart.view.markers.markers))
         marker = next(m for m in chart.view.markers.markers if m.filled)
         assert " ".join(marker.tooltip.split("reason: ")[1].split()) == reason
 
@@ -433,15 +434,15 @@ def test_the_docks_show_rows_enough_to_scan_on_a_small_screen(
         window.open_panel("audit")
         account.tabs.setCurrentWidget(account.orders_view)
         tree = memory.tree
-        await until(lambda: tree.topLevelItemCount() == 3)
+        await eventually(lambda: tree.topLevelItemCount() == 3)
         row = tree.visualItemRect(tree.topLevelItem(0)).height()
-        await until(lambda: _rows_shown(tree, row) >= 6)
-        await until(lambda: _rows_shown(audit.table, audit.table.verticalHeader()
+        await eventually(lambda: _rows_shown(tree, row) >= 6)
+        await eventually(lambda: _rows_shown(audit.table, audit.table.verticalHeader()
                                         .defaultSectionSize()) >= 5)
         assert not audit.detail_title.visibleRegion().isEmpty()  # the details beside it
         window.open_panel("account")
         orders = account.orders_view
-        await until(lambda: _rows_shown(orders, orders.verticalHeader().defaultSectionSize())
+        await eventually(lambda: _rows_shown(orders, orders.verticalHeader().defaultSectionSize())
                     >= account_rows)
         for card in account.cards.values():  # compact: each figure still read in full
             assert card.value.isVisible() and card.value.visibleRegion().boundingRect().width() \
@@ -457,7 +458,7 @@ def test_the_charts_readout_shows_every_figure_on_a_small_screen(desk: Desk, siz
     async def scenario() -> None:
         window = await desk.open(size=size)
         readout = window.panels["chart"].readout
-        await until(lambda: "%" in readout.text())
+        await eventually(lambda: "%" in readout.text())
         room = readout.contentsRect().width()
         lines = readout.text().split("\n")
         assert all(readout.fontMetrics().horizontalAdvance(line) <= room for line in lines), (

@@ -3,7 +3,6 @@ for a template; and saving the dialog keeps the [mcp] servers in settings.toml."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -20,6 +19,7 @@ from app.tools.registry import ToolRegistry
 from app.ui.settings import SettingsDialog
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
+from tests.helpers.eventually import eventually, eventually_on
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "hostile_mcp_server.py")
@@ -58,14 +58,14 @@ def test_a_person_lists_approves_and_enables_an_mcp_tool(qtbot, qloop, tmp_path)
     box = dialog.mcp_page.boxes["hostile"]
     try:
         qtbot.mouseClick(box.list_button, Qt.MouseButton.LeftButton)
-        qloop.run_until_complete(_until(lambda: box.table.rowCount() > 0))
+        eventually_on(qloop, lambda: box.table.rowCount() > 0)
         assert box.table.rowCount() == 8, "every listed tool is shown, refused ones too"
         approve = dialog.findChild(QPushButton, "mcp_approve_hostile__echo")
         qtbot.mouseClick(approve, Qt.MouseButton.LeftButton)
         assert hub.approvals.get("hostile", "echo") is not None
         assert hub.grants("a1", TEMPLATE) == frozenset(), "approved but not yet enabled"
         name = f"mcp_enable_hostile__echo__{TEMPLATE}"
-        qloop.run_until_complete(_until(
+        qloop.run_until_complete(eventually(
             lambda: (b := dialog.findChild(QCheckBox, name)) is not None and b.isEnabled()))
         dialog.findChild(QCheckBox, name).setChecked(True)
         assert hub.grants("a1", TEMPLATE) == {"mcp:hostile__echo"}
@@ -75,13 +75,6 @@ def test_a_person_lists_approves_and_enables_an_mcp_tool(qtbot, qloop, tmp_path)
         assert "hostile" in load_settings(workspace.settings_path).mcp.servers
     finally:
         qloop.run_until_complete(hub.aclose())
-
-
-async def _until(condition, timeout_s: float = 30.0) -> None:
-    """Poll a widget state the page reaches through its own tasks (no signal to wait on)."""
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # noqa: ASYNC110 - polling Qt state, not an asyncio event
-            await asyncio.sleep(0.05)
 
 
 def test_a_person_reads_the_whole_description_of_a_tool_before_enabling_it(
@@ -103,7 +96,7 @@ def test_a_person_reads_the_whole_description_of_a_tool_before_enabling_it(
     box = dialog.mcp_page.boxes["hostile"]
     try:
         qtbot.mouseClick(box.list_button, Qt.MouseButton.LeftButton)
-        qloop.run_until_complete(_until(lambda: box.table.rowCount() > 0))
+        eventually_on(qloop, lambda: box.table.rowCount() > 0)
         row = [box.table.item(r, 0).text() for r in range(box.table.rowCount())].index("forecast")
         box.table.setCurrentCell(row, 0)
         shown = dialog.findChild(QPlainTextEdit, "mcp_description_hostile")
@@ -117,7 +110,7 @@ def test_a_person_reads_the_whole_description_of_a_tool_before_enabling_it(
         qtbot.mouseClick(dialog.findChild(QPushButton, "mcp_approve_hostile__forecast"),
                          Qt.MouseButton.LeftButton)
         name = f"mcp_enable_hostile__forecast__{TEMPLATE}"
-        qloop.run_until_complete(_until(
+        qloop.run_until_complete(eventually(
             lambda: (b := dialog.findChild(QCheckBox, name)) is not None and b.isEnabled()))
         assert shown.toPlainText() == HOSTILE_DESCRIPTION, "still the tool being enabled"
     finally:

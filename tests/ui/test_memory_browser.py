@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
@@ -15,25 +14,13 @@ from app.runtime.world import World
 from app.ui.panels.memory_browser import MemoryBrowser
 from app.workspace import Workspace
 from tests.helpers.agents import tool_world
+from tests.helpers.eventually import eventually
 
 # the offscreen platform plugin warns about window size hints whenever a top-level is shown
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 AGENTS = [("analyst-1", "Analyst"), ("trader-1", "Trader")]
 PLAN = b"# Plan\n\nWatch BTC/USD on the 4h chart.\n"
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the loop (and Qt's events) run until ``condition`` holds.
-
-    The scenarios run inside the qasync loop, as the app does: what a click starts runs on a
-    running loop, exactly as in the window.
-    """
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -57,7 +44,7 @@ def browser(world, qtbot, qloop) -> MemoryBrowser:
     qtbot.waitExposed(w)
     loaded = (("analyst-1", "notes/plan.md"), ("trader-1", "notes/rules.md"))
     qloop.run_until_complete(
-        until(lambda: all(w.tree.item_for(*key) is not None for key in loaded))
+        eventually(lambda: all(w.tree.item_for(*key) is not None for key in loaded))
     )
     return w
 
@@ -73,7 +60,7 @@ def click_tree(qtbot, w: MemoryBrowser, agent_id: str, path: str) -> None:
 
 async def open_by_click(qtbot, w: MemoryBrowser, agent_id: str, path: str) -> None:
     click_tree(qtbot, w, agent_id, path)
-    await until(lambda: w.current is not None and w.current.path == path)
+    await eventually(lambda: w.current is not None and w.current.path == path)
 
 
 def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, world, qtbot, qloop):
@@ -88,7 +75,7 @@ def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, world, qtb
         w.pane.editor.moveCursor(w.pane.editor.textCursor().MoveOperation.End)
         qtbot.keyClicks(w.pane.editor, "Quokka breakout above 9100 confirmed.")
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: not w.pane.editing)
+        await eventually(lambda: not w.pane.editing)
 
         on_disk = world.memory.read_file("analyst-1", "notes/plan.md").data.decode()
         assert on_disk.endswith("Quokka breakout above 9100 confirmed.")
@@ -98,14 +85,14 @@ def test_person_edits_a_file_saves_it_and_finds_it_by_recall(browser, world, qtb
         await open_by_click(qtbot, w, "trader-1", "notes/rules.md")  # look elsewhere first
         qtbot.keyClicks(w.search_box, "quokka breakout")
         qtbot.keyClick(w.search_box, Qt.Key.Key_Return)
-        await until(lambda: w.hits.count() > 0)
+        await eventually(lambda: w.hits.count() > 0)
         hit = w.hits.item(0)
         assert hit.text().startswith("Analyst · notes/plan.md:")
         assert "Quokka breakout" in hit.text()
 
         rect = w.hits.visualItemRect(hit)
         qtbot.mouseClick(w.hits.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-        await until(lambda: w.current is not None and w.current.path == "notes/plan.md")
+        await eventually(lambda: w.current is not None and w.current.path == "notes/plan.md")
         assert w.current.agent_id == "analyst-1"
         assert "Quokka breakout" in w.pane.viewer.toPlainText()
         assert w.pane.viewer.textCursor().selectedText().startswith("Quokka breakout")
@@ -117,7 +104,7 @@ def test_a_file_an_agent_writes_appears_marked_until_viewed(browser, world, qtbo
         w = browser
         await world.memory.alog_journal_entry("trader-1", "Bought 0.1 BTC on the RSI signal.")
         journal = "journal/2019-10-10.md"
-        await until(lambda: w.tree.item_for("trader-1", journal) is not None)
+        await eventually(lambda: w.tree.item_for("trader-1", journal) is not None)
         item = w.tree.item_for("trader-1", journal)
         assert w.tree.is_marked("trader-1", journal)
         assert item.font(0).bold()
@@ -143,7 +130,7 @@ def test_a_hostile_save_path_is_refused_with_the_reason_and_the_edit_kept(
         w.pane.path_edit.clear()
         qtbot.keyClicks(w.pane.path_edit, "../trader-1/notes/rules.md")
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: w.pane.banner.kind == "error")
+        await eventually(lambda: w.pane.banner.kind == "error")
 
         assert "Not saved" in w.pane.banner.text and "'..'" in w.pane.banner.text
         assert "Your text is still in the editor" in w.pane.banner.text
@@ -162,25 +149,25 @@ def test_the_open_file_reloads_on_an_agent_write_but_an_edit_is_never_overwritte
         memory = world.memory
         await open_by_click(qtbot, w, "analyst-1", "notes/plan.md")
         await memory.awrite_file("analyst-1", "notes/plan.md", b"# Plan v2\n")
-        await until(lambda: "Plan v2" in w.pane.viewer.toPlainText())
+        await eventually(lambda: "Plan v2" in w.pane.viewer.toPlainText())
 
         qtbot.mouseClick(w.pane.edit_button, Qt.MouseButton.LeftButton)
         w.pane.editor.selectAll()
         qtbot.keyClicks(w.pane.editor, "# Mine")
         await memory.awrite_file("analyst-1", "notes/plan.md", b"# Plan v3\n")
-        await until(lambda: w.pane.banner.kind == "warning")
+        await eventually(lambda: w.pane.banner.kind == "warning")
         assert "changed notes/plan.md while you were editing" in w.pane.banner.text
         assert w.pane.editor.toPlainText() == "# Mine"
 
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Not saved" in w.pane.banner.text)
+        await eventually(lambda: "Not saved" in w.pane.banner.text)
         assert memory.read_file("analyst-1", "notes/plan.md").data == b"# Plan v3\n"
         assert w.pane.editing and w.pane.editor.toPlainText() == "# Mine"
 
         overwrite = w.pane.banner.button("Overwrite with mine")
         assert overwrite is not None
         qtbot.mouseClick(overwrite, Qt.MouseButton.LeftButton)
-        await until(lambda: not w.pane.editing)
+        await eventually(lambda: not w.pane.editing)
         assert memory.read_file("analyst-1", "notes/plan.md").data == b"# Mine"
 
     qloop.run_until_complete(scenario())
@@ -195,7 +182,7 @@ def test_a_new_file_is_created_in_the_selected_agents_folder(browser, world, qtb
         qtbot.keyClicks(w.pane.path_edit, "notes/levels.yaml")
         qtbot.keyClicks(w.pane.editor, "support: 8000")
         qtbot.mouseClick(w.pane.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: w.tree.item_for("trader-1", "notes/levels.yaml") is not None)
+        await eventually(lambda: w.tree.item_for("trader-1", "notes/levels.yaml") is not None)
         assert not w.pane.editing
         assert world.memory.read_file("trader-1", "notes/levels.yaml").data == b"support: 8000"
         assert w.pane.viewer.toPlainText() == "support: 8000"  # YAML shown verbatim
@@ -213,7 +200,7 @@ def test_a_browser_closed_while_agents_write_lets_go_of_the_bus(world, qtbot, ql
     async def scenario() -> None:
         await world.memory.awrite_file("trader-1", "notes/a.md", b"one\n")
         w.deleteLater()  # while its tree refresh and reload work are still scheduled
-        await until(lambda: bool(destroyed))
+        await eventually(lambda: bool(destroyed))
         await world.memory.awrite_file("trader-1", "notes/b.md", b"two\n")
         await asyncio.sleep(0.3)  # any refresh left over would run (and fail) here
 

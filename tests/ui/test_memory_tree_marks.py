@@ -6,6 +6,7 @@ import pytest
 
 from app.memory.bank import FileInfo
 from app.ui.panels.memory_tree import MARK, MemoryTree
+from tests.helpers.eventually import eventually_qt
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -60,19 +61,19 @@ def test_a_narrow_tree_gives_the_names_room_and_a_wide_one_shows_every_column(
     tree: MemoryTree, qtbot
 ) -> None:
     tree.resize(700, 400)
-    qtbot.waitUntil(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
+    eventually_qt(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
     tree.resize(240, 400)
-    qtbot.waitUntil(lambda: tree.isColumnHidden(2))
+    eventually_qt(lambda: tree.isColumnHidden(2))
     assert tree.header().sectionSize(0) >= 15 * tree.fontMetrics().horizontalAdvance("M")
     tree.resize(120, 400)
-    qtbot.waitUntil(lambda: tree.isColumnHidden(1))
+    eventually_qt(lambda: tree.isColumnHidden(1))
     tree.resize(700, 400)
-    qtbot.waitUntil(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
+    eventually_qt(lambda: not tree.isColumnHidden(1) and not tree.isColumnHidden(2))
 
 
 def test_the_size_and_time_columns_fit_their_widest_text(tree: MemoryTree, qtbot) -> None:
     tree.resize(700, 400)
-    qtbot.waitUntil(lambda: not tree.isColumnHidden(2))
+    eventually_qt(lambda: not tree.isColumnHidden(2))
     metrics = tree.fontMetrics()
     header = tree.header()
     assert header.sectionSize(1) > metrics.horizontalAdvance("1023.9 KB")

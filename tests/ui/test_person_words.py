@@ -13,7 +13,8 @@ from PySide6.QtCore import QSize, Qt
 from app.domain.agents import AgentRole
 from app.runtime.ticket import TicketKind
 from app.ui.chat.bubbles import AnswerBubble, QuestionCard
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 from tests.ui.test_untradeable_watch import say
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -33,7 +34,7 @@ def test_schedules_times_and_money_are_said_in_a_persons_words(desk: Desk, qtbot
         await desk.settle(window)
         world = window.world
         chat = window.panels["chat"]
-        await until(lambda: bool(answers(window)))
+        await eventually(lambda: bool(answers(window)))
         setup = answers(window)[0]
         assert re.search(r"every hour \(job BTCUSD_1h_Trend_\w+, next run "
                          r"2019-\d\d-\d\d \d\d:00 UTC\)", setup), setup
@@ -49,7 +50,7 @@ def test_schedules_times_and_money_are_said_in_a_persons_words(desk: Desk, qtbot
         trader = next(a for a in world.agents.manager.list_agents()
                       if a.role is AgentRole.TRADER)
         chat.set_agent(trader.agent_id)
-        await until(lambda: not chat.loading)
+        await eventually(lambda: not chat.loading)
         held = await say(desk, window, qtbot, "how are we doing?")
         assert re.search(r"Equity [\d]+\.\d\d USD, cash [\d]+\.\d\d, total P&amp;L -?[\d]+\.\d\d",
                          held), held
@@ -58,18 +59,18 @@ def test_schedules_times_and_money_are_said_in_a_persons_words(desk: Desk, qtbot
         analyst = next(a for a in world.agents.manager.list_agents()
                        if a.role is AgentRole.ANALYST)
         chat.set_agent(analyst.agent_id)
-        await until(lambda: not chat.loading and bool(answers(window)))
+        await eventually(lambda: not chat.loading and bool(answers(window)))
         for said in answers(window):
             assert not re.search(r"RSI \d+\.\d{3,}", said), said
 
         qtbot.keyClick(window, Qt.Key.Key_F9)  # a buy the account cannot pay for
-        await until(lambda: window.trading.ticket is not None
+        await eventually(lambda: window.trading.ticket is not None
                     and window.trading.ticket.isVisible())
         ticket = window.trading.ticket
         ticket.set_kind(TicketKind.MARKET)
         ticket.fields["amount"].setText("50")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: "The broker would refuse it" in ticket.review_box.text())
+        await eventually(lambda: "The broker would refuse it" in ticket.review_box.text())
         refusal = ticket.review_box.text().split("The broker would refuse it: ")[1]
         assert re.search(r"needs [\d,]+\.\d\d \(quantity 50 at about [\d,]+\.\d\d, fee and "
                          r"slippage included\) but only [\d,]+\.\d\d is free", refusal), refusal
@@ -91,7 +92,7 @@ def test_the_input_asks_for_an_answer_in_words_that_fit_and_stops_once_it_is_giv
         qtbot.keyClicks(box, "watch BTC/USD")
         qtbot.keyClick(box, Qt.Key.Key_Return)
         await desk.settle(window)
-        await until(lambda: any(isinstance(c, QuestionCard) for c in chat.transcript.cards))
+        await eventually(lambda: any(isinstance(c, QuestionCard) for c in chat.transcript.cards))
         question = [c for c in chat.transcript.cards if isinstance(c, QuestionCard)][-1]
         shown = box.placeholderText()
         assert shown.startswith("Answer Orchestrator"), shown
@@ -101,7 +102,7 @@ def test_the_input_asks_for_an_answer_in_words_that_fit_and_stops_once_it_is_giv
         qtbot.mouseClick(question.buttons[0], Qt.MouseButton.LeftButton)
         assert box.placeholderText() == "Message Orchestrator…", "answered: no question open"
         await desk.settle(window)
-        await until(lambda: len([c for c in chat.transcript.cards
+        await eventually(lambda: len([c for c in chat.transcript.cards
                                  if isinstance(c, QuestionCard)]) == 2)
         assert box.placeholderText().startswith("Answer Orchestrator")  # the next question
         qtbot.keyClicks(box, "cancel")

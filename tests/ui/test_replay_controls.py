@@ -14,7 +14,8 @@ from app.domain.clock import ms_to_iso
 from app.market.replay import ReplayMarketData
 from app.resources import sample_data_files
 from app.runtime.replay import ReplayClock
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -44,13 +45,13 @@ def test_start_date_speed_step_key_and_jump_drive_the_replay(desk: Desk) -> None
         assert texts[-2:] == ["3,600x (1 h/s)", "14,400x (4 h/s)"]
         bar.speed.setCurrentIndex(bar.speed.count() - 1)
         assert driver.speed == 14_400.0
-        await until(lambda: desk.workspace.settings().agents.replay_speed == 14_400.0)
+        await eventually(lambda: desk.workspace.settings().agents.replay_speed == 14_400.0)
 
         # Ctrl+. while the replay plays: it pauses, and steps one bar
         assert not driver.paused
         before = clock.now_ms()
         window.windowHandle().requestActivate()  # keys go to the active window
-        await until(lambda: QApplication.activeWindow() is window)
+        await eventually(lambda: QApplication.activeWindow() is window)
         QTest.keyClick(window, Qt.Key.Key_Period, Qt.KeyboardModifier.ControlModifier)
         assert driver.paused and bar.pause_button.text() == "Play"
         assert clock.now_ms() == before + HOUR_MS
@@ -60,7 +61,7 @@ def test_start_date_speed_step_key_and_jump_drive_the_replay(desk: Desk) -> None
         # the jump dialog, opened by its button: three days ahead, on the hour
         bar.jump_button.click()
         dialog = bar.jump_dialog
-        await until(lambda: dialog is not None and dialog.isVisible())
+        await eventually(lambda: dialog is not None and dialog.isVisible())
         now = clock.now_ms()
         assert any(ms_to_iso(now) in label.text() for label in dialog.findChildren(QLabel))
         target = now + 3 * DAY_MS + 30 * 60_000  # half past: the replay lands on the hour
@@ -72,7 +73,7 @@ def test_start_date_speed_step_key_and_jump_drive_the_replay(desk: Desk) -> None
         assert window.statusBar().currentMessage().startswith(
             f"Jumped to {ms_to_iso(landed)} from {ms_to_iso(now)}")
         chart = window.panels["chart"]
-        await until(lambda: chart.series is not None and len(chart.series) > 0
+        await eventually(lambda: chart.series is not None and len(chart.series) > 0
                     and int(chart.series.timestamp_ms[-1]) >= landed - HOUR_MS)
 
         # a date before now is refused, with why and what to do instead; the clock stays

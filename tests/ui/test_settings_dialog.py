@@ -32,6 +32,7 @@ from app.ui.settings import SettingsDialog
 from app.ui.settings.keys import SecretField
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
+from tests.helpers.eventually import eventually_on
 from tests.helpers.fake_llm_servers import FakeOpenAIServer
 from tests.helpers.fake_smtp import QuotingSmtp
 from tests.helpers.leaks import leaks
@@ -96,17 +97,6 @@ def make_dialog(
     # collect the widgets' Python cycles now, on this thread: a collection that happens later in
     # a worker thread (smtplib's) would destroy Qt objects from the wrong thread
     gc.collect()
-
-
-def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:
-    async def poll() -> None:
-        for _ in range(int(timeout / 0.02)):
-            if check():
-                return
-            await asyncio.sleep(0.02)  # the UI and its worker threads move meanwhile
-        raise AssertionError(f"not done within {timeout} s")
-
-    loop.run_until_complete(poll())
 
 
 def files_containing(root: Path, text: str) -> list[Path]:
@@ -280,7 +270,7 @@ def test_test_connection_reports_success_with_latency(
         _point_llm_at(dialog, server.base_url, qtbot)
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
         assert not page.test_button.isEnabled()  # the window is not frozen: it says it is busy
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
         assert server.bodies[0]["model"] == "gpt-4o-mini"
     assert page.result.text().startswith("✓ Connected"), page.result.text()
     assert " ms" in page.result.text() and "'OK'" in page.result.text()
@@ -298,7 +288,7 @@ def test_test_connection_reports_the_exact_error_for_a_closed_port(
         port = sock.getsockname()[1]
     _point_llm_at(dialog, f"http://127.0.0.1:{port}/v1", qtbot)
     qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-    wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+    eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
     assert page.result.text().startswith("✗"), page.result.text()
     assert f"127.0.0.1:{port}" in page.result.text()
     assert "cannot reach" in page.result.text()
@@ -337,7 +327,7 @@ def test_send_test_email_delivers_to_a_real_smtp_server(
         qtbot.keyClicks(form.widget("port"), str(port))
         form.widget("security").setCurrentText("none")  # type: ignore[attr-defined]
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
     finally:
         controller.stop()
     assert page.result.text().startswith("✓ Sent to me@example.org"), page.result.text()
@@ -410,7 +400,7 @@ def test_the_exchanges_page_explains_in_words_when_ccxt_is_missing(
     monkeypatch.setitem(sys.modules, "ccxt", None)  # ``import ccxt`` fails, as when not installed
     dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
     page = dialog.exchange_page
-    wait_for(qloop, lambda: page.availability.isVisibleTo(page), 10)
+    eventually_on(qloop, lambda: page.availability.isVisibleTo(page))
     assert "ccxt" in page.availability.text() and "not installed" in page.availability.text()
     assert "Error" not in page.availability.text()
     assert not dialog.banner.isVisibleTo(dialog), dialog.banner.text()
@@ -425,7 +415,7 @@ def test_the_exchanges_page_lists_every_ccxt_exchange_when_ccxt_is_installed(
     ccxt = pytest.importorskip("ccxt")
     dialog = make_dialog(SecretStore(backend=fail.Keyring(), environ={}))
     page = dialog.exchange_page
-    wait_for(qloop, lambda: page.known is not None, 30)
+    eventually_on(qloop, lambda: page.known is not None)
     assert page.exchange.count() == len(ccxt.exchanges)
     assert not page.availability.isVisibleTo(page) and not dialog.banner.isVisibleTo(dialog)
 
@@ -539,7 +529,7 @@ def test_a_typed_key_quoted_back_by_the_connection_test_is_not_shown(
         _point_llm_at(dialog, server.base_url, qtbot)
         qtbot.keyClicks(page.key.edit, key)
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
         assert server.requests[0].headers["authorization"] == f"Bearer {key}"
     shown = page.result.text()
     assert shown.startswith("✗") and "Incorrect API key" in shown and MARKER in shown, shown
@@ -564,7 +554,7 @@ def test_a_typed_smtp_password_quoted_back_by_the_test_e_mail_is_not_shown(
         form.widget("security").setCurrentText("none")  # type: ignore[attr-defined]
         qtbot.keyClicks(page.password.edit, password)
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
     shown = page.result.text()
     assert ("desk", password) in {(login, pw) for _m, login, pw in server.logins}
     assert shown.startswith("✗") and "refused the login of desk" in shown, shown

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QApplication, QLabel
 
 from app.tools.spec import AgentContext
 from app.ui.settings import SettingsDialog
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -53,7 +54,7 @@ def test_a_max_position_weight_saved_in_the_dialog_judges_the_next_order(desk: D
         assert "limit 5" in result.xml
         _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "50")
         desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Applied now: risk limits" in dialog.banner.text())
+        await eventually(lambda: "Applied now: risk limits" in dialog.banner.text())
         again = await world.executor.execute_text(trader, order)
         assert again is not None and again.status == "success", again.xml if again else ""
         dialog.close()
@@ -89,7 +90,8 @@ def test_a_replay_speed_saved_in_the_dialog_moves_the_clock_and_the_toolbar(desk
         bar.speed.setCurrentIndex(bar.speed.findData(10.0))  # the person picks 10x first
         assert driver.speed == 10.0
         workspace = window.world.workspace
-        await until(lambda: workspace.settings().agents.replay_speed == 10.0)  # kept in the file
+        # kept in the file
+        await eventually(lambda: workspace.settings().agents.replay_speed == 10.0)
         window.open_settings()
         dialog = _dialog()
         _type(desk.qtbot, dialog.risk_page.forms["risk"], "max_position_weight.limit_pct", "30")
@@ -119,18 +121,18 @@ def test_closing_settings_with_edits_not_saved_asks_naming_the_pages(desk: Desk)
         form = dialog.risk_page.forms["risk"]
         _type(desk.qtbot, form, "max_position_weight.limit_pct", "7")
         desk.qtbot.keyClick(dialog, Qt.Key.Key_Escape)
-        await until(lambda: dialog.unsaved_box is not None and dialog.unsaved_box.isVisible())
+        await eventually(lambda: dialog.unsaved_box is not None and dialog.unsaved_box.isVisible())
         box = dialog.unsaved_box
         assert box.informativeText() == "Changed and not saved: Risk limits."
         box.button(box.StandardButton.Cancel).click()  # back to the dialog, edit kept
-        await until(lambda: dialog.unsaved_box is None)
+        await eventually(lambda: dialog.unsaved_box is None)
         assert dialog.isVisible() and form.widget("max_position_weight.limit_pct").text() == "7"
 
         dialog.reject()  # Close again: this time save
         box = dialog.unsaved_box
         (save,) = [b for b in box.buttons() if b.text() == "Save"]
         save.click()
-        await until(lambda: not dialog.isVisible())
+        await eventually(lambda: not dialog.isVisible())
         assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
 
         window.open_settings()
@@ -139,7 +141,7 @@ def test_closing_settings_with_edits_not_saved_asks_naming_the_pages(desk: Desk)
         dialog.reject()
         (discard,) = [b for b in dialog.unsaved_box.buttons() if b.text() == "Discard"]
         discard.click()
-        await until(lambda: not dialog.isVisible())
+        await eventually(lambda: not dialog.isVisible())
         assert desk.workspace.settings().risk.max_position_weight.limit_pct == 7
 
     desk.run(scenario)
@@ -187,7 +189,7 @@ def test_a_language_model_saved_for_new_agents_is_named_and_warned_of_in_the_ban
         form.widget("provider").setCurrentText("openai-compatible")
         _type(desk.qtbot, form, "model", "gpt-4o-mini")
         desk.qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "new agents on" in window.banner.text())
+        await eventually(lambda: "new agents on" in window.banner.text())
         banner = window.banner.text()
         assert "new agents on <b>openai-compatible:gpt-4o-mini</b>" in banner
         assert "before gpt-4o-mini's training cutoff (2023-10-31" in banner
@@ -208,7 +210,7 @@ def test_settings_exchanges_in_the_window_offers_replay_or_paper_as_default_neve
         dialog.nav.setCurrentRow(titles.index("Exchanges"))
         page = dialog.exchange_page
         words = page.findChild(QLabel, "venues_in_words")
-        await until(lambda: words.isVisible())
+        await eventually(lambda: words.isVisible())
         assert "LIVE is never a default" in words.text() and "--venue live" in words.text()
         assert "not built" not in " ".join(label.text() for label in page.findChildren(QLabel))
         kind = page.forms["venue"].widget("kind")

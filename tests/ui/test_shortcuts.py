@@ -10,7 +10,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, focus_back, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, focus_back
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -48,14 +49,14 @@ def test_every_shortcut_f1_lists_works_twice(desk: Desk, qtbot) -> None:
                 paused = driver.paused
                 press(window, qtbot, action)
                 try:
-                    await until(lambda f=fired, n=time: len(f) == n, within=5)
+                    await eventually(lambda f=fired, n=time: len(f) == n)
                 except AssertionError:
                     raise AssertionError(f"{action.shortcut().toString()} ({words}) press {time}"
                                          f" did nothing; active {QApplication.activeWindow()}"
                                          f" focus {QApplication.focusWidget()}") from None
                 if action is window.replay_bar.pause_action:
                     assert driver.paused is not paused, f"Ctrl+Space press {time}: no change"
-                await until(lambda: not window.tasks.busy)  # a question read its counts
+                await eventually(lambda: not window.tasks.busy)  # a question read its counts
                 close_dialogs(window)
             assert len(fired) == 2, words
         assert window.isVisible(), "Ctrl+Q asks first while agents run"
@@ -67,7 +68,7 @@ def test_f1_shows_the_keys_of_the_windows_own_actions(desk: Desk, qtbot) -> None
     async def scenario() -> None:
         window = await desk.open()
         qtbot.keyClick(window, Qt.Key.Key_F1)
-        await until(lambda: isinstance(window.shortcuts_box, QMessageBox)
+        await eventually(lambda: isinstance(window.shortcuts_box, QMessageBox)
                     and window.shortcuts_box.isVisible())
         text = window.shortcuts_box.text()
         for action, words in window.shortcut_list():
@@ -85,7 +86,7 @@ def test_ctrl_space_pauses_and_resumes_the_replay_every_time(desk: Desk, qtbot) 
         assert not driver.paused
         for expected in (True, False, True, False):
             qtbot.keyClick(window, Qt.Key.Key_Space, Qt.KeyboardModifier.ControlModifier)
-            await until(lambda e=expected: driver.paused is e, within=5)
+            await eventually(lambda e=expected: driver.paused is e)
             assert window.replay_bar.pause_button.text() == ("Play" if expected else "Pause")
 
     desk.run(scenario)

@@ -21,6 +21,7 @@ from app.ui.settings import SettingsDialog
 from app.ui.settings.keys import TELEGRAM_BOT_TOKEN
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
+from tests.helpers.eventually import eventually_on
 from tests.helpers.fake_telegram import FakeTelegram
 from tests.helpers.memory_keyring import MemoryKeyring
 
@@ -53,17 +54,6 @@ def make_dialog(
         dialog.close()
         dialog.deleteLater()
     gc.collect()
-
-
-def wait_for(loop: asyncio.AbstractEventLoop, check: Callable[[], bool], timeout: float) -> None:
-    async def poll() -> None:
-        for _ in range(int(timeout / 0.02)):
-            if check():
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"not done within {timeout} s")
-
-    loop.run_until_complete(poll())
 
 
 def _fill(dialog: SettingsDialog, qtbot: Any, base_url: str = "") -> None:
@@ -123,7 +113,7 @@ def test_send_test_message_reaches_the_allowed_users_chat(
         page.token.edit.setEnabled(True)  # no keyring here: type it for the test anyway
         qtbot.keyClicks(page.token.edit, server.token)
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗")), 15)
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗")))
         assert page.result.text() == f"✓ Sent as @{server.username} to {OWNER}."
         (sent,) = server.sent
         assert sent.chat_id == OWNER and "test message from Kestrel" in sent.text
@@ -132,7 +122,7 @@ def test_send_test_message_reaches_the_allowed_users_chat(
         page.token.edit.clear()
         qtbot.keyClicks(page.token.edit, "999:a-token-telegram-does-not-know")
         qtbot.mouseClick(page.test_button, Qt.MouseButton.LeftButton)
-        wait_for(qloop, lambda: page.result.text().startswith(("✓", "✗"))
+        eventually_on(qloop, lambda: page.result.text().startswith(("✓", "✗"))
                  and "refused" in page.result.text(), 15)
         assert page.result.text().startswith("✗ Telegram refused the bot token")
         assert page.test_button.isEnabled()

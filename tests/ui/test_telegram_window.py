@@ -3,9 +3,6 @@ workspace's settings turn it on, answering while the window runs, stopped when i
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,19 +14,12 @@ from app.telegram.bot import BotState
 from app.ui.main_window import MainWindow
 from app.ui.settings.prefs import UiPrefs
 from app.workspace import Workspace
+from tests.helpers.eventually import PATIENCE_S, eventually
 from tests.helpers.fake_telegram import FakeTelegram
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
 OWNER = 4242
-
-
-async def until(condition: Callable[[], object], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
 
 
 def test_the_window_runs_the_bot_on_its_own_loop_when_telegram_is_on(
@@ -48,9 +38,9 @@ def test_the_window_runs_the_bot_on_its_own_loop_when_telegram_is_on(
     async def scenario() -> None:
         await window.open_workspace(workspace, paced=False)
         bot = window.telegram
-        assert bot is not None and await bot.wait_connected(10)
+        assert bot is not None and await bot.wait_connected(PATIENCE_S)
         server.push_text(OWNER, OWNER, "/agents")
-        await until(lambda: server.in_chat(OWNER))
+        await eventually(lambda: server.in_chat(OWNER))
         assert server.in_chat(OWNER)[0].startswith("Agents: ")
         window.close()
         await window.aclose()

@@ -33,7 +33,8 @@ from app.ui.settings import SettingsDialog
 from app.ui.settings.prefs import UiPrefs
 from app.ui.theme import apply_theme, palette
 from app.workspace import Workspace
-from tests.ui.desk import Desk, on_screen, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, on_screen
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -106,11 +107,11 @@ def test_every_panel_follows_the_theme_switched_in_settings_and_after_a_restart(
     async def scenario() -> None:
         window = await desk.open()
         await desk.settle(window)
-        await until(lambda: window.panels["chart"].series is not None)
+        await eventually(lambda: window.panels["chart"].series is not None)
         assert_follows(window, "dark", tmp_path)
 
         switch_in_settings(window, "light", qtbot)
-        await until(lambda: palette().name == "light")
+        await eventually(lambda: palette().name == "light")
         assert_follows(window, "light", tmp_path)
 
         switch_in_settings(window, "dark", qtbot)  # and back: no dark text left on dark
@@ -122,7 +123,7 @@ def test_every_panel_follows_the_theme_switched_in_settings_and_after_a_restart(
         prefs = UiPrefs(QSettings(desk.settings_file, QSettings.Format.IniFormat))
         apply_theme(qapp, prefs.theme)  # what app.ui.app does before the window is built
         again = await desk.open()
-        await until(lambda: again.panels["chart"].series is not None)
+        await eventually(lambda: again.panels["chart"].series is not None)
         assert_follows(again, "light", tmp_path)
 
     desk.run(scenario)
@@ -171,7 +172,7 @@ def test_a_window_built_in_the_light_theme_has_no_dark_panel(desk: Desk, qapp, t
 
     async def scenario() -> None:
         window = await desk.open()
-        await until(lambda: window.panels["chart"].series is not None)
+        await eventually(lambda: window.panels["chart"].series is not None)
         assert_follows(window, "light", tmp_path)
 
     desk.run(scenario)

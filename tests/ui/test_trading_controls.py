@@ -21,7 +21,8 @@ from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
 from app.ui.trading.confirm import ConfirmDialog
 from app.ui.trading.ticket import OrderTicket
-from tests.ui.desk import Desk, focus_back, on_screen, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk, focus_back, on_screen
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
@@ -55,7 +56,8 @@ async def last_price(window: MainWindow) -> Decimal:
 
 async def ticket_by_keyboard(window: MainWindow, qtbot) -> OrderTicket:
     qtbot.keyClick(window, Qt.Key.Key_F9)
-    await until(lambda: window.trading.ticket is not None and window.trading.ticket.isVisible())
+    await eventually(
+        lambda: window.trading.ticket is not None and window.trading.ticket.isVisible())
     ticket = window.trading.ticket
     ticket.symbol.setCurrentText(SYMBOL)
     return ticket
@@ -65,11 +67,11 @@ async def review_and_place(ticket: OrderTicket, qtbot) -> None:
     """Enter reviews; Enter again places what was reviewed."""
     ticket.outcome = None
     qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-    await until(lambda: ticket.go.text().startswith("Place")
+    await eventually(lambda: ticket.go.text().startswith("Place")
                 or "refuse" in ticket.review_box.text())
     assert ticket.go.text().startswith("Place"), ticket.review_box.text()
     qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-    await until(lambda: ticket.outcome is not None)
+    await eventually(lambda: ticket.outcome is not None)
 
 
 def audit_actors(window: MainWindow, tool: str) -> list[str]:
@@ -88,7 +90,7 @@ def test_a_limit_order_from_the_ticket_then_cancelled_from_its_row(desk: Desk, q
         # a wrong number is named and nothing is sent
         ticket.fields["price"].setText("1,000")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(ticket.review_box.isVisible)
+        await eventually(ticket.review_box.isVisible)
         assert "Limit price" in ticket.review_box.text()
         assert "written plainly" in ticket.review_box.text()
         assert ticket.go.text() == "Review"
@@ -101,9 +103,9 @@ def test_a_limit_order_from_the_ticket_then_cancelled_from_its_row(desk: Desk, q
         assert [(o.order_id, o.price) for o in mine] == [(review.order_id, limit)]
         assert audit_actors(window, "create_order")[-1] == PERSON_ID
 
-        await until(lambda: account.order_button(review.order_id) is not None)
+        await eventually(lambda: account.order_button(review.order_id) is not None)
         qtbot.mouseClick(account.order_button(review.order_id), Qt.MouseButton.LeftButton)
-        await until(lambda: account.order_button(review.order_id) is None)
+        await eventually(lambda: account.order_button(review.order_id) is None)
         assert review.order_id not in {o.order_id for o in await broker.open_orders()}
         assert f"Cancelled {review.order_id}" in account.message.text()
         assert "(you)" in account.message.text()
@@ -124,29 +126,29 @@ def test_a_position_closed_from_its_row_after_naming_quantity_and_pnl(desk: Desk
         await review_and_place(ticket, qtbot)
         assert ticket.outcome.ok, ticket.outcome.text
         await next_bar(window)
-        await until(lambda: account.position_button(SYMBOL) is not None)
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
         held = broker.position_size(SYMBOL)
         assert held == Decimal("0.02")
 
         qtbot.mouseClick(account.position_button(SYMBOL), Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         dialog = account.dialog
         assert "sell 0.02 at market" in dialog.text() and "P&amp;L about" in dialog.text()
         dialog.cancel_button.click()  # second thoughts: nothing happens
-        await until(lambda: account.dialog is None)
+        await eventually(lambda: account.dialog is None)
         assert broker.position_size(SYMBOL) == held
 
         qtbot.mouseClick(account.position_button(SYMBOL), Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Closing BTC/USD" in account.message.text())
+        await eventually(lambda: "Closing BTC/USD" in account.message.text())
         # on paper the close is a market sell as the person (its exits stay until it fills)
         assert audit_actors(window, "create_order")[-1] == PERSON_ID
         await next_bar(window)
         assert broker.position_size(SYMBOL) == 0
-        await until(lambda: account.positions.rowCount() == 0)
+        await eventually(lambda: account.positions.rowCount() == 0)
         assert not window.errors.reports
 
     desk.run(scenario)
@@ -181,13 +183,13 @@ def test_flatten_all_asks_naming_everything_then_leaves_nothing_open_and_totals_
         ticket.close()
 
         window.trading.flatten_action.trigger()
-        await until(lambda: isinstance(window.trading.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(window.trading.dialog, ConfirmDialog)
                     and window.trading.dialog.isVisible())
         dialog = window.trading.dialog
         assert "Cancel 1 open order" in dialog.text() and resting in dialog.text()
         assert "Close 1 position" in dialog.text() and "sell 0.04 at market" in dialog.text()
         qtbot.mouseClick(dialog.confirm_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Flatten all: 1 order cancelled, 1 close order placed"
+        await eventually(lambda: "Flatten all: 1 order cancelled, 1 close order placed"
                     in account.message.text())
         await next_bar(window)
         assert await broker.open_orders() == []
@@ -197,7 +199,8 @@ def test_flatten_all_asks_naming_everything_then_leaves_nothing_open_and_totals_
 
         closed = account.closed
         account.tabs.setCurrentWidget(closed)
-        await until(lambda: {t.opened_by for t in closed.trades} >= {PERSON_ID, trader.agent_id})
+        await eventually(
+            lambda: {t.opened_by for t in closed.trades} >= {PERSON_ID, trader.agent_id})
         totals = closed.totals
         mine = [t for t in closed.trades if t.opened_by == PERSON_ID and t.exit_ms
                 == max(x.exit_ms for x in closed.trades)]
@@ -237,12 +240,12 @@ def test_with_the_kill_switch_tripped_the_ticket_shows_the_refusal_and_close_wor
         ticket.fields["amount"].setText("0.01")
         ticket.fields["amount"].textEdited.emit("0.01")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: "Risk Guard would refuse it (kill_switch)"
+        await eventually(lambda: "Risk Guard would refuse it (kill_switch)"
                     in ticket.review_box.text())
         assert ticket.go.text() == "Review"  # nothing to place: the guard would refuse it
         ticket.close()
 
-        await until(lambda: account.position_button(SYMBOL) is not None)
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
         assert await account.close_position(SYMBOL)
         await next_bar(window)
         assert world.venue.broker.position_size(SYMBOL) == 0
@@ -264,7 +267,7 @@ def test_the_ticket_and_its_verdicts_are_readable_in_both_themes_on_a_small_scre
         ticket.set_kind(TicketKind.MARKET)
         ticket.fields["amount"].setText("0.01")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: ticket.go.text().startswith("Place"))
+        await eventually(lambda: ticket.go.text().startswith("Place"))
         assert ticket.height() <= 700 and ticket.width() <= 1280
         await asyncio.sleep(0.1)
         image = ticket.grab().toImage()
@@ -296,7 +299,7 @@ def test_a_market_order_placed_while_paused_shows_filled_after_one_step(desk: De
         assert broker.position_size(SYMBOL) == Decimal("0.02"), "filled after one step"
         account = window.panels["account"]
         await account.refresh()
-        await until(lambda: account.position_button(SYMBOL) is not None)
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
 
     desk.run(scenario)
 
@@ -320,22 +323,22 @@ def test_close_keeps_the_stop_until_its_sell_fills_and_says_when_that_is(
         await review_and_place(ticket, qtbot)
         ticket.close()
         await next_bar(window)
-        await until(lambda: len(window.person.exit_outcomes) == 1)
+        await eventually(lambda: len(window.person.exit_outcomes) == 1)
         world.venue.driver.advance_to(world.venue.clock.now_ms() + 20 * 60_000)
         window.replay_bar.pause_button.click()  # stands on the bar's close
         at = world.venue.clock.now_ms()
         assert at % HOUR_MS == 0
 
-        await until(lambda: account.position_button(SYMBOL) is not None)
+        await eventually(lambda: account.position_button(SYMBOL) is not None)
         qtbot.mouseClick(account.position_button(SYMBOL), Qt.MouseButton.LeftButton)
-        await until(lambda: isinstance(account.dialog, ConfirmDialog)
+        await eventually(lambda: isinstance(account.dialog, ConfirmDialog)
                     and account.dialog.isVisible())
         said = account.dialog.text()
         hour = f"{at // HOUR_MS % 24:02d}:00 UTC"
         assert f"It fills at the next bar's open, <b>{hour}</b>" in said, said
         assert "stop loss keep protecting the position until the sell fills" in said
         qtbot.mouseClick(account.dialog.confirm_button, Qt.MouseButton.LeftButton)
-        await until(lambda: "Closing BTC/USD" in account.message.text())
+        await eventually(lambda: "Closing BTC/USD" in account.message.text())
         exits = {o.exit_kind.value for o in await broker.open_orders() if o.reduce_only}
         assert exits == {"STOP_LOSS", "TAKE_PROFIT"}, "the exits stay until the sell fills"
 
@@ -361,15 +364,15 @@ def test_the_ticket_shows_the_live_bid_and_ask_while_open(desk: Desk, qtbot) -> 
                     f"ask {book.best_ask:,.2f}")
 
         expected = await shown()
-        await until(lambda: ticket.last.text() == expected)
+        await eventually(lambda: ticket.last.text() == expected)
         for _hour in range(3):  # the market moves while the ticket is open
             await next_bar(window)
             expected = await shown()
-            await until(lambda e=expected: ticket.last.text() == e)
+            await eventually(lambda e=expected: ticket.last.text() == e)
         ticket.set_kind(TicketKind.MARKET)
         ticket.fields["amount"].setText("0.01")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: ticket.go.text().startswith("Place"))
+        await eventually(lambda: ticket.go.text().startswith("Place"))
         last = await last_price(window)
         assert f"at market (last {last.normalize():f})" in ticket.review_box.text()
         assert f"last {last:,.2f}" in ticket.last.text()
@@ -388,7 +391,7 @@ def test_a_reopened_ticket_reviews_afresh(desk: Desk, qtbot) -> None:
         ticket.set_kind(TicketKind.MARKET)
         ticket.fields["amount"].setText("0.01")
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
-        await until(lambda: "Risk Guard would refuse it (kill_switch)"
+        await eventually(lambda: "Risk Guard would refuse it (kill_switch)"
                     in ticket.review_box.text())
         ticket.close()
         focus_back(window)
@@ -396,7 +399,7 @@ def test_a_reopened_ticket_reviews_afresh(desk: Desk, qtbot) -> None:
 
         again = await ticket_by_keyboard(window, qtbot)
         assert again is ticket  # the same ticket, its fields as they were left
-        await until(lambda: "The Risk Guard would accept it now." in ticket.review_box.text())
+        await eventually(lambda: "The Risk Guard would accept it now." in ticket.review_box.text())
         assert "kill_switch" not in ticket.review_box.text()
         assert ticket.go.text() == "Place BUY order"
 

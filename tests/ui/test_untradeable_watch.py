@@ -12,7 +12,8 @@ from app.agents.health import FAILING_STREAK
 from app.domain.agents import AgentRole
 from app.ui.chat.bubbles import AnswerBubble, PersonBubble
 from app.ui.main_window import MainWindow
-from tests.ui.desk import Desk, until
+from tests.helpers.eventually import eventually
+from tests.ui.desk import Desk
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
                                        "does not support activateWindow")
@@ -33,7 +34,7 @@ async def say(desk: Desk, window: MainWindow, qtbot, text: str) -> str:
                      and c.entry.text == text), default=len(cards))
         return [c for c in cards[asked:] if isinstance(c, AnswerBubble)]
 
-    await until(lambda: bool(answers()))
+    await eventually(lambda: bool(answers()))
     return answers()[-1].text.text()
 
 
@@ -88,7 +89,7 @@ def test_an_agent_whose_tasks_keep_failing_shows_error_and_the_person_is_alerted
         tip = panel.model.index(row, 1).data(Qt.ItemDataRole.ToolTipRole)
         assert "get_market_snapshot NOT_FOUND" in tip and "ETH/USD" in tip
         strip = window.alert_banner
-        await until(strip.isVisible)
+        await eventually(strip.isVisible)
         assert "ETH/USD 1h Trend Analyst is running but its last 3 tasks failed" \
                in strip.text.text()
         window.statusBar().refresh()

@@ -10,7 +10,6 @@ answer to the unknown-orders question, a wait for a condition.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -119,14 +118,6 @@ async def trader(world: World, name: str = "T") -> str:
 def grant(world: World, agent_id: str) -> None:
     assert world.venue.live is not None
     world.venue.live.grants.grant(agent_id, "the person", world.venue.clock.now_ms())
-
-
-async def until(condition: Callable[[], Any], within_s: float = 20.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def run_live(

@@ -3,15 +3,13 @@ is there: at the settings file's reading, and by every command (exit 2), never a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from decimal import Decimal
 
 import pytest
 
 from app.config import Settings, settings_from_mapping
 from app.domain.errors import OperationalError
-from tests.helpers.paths import REPO
+from tests.helpers.cli import run_cli
 
 TOO_MUCH = ("money is kept to 8 decimal places within 28 significant digits, so amounts above "
             "1000000000000 (a trillion) cannot be computed exactly")
@@ -67,10 +65,7 @@ def test_a_money_setting_out_of_range_is_refused_with_its_reason(tmp_path, toml,
     workspace.mkdir()
     settings = workspace / "settings.toml"
     settings.write_text(toml + "\n", encoding="utf-8")
-    done = subprocess.run(  # noqa: S603 - our own command line
-        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--for", "1h"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-    )
+    done = run_cli("run", "--workspace", workspace, "--for", "1h")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()

@@ -3,14 +3,11 @@ with a RecursionError; brackets in strings and comments are not nesting."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from app.config import load_settings
 from app.domain.errors import OperationalError
-from tests.helpers.paths import REPO
+from tests.helpers.cli import run_cli
 
 MAX_NESTING = 100  # app.config.MAX_NESTING
 DEEP = "[" * 5000 + "]" * 5000
@@ -66,10 +63,7 @@ def test_kestrel_refuses_a_too_deep_settings_file_with_exit_2_and_one_line(tmp_p
     workspace = tmp_path / "ws"
     workspace.mkdir()
     path = write(workspace, f"[market]\ndata_files = {DEEP}\n")
-    done = subprocess.run(  # noqa: S603 - our own command line
-        [sys.executable, "-m", "app", "run", "--workspace", str(workspace), "--for", "1h"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-    )
+    done = run_cli("run", "--workspace", workspace, "--for", "1h")
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         f"kestrel: {path}: line 2: arrays or inline tables nest more than {MAX_NESTING} levels "

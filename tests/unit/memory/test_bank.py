@@ -12,6 +12,7 @@ from app.domain.errors import InvalidParameterError
 from app.events import EventBus, MemoryFileChanged
 from app.memory import fsops
 from app.memory.bank import MemoryBank
+from tests.helpers.eventually import eventually
 
 AGENT = "trader-1"
 
@@ -51,10 +52,7 @@ def test_sync_calls_from_a_worker_thread_are_handed_to_the_loop(
     async def scenario() -> None:
         await bank.alist_files(AGENT)  # the bank learns its loop
         await asyncio.to_thread(bank.write_file, AGENT, "from-thread.md", b"x")
-        for _ in range(100):
-            if events:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: events)
 
     asyncio.run(scenario())
     assert kinds(events) == [(AGENT, "from-thread.md", "created")]

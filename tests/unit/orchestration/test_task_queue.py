@@ -14,6 +14,7 @@ from app.domain.errors import NotFoundError
 from app.events import EventBus, TaskFinished, TaskQueued
 from app.orchestration.ids import SeededIds
 from app.orchestration.queue import TaskQueue, TaskStateError
+from tests.helpers.eventually import PATIENCE_S
 from tests.unit.orchestration.conftest import START
 
 HOUR = 3_600_000
@@ -290,7 +291,7 @@ def test_wait_returns_at_once_when_a_task_is_queued(db: Path, clock: ReplayClock
     queue.enqueue("a1", "X", {}, "user")
 
     async def main() -> None:
-        async with asyncio.timeout(1):
+        async with asyncio.timeout(PATIENCE_S):  # a wake-up, or the test fails
             await queue.wait("a1")
 
     asyncio.run(main())
@@ -310,7 +311,7 @@ def test_wait_wakes_on_enqueue_for_that_agent_only(db: Path, clock: ReplayClock)
         await asyncio.sleep(0)
         assert woken == []
         queue.enqueue("a1", "X", {}, "user")
-        async with asyncio.timeout(1):
+        async with asyncio.timeout(PATIENCE_S):  # a wake-up, or the test fails
             await tasks[0]
         await asyncio.sleep(0)
         assert woken == ["a1"] and not tasks[1].done()
@@ -330,7 +331,7 @@ def test_an_enqueue_from_a_worker_thread_wakes_the_waiting_agent(
         waiting = asyncio.create_task(queue.wait("a1"))
         await asyncio.sleep(0)
         await asyncio.to_thread(queue.enqueue, "a1", "X", {}, "user")
-        async with asyncio.timeout(1):
+        async with asyncio.timeout(PATIENCE_S):  # a wake-up, or the test fails
             await waiting
 
     asyncio.run(main())
@@ -346,7 +347,7 @@ def test_recovery_wakes_an_agent_waiting_for_work(db: Path, clock: ReplayClock) 
         await asyncio.sleep(0)
         assert not waiting.done()
         queue.recover()
-        async with asyncio.timeout(1):
+        async with asyncio.timeout(PATIENCE_S):  # a wake-up, or the test fails
             await waiting
 
     asyncio.run(main())
@@ -361,7 +362,7 @@ def test_the_same_queue_can_be_waited_on_from_a_new_event_loop(
         waiting = asyncio.create_task(queue.wait("a1"))
         await asyncio.sleep(0)
         task = queue.enqueue("a1", "X", {}, "user")
-        async with asyncio.timeout(1):
+        async with asyncio.timeout(PATIENCE_S):  # a wake-up, or the test fails
             await waiting
         queue.take("a1")
         queue.complete(task.task_id, "ok")

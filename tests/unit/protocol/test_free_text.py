@@ -17,7 +17,6 @@ from app.domain.errors import ErrorCode
 from app.tools.protocol.call import read_xml
 from app.tools.protocol.free_text import DISPLAY, FreeText, repair
 from app.tools.protocol.parser import parse_response
-from tests.unit.protocol.timing import fastest_of
 
 FREE = FreeText({"write_note": frozenset({"content"}), "create_order": frozenset({"reason"})})
 KNOWN = ("write_note", "create_order", "get_order_book", "get_account_balance")
@@ -167,9 +166,10 @@ HOSTILE = {
 
 @pytest.mark.parametrize("free", [FREE, DISPLAY], ids=["executor", "display"])
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
-def test_two_megabytes_of_hostile_free_text_is_answered_quickly(text: str, free: FreeText) -> None:
-    parsed, elapsed = fastest_of(lambda: parse_response(text, KNOWN, free), budget_s=0.1)
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
+def test_two_megabytes_of_hostile_free_text_is_answered_one_way(text: str, free: FreeText) -> None:
+    """A call, a text or an error, never a mix (how fast such shapes are answered is measured by
+    tests/benchmarks/bench_parser_limits.py)."""
+    parsed = parse_response(text, KNOWN, free)
     assert [parsed.call, parsed.text, parsed.error].count(None) == 2
 
 

@@ -1,8 +1,9 @@
-"""Property tests: whatever a model sends, the protocol answers fast with a well-formed envelope.
+"""Property tests: whatever a model sends, the protocol answers with a well-formed envelope.
 
 Hypothesis feeds arbitrary unicode (lone surrogates included), arbitrary bytes, soups of XML-ish
-tokens and valid calls with random damage. The parser must never raise, must answer each within
-100 ms, and whatever it returns must render to an envelope lxml accepts. Rendering is fuzzed too:
+tokens and valid calls with random damage. The parser must never raise, and whatever it returns
+must render to an envelope lxml accepts (how fast it answers the worst shapes is measured by
+tests/benchmarks/bench_parser_limits.py). Rendering is fuzzed too:
 any text or attribute value round-trips exactly, except characters XML cannot carry at all, which
 become U+FFFD.
 """
@@ -31,14 +32,12 @@ from app.tools.protocol.render import (
 )
 from tests.unit.protocol.envelope import parse_envelope
 from tests.unit.protocol.sample_tools import OPERATOR, make_executor, run
-from tests.unit.protocol.timing import fastest_of
 
 KNOWN = ("get_order_book", "get_current_ticker_info", "create_order", "write_agent_memory_file")
-BUDGET_S = 0.1
 _UNREPRESENTABLE = re.compile("[\ud800-\udfff\ufffe\uffff]")
 FUZZ = settings(
     max_examples=300,
-    deadline=None,  # the 100 ms budget is asserted per call below, on the parse itself
+    deadline=None,  # speed is the benchmarks' to measure, on a quiet machine
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -122,10 +121,8 @@ XML_TOKENS = st.sampled_from(
 XML_SOUP = st.lists(XML_TOKENS | st.text(max_size=5), max_size=40).map("".join)
 
 
-def _timed_parse(raw: str | bytes) -> ParsedResponse:
-    parsed, elapsed = fastest_of(lambda: parse_response(raw, KNOWN), BUDGET_S)
-    assert elapsed < BUDGET_S, f"parse took {elapsed * 1000:.1f} ms, three times"
-    return parsed
+def _parse(raw: str | bytes) -> ParsedResponse:
+    return parse_response(raw, KNOWN)
 
 
 def _check_rendered(parsed: ParsedResponse) -> None:
@@ -158,19 +155,19 @@ def _check_rendered(parsed: ParsedResponse) -> None:
 @FUZZ
 @given(ANY_TEXT)
 def test_any_text_parses_fast_and_renders_a_well_formed_envelope(text: str) -> None:
-    _check_rendered(_timed_parse(text))
+    _check_rendered(_parse(text))
 
 
 @FUZZ
 @given(st.binary(max_size=400))
 def test_any_bytes_parse_fast_and_render_a_well_formed_envelope(raw: bytes) -> None:
-    _check_rendered(_timed_parse(raw))
+    _check_rendered(_parse(raw))
 
 
 @FUZZ
 @given(XML_SOUP)
 def test_xml_like_soup_parses_fast_and_renders_a_well_formed_envelope(text: str) -> None:
-    _check_rendered(_timed_parse(text))
+    _check_rendered(_parse(text))
 
 
 VALID_CALLS = [
@@ -218,7 +215,7 @@ def damaged_calls(draw: st.DrawFn) -> str:
 @FUZZ
 @given(damaged_calls())
 def test_damaged_calls_parse_fast_and_render_a_well_formed_envelope(text: str) -> None:
-    _check_rendered(_timed_parse(text))
+    _check_rendered(_parse(text))
 
 
 @settings(FUZZ, max_examples=200)
@@ -244,7 +241,7 @@ def test_any_value_written_escaped_parses_back_exactly(symbol: str, thinking: st
         f"<thinking>{escape_text(thinking)}</thinking>\n"
         f"<create_order><symbol>{escape_text(symbol)}</symbol><side>BUY</side></create_order>"
     )
-    parsed = _timed_parse(call)
+    parsed = _parse(call)
     if "</thinking" in thinking:  # the thinking block ends at the first closing tag, by design
         return
     assert parsed.call is not None, parsed.error
@@ -290,13 +287,13 @@ def nesting_floods(draw: st.DrawFn) -> str:
 @FUZZ
 @given(attribute_floods())
 def test_attribute_floods_parse_fast_and_render_a_well_formed_envelope(text: str) -> None:
-    _check_rendered(_timed_parse(text))
+    _check_rendered(_parse(text))
 
 
 @FUZZ
 @given(nesting_floods())
 def test_nesting_floods_parse_fast_and_render_a_well_formed_envelope(text: str) -> None:
-    _check_rendered(_timed_parse(text))
+    _check_rendered(_parse(text))
 
 
 TAGS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,12}", fullmatch=True)

@@ -8,7 +8,6 @@ well-formed ``<tool_result>`` whose ``<message>`` says how to fix the call.
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from app.domain.errors import ErrorCode
 from tests.unit.protocol.envelope import parse_envelope
 from tests.unit.protocol.sample_tools import OPERATOR, make_executor, run
-from tests.unit.protocol.timing import fastest_of
 
 BOOK = "<get_order_book><symbol>BTC/USDT</symbol></get_order_book>"
 PASSWD_MARKER = "root:"
@@ -572,16 +570,13 @@ def test_corpus_is_large_and_names_are_unique() -> None:
 @pytest.mark.parametrize("case", CORPUS, ids=[case.name for case in CORPUS])
 def test_malformed_output_gets_its_exact_error_code_and_a_fix(case: Case) -> None:
     executor, recorder, world = make_executor()
-    started = time.perf_counter()
     result = run(executor.execute_text(OPERATOR, case.response))
-    elapsed = time.perf_counter() - started
     assert result is not None
     assert (result.status, result.error_code) == ("error", case.code), result.message
     assert case.fix in result.message
     root = parse_envelope(result.xml)
     assert root.findtext("error_details/error_code") == case.code.value
     assert root.findtext("error_details/message") == result.message.replace("\r", "\n")
-    assert elapsed < 1.0, f"{case.name} took {elapsed:.3f}s"
     assert len(result.xml) < 5_000  # the error never echoes a huge input back
     assert [entry.status for entry in recorder.entries] == ["error"]
     assert world.orders == [] and world.files == {} and world.agents == {}
@@ -615,11 +610,11 @@ def test_hardened_parser_leaves_entities_unresolved_even_past_the_refusal() -> N
         assert "lollol" not in etree.tostring(root).decode()
 
 
-def test_ten_megabytes_is_refused_fast() -> None:
+def test_ten_megabytes_is_refused_before_it_is_parsed() -> None:
+    """Refused by its size alone (how fast: tests/benchmarks/bench_parser_limits.py)."""
     executor, _, _ = make_executor()
     huge = "<get_order_book><symbol>" + "A" * 10_000_000 + "</symbol></get_order_book>"
-    result, elapsed = fastest_of(lambda: run(executor.execute_text(OPERATOR, huge)), 0.1)
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
+    result = run(executor.execute_text(OPERATOR, huge))
     assert result is not None and result.error_code is ErrorCode.PARSE_ERROR
 
 

@@ -8,7 +8,6 @@ from app.domain.errors import ErrorCode
 from app.tools.protocol.call import ParamNode
 from app.tools.protocol.limits import MAX_ATTRIBUTES, MAX_CALL_ATTRIBUTES, MAX_CALL_DEPTH
 from app.tools.protocol.parser import parse_response
-from tests.unit.protocol.timing import fastest_of
 
 KNOWN = ("get_order_book", "get_current_ticker_info", "create_order")
 
@@ -157,10 +156,9 @@ WORST_CASES = {
 
 
 @pytest.mark.parametrize("text", WORST_CASES.values(), ids=WORST_CASES.keys())
-def test_two_megabytes_of_hostile_input_is_answered_quickly(text: str) -> None:
-    parsed, elapsed = fastest_of(lambda: parse_response(text, KNOWN), budget_s=0.1)
-    assert parsed.call is None
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"  # typically 2-45 ms
+def test_two_megabytes_of_hostile_input_is_answered_without_a_call(text: str) -> None:
+    """How fast each shape is answered: tests/benchmarks/bench_parser_limits.py."""
+    assert parse_response(text, KNOWN).call is None
 
 
 def test_more_attributes_on_a_tag_than_the_limit_is_refused_naming_the_limit() -> None:

@@ -63,7 +63,6 @@ SYMBOLS = tuple(sorted(PRICES))
 CASH = D(100_000)
 AGENTS = ("trader-1", "TRADER-1", "Trader-2", "trader-2", "analyst")
 STEP = D("0.000001")
-CASES = 2_000  # sequences per run (thousands, within about 45 s of one core)
 STEPS = 18  # steps per sequence, each followed by the checks
 
 #: What the runs did, summed over every case (printed, and checked to prove the run meaningful).
@@ -353,17 +352,21 @@ class GuardedAccount(RuleBasedStateMachine):
 
 @pytest.mark.slow
 def test_no_sequence_of_orders_fills_cancels_and_bars_takes_the_account_past_a_limit() -> None:
+    """Three times the Hypothesis profile's ``max_examples`` sequences: 300 in the default ("ci")
+    profile, enough for every limit to be reached, thousands with KESTREL_HYPOTHESIS=thorough (see
+    tests/conftest.py)."""
     STATS.clear()
+    cases = 3 * settings().max_examples
     run_state_machine_as_test(
         GuardedAccount,
         settings=settings(
-            max_examples=CASES, stateful_step_count=STEPS, deadline=None, database=None,
+            max_examples=cases, stateful_step_count=STEPS, deadline=None, database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
-    print(f"\n{CASES} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(STATS.items())))
+    print(f"\n{cases} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(STATS.items())))
     # the run was meaningful: entries were accepted and every exposure limit refused some
-    assert STATS["accepted entries"] > CASES
+    assert STATS["accepted entries"] > cases
     for limit in ("max_position_weight", "max_open_positions", "max_open_orders",
                   "min_cash_reserve", "agent_budget"):
         assert STATS[f"refused by {limit}"] > 0, limit
