@@ -10,6 +10,7 @@ Colours come from the theme's sheet (object names), never from here.
 
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QPushButton, QWidget
 
 from app.domain.agents import Channel
@@ -27,7 +28,14 @@ def shown_in_window(event: NotificationRaised) -> bool:
 
 
 class AlertBanner(Strip):
-    """The strip of Kestrel's own alerts, with Dismiss; hidden while there is none."""
+    """The strip of Kestrel's own alerts, with Dismiss; hidden while there is none.
+
+    Signals:
+        raised: True when the strip shows, False when it is dismissed (the window gives the
+            strip the room of its informational banner meanwhile, so the chart keeps its own).
+    """
+
+    raised = Signal(bool)
 
     def __init__(self, bus: EventBus | None, parent: QWidget | None = None) -> None:
         self.dismiss_button = QPushButton("Dismiss")
@@ -51,6 +59,7 @@ class AlertBanner(Strip):
     def dismiss(self) -> None:
         self.alerts.clear()
         self.hide()
+        self.raised.emit(False)
 
     def _show(self) -> None:
         subject, _message = self.alerts[0]
@@ -60,3 +69,4 @@ class AlertBanner(Strip):
         self.text.setText(self.alerts[0][1])  # the newest; the strip keeps its height
         self.setToolTip("\n\n".join(f"{s}\n{m}" for s, m in self.alerts))
         self.show()
+        self.raised.emit(True)

@@ -119,6 +119,8 @@ class MainWindow(QMainWindow):
         self.notices: Any = None  # app.ui.notices.NoticeLog, keeping the notifications list
         self._pacer: asyncio.Task[None] | None = None
         self.banner: Any = None  # app.ui.replay_bar.Banner, once open
+        self.tabs: QTabWidget | None = None  # Chart and Backtest, once open
+        self.alert_banner: Any = None  # app.ui.alerts.AlertBanner, once open
         self._banner_link: BusLink | None = None
         self._banner_start_ms = 0
         self._answered: set[tuple[str, str]] = set()  # (agent id, model) answers seen
@@ -397,6 +399,9 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("central_tabs")
         self.tabs.addTab(chart, "Chart")
         self.tabs.addTab(backtest, "Backtest")
+        # the banner says what the desk's agents run on and where its data comes from: the
+        # Backtest view says that of its own run, and needs the room on a small screen
+        self.tabs.currentChanged.connect(lambda _index: self._place_banner())
         kill = KillSwitchControls(
             self, team.kill_switch, world.bus, self.tasks,
             reconciler=venue.live.reconciliation if venue.live is not None else None)
@@ -406,6 +411,9 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         self.alert_banner = AlertBanner(world.bus, central)
+        # an urgent alert takes the place of the banner that says what runs, until dismissed:
+        # on a small screen the chart keeps its room
+        self.alert_banner.raised.connect(lambda _up: self._place_banner())
         layout.addWidget(kill.banner)
         layout.addWidget(self.alert_banner)
         layout.addWidget(self.banner)
@@ -543,6 +551,13 @@ class MainWindow(QMainWindow):
             label=world.venue.label, warnings=replay_warnings(world, self._banner_start_ms),
             uses_llm=bool(engines.models),
         )
+
+    def _place_banner(self) -> None:
+        """Show the banner over the Chart tab, unless an urgent alert has taken its place."""
+        if self.banner is None or self.tabs is None:
+            return
+        alert = self.alert_banner is not None and bool(self.alert_banner.alerts)
+        self.banner.setVisible(self.tabs.currentIndex() == 0 and not alert)
 
     def _refresh_banner(self) -> None:
         """Say anew what the agents run on; an unchanged text is left alone (no relayout)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from PySide6.QtCore import QSize
 
 from app.domain.agents import Channel
 from app.orchestration.notify import EVERY_CHANNEL, SENDER, PersonAlert
@@ -80,15 +81,18 @@ def test_the_kill_switch_and_agents_notices_are_not_repeated_in_the_alert_strip(
 
 def test_the_alert_strip_fits_a_small_screen(desk: Desk) -> None:
     async def scenario() -> None:
-        window = await desk.open()
+        window = await desk.open(size=QSize(1280, 720))  # a small screen, the window filling it
         await desk.settle(window)
-        window.resize(1280, 720)
         banner = banner_of(window)
         banner.add("Kestrel: BTC/USDT has no stop loss now", LOST)
         await eventually(banner.isVisible)
         assert on_screen(banner.dismiss_button)
         assert banner.text.height() >= banner.text.fontMetrics().height() * 2  # wrapped, whole
-        assert window.panels["chart"].height() > 250  # the chart keeps its room
+        # the chart keeps its room: the alert takes the place of the banner saying what runs
+        assert not window.banner.isVisible()
+        await eventually(lambda: window.panels["chart"].height() > 250)
+        banner.dismiss_button.click()
+        await eventually(window.banner.isVisible)  # back once the alert is dismissed
 
     desk.run(scenario)
 
