@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import pyqtgraph as pg
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -71,3 +72,12 @@ def desk(tmp_path: Any, qapp: Any, qtbot: Any, qloop: Any) -> Iterator[Any]:
     qapp.setQuitOnLastWindowClosed(False)  # as app.ui.app sets it: the window may go to the tray
     yield Desk(tmp_path, qtbot, qloop)
     qapp.setQuitOnLastWindowClosed(True)
+
+
+@pytest.fixture
+def every_mouse_move() -> Iterator[None]:
+    """pyqtgraph drops mouse moves closer together than 10 ms; a test's moves all count."""
+    kept = pg.getConfigOption("mouseRateLimit")
+    pg.setConfigOption("mouseRateLimit", -1)
+    yield
+    pg.setConfigOption("mouseRateLimit", kept)

@@ -6,9 +6,7 @@ line from two clicks; and all of it back after a restart of the same workspace."
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
-import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtWidgets import QDialogButtonBox
@@ -19,18 +17,13 @@ from tests.helpers.eventually import eventually
 from tests.ui.desk import Desk, click, send_mouse
 
 # a menu grabs the keyboard, which the offscreen platform cannot do
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
-                                       "does not support activateWindow",
-                                       "does not support grabbing the keyboard")
+pytestmark = [
+    pytest.mark.usefixtures("every_mouse_move"),
+    pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
+                              "does not support activateWindow",
+                              "does not support grabbing the keyboard"),
+]
 
-
-@pytest.fixture(autouse=True)
-def every_mouse_move() -> Iterator[None]:
-    """pyqtgraph drops mouse moves closer together than 10 ms; a test's moves all count."""
-    kept = pg.getConfigOption("mouseRateLimit")
-    pg.setConfigOption("mouseRateLimit", -1)
-    yield
-    pg.setConfigOption("mouseRateLimit", kept)
 
 
 def middle(chart: ChartWidget) -> QPoint:

@@ -7,10 +7,8 @@ and a symbol without data says why, with an empty book."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import ROUND_DOWN, Decimal
 
-import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
 
@@ -32,18 +30,13 @@ from tests.ui.test_trading_controls import (
 )
 
 # a menu grabs the keyboard, which the offscreen platform cannot do
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
-                                       "does not support activateWindow",
-                                       "does not support grabbing the keyboard")
+pytestmark = [
+    pytest.mark.usefixtures("every_mouse_move"),
+    pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise",
+                              "does not support activateWindow",
+                              "does not support grabbing the keyboard"),
+]
 
-
-@pytest.fixture(autouse=True)
-def every_mouse_move() -> Iterator[None]:
-    """pyqtgraph drops mouse moves closer together than 10 ms; a test's moves all count."""
-    kept = pg.getConfigOption("mouseRateLimit")
-    pg.setConfigOption("mouseRateLimit", -1)
-    yield
-    pg.setConfigOption("mouseRateLimit", kept)
 
 
 def drag(chart: ChartWidget, start: QPoint, end: QPoint) -> None:

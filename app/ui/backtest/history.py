@@ -19,12 +19,11 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
-    QTableWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app.ui.backtest.report import cell, fmt, sign_colour
+from app.ui.backtest.report import cell, fmt, read_only_table, sign_colour
 from app.ui.backtest.runs import PastRun
 from app.ui.theme import set_look
 
@@ -55,14 +54,9 @@ class RunsView(QWidget):
         self.where.setObjectName("runs_where")
         self.where.setWordWrap(True)
         set_look(self.where, "muted")
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("runs_table")
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table = read_only_table(COLUMNS, "runs_table")
+        # two are picked to compare
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._selection_changed)

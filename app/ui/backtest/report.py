@@ -87,7 +87,8 @@ def sign_colour(value: float | int | None) -> str | None:
     return palette().up if value > 0 else palette().down if value < 0 else None
 
 
-def _table(columns: tuple[str, ...], name: str) -> QTableWidget:
+def read_only_table(columns: tuple[str, ...], name: str) -> QTableWidget:
+    """A table of whole rows to read and select, never to edit, its columns sharing the width."""
     table = QTableWidget(0, len(columns))
     table.setObjectName(name)
     table.setHorizontalHeaderLabels(list(columns))
@@ -101,7 +102,7 @@ def _table(columns: tuple[str, ...], name: str) -> QTableWidget:
 
 def metrics_table(name: str) -> QTableWidget:
     """The metrics table: names whole, values right-aligned; its columns never cut a number."""
-    table = _table(("Metric", "Strategy", "Buy & hold"), name)
+    table = read_only_table(("Metric", "Strategy", "Buy & hold"), name)
     header = table.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     header.setStretchLastSection(True)
@@ -322,7 +323,7 @@ class TradesView(QWidget):
         for item in (self.entries, self.exits):
             item.setZValue(20)
             self.price_plot.addItem(item)
-        self.table = _table(TRADE_COLUMNS, "trades_table")
+        self.table = read_only_table(TRADE_COLUMNS, "trades_table")
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setMinimumHeight(60)
