@@ -557,7 +557,8 @@ class MainWindow(QMainWindow):
         if self.banner is None or self.tabs is None:
             return
         alert = self.alert_banner is not None and bool(self.alert_banner.alerts)
-        self.banner.setVisible(self.tabs.currentIndex() == 0 and not alert)
+        self.banner.setVisible(self.tabs.currentWidget() is self.panels.get("chart")
+                               and not alert)
 
     def _refresh_banner(self) -> None:
         """Say anew what the agents run on; an unchanged text is left alone (no relayout)."""
