@@ -115,9 +115,32 @@ def _plain_node(data: Any, containers: set[int]) -> Node:  # noqa: ANN401 - any 
     raise _NotPlain
 
 
+_RESOLVED_SIZE = 4096
+_resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
+
+
+class _Dumper(_DUMPER):
+    """The dumper, remembering the tag each scalar resolves to. Serialising asks the resolver
+    twice for every scalar, and it tries its regular expressions each time; an agent's
+    documents repeat most of their scalars (keys, signals, dates) from one dump to the next.
+    The answer depends on the scalar's text and the flags alone, so it can be kept."""
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:  # noqa: ANN401 - PyYAML's
+        if kind is not ScalarNode:
+            return str(super().resolve(kind, value, implicit))
+        key = (value, implicit)
+        tag = _resolved.get(key)
+        if tag is None:
+            tag = str(super().resolve(kind, value, implicit))
+            if len(_resolved) >= _RESOLVED_SIZE:
+                _resolved.clear()
+            _resolved[key] = tag
+        return tag
+
+
 def _emit(node: Node, width: int | None) -> str:
     stream = io.StringIO()
-    dumper = _DUMPER(stream, default_flow_style=False, width=width, allow_unicode=True,
+    dumper = _Dumper(stream, default_flow_style=False, width=width, allow_unicode=True,
                      sort_keys=False)
     try:
         dumper.open()

@@ -21,7 +21,7 @@ from app.domain.clock import Clock
 from app.events import ConversationMessageAdded, EventBus, LLMCallRecorded
 from app.redaction import redact
 from app.store.db import StoreDb, store_db
-from app.store.texts import TOOL_RESULT_OPEN, compose
+from app.store.texts import MIN_SHARED_CHARS, compose
 
 # kinds sent to the model; the others ("question", "notice", "hidden_result") are for people.
 # "native_call": a call the model made through its API's tool calling, kept as its XML;
@@ -60,8 +60,8 @@ class UsageTotals:
     cut_answers: int = 0
 
 
-# a message that carries tool results is stored as its parts (``app.store.texts``), each result
-# once; the ``messages`` view puts it back together
+# a message is stored as its parts (``app.store.texts``): the tool results it carries and its
+# long text between them are texts, each kept once; the ``messages`` view puts it back together
 _INSERT = (
     "INSERT INTO message_rows (agent_id, task_id, step, role, kind, content, parts, market_ms, "
     "wall_ms) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -94,10 +94,10 @@ class ConversationStore:
         market_ms, wall_ms = self._clock.now_ms(), int(time.time() * 1000)
         content = redact(content)
         conn = self._db.conn
-        if TOOL_RESULT_OPEN not in content:
+        if len(content) < MIN_SHARED_CHARS:
             cur = conn.execute(_INSERT, (agent_id, task_id, step, role, kind, content, None,
                                          market_ms, wall_ms))
-        else:  # the results it carries go to ``texts`` once; one commit for them and the row
+        else:  # its long pieces go to ``texts`` once; one commit for them and the row
             with self._db.lock, (nullcontext(conn) if conn.in_transaction
                                  else self._db.transaction()):
                 parts = compose(conn, content)

@@ -47,6 +47,7 @@ from app.domain.clock import parse_time
 from app.market.series import Times
 from app.runtime.agent_backtest import AgentBacktestResult
 from app.runtime.task_endings import Ending, TaskEnding, read_endings
+from app.store.texts import install
 
 REPORT_JSON = "eval.json"
 REPORT_MD = "eval.md"
@@ -117,7 +118,7 @@ class Answers:
 
 def _db(run_dir: Path) -> sqlite3.Connection:
     path = run_dir / "workspace" / "kestrel.db"
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    return install(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
 
 
 def read_declined(recording: Path) -> set[str]:

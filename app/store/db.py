@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import OperationalError
 from app.store.disk_full import disk_full_error, disk_full_reason
+from app.store.texts import install, text_sql
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -40,6 +41,20 @@ if TYPE_CHECKING:
 # system's journal while other threads fsync, and the commits on the event loop stalled 50-300 ms
 # (bench_desk). The file goes when the last connection closes.
 WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024
+
+# inserting into the ``tool_calls`` or ``messages`` view stores the row's text in place
+_TOOL_CALLS_INSERT = """CREATE TRIGGER tool_calls_insert INSTEAD OF INSERT ON tool_calls BEGIN
+        INSERT INTO tool_call_rows (id, agent_id, tool_name, params_json, status, error_code,
+                                    result_xml, started_ms, duration_ms)
+        VALUES (NEW.id, NEW.agent_id, NEW.tool_name, NEW.params_json, NEW.status,
+                NEW.error_code, NEW.result_xml, NEW.started_ms, NEW.duration_ms);
+    END;"""
+_MESSAGES_INSERT = """CREATE TRIGGER messages_insert INSTEAD OF INSERT ON messages BEGIN
+        INSERT INTO message_rows (id, agent_id, task_id, step, role, kind, content, market_ms,
+                                  wall_ms)
+        VALUES (NEW.id, NEW.agent_id, NEW.task_id, NEW.step, NEW.role, NEW.kind, NEW.content,
+                NEW.market_ms, NEW.wall_ms);
+    END;"""
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the trading core.
@@ -266,7 +281,7 @@ MIGRATIONS: tuple[str, ...] = (
     # sees every row as it was; what they replace are the tables ``tool_call_rows`` and
     # ``message_rows``, with their rows and indexes as they were (rows written before keep their
     # text in place). Inserting into a view stores the text in place, as before.
-    """
+    f"""
     CREATE TABLE texts (id INTEGER PRIMARY KEY, key INTEGER NOT NULL, body TEXT NOT NULL);
     ALTER TABLE tool_calls RENAME TO tool_call_rows;
     ALTER TABLE tool_call_rows ADD COLUMN result_id INTEGER REFERENCES texts (id);
@@ -276,12 +291,7 @@ MIGRATIONS: tuple[str, ...] = (
              ELSE (SELECT body FROM texts WHERE texts.id = result_id) END AS result_xml,
         started_ms, duration_ms
         FROM tool_call_rows;
-    CREATE TRIGGER tool_calls_insert INSTEAD OF INSERT ON tool_calls BEGIN
-        INSERT INTO tool_call_rows (id, agent_id, tool_name, params_json, status, error_code,
-                                    result_xml, started_ms, duration_ms)
-        VALUES (NEW.id, NEW.agent_id, NEW.tool_name, NEW.params_json, NEW.status,
-                NEW.error_code, NEW.result_xml, NEW.started_ms, NEW.duration_ms);
-    END;
+    {_TOOL_CALLS_INSERT}
     ALTER TABLE messages RENAME TO message_rows;
     ALTER TABLE message_rows ADD COLUMN parts TEXT;
     CREATE VIEW messages AS SELECT
@@ -295,13 +305,49 @@ MIGRATIONS: tuple[str, ...] = (
         END AS content,
         market_ms, wall_ms
         FROM message_rows;
-    CREATE TRIGGER messages_insert INSTEAD OF INSERT ON messages BEGIN
-        INSERT INTO message_rows (id, agent_id, task_id, step, role, kind, content, market_ms,
-                                  wall_ms)
-        VALUES (NEW.id, NEW.agent_id, NEW.task_id, NEW.step, NEW.role, NEW.kind, NEW.content,
-                NEW.market_ms, NEW.wall_ms);
-    END;
-    """,
+    {_MESSAGES_INSERT}
+    """,  # noqa: S608 - the SQL is this module's own
+    # 9 -> 10: texts compressed together (app.store.texts). A new text's body waits in
+    # ``text_pending`` until the pending texts fill a block, then they are packed into one zlib
+    # block (``text_blocks``) and each text's row keeps its place there (``block``, ``start`` and
+    # ``size`` in bytes; its own ``body`` is empty). Texts written before keep their body in
+    # their row and have no size: they are never packed. A new text's ``key`` is its CRC-32 (a
+    # filter before the texts are compared, as the hash before it). An audit row's parameters
+    # are a text too (``params_id``), and a message's long literal pieces; the views read them
+    # back through ``sqlar_uncompress`` (registered by ``app.store.texts.install``, and built
+    # into the ``sqlite3`` shell). A view's triggers go with it, so both are made again.
+    f"""
+    DROP VIEW tool_calls;
+    DROP VIEW messages;
+    CREATE TABLE text_blocks (id INTEGER PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL,
+                              last_id INTEGER NOT NULL);
+    CREATE TABLE text_pending (id INTEGER PRIMARY KEY REFERENCES texts (id), body TEXT NOT NULL);
+    ALTER TABLE texts ADD COLUMN size INTEGER;
+    ALTER TABLE texts ADD COLUMN block INTEGER REFERENCES text_blocks (id);
+    ALTER TABLE texts ADD COLUMN start INTEGER;
+    ALTER TABLE tool_call_rows ADD COLUMN params_id INTEGER REFERENCES texts (id);
+    CREATE VIEW tool_calls AS SELECT
+        id, agent_id, tool_name,
+        CASE WHEN params_id IS NULL THEN params_json
+             ELSE {text_sql("tool_call_rows.params_id")} END AS params_json,
+        status, error_code,
+        CASE WHEN result_id IS NULL THEN result_xml
+             ELSE {text_sql("tool_call_rows.result_id")} END AS result_xml,
+        started_ms, duration_ms
+        FROM tool_call_rows;
+    {_TOOL_CALLS_INSERT}
+    CREATE VIEW messages AS SELECT
+        id, agent_id, task_id, step, role, kind,
+        CASE WHEN parts IS NULL THEN content ELSE (
+            SELECT group_concat(piece, '') FROM (
+                SELECT CASE part.type WHEN 'integer' THEN {text_sql("part.value")}
+                           ELSE part.value END AS piece
+                FROM json_each(message_rows.parts) AS part ORDER BY part.key))
+        END AS content,
+        market_ms, wall_ms
+        FROM message_rows;
+    {_MESSAGES_INSERT}
+    """,  # noqa: S608 - the SQL is this module's own
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -319,7 +365,8 @@ def connect(path: Path | str, *, durable: bool = True) -> sqlite3.Connection:
         OperationalError: the file is not a database, or was written by a newer Kestrel.
     """
     try:
-        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn = install(sqlite3.connect(str(path), isolation_level=None,
+                                       check_same_thread=False))
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -348,7 +395,8 @@ def connect_read_only(path: Path | str) -> sqlite3.Connection:
     """
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn = install(sqlite3.connect(uri, uri=True, isolation_level=None,
+                                       check_same_thread=False))
         conn.execute("PRAGMA query_only=ON")
         conn.execute("PRAGMA busy_timeout=10000")
         version = schema_version(conn)
@@ -400,6 +448,7 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     Raises:
         OperationalError: the database is newer than this code knows.
     """
+    install(conn)  # what the views call, for a connection opened elsewhere
     current = schema_version(conn)
     if current > SCHEMA_VERSION:
         raise OperationalError(

@@ -38,7 +38,7 @@ from app.domain.errors import OperationalError
 from app.domain.trading import ExitKind, Fill, Order, OrderStatus, OrderType, Side
 from app.redaction import redact
 from app.store.db import StoreDb, store_db, unit_of_work
-from app.store.texts import put_text
+from app.store.texts import MIN_SHARED_CHARS, put_text
 
 
 @dataclass(slots=True)
@@ -104,11 +104,11 @@ def _dec(value: str | None) -> Decimal | None:
 
 
 MAX_DEFERRED_POINTS = 4096  # bounds the memory a long run without orders keeps pending
-# the result goes to ``texts`` once, the row refers to it (``app.store.texts``); the
-# ``tool_calls`` view reads it back
+# the result goes to ``texts`` once, and the parameters when they are long; the row refers to
+# them (``app.store.texts``) and the ``tool_calls`` view reads them back
 _INSERT_TOOL_CALL = (
-    "INSERT INTO tool_call_rows (agent_id, tool_name, params_json, status, error_code, "
-    "result_xml, result_id, started_ms, duration_ms) VALUES (?,?,?,?,?,'',?,?,?)"
+    "INSERT INTO tool_call_rows (agent_id, tool_name, params_json, params_id, status, "
+    "error_code, result_xml, result_id, started_ms, duration_ms) VALUES (?,?,?,?,?,?,'',?,?,?)"
 )
 _INSERT_RISK = (
     "INSERT INTO risk_decisions (now_ms, agent_id, symbol, side, order_type, quantity, notional, "
@@ -222,9 +222,13 @@ class Ledger:
         if risk:
             conn.executemany(_INSERT_RISK, risk)
         if calls:
-            conn.executemany(_INSERT_TOOL_CALL, [
-                (agent, tool, params, status, code, put_text(conn, result), started, duration)
-                for agent, tool, params, status, code, result, started, duration in calls])
+            rows = []
+            for agent, tool, params, status, code, result, started, duration in calls:
+                shared = len(params) >= MIN_SHARED_CHARS
+                rows.append((agent, tool, "" if shared else params,
+                             put_text(conn, params) if shared else None, status, code,
+                             put_text(conn, result), started, duration))
+            conn.executemany(_INSERT_TOOL_CALL, rows)
         return len(calls), len(risk), len(points), bool(meta)
 
     def _drop_pending(self, calls: int, risk: int, points: int, meta: bool) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from app.store.texts import install
+
 T = TypeVar("T")
 
 
@@ -66,5 +68,5 @@ class OffLoopReader:
         with self._lock:
             if self._conn is None:
                 uri = f"{self._file.resolve().as_uri()}?mode=ro"  # type: ignore[union-attr]
-                self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                self._conn = install(sqlite3.connect(uri, uri=True, check_same_thread=False))
             return fn(self._conn)

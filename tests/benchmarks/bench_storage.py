@@ -58,8 +58,11 @@ def table_sizes(path: Path) -> dict[str, int]:
 
 
 def text_bytes(path: Path) -> dict[str, int]:
-    """Characters of text kept in the database's largest text columns (what the tables hold)."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """Bytes of text the database's largest text columns give to a reader (what the views put
+    back together, before any sharing or compression)."""
+    from app.store.texts import install
+
+    conn = install(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
     queries = {
         "messages.content": "SELECT sum(length(CAST(content AS BLOB))) FROM messages",
         "tool_calls.result_xml": "SELECT sum(length(CAST(result_xml AS BLOB))) FROM tool_calls",

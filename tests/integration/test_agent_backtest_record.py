@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
+from app.store.texts import install
 from tests.helpers.paths import BTC_USD_1H, TEST_DATA
 
 RECORD = TEST_DATA / "agent_backtest_record.json"
@@ -68,7 +69,7 @@ def run_record(out: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"trades": outcome.result.metrics.trades,
                               "final_equity": str(outcome.result.metrics.final_equity),
                               "tool_calls": outcome.tool_calls}
-    with sqlite3.connect(workspace / "kestrel.db") as db:
+    with install(sqlite3.connect(workspace / "kestrel.db")) as db:
         for table, sql in TABLES.items():
             rows = [list(row) for row in db.execute(sql)]
             record[table] = {"rows": len(rows), "sha256": _digest(rows)}

@@ -28,6 +28,7 @@ from app.domain.agents import AgentInfo, AgentRole, AgentState, TaskStatus
 from app.events import NotificationRaised
 from app.memory.roles import ANALYSIS_LOG, trades_path
 from app.runtime.world import World
+from app.store.texts import install
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
 from tests.helpers.fake_llm_servers import FakeAnthropicServer, FakeOpenAIServer
 from tests.helpers.rule_model import RuleModel
@@ -143,7 +144,7 @@ def test_the_same_flow_through_a_real_sdk_recovers_from_malformed_calls(
 
 def _decisions(folder: Path) -> dict[str, list[tuple[str, str, str]]]:
     """Each agent's calls in order (agents run concurrently, so only per agent is order fixed)."""
-    conn = sqlite3.connect(folder / "kestrel.db")
+    conn = install(sqlite3.connect(folder / "kestrel.db"))
     try:
         rows = conn.execute(
             "SELECT agent_id, tool_name, params_json, status FROM tool_calls ORDER BY id"

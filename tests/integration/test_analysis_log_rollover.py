@@ -19,6 +19,7 @@ import pytest
 from app.memory.roles import ANALYSIS_LOG, parse_analysis_log
 from app.memory.store import MemoryLimits
 from app.runtime import world as world_module
+from app.store.texts import install
 from tests.integration.test_agent_backtest_record import RECORD, run_record
 
 SMALL = 20_000
@@ -37,7 +38,7 @@ def test_a_full_analysis_log_is_archived_whole_and_the_agents_keep_trading(
     assert got["trades"] > 0
 
     workspace = tmp_path / "out" / "workspace"
-    with sqlite3.connect(workspace / "kestrel.db") as db:
+    with install(sqlite3.connect(workspace / "kestrel.db")) as db:
         rows = db.execute(
             "SELECT id, agent_id, tool_name, params_json, status, error_code, started_ms "
             "FROM tool_calls ORDER BY id"

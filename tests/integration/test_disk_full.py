@@ -23,6 +23,7 @@ from pathlib import Path
 
 from app.domain.trading import Side
 from app.store.ledger import Ledger
+from app.store.texts import install
 from tests.helpers.paths import REPO
 
 SETUP = "watch BTC/USDT on 1h every 1h with a trend analyst and a trader"
@@ -73,7 +74,7 @@ def stopped_at(message: str) -> str:
 
 def assert_ledger_intact(db: Path) -> int:
     """The database is whole, and its orders, fills and balances agree; returns the fills."""
-    conn = sqlite3.connect(db)
+    conn = install(sqlite3.connect(db))
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -167,7 +168,7 @@ def test_what_the_full_disk_kept_from_being_written_is_named_call_by_call(tmp_pa
     assert all(call[1] == "success" for call in made[:-1]), "the market reads still answer"
     assert made[-1][1] == "error" and "could not be saved: the disk is full" in made[-1][2]
 
-    conn = sqlite3.connect(workspace / "kestrel.db")
+    conn = install(sqlite3.connect(workspace / "kestrel.db"))
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         recorded = dict(conn.execute(

@@ -29,12 +29,13 @@ from app.orchestration.queue import TaskQueue
 from app.runtime.venue import VenueSpec
 from app.runtime.world import WorldOptions, build_world
 from app.store.db import GroupedDb
+from app.store.texts import install
 from app.workspace import Workspace
 from tests.helpers.paths import BTC_USD_1H
 
 
 def _count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as reader:
+    with install(sqlite3.connect(db)) as reader:
         return int(reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
 
 
@@ -75,7 +76,7 @@ def test_a_failed_unit_inside_a_group_undoes_only_itself(tmp_path: Path) -> None
     finally:
         grouped.finish()
     assert _count(path, "messages") == 1
-    with sqlite3.connect(path) as reader:
+    with install(sqlite3.connect(path)) as reader:
         assert reader.execute("SELECT COUNT(*) FROM meta WHERE key='undone'").fetchone()[0] == 0
 
 

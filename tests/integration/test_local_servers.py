@@ -24,6 +24,7 @@ import pytest
 from app.agents.faults import what_to_do
 from app.config import LLMSettings
 from app.runtime.agent_backtest import AgentBacktestOptions, AgentBacktestResult, run_agent_backtest
+from app.store.texts import install
 from tests.helpers.cli import run_main
 from tests.helpers.fake_llm_servers import FakeOllamaServer, FakeOpenAIServer, count_prompt
 from tests.helpers.paths import BTC_USDT_1H, REPO
@@ -40,7 +41,7 @@ def backtest(tmp_path: Path, base_url: str, bars: int = 4, **llm: Any) -> AgentB
 
 
 def stored(tmp_path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(tmp_path / "workspace" / "kestrel.db") as db:
+    with install(sqlite3.connect(tmp_path / "workspace" / "kestrel.db")) as db:
         return db.execute(sql, args).fetchall()
 
 

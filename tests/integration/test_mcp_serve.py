@@ -15,6 +15,8 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from app.store.texts import install
+
 KESTREL = str(Path(sys.executable).with_name("kestrel"))
 
 
@@ -62,7 +64,7 @@ def test_an_external_agent_trades_through_the_risk_guard_and_is_audited(tmp_path
             assert "<error_code>ACCESS_DENIED</error_code>" in _text(escape)
 
     asyncio.run(scenario())
-    db = sqlite3.connect(tmp_path / "kestrel.db")
+    db = install(sqlite3.connect(tmp_path / "kestrel.db"))
     calls = db.execute("SELECT agent_id, tool_name, status FROM tool_calls ORDER BY id").fetchall()
     assert calls == [
         ("ext-1", "get_current_ticker_info", "success"),
@@ -88,7 +90,7 @@ def test_an_order_the_approval_policy_would_hold_is_refused_and_recorded(tmp_pat
     text = asyncio.run(scenario())
     assert "<rule>human_approval_required</rule>" in text
     assert "approval.above_quote" in text
-    db = sqlite3.connect(tmp_path / "kestrel.db")
+    db = install(sqlite3.connect(tmp_path / "kestrel.db"))
     assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 0
     assert db.execute("SELECT agent_id, status FROM tool_calls").fetchall() == [
         ("mcp-client", "rejected")]

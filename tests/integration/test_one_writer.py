@@ -20,6 +20,7 @@ import pytest
 from app.domain.clock import parse_time
 from app.store.ledger import Ledger
 from app.store.lock import read_holder
+from app.store.texts import install
 from tests.helpers.eventually import eventually_blocking
 from tests.helpers.paths import BTC_USD_1H, REPO
 from tests.integration.ledger_crash_worker import state_before
@@ -135,7 +136,7 @@ def test_while_kestrel_run_holds_a_workspace_writers_are_refused_and_readers_ans
     finally:
         run.kill()  # SIGKILL: the OS drops its lock
         run.wait()
-    conn = sqlite3.connect(ws / "kestrel.db")
+    conn = install(sqlite3.connect(ws / "kestrel.db"))
     try:
         operator_calls = conn.execute(
             "SELECT COUNT(*) FROM tool_calls WHERE agent_id='operator'").fetchone()[0]
@@ -171,7 +172,7 @@ def test_deleting_the_lock_file_under_a_running_writer_lets_no_second_writer_in(
     finally:
         run.kill()
         run.wait()
-    conn = sqlite3.connect(ws / "kestrel.db")
+    conn = install(sqlite3.connect(ws / "kestrel.db"))
     try:
         operator_calls = conn.execute(
             "SELECT COUNT(*) FROM tool_calls WHERE agent_id='operator'").fetchone()[0]

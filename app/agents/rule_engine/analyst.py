@@ -161,6 +161,22 @@ def _complete_rows(result: Result, now_ms: int, interval_ms: int) -> tuple[dict[
     return tuple(_complete(_points(result), now_ms, interval_ms))
 
 
+@lru_cache(maxsize=CACHED_RESULTS)
+def _last_two_complete(
+    result: Result, now_ms: int, interval_ms: int
+) -> tuple[dict[str, Decimal], ...]:
+    """``_complete_rows(...)[-2:]`` without converting the points before them: an indicator's
+    result carries dozens of values and the rules read its last two."""
+    points = _points(result)
+    last: list[etree._Element] = []
+    for point in reversed(points):
+        if int(point.get("timestamp_ms", "0")) + interval_ms <= now_ms:
+            last.append(point)
+            if len(last) == 2:
+                break
+    return tuple(_complete(last[::-1], now_ms, interval_ms))
+
+
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """The settings an assessment depends on (a cache key)."""
@@ -183,7 +199,7 @@ def _judge(
     """The assessment from the candles and indicator results, once each has two complete
     values. A pure function of its arguments, cached for the task's later turns, which ask
     again with the same results."""
-    values = {key: _complete_rows(result, now_ms, interval_ms)[-2:] for key, result in results}
+    values = {key: _last_two_complete(result, now_ms, interval_ms) for key, result in results}
     candles = [
         Candle(int(row["timestamp_ms"]), row["open"], row["high"], row["low"], row["close"],
                row["volume"])
@@ -458,7 +474,7 @@ class AnalystPolicy:
                 )
             if got.result is None or not got.result.ok:
                 return _Failed(f"{name}", got.result or Result("error"))
-            if len(_complete_rows(got.result, now_ms, interval_ms)) < 2:
+            if len(_last_two_complete(got.result, now_ms, interval_ms)) < 2:
                 return _Failed(name, Result(
                     "error", error_code="INSUFFICIENT_DATA",
                     message=f"fewer than two complete {name} values yet",

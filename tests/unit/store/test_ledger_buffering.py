@@ -13,6 +13,7 @@ from app.domain.trading import Mode, OrderType, Side
 from app.exchange.paper import PaperBroker
 from app.runtime.recorders import SqliteToolCallRecorder
 from app.store.ledger import Ledger
+from app.store.texts import install
 from app.tools.executor import ToolCallRecord
 from app.trading.port import OrderRequest
 from tests.unit.exchange.support import SYMBOL, make_rig
@@ -33,7 +34,7 @@ def _risk_row(i: int) -> tuple[object, ...]:
 
 
 def _count(path, table: str) -> int:
-    conn = sqlite3.connect(path)
+    conn = install(sqlite3.connect(path))
     try:
         return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608
     finally:

@@ -1,10 +1,11 @@
 """Each tool result kept once: the audit row and the messages that carry it refer to one text,
-and every reader still sees each row's full text, in a new workspace and in one migrated from
-the schema before."""
+texts are compressed together in blocks, and every reader still sees each row's full text, in a
+new workspace and in one migrated from the schemas before."""
 
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -15,7 +16,7 @@ from app.domain.clock import ReplayClock
 from app.store import db
 from app.store.audit_trail import read_durations, read_tool_call_detail, read_tool_calls
 from app.store.ledger import Ledger
-from app.store.texts import MIN_SHARED_CHARS, compose, expand
+from app.store.texts import BLOCK_BYTES, MIN_SHARED_CHARS, compose, expand, read_text
 
 RESULT = ('<tool_result tool="get_klines" status="success"><klines symbol="BTC/USD">'
           + "".join(f"<k t='{i}' o='9000.{i}' c='9001.{i}'/>" for i in range(40))
@@ -36,11 +37,19 @@ def count(conn: sqlite3.Connection, table: str) -> int:
 
 
 def stored_bytes(conn: sqlite3.Connection) -> int:
-    """What the three tables hold as text: the rows' own columns and the shared texts."""
+    """What the tables hold as text: the rows' own columns, the texts waiting to be packed and
+    the packed blocks."""
     return int(conn.execute(
-        "SELECT (SELECT total(length(result_xml)) FROM tool_call_rows)"
+        "SELECT (SELECT total(length(result_xml)) + total(length(params_json)) "
+        "        FROM tool_call_rows)"
         " + (SELECT total(length(content)) + total(length(parts)) FROM message_rows)"
-        " + (SELECT total(length(body)) FROM texts)").fetchone()[0])
+        " + (SELECT total(length(body)) FROM texts)"
+        " + (SELECT total(length(body)) FROM text_pending)"
+        " + (SELECT total(length(data)) FROM text_blocks)").fetchone()[0])
+
+
+def all_texts(conn: sqlite3.Connection) -> list[str]:
+    return [read_text(conn, text_id) for (text_id,) in conn.execute("SELECT id FROM texts")]
 
 
 def test_a_result_in_the_audit_and_in_messages_is_stored_once_and_read_whole(tmp_path: Path):
@@ -63,7 +72,7 @@ def test_a_result_in_the_audit_and_in_messages_is_stored_once_and_read_whole(tmp
     assert detail is not None and detail.result_xml == RESULT
     assert read_durations(conn, "analyst-1", 0, 10) == {RESULT: 1.5, OTHER: 1.5}
     # RESULT and OTHER once each; the short result stays inside its message
-    assert sorted(r[0] for r in conn.execute("SELECT body FROM texts")) == sorted([RESULT, OTHER])
+    assert sorted(all_texts(conn)) == sorted([RESULT, OTHER])
     # the task's text holds both results: with them once, the rest is a few references
     assert stored_bytes(conn) < len(TASK) + len(plain.content) + 100
     assert conn.execute("SELECT content FROM message_rows WHERE id = ?",
@@ -84,6 +93,11 @@ def test_a_workspace_of_the_schema_before_migrates_and_reads_as_it_did(tmp_path:
         "INSERT INTO messages (agent_id, task_id, step, role, kind, content, market_ms, wall_ms) "
         "VALUES ('analyst-1', 't1', ?, 'user', ?, ?, 1, 1)",
         [(0, "task", TASK), (1, "tool_result", RESULT)])
+    # and a result kept once the way the schema before kept it, in its text's row
+    old.execute("INSERT INTO texts (id, key, body) VALUES (7, 0, ?)", (OTHER,))
+    old.execute("INSERT INTO tool_call_rows (agent_id, tool_name, params_json, status, result_xml, "
+                "result_id, started_ms, duration_ms) VALUES ('analyst-1', 'get_ticker', '{}', "
+                "'success', '', 7, 5, 1.0)")
     before = {table: old.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()  # noqa: S608
               for table in ("tool_calls", "messages")}
     old.close()
@@ -102,8 +116,8 @@ def test_a_workspace_of_the_schema_before_migrates_and_reads_as_it_did(tmp_path:
     conversations.add("analyst-1", "t2", 0, "user", "task", TASK)
     assert [m.content for m in conversations.messages("t1")] == [TASK, RESULT]
     assert [m.content for m in conversations.messages("t2")] == [TASK]
-    assert [r["result_xml"] for r in ledger.tool_calls()] == [RESULT, OTHER, RESULT]
-    assert count(conn, "texts") == 2
+    assert [r["result_xml"] for r in ledger.tool_calls()] == [RESULT, OTHER, OTHER, RESULT]
+    assert count(conn, "texts") == 3
     # a row inserted the way the schema before took it is kept in place, and read back whole
     conn.execute("INSERT INTO messages (agent_id, task_id, step, role, kind, content, market_ms, "
                  "wall_ms) VALUES ('analyst-1', 't3', 0, 'user', 'task', ?, 1, 1)", (TASK,))
@@ -133,3 +147,75 @@ def test_a_message_put_back_together_is_the_message_added(content: str) -> None:
         "market_ms, wall_ms) VALUES ('a', 't', 0, 'user', 'task', ?, ?, 0, 0)",
         ("" if parts is not None else content, parts))
     assert conn.execute("SELECT content FROM messages").fetchone()[0] == content
+
+
+def candles(first: int, count: int = 40) -> str:
+    """A klines result as the Analyst reads one each bar: the window moves by one candle."""
+    rows = "".join(f'<kline t="{t}" o="{9000 + t % 97}.5" c="{9001 + t % 89}.25" v="{t % 13}.1"/>\n'
+                   for t in range(first, first + count))
+    return f'<tool_result tool_name="get_historical_klines"><data>\n{rows}</data></tool_result>'
+
+
+def test_a_long_run_is_packed_into_compressed_blocks_and_every_row_reads_whole(tmp_path: Path):
+    path = tmp_path / "kestrel.db"
+    ledger = Ledger(path)
+    conversations = ConversationStore(path, ReplayClock(1_570_000_000_000))
+    results = [candles(bar) for bar in range(400)]
+    params = [f'{{"symbol": "BTC/USD", "interval": "1h", "limit": 40, "note": "{"x" * bar}"}}'
+              for bar in range(400)]
+    for bar, result in enumerate(results):
+        ledger.record_tool_call(("analyst-1", "get_historical_klines", params[bar], "success",
+                                 None, result, bar, 1.0))
+        ledger.flush()
+        conversations.add("analyst-1", f"t{bar}", 0, "user", "task",
+                          f"<task_data>\n{result}\n</task_data>\nDecide: BUY, SELL or HOLD.")
+    conn = ledger.connection
+    raw = sum(len(r) for r in results) * 2 + sum(len(p) for p in params)
+
+    assert count(conn, "text_blocks") >= raw // 2 // BLOCK_BYTES
+    assert stored_bytes(conn) < raw / 10
+    rows = conn.execute("SELECT params_json, result_xml FROM tool_calls ORDER BY id").fetchall()
+    assert rows == list(zip(params, results, strict=True))
+    assert [conversations.messages(f"t{bar}")[0].content for bar in (0, 199, 399)] == [
+        f"<task_data>\n{results[bar]}\n</task_data>\nDecide: BUY, SELL or HOLD."
+        for bar in (0, 199, 399)]
+    # a result seen again is found among the latest texts, packed or not
+    before = count(conn, "texts")
+    ledger.record_tool_call(("analyst-1", "get_historical_klines", params[-1], "success", None,
+                             results[-1], 400, 1.0))
+    ledger.flush()
+    assert count(conn, "texts") == before
+    conversations.close()
+    ledger.close()
+
+
+def test_a_pack_undone_with_its_transaction_loses_no_text(tmp_path: Path):
+    conn = db.connect(tmp_path / "kestrel.db")
+    results = [candles(bar, 400) for bar in range(40)]  # each ~30 KB: a block every few texts
+    conn.execute("BEGIN IMMEDIATE")
+    ids = [compose(conn, result) for result in results]
+    assert count(conn, "text_blocks") > 0
+    conn.execute("ROLLBACK")
+    assert count(conn, "texts") == count(conn, "text_blocks") == 0
+
+    ids = [compose(conn, result) for result in results]  # written again, outside a transaction
+    assert count(conn, "text_blocks") > 0
+    assert [expand(conn, parts) for parts in ids if parts is not None] == results
+    conn.close()
+
+
+def test_a_plain_connection_given_the_function_reads_the_views(tmp_path: Path):
+    """What a person's own script (or the sqlite3 shell, which has ``sqlar_uncompress``) does."""
+    path = tmp_path / "kestrel.db"
+    ledger = Ledger(path)
+    results = [candles(bar, 200) for bar in range(60)]
+    for bar, result in enumerate(results):
+        ledger.record_tool_call(("analyst-1", "get_historical_klines", "{}", "success", None,
+                                 result, bar, 1.0))
+    ledger.close()
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    conn.create_function("sqlar_uncompress", 2,
+                         lambda data, size: data if len(data) == size else zlib.decompress(data))
+    assert [r for (r,) in conn.execute("SELECT result_xml FROM tool_calls ORDER BY id")] == results
+    assert conn.execute("SELECT count(*) FROM text_blocks").fetchone()[0] > 0
+    conn.close()
