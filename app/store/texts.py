@@ -62,8 +62,7 @@ _STORED = ("SELECT t.id, t.body, p.body, t.block, t.start, t.size, b.data, b.siz
            "LEFT JOIN text_pending AS p ON p.id = t.id "
            "LEFT JOIN text_blocks AS b ON b.id = t.block ")
 _FIND = _STORED + "WHERE t.id > (SELECT ifnull(max(id), 0) FROM texts) - ? AND t.key = ?"  # noqa: S608
-_PENDING = ("SELECT p.id, t.size, p.body FROM text_pending AS p JOIN texts AS t ON t.id = p.id "
-            "ORDER BY p.id")
+_PENDING = "SELECT id, body FROM text_pending ORDER BY id"
 _PENDING_SIZE = "SELECT total(t.size) FROM text_pending AS p JOIN texts AS t ON t.id = p.id"
 _PACK = "UPDATE texts SET block = ?, start = ? WHERE id = ?"
 
@@ -118,14 +117,19 @@ def _body(body: str, pending: str | None, block: int | None, start: int | None,
     return whole[begin:begin + int(size or 0)].decode("utf-8")
 
 
-def put_text(conn: sqlite3.Connection, text: str) -> int:
+def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     """The id of ``text`` in ``texts``: one of the latest texts when it is there, else a new
-    one stored now (and the plain texts packed when they fill a block)."""
+    one stored now (and the plain texts packed when they fill a block).
+
+    ``look=False`` stores it without looking: for a text only its own row will hold (a call's
+    parameters), where the lookup costs more than the few bytes a repeat costs once packed.
+    """
     data = text.encode("utf-8")
     key = text_key(data)
-    for found, *stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
-        if _body(*stored) == text:
-            return int(found)
+    if look:
+        for found, *stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
+            if _body(*stored) == text:
+                return int(found)
     with nullcontext() if conn.in_transaction else _transaction(conn):
         text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
         conn.execute(_INSERT_PENDING, (text_id, text))
@@ -142,7 +146,7 @@ def _pack_when_full(conn: sqlite3.Connection) -> None:
     joined = bytearray()
     places = []
     last = 0
-    for last, _size, body in conn.execute(_PENDING).fetchall():
+    for last, body in conn.execute(_PENDING).fetchall():
         places.append((last, len(joined)))
         joined += str(body).encode("utf-8")
     squeezed = zlib.compress(bytes(joined), 6)

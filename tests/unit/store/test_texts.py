@@ -179,12 +179,14 @@ def test_a_long_run_is_packed_into_compressed_blocks_and_every_row_reads_whole(t
     assert [conversations.messages(f"t{bar}")[0].content for bar in (0, 199, 399)] == [
         f"<task_data>\n{results[bar]}\n</task_data>\nDecide: BUY, SELL or HOLD."
         for bar in (0, 199, 399)]
-    # a result seen again is found among the latest texts, packed or not
-    before = count(conn, "texts")
+    # a result seen again is found among the latest texts, packed or not (its parameters are
+    # not looked for: only their own row holds them)
     ledger.record_tool_call(("analyst-1", "get_historical_klines", params[-1], "success", None,
                              results[-1], 400, 1.0))
     ledger.flush()
-    assert count(conn, "texts") == before
+    (again, first) = conn.execute(
+        "SELECT result_id FROM tool_call_rows ORDER BY id DESC LIMIT 2").fetchall()
+    assert again == first
     conversations.close()
     ledger.close()
 
