@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests.helpers: the fakes the checks run against
 
 from app import __version__  # noqa: E402
+from app.store.texts import install  # noqa: E402
 
 OWNER = 4242  # the Telegram user allowed to command the bot
 ANALYST = "AnalystAgent_Trend_v1"
@@ -302,7 +303,7 @@ def check_mcp_serve(ctx: Context) -> list[str]:
         raise
     except Exception as exc:  # noqa: BLE001 - the client's own errors, said as they are
         raise CheckFailed(f"the MCP client failed: {type(exc).__name__}: {exc}") from exc
-    with sqlite3.connect(workspace / "kestrel.db") as db:
+    with install(sqlite3.connect(workspace / "kestrel.db")) as db:
         audited = db.execute("SELECT agent_id, tool_name, status FROM tool_calls "
                              "ORDER BY id").fetchall()
     require(audited == [("bundle-check", "get_current_ticker_info", "success"),

@@ -321,7 +321,8 @@ MIGRATIONS: tuple[str, ...] = (
     DROP VIEW messages;
     CREATE TABLE text_blocks (id INTEGER PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL,
                               last_id INTEGER NOT NULL);
-    CREATE TABLE text_pending (id INTEGER PRIMARY KEY REFERENCES texts (id), body TEXT NOT NULL);
+    CREATE TABLE text_pending (id INTEGER PRIMARY KEY REFERENCES texts (id),
+                               size INTEGER NOT NULL, body TEXT NOT NULL);
     ALTER TABLE texts ADD COLUMN size INTEGER;
     ALTER TABLE texts ADD COLUMN block INTEGER REFERENCES text_blocks (id);
     ALTER TABLE texts ADD COLUMN start INTEGER;

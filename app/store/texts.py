@@ -9,8 +9,9 @@ array of its short literal pieces and the ids of the texts between them, in orde
 
 Texts are written plain, then packed. A new text's row holds its key and size; its body waits
 in ``text_pending``. Once the pending texts hold ``BLOCK_BYTES``, they are joined and compressed
-into one ``text_blocks`` row (zlib), each text's row gets its place in the block (``block``,
-``start``, in bytes), and the pending bodies are deleted (deleting gives their pages back for
+(zlib, on a thread of its own) into one ``text_blocks`` row, written at a later write, each
+text's row gets its place in the block (``block``, ``start``, in bytes), and the pending bodies
+are deleted (deleting gives their pages back for
 the next texts, where shrinking a row in place would leave its page mostly empty). Compressed
 together, consecutive texts cost a small fraction of their size, which compressing each alone
 could not do: what repeats is from one text to the next. A block's data is read with
@@ -25,8 +26,8 @@ over all texts would cost every write a page at a random place in that index. A 
 back much later is stored again, which costs little once packed beside its neighbours.
 
 Crash safety: whoever writes a row writes the texts it refers to first, on the same connection,
-in the same transaction when there is one; packing is one statement per text inside the
-writer's transaction, or a transaction of its own. A text's content never changes (packing
+in the same transaction when there is one; a block, its texts' places and the deletion of
+their pending bodies are written in one transaction. A text's content never changes (packing
 moves it, in one transaction), and one that lost its row (a crash between two statements
 outside a transaction) is harmless: it is found as any other and used by the next row that
 holds the same text.
@@ -36,10 +37,14 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
+import threading
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 TOOL_RESULT_OPEN = "<tool_result "
 TOOL_RESULT_CLOSE = "</tool_result>"
@@ -53,17 +58,19 @@ RECENT_TEXTS = 64  # two bars of a backtest's texts; the copies of a text come w
 BLOCK_BYTES = 128 * 1024
 # the pending texts are added up at every ``PACK_EVERY``-th text (texts written before
 # packing have their body in their row and no ``size``: they stay as they are)
-PACK_EVERY = 16
+PACK_EVERY = 32
 
 _INSERT = "INSERT INTO texts (key, size, body) VALUES (?, ?, '')"
-_INSERT_PENDING = "INSERT INTO text_pending (id, body) VALUES (?, ?)"
+_INSERT_PENDING = "INSERT INTO text_pending (id, size, body) VALUES (?, ?, ?)"
 # a text's stored parts: its body (written before packing), pending body, place in its block
 _STORED = ("SELECT t.id, t.body, p.body, t.block, t.start, t.size, b.data, b.size FROM texts AS t "
            "LEFT JOIN text_pending AS p ON p.id = t.id "
            "LEFT JOIN text_blocks AS b ON b.id = t.block ")
 _FIND = _STORED + "WHERE t.id > (SELECT ifnull(max(id), 0) FROM texts) - ? AND t.key = ?"  # noqa: S608
 _PENDING = "SELECT id, body FROM text_pending ORDER BY id"
-_PENDING_SIZE = "SELECT total(t.size) FROM text_pending AS p JOIN texts AS t ON t.id = p.id"
+_PENDING_RANGE = "SELECT id, body FROM text_pending WHERE id BETWEEN ? AND ? ORDER BY id"
+# the size comes before the body in a row: adding them up reads no body
+_PENDING_SIZE = "SELECT total(size) FROM text_pending"
 _PACK = "UPDATE texts SET block = ?, start = ? WHERE id = ?"
 
 
@@ -132,29 +139,84 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
                 return int(found)
     with nullcontext() if conn.in_transaction else _transaction(conn):
         text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
-        conn.execute(_INSERT_PENDING, (text_id, text))
+        conn.execute(_INSERT_PENDING, (text_id, len(data), text))
         if text_id % PACK_EVERY == 0:
             _pack_when_full(conn)
     return text_id
 
 
 def _pack_when_full(conn: sqlite3.Connection) -> None:
-    """Pack the pending texts into one block once they hold ``BLOCK_BYTES``; the caller holds
-    a transaction."""
+    """Once the pending texts hold ``BLOCK_BYTES``, compress them into one block; the caller
+    holds a transaction.
+
+    zlib takes about a millisecond a block, which a backtest would otherwise spend every few
+    bars, and lets other threads run meanwhile: so the texts are compressed on a thread of
+    their own, and the block is written at a later check, once compressed. By then the
+    transaction that read them may have been rolled back and their ids used again, so it is
+    written only if the pending texts of its range are still exactly the ones it holds.
+    """
+    with _compressing_lock:
+        waiting = _compressing.get(id(conn))
+        if waiting is not None and waiting.compressed.done():
+            del _compressing[id(conn)]
+    if waiting is not None:
+        if not waiting.compressed.done():
+            return
+        _write_block(conn, waiting)
     if conn.execute(_PENDING_SIZE).fetchone()[0] < BLOCK_BYTES:
         return
-    joined = bytearray()
+    texts = conn.execute(_PENDING).fetchall()
+    data = "".join(body for _, body in texts).encode("utf-8")
+    with _compressing_lock:
+        _compressing[id(conn)] = _Block(texts, len(data), _compressor().submit(_compress, data))
+        while len(_compressing) > _MAX_COMPRESSING:  # left by connections closed since
+            del _compressing[next(iter(_compressing))]
+
+
+def _write_block(conn: sqlite3.Connection, block: _Block) -> None:
+    first, last = block.texts[0][0], block.texts[-1][0]
+    if conn.execute(_PENDING_RANGE, (first, last)).fetchall() != block.texts:
+        return  # changed since it was read: the next check packs what is pending then
+    block_id = conn.execute("INSERT INTO text_blocks (data, size, last_id) VALUES (?, ?, ?)",
+                            (block.compressed.result(), block.size, last)).lastrowid
     places = []
-    last = 0
-    for last, body in conn.execute(_PENDING).fetchall():
-        places.append((last, len(joined)))
-        joined += str(body).encode("utf-8")
-    squeezed = zlib.compress(bytes(joined), 6)
-    data = squeezed if len(squeezed) < len(joined) else bytes(joined)
-    block = conn.execute("INSERT INTO text_blocks (data, size, last_id) VALUES (?, ?, ?)",
-                         (data, len(joined), last)).lastrowid
-    conn.executemany(_PACK, [(block, start, text_id) for text_id, start in places])
-    conn.execute("DELETE FROM text_pending WHERE id <= ?", (last,))
+    start = 0
+    for text_id, body in block.texts:
+        places.append((block_id, start, text_id))
+        start += len(body.encode("utf-8"))
+    conn.executemany(_PACK, places)
+    conn.execute("DELETE FROM text_pending WHERE id BETWEEN ? AND ?", (first, last))
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """The pending texts being compressed into a block, in order, and their size in bytes."""
+
+    texts: list[tuple[int, str]]
+    size: int
+    compressed: Future[bytes]
+
+
+def _compress(data: bytes) -> bytes:
+    squeezed = zlib.compress(data, 6)
+    return squeezed if len(squeezed) < len(data) else data
+
+
+# the block each connection has being compressed, by the connection's ``id`` (a connection
+# takes no attributes)
+_compressing: dict[int, _Block] = {}
+_compressing_lock = threading.Lock()
+_MAX_COMPRESSING = 8
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _compressor() -> ThreadPoolExecutor:
+    """The thread blocks are compressed on, this process's own (a forked process inherits the
+    executor but not its thread); the caller holds ``_compressing_lock``."""
+    global _executor
+    if _executor is None or _executor[0] != os.getpid():
+        _executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="texts"))
+    return _executor[1]
 
 
 @contextmanager

@@ -14,7 +14,9 @@ Three ways to wait, one rule:
 - ``eventually_blocking(condition)`` where no loop is involved: the condition is moved by another
   thread or process, and the test's thread only sleeps between looks;
 - ``eventually_qt(condition)`` for widgets without an asyncio loop: Qt's events are processed
-  between looks (layouts, deferred resizes).
+  between looks (layouts, deferred resizes);
+- ``await settled(value)`` for a layout to stop moving: ``value()`` the same a few looks in a
+  row.
 
 ``condition`` may return an awaitable (for ``eventually``), whose result is the answer.
 """
@@ -55,6 +57,23 @@ async def eventually(condition: Callable[[], Any], within: float = PATIENCE_S) -
         if loop.time() > deadline:
             raise AssertionError(f"never held within {within} s: {_describe(condition)}")
         await asyncio.sleep(POLL_S)
+
+
+async def settled(value: Callable[[], Any], looks: int = 3, within: float = PATIENCE_S) -> None:
+    """Let the running loop go on until ``value()`` gives the same answer ``looks`` times in a
+    row: a layout that has stopped moving (Qt lays out in passes, some posted for later, such as
+    a window's default dock sizes after its first layout); fail once ``within`` seconds have
+    passed with it still changing."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    last, same = value(), 1
+    while same < looks:
+        if loop.time() > deadline:
+            raise AssertionError(f"still changing after {within} s: {_describe(value)}")
+        await asyncio.sleep(POLL_S)
+        now = value()
+        same = same + 1 if now == last else 1
+        last = now
 
 
 def eventually_on(

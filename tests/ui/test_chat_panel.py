@@ -30,7 +30,7 @@ from app.ui.chat.cards import Card, NoticeLine, TaskCard, ToolCard
 from app.ui.chat.panel import MAX_CARDS
 from app.ui.theme import COLORS
 from tests.helpers.agents import SETUP_COMMAND, advance_hours, agent_world, settle
-from tests.helpers.eventually import eventually, eventually_on
+from tests.helpers.eventually import eventually, eventually_on, settled
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -550,7 +550,7 @@ def test_a_message_to_a_paused_agent_waits_visibly_until_it_resumes(
         await said(world, qtbot, panel, "status")
         (mine,) = cards(panel, PersonBubble)
         assert mine.queued.isVisibleTo(panel)
-        await asyncio.sleep(0.3)
+        await settle(world)  # every running agent is done: a paused one has not answered
         assert not cards(panel, AnswerBubble)
         await world.agents.manager.control(panel.agent_id, "resume")
         await settle(world)
@@ -585,12 +585,12 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         assert panel.transcript.cards[-1].entry.origin.content == newest.content
 
         bar.setValue(bar.maximum() // 3)  # the person scrolls up to read
-        await asyncio.sleep(0.05)
+        await settled(lambda: (bar.value(), bar.maximum()))
         first_seen = next(c for c in panel.transcript.cards if c.y() + c.height() > bar.value())
         offset = first_seen.y() - bar.value()
         await advance_hours(world, 2)
         await eventually(lambda: not panel.busy)
-        await asyncio.sleep(0.05)
+        await settled(lambda: (bar.value(), bar.maximum(), first_seen.y()))
         assert bar.value() < bar.maximum()  # not dragged to the bottom
         assert first_seen.y() - bar.value() == offset  # what was read stays put
 
@@ -598,11 +598,11 @@ def test_a_busy_replay_keeps_the_chat_bounded_follows_only_at_the_bottom_and_loa
         oldest = oldest_card.entry
         count = len(panel.transcript.cards)
         bar.setValue(0)
-        await asyncio.sleep(0.05)
+        await settled(lambda: (bar.value(), bar.maximum()))
         seen_at = oldest_card.y() - bar.value()
         click(qtbot, panel.transcript.load_earlier)
         await eventually(lambda: len(panel.transcript.cards) > count and not panel.busy)
-        await asyncio.sleep(0.05)
+        await settled(lambda: (bar.value(), bar.maximum(), oldest_card.y()))
         assert oldest_card.y() - bar.value() == seen_at  # loaded above, the view did not jump
         keys = [c.entry.key for c in panel.transcript.cards]
         assert keys.index(oldest.key) > 0 and len(set(keys)) == len(keys)

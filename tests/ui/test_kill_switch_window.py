@@ -5,8 +5,6 @@ agents stay paused; a trip made elsewhere (Telegram, a halt) shows at once, and 
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox
@@ -16,7 +14,7 @@ from app.ui.chat.bubbles import AnswerBubble, PersonBubble
 from app.ui.kill_switch import ResetDialog, TripDialog
 from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
-from tests.helpers.eventually import eventually
+from tests.helpers.eventually import eventually, settled
 from tests.ui.desk import Desk, on_screen
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
@@ -159,7 +157,8 @@ def test_the_tripped_window_is_readable_and_fits_a_small_screen(
         await desk.settle(window)
         await window.world.agents.kill_switch.trip("the model misbehaves", "the person")
         await eventually(lambda: on_screen(window.docks["account"]))
-        await asyncio.sleep(0.1)
+        await settled(lambda: (window.size(), [d.geometry() for d in window.docks.values()],
+                               window.kill_controls.banner.geometry()))
         image = window.grab().toImage()
         image.save(str(tmp_path / f"tripped-{theme}-{size.width()}.png"))
         assert window.size() == size

@@ -4,8 +4,6 @@ shortcuts, and the replay and the agents obey the window's controls."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QSize, Qt
 from PySide6.QtGui import QMouseEvent
@@ -16,7 +14,7 @@ from app.agents.task_data import split_task_data
 from app.domain.agents import AgentRole, AgentState
 from app.runtime.desk import DEMO_COMMAND
 from app.ui.window_layout import DOCKS
-from tests.helpers.eventually import eventually
+from tests.helpers.eventually import eventually, settled
 from tests.helpers.fake_llm_servers import FakeOpenAIServer, Reply
 from tests.ui.desk import Desk, on_screen
 
@@ -233,7 +231,8 @@ def test_the_window_fits_a_small_screen_with_every_panel_usable(desk: Desk, size
     async def scenario() -> None:
         window = await desk.open(size=size)
         await eventually(lambda: on_screen(window.docks["account"]))
-        await asyncio.sleep(0.1)  # the default dock sizes are set after the first layout
+        # the default dock sizes are set after the first layout
+        await settled(lambda: (window.size(), [d.geometry() for d in window.docks.values()]))
         assert window.size() == size, "the window's minimum is larger than the screen"
         inside = QRect(0, 0, size.width(), size.height())
         status = window.statusBar()

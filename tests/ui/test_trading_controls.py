@@ -6,7 +6,6 @@ refused on the ticket while closing still works."""
 
 from __future__ import annotations
 
-import asyncio
 from decimal import Decimal
 
 import pytest
@@ -21,7 +20,7 @@ from app.ui.main_window import MainWindow
 from app.ui.theme import apply_theme
 from app.ui.trading.confirm import ConfirmDialog
 from app.ui.trading.ticket import OrderTicket
-from tests.helpers.eventually import eventually
+from tests.helpers.eventually import eventually, settled
 from tests.ui.desk import Desk, focus_back, on_screen
 from tests.ui.test_theme import MIN_CONTRAST, contrast, ground
 
@@ -269,7 +268,8 @@ def test_the_ticket_and_its_verdicts_are_readable_in_both_themes_on_a_small_scre
         qtbot.keyClick(ticket.go, Qt.Key.Key_Return)
         await eventually(lambda: ticket.go.text().startswith("Place"))
         assert ticket.height() <= 700 and ticket.width() <= 1280
-        await asyncio.sleep(0.1)
+        await settled(lambda: (ticket.geometry(), ticket.review_box.geometry(),
+                               ticket.last.geometry(), ticket.review_box.text()))
         image = ticket.grab().toImage()
         for label in (ticket.review_box, ticket.last):
             rect = label.geometry()

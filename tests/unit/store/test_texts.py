@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from app.agents.conversation_store import ConversationStore
 from app.domain.clock import ReplayClock
-from app.store import db
+from app.store import db, texts
 from app.store.audit_trail import read_durations, read_tool_call_detail, read_tool_calls
 from app.store.ledger import Ledger
 from app.store.texts import BLOCK_BYTES, MIN_SHARED_CHARS, compose, expand, read_text
@@ -156,6 +156,12 @@ def candles(first: int, count: int = 40) -> str:
     return f'<tool_result tool_name="get_historical_klines"><data>\n{rows}</data></tool_result>'
 
 
+def compressions_done() -> None:
+    """Wait for the blocks being compressed on the side (what a later write puts in)."""
+    for block in list(texts._compressing.values()):
+        block.compressed.result()
+
+
 def test_a_long_run_is_packed_into_compressed_blocks_and_every_row_reads_whole(tmp_path: Path):
     path = tmp_path / "kestrel.db"
     ledger = Ledger(path)
@@ -169,6 +175,7 @@ def test_a_long_run_is_packed_into_compressed_blocks_and_every_row_reads_whole(t
         ledger.flush()
         conversations.add("analyst-1", f"t{bar}", 0, "user", "task",
                           f"<task_data>\n{result}\n</task_data>\nDecide: BUY, SELL or HOLD.")
+        compressions_done()  # as a run's own pace would let it
     conn = ledger.connection
     raw = sum(len(r) for r in results) * 2 + sum(len(p) for p in params)
 
@@ -193,16 +200,30 @@ def test_a_long_run_is_packed_into_compressed_blocks_and_every_row_reads_whole(t
 
 def test_a_pack_undone_with_its_transaction_loses_no_text(tmp_path: Path):
     conn = db.connect(tmp_path / "kestrel.db")
-    results = [candles(bar, 400) for bar in range(40)]  # each ~30 KB: a block every few texts
+    # each ~30 KB: a block at every check (every PACK_EVERY-th text)
+    results = [candles(bar, 400) for bar in range(3 * texts.PACK_EVERY)]
     conn.execute("BEGIN IMMEDIATE")
-    ids = [compose(conn, result) for result in results]
+    for result in results:
+        compose(conn, result)
+        compressions_done()  # so each check finds the block before it compressed
     assert count(conn, "text_blocks") > 0
+    assert texts._compressing, "a block of this transaction is being compressed"
+    compressions_done()
     conn.execute("ROLLBACK")
     assert count(conn, "texts") == count(conn, "text_blocks") == 0
 
-    ids = [compose(conn, result) for result in results]  # written again, outside a transaction
-    assert count(conn, "text_blocks") > 0
-    assert [expand(conn, parts) for parts in ids if parts is not None] == results
+    # another connection uses the same ids for other texts; the block compressed from the
+    # texts rolled back, ready since, must not be written over them
+    other = db.connect(tmp_path / "kestrel.db")
+    others = [candles(bar + 5000, 400) for bar in range(4 * texts.PACK_EVERY)]
+    later = [candles(bar + 9000, 400) for bar in range(texts.PACK_EVERY)]  # its next check
+    parts = []
+    for writer, result in [*((other, r) for r in others), *((conn, r) for r in later)]:
+        parts.append(compose(writer, result))
+        compressions_done()
+    assert [expand(conn, p) for p in parts if p is not None] == [*others, *later]
+    assert conn.execute("SELECT count(*) FROM text_blocks WHERE length(data) < size").fetchone()[0]
+    other.close()
     conn.close()
 
 
@@ -210,10 +231,11 @@ def test_a_plain_connection_given_the_function_reads_the_views(tmp_path: Path):
     """What a person's own script (or the sqlite3 shell, which has ``sqlar_uncompress``) does."""
     path = tmp_path / "kestrel.db"
     ledger = Ledger(path)
-    results = [candles(bar, 200) for bar in range(60)]
+    results = [candles(bar, 200) for bar in range(3 * texts.PACK_EVERY)]
     for bar, result in enumerate(results):
         ledger.record_tool_call(("analyst-1", "get_historical_klines", "{}", "success", None,
                                  result, bar, 1.0))
+        compressions_done()
     ledger.close()
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     conn.create_function("sqlar_uncompress", 2,
