@@ -309,23 +309,22 @@ MIGRATIONS: tuple[str, ...] = (
     """,  # noqa: S608 - the SQL is this module's own
     # 9 -> 10: texts compressed together (app.store.texts). A new text's body waits in
     # ``text_pending`` until the pending texts fill a block, then they are packed into one zlib
-    # block (``text_blocks``) and each text's row keeps its place there (``block``, ``start`` and
-    # ``size`` in bytes; its own ``body`` is empty). Texts written before keep their body in
-    # their row and have no size: they are never packed. A new text's ``key`` is its CRC-32 (a
-    # filter before the texts are compared, as the hash before it). An audit row's parameters
+    # block (``text_blocks``) holding the texts of its range of ids in order (each text's
+    # ``size`` in bytes says where it lies; its own ``body`` is empty). Texts written before
+    # keep their body in their row and have no size: they are never packed. A new text's
+    # ``key`` is its CRC-32 (a filter before the texts are compared, as the hash before it). An
+    # audit row's parameters
     # are a text too (``params_id``), and a message's long literal pieces; the views read them
     # back through ``sqlar_uncompress`` (registered by ``app.store.texts.install``, and built
     # into the ``sqlite3`` shell). A view's triggers go with it, so both are made again.
     f"""
     DROP VIEW tool_calls;
     DROP VIEW messages;
-    CREATE TABLE text_blocks (id INTEGER PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL,
-                              last_id INTEGER NOT NULL);
+    CREATE TABLE text_blocks (last_id INTEGER PRIMARY KEY, first_id INTEGER NOT NULL,
+                              size INTEGER NOT NULL, data BLOB NOT NULL);
     CREATE TABLE text_pending (id INTEGER PRIMARY KEY REFERENCES texts (id),
                                size INTEGER NOT NULL, body TEXT NOT NULL);
     ALTER TABLE texts ADD COLUMN size INTEGER;
-    ALTER TABLE texts ADD COLUMN block INTEGER REFERENCES text_blocks (id);
-    ALTER TABLE texts ADD COLUMN start INTEGER;
     ALTER TABLE tool_call_rows ADD COLUMN params_id INTEGER REFERENCES texts (id);
     CREATE VIEW tool_calls AS SELECT
         id, agent_id, tool_name,

@@ -9,9 +9,9 @@ array of its short literal pieces and the ids of the texts between them, in orde
 
 Texts are written plain, then packed. A new text's row holds its key and size; its body waits
 in ``text_pending``. Once the pending texts hold ``BLOCK_BYTES``, they are joined and compressed
-(zlib, on a thread of its own) into one ``text_blocks`` row, written at a later write, each
-text's row gets its place in the block (``block``, ``start``, in bytes), and the pending bodies
-are deleted (deleting gives their pages back for
+(zlib, on a thread of its own) into one ``text_blocks`` row, written at a later write, which
+holds the texts of its range of ids in order (a text's start there is the size of those before
+it), and the pending bodies are deleted (deleting gives their pages back for
 the next texts, where shrinking a row in place would leave its page mostly empty). Compressed
 together, consecutive texts cost a small fraction of their size, which compressing each alone
 could not do: what repeats is from one text to the next. A block's data is read with
@@ -26,8 +26,8 @@ over all texts would cost every write a page at a random place in that index. A 
 back much later is stored again, which costs little once packed beside its neighbours.
 
 Crash safety: whoever writes a row writes the texts it refers to first, on the same connection,
-in the same transaction when there is one; a block, its texts' places and the deletion of
-their pending bodies are written in one transaction. A text's content never changes (packing
+in the same transaction when there is one; a block and the deletion of its texts' pending
+bodies are written in one transaction. A text's content never changes (packing
 moves it, in one transaction), and one that lost its row (a crash between two statements
 outside a transaction) is harmless: it is found as any other and used by the next row that
 holds the same text.
@@ -62,25 +62,29 @@ PACK_EVERY = 32
 
 _INSERT = "INSERT INTO texts (key, size, body) VALUES (?, ?, '')"
 _INSERT_PENDING = "INSERT INTO text_pending (id, size, body) VALUES (?, ?, ?)"
-# a text's stored parts: its body (written before packing), pending body, place in its block
-_STORED = ("SELECT t.id, t.body, p.body, t.block, t.start, t.size, b.data, b.size FROM texts AS t "
-           "LEFT JOIN text_pending AS p ON p.id = t.id "
-           "LEFT JOIN text_blocks AS b ON b.id = t.block ")
-_FIND = _STORED + "WHERE t.id > (SELECT ifnull(max(id), 0) FROM texts) - ? AND t.key = ?"  # noqa: S608
 _PENDING = "SELECT id, body FROM text_pending ORDER BY id"
 _PENDING_RANGE = "SELECT id, body FROM text_pending WHERE id BETWEEN ? AND ? ORDER BY id"
 # the size comes before the body in a row: adding them up reads no body
 _PENDING_SIZE = "SELECT total(size) FROM text_pending"
-_PACK = "UPDATE texts SET block = ?, start = ? WHERE id = ?"
 
 
 def text_sql(id_expr: str) -> str:
-    """SQL for the text whose id ``id_expr`` gives: plain, or cut from its compressed block."""
-    return ("(SELECT CASE WHEN t.block IS NOT NULL THEN CAST(substr("  # noqa: S608
-            "sqlar_uncompress(b.data, b.size), t.start + 1, t.size) AS TEXT) "
-            "ELSE coalesce((SELECT p.body FROM text_pending AS p WHERE p.id = t.id), t.body) END "
-            "FROM texts AS t LEFT JOIN text_blocks AS b ON b.id = t.block "
-            f"WHERE t.id = {id_expr})")
+    """SQL for the text whose id ``id_expr`` gives: in its row (written before texts were
+    packed: no size), pending, or cut from the block whose range of ids holds it (its start
+    is the size of the texts before it there)."""
+    return ("(SELECT CASE WHEN t.size IS NULL THEN t.body ELSE coalesce("  # noqa: S608
+            "(SELECT p.body FROM text_pending AS p WHERE p.id = t.id), "
+            "(SELECT CAST(substr(sqlar_uncompress(b.data, b.size), 1 + ifnull("
+            "(SELECT sum(s.size) FROM texts AS s WHERE s.id >= b.first_id AND s.id < t.id), 0), "
+            "t.size) AS TEXT) FROM text_blocks AS b WHERE b.last_id >= t.id "
+            "ORDER BY b.last_id LIMIT 1)) END "
+            f"FROM texts AS t WHERE t.id = {id_expr})")
+
+
+# (``text_sql`` names its own rows ``t``, ``p``, ``b`` and ``s``)
+_FIND = (f"SELECT c.id, {text_sql('c.id')} FROM texts AS c "  # noqa: S608
+         "WHERE c.id > (SELECT ifnull(max(id), 0) FROM texts) - ? AND c.key = ?")
+_READ = f"SELECT {text_sql('?')}"  # noqa: S608
 
 
 @functools.lru_cache(maxsize=16)
@@ -115,15 +119,6 @@ def text_key(data: bytes) -> int:
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
 
-def _body(body: str, pending: str | None, block: int | None, start: int | None,
-          size: int | None, data: bytes | None, block_size: int | None) -> str:
-    if block is None:
-        return body if pending is None else pending
-    whole = sqlar_uncompress(data, block_size) or b""
-    begin = int(start or 0)
-    return whole[begin:begin + int(size or 0)].decode("utf-8")
-
-
 def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     """The id of ``text`` in ``texts``: one of the latest texts when it is there, else a new
     one stored now (and the plain texts packed when they fill a block).
@@ -134,8 +129,8 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     data = text.encode("utf-8")
     key = text_key(data)
     if look:
-        for found, *stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
-            if _body(*stored) == text:
+        for found, stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
+            if stored == text:
                 return int(found)
     with nullcontext() if conn.in_transaction else _transaction(conn):
         text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
@@ -177,14 +172,8 @@ def _write_block(conn: sqlite3.Connection, block: _Block) -> None:
     first, last = block.texts[0][0], block.texts[-1][0]
     if conn.execute(_PENDING_RANGE, (first, last)).fetchall() != block.texts:
         return  # changed since it was read: the next check packs what is pending then
-    block_id = conn.execute("INSERT INTO text_blocks (data, size, last_id) VALUES (?, ?, ?)",
-                            (block.compressed.result(), block.size, last)).lastrowid
-    places = []
-    start = 0
-    for text_id, body in block.texts:
-        places.append((block_id, start, text_id))
-        start += len(body.encode("utf-8"))
-    conn.executemany(_PACK, places)
+    conn.execute("INSERT INTO text_blocks (last_id, first_id, size, data) VALUES (?, ?, ?, ?)",
+                 (last, first, block.size, block.compressed.result()))
     conn.execute("DELETE FROM text_pending WHERE id BETWEEN ? AND ?", (first, last))
 
 
@@ -272,8 +261,7 @@ def _pieces(content: str) -> list[str]:
 
 def read_text(conn: sqlite3.Connection, text_id: int) -> str:
     """The text stored under ``text_id``."""
-    row = conn.execute(_STORED + "WHERE t.id = ?", (text_id,)).fetchone()  # noqa: S608
-    return _body(*row[1:])
+    return str(conn.execute(_READ, (text_id,)).fetchone()[0])
 
 
 def expand(conn: sqlite3.Connection, parts: str) -> str:
