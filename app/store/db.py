@@ -313,10 +313,11 @@ MIGRATIONS: tuple[str, ...] = (
     # ``size`` in bytes says where it lies; its own ``body`` is empty). Texts written before
     # keep their body in their row and have no size: they are never packed. A new text's
     # ``key`` is its CRC-32 (a filter before the texts are compared, as the hash before it). An
-    # audit row's parameters
-    # are a text too (``params_id``), and a message's long literal pieces; the views read them
-    # back through ``sqlar_uncompress`` (registered by ``app.store.texts.install``, and built
-    # into the ``sqlite3`` shell). A view's triggers go with it, so both are made again.
+    # audit row's parameters are a text too (``params_id``), and a message's long literal
+    # pieces; the views read them back through ``sqlar_uncompress`` (registered by
+    # ``app.store.texts.install``, and built into the ``sqlite3`` shell). A view's triggers go
+    # with it, so both are made again; the messages view differs from the one before only in
+    # how a piece's text is read.
     f"""
     DROP VIEW tool_calls;
     DROP VIEW messages;

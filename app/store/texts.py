@@ -51,7 +51,7 @@ TOOL_RESULT_CLOSE = "</tool_result>"
 # a text shorter than this stays in its row: a reference and its lookup would cost more
 MIN_SHARED_CHARS = 64
 
-RECENT_TEXTS = 64  # two bars of a backtest's texts; the copies of a text come within one
+RECENT_TEXTS = 64  # two bars of a backtest's texts; a text's copies come within one bar
 # what one block holds before compression. zlib refers back 32 KiB at most, and each block
 # starts with nothing to refer to; a larger block starts cold less often, and reading one text
 # inflates its whole block (the latest are kept inflated)
