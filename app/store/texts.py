@@ -41,9 +41,8 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 TOOL_RESULT_OPEN = "<tool_result "
@@ -132,7 +131,7 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
         for found, stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
             if stored == text:
                 return int(found)
-    with nullcontext() if conn.in_transaction else _transaction(conn):
+    with _own_transaction(conn):
         text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
         conn.execute(_INSERT_PENDING, (text_id, len(data), text))
         if text_id % PACK_EVERY == 0:
@@ -208,17 +207,14 @@ def _compressor() -> ThreadPoolExecutor:
     return _executor[1]
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One transaction on a connection in autocommit mode (``app.store.db`` imports this
-    module, so its ``unit_of_work`` cannot be used here)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def _own_transaction(conn: sqlite3.Connection) -> AbstractContextManager[object]:
+    """The transaction ``conn`` holds open, else a unit of work of its own (which also ends a
+    transaction whose COMMIT failed, on a full disk)."""
+    if conn.in_transaction:
+        return nullcontext()
+    from app.store.db import unit_of_work  # imported here: app.store.db imports this module
+
+    return unit_of_work(conn)
 
 
 def compose(conn: sqlite3.Connection, content: str) -> str | None:
