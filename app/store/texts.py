@@ -20,27 +20,30 @@ SQLite archives, so the ``tool_calls`` and ``messages`` views (``app.store.db``)
 back for any reader: Kestrel's connections register the same function (``install``), and so
 does the shell.
 
-A text is looked for among the latest ``RECENT_TEXTS`` texts only: the copies of a text are
-written moments apart (its audit row and the message that carries it), and a lookup by an index
-over all texts would cost every write a page at a random place in that index. A text that comes
-back much later is stored again, which costs little once packed beside its neighbours.
+A text is looked for among the latest ``RECENT_TEXTS`` texts this process stored or found,
+kept in memory (a lookup in the database cost every text a query; an index over all texts would
+cost every write a page at a random place in it): the copies of a text are written moments apart
+(the message that carries a result and its audit row). One found there is used only once the
+connection asking holds that very text under that id (a transaction rolled back may have given
+the id to another text, and several workspaces may be open in one process). A text that comes
+back much later, or from another process, is stored again, which costs little once packed
+beside its neighbours.
 
 Crash safety: whoever writes a row writes the texts it refers to first, on the same connection,
 in the same transaction when there is one; a block and the deletion of its texts' pending
 bodies are written in one transaction. A text's content never changes (packing
 moves it, in one transaction), and one that lost its row (a crash between two statements
-outside a transaction) is harmless: it is found as any other and used by the next row that
-holds the same text.
+outside a transaction) is harmless: nothing refers to it, and it costs only its bytes.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
 import threading
 import zlib
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -50,7 +53,7 @@ TOOL_RESULT_CLOSE = "</tool_result>"
 # a text shorter than this stays in its row: a reference and its lookup would cost more
 MIN_SHARED_CHARS = 64
 
-RECENT_TEXTS = 64  # two bars of a backtest's texts; a text's copies come within one bar
+RECENT_TEXTS = 128  # four bars of a backtest's texts; a text's copies come within one bar
 # what one block holds before compression. zlib refers back 32 KiB at most, and each block
 # starts with nothing to refer to; a larger block starts cold less often, and reading one text
 # inflates its whole block (the latest are kept inflated)
@@ -80,28 +83,49 @@ def text_sql(id_expr: str) -> str:
             f"FROM texts AS t WHERE t.id = {id_expr})")
 
 
-# (``text_sql`` names its own rows ``t``, ``p``, ``b`` and ``s``)
-_FIND = (f"SELECT c.id, {text_sql('c.id')} FROM texts AS c "  # noqa: S608
-         "WHERE c.id > (SELECT ifnull(max(id), 0) FROM texts) - ? AND c.key = ?")
+_HOLDS_PENDING = "SELECT 1 FROM text_pending WHERE id = ? AND body = ?"
+# where a packed text is: its start in its block, its size, and the block (as ``text_sql``)
+_PACKED = ("SELECT ifnull((SELECT sum(s.size) FROM texts AS s "
+           "WHERE s.id >= b.first_id AND s.id < t.id), 0), t.size, b.data, b.size "
+           "FROM texts AS t JOIN text_blocks AS b ON b.last_id = "
+           "(SELECT min(last_id) FROM text_blocks WHERE last_id >= t.id) "
+           "WHERE t.id = ? AND t.size IS NOT NULL")
 _READ = f"SELECT {text_sql('?')}"  # noqa: S608
 
 
-@functools.lru_cache(maxsize=16)
-def _inflate(data: bytes) -> bytes:
-    return zlib.decompress(data)
+def _inflate(data: bytes, size: int) -> bytes:
+    """``data`` inflated; the latest blocks are kept inflated, found by their sizes and taken
+    only when their compressed bytes are the same (comparing costs far less than hashing them,
+    and a block of another database or one rewritten since is never mistaken for this one)."""
+    key = (len(data), size)
+    with _inflated_lock:
+        kept = _inflated.get(key)
+    if kept is not None and kept[0] == data:
+        return kept[1]
+    inflated = zlib.decompress(data)
+    with _inflated_lock:
+        _inflated[key] = (data, inflated)
+        _inflated.move_to_end(key)
+        while len(_inflated) > INFLATED_BLOCKS:
+            _inflated.popitem(last=False)
+    return inflated
+
+
+INFLATED_BLOCKS = 16
+_inflated: OrderedDict[tuple[int, int], tuple[bytes, bytes]] = OrderedDict()
+_inflated_lock = threading.Lock()
 
 
 def sqlar_uncompress(data: bytes | None, size: int | None) -> bytes | None:
     """A block's bytes, as the ``sqlite3`` shell's function of this name gives them: stored as
     they are when compressing did not make them smaller. The latest blocks are kept inflated
-    (keyed by their compressed bytes, so never mistaken for another database's block): the texts
-    of one page of a listing are mostly in one block."""
+    (``_inflate``): the texts of one page of a listing are mostly in one block."""
     if data is None or size is None:
         return None
     data = bytes(data)
     if len(data) == size:
         return data
-    return _inflate(data)
+    return _inflate(data, size)
 
 
 def install(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -113,7 +137,8 @@ def install(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 def text_key(data: bytes) -> int:
     """The ``key`` of a text: the CRC-32 of its UTF-8, signed (four bytes in a row). Only a
-    filter: texts with equal keys are compared whole before one is taken for the other."""
+    filter, for a query that looks for a text by its content (``sqlite3`` has no CRC function:
+    the caller computes it): texts with equal keys must be compared whole."""
     crc = zlib.crc32(data)
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
@@ -125,18 +150,48 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     ``look=False`` stores it without looking: for a text only its own row will hold (a call's
     parameters), where the lookup costs more than the few bytes a repeat costs once packed.
     """
-    data = text.encode("utf-8")
-    key = text_key(data)
     if look:
-        for found, stored in conn.execute(_FIND, (RECENT_TEXTS, key)).fetchall():
-            if stored == text:
-                return int(found)
+        with _recent_lock:
+            found = _recent.get(text)
+        if found is not None and _holds(conn, found, text):
+            _remember(text, found)
+            return found
+    data = text.encode("utf-8")
     with _own_transaction(conn):
-        text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
+        text_id = int(conn.execute(_INSERT, (text_key(data), len(data))).lastrowid or 0)
         conn.execute(_INSERT_PENDING, (text_id, len(data), text))
         if text_id % PACK_EVERY == 0:
             _pack_when_full(conn)
+    if look:
+        _remember(text, text_id)
     return text_id
+
+
+def _holds(conn: sqlite3.Connection, text_id: int, text: str) -> bool:
+    """Whether ``conn``'s database holds ``text`` under ``text_id``: pending, as the latest
+    texts mostly are, or packed (compared here, not through ``text_sql``, which would hand the
+    whole inflated block to SQLite to cut one text from it)."""
+    if conn.execute(_HOLDS_PENDING, (text_id, text)).fetchone() is not None:
+        return True
+    row = conn.execute(_PACKED, (text_id,)).fetchone()
+    if row is None:
+        return False
+    start, size, data, block_size = row
+    block = sqlar_uncompress(data, block_size)
+    return block is not None and block[start:start + size] == text.encode("utf-8")
+
+
+def _remember(text: str, text_id: int) -> None:
+    with _recent_lock:
+        _recent[text] = text_id
+        _recent.move_to_end(text)
+        if len(_recent) > RECENT_TEXTS:
+            _recent.popitem(last=False)
+
+
+# the latest texts stored or found, by text (see the module's docstring)
+_recent: OrderedDict[str, int] = OrderedDict()
+_recent_lock = threading.Lock()
 
 
 def _pack_when_full(conn: sqlite3.Connection) -> None:
@@ -231,7 +286,9 @@ def compose(conn: sqlite3.Connection, content: str) -> str | None:
         return None
     parts: list[str | int] = []
     for piece in _pieces(content):
-        parts.append(put_text(conn, piece) if len(piece) >= MIN_SHARED_CHARS else piece)
+        # a result is also in its audit row; the text between results is this message's own
+        parts.append(put_text(conn, piece, look=piece.startswith(TOOL_RESULT_OPEN))
+                     if len(piece) >= MIN_SHARED_CHARS else piece)
     return json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -243,3 +243,35 @@ def test_a_plain_connection_given_the_function_reads_the_views(tmp_path: Path):
     assert [r for (r,) in conn.execute("SELECT result_xml FROM tool_calls ORDER BY id")] == results
     assert conn.execute("SELECT count(*) FROM text_blocks").fetchone()[0] > 0
     conn.close()
+
+
+def test_a_text_remembered_elsewhere_is_never_taken_for_another_text(tmp_path: Path):
+    """The latest texts are remembered by the process, not by a database: one seen in another
+    workspace, or in a transaction since rolled back, is used only where that id holds it."""
+    first = db.connect(tmp_path / "first.db")
+    second = db.connect(tmp_path / "second.db")
+    shared = candles(1, 60)
+    shared_id = texts.put_text(first, shared)
+    # the second workspace gives that id (and many more, packed into blocks) to other texts
+    others = [candles(bar + 100, 60) for bar in range(shared_id + 3 * texts.PACK_EVERY)]
+    for text in others:
+        texts.put_text(second, text)
+        compressions_done()
+    assert count(second, "text_blocks") > 0
+    assert read_text(second, shared_id) != shared
+    found = texts.put_text(second, shared)
+    assert found != shared_id and read_text(second, found) == shared
+    # a text found again after it was packed is the same row, not a copy
+    assert texts.put_text(second, others[0]) == 1
+    assert count(second, "texts") == len(others) + 1
+
+    # a rolled-back text's id goes to another text; the rolled-back text is stored anew
+    first.execute("BEGIN IMMEDIATE")
+    undone = candles(7, 60)
+    undone_id = texts.put_text(first, undone)
+    first.execute("ROLLBACK")
+    assert texts.put_text(first, candles(8, 60)) == undone_id
+    again = texts.put_text(first, undone)
+    assert again != undone_id and read_text(first, again) == undone
+    first.close()
+    second.close()
