@@ -58,3 +58,36 @@ def test_the_command_line_and_the_window_start_without_loading_sqlite_utils_or_p
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_new_database_gets_the_schema_its_migration_scripts_write(tmp_path):
+    """Each migration step runs statement by statement in its own transaction; the result is
+    what SQLite makes of the same scripts run whole."""
+    from app.store.db import MIGRATIONS, SCHEMA_VERSION, connect, install
+
+    migrated = connect(tmp_path / "kestrel.db")
+    whole = install(sqlite3.connect(":memory:"))
+    for script in MIGRATIONS:
+        whole.executescript(script)
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+    assert migrated.execute(schema).fetchall() == whole.execute(schema).fetchall()
+    assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    migrated.close()
+
+
+def test_a_statement_ends_only_at_a_semicolon_sqlite_would_end_it_at():
+    from app.store.db import _statements
+
+    script = (
+        "CREATE TABLE t (a TEXT DEFAULT 'x;y'); -- a note; with a semicolon\n"
+        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN\n"
+        "  UPDATE t SET a = a || ';'; DELETE FROM t WHERE a = '';\nEND;\n"
+        "/* one more; */ INSERT INTO t VALUES ('z')"
+    )
+    statements = _statements(script)
+    assert [s.split()[:2] for s in statements] == [
+        ["CREATE", "TABLE"], ["--", "a"], ["/*", "one"]]
+    conn = sqlite3.connect(":memory:")
+    for statement in statements:
+        conn.execute(statement)
+    assert conn.execute("SELECT a FROM t").fetchall() == [("z;",)]
