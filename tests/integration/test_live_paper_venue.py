@@ -22,6 +22,7 @@ from app.workspace import Workspace
 from tests.helpers.agents import tool_world
 from tests.helpers.fake_exchange import FakeExchangeServer, FakeNow
 from tests.helpers.fake_exchange.venues import Binance, MarketState
+from tests.helpers.unreachable import no_retry_waits  # noqa: F401 - a fixture
 from tests.integration.ccxt_fixtures import (  # noqa: F401 - fixtures
     START_MS,
     fake_exchange_fixture,
@@ -179,6 +180,7 @@ async def test_a_replay_workspace_is_not_continued_on_live_quotes(tmp_path, serv
 
 
 @live
+@pytest.mark.usefixtures("no_retry_waits")
 async def test_without_network_choosing_live_paper_says_so_in_one_sentence(tmp_path):
     unreachable = {"binance": {"timeout_s": 2, "ccxt_config": {
         "urls": {"api": {k: "http://127.0.0.1:9/api/v3" for k in
@@ -196,6 +198,7 @@ async def test_without_network_choosing_live_paper_says_so_in_one_sentence(tmp_p
     assert "network" in text and "--venue replay" in text
 
 
+@pytest.mark.usefixtures("no_retry_waits")
 def test_kestrel_run_without_network_prints_one_line_and_no_traceback(tmp_path, capsys):
     (tmp_path / "settings.toml").write_text(
         '[exchanges.binance]\ntimeout_s = 2\n'

@@ -36,13 +36,13 @@ def test_a_workspace_with_a_huge_stored_cash_is_refused_clearly_and_the_reset_re
     tmp_path,
 ):
     workspace = tmp_path / "ws"
-    first = kestrel("run", "--workspace", workspace, "--for", "1h")
+    first = kestrel("run", "--workspace", workspace, "--for", "1h", "--speed", "1000000")
     assert first.returncode == 0, first.stderr[-2000:]
     db = workspace / "kestrel.db"
     store_huge_cash(db)
     before = digest(db)
 
-    refused = kestrel("run", "--workspace", workspace, "--for", "1h")
+    refused = kestrel("run", "--workspace", workspace, "--for", "1h", "--speed", "1000000")
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert "Traceback" not in refused.stderr
     (line,) = refused.stderr.strip().splitlines()
@@ -72,7 +72,7 @@ def test_a_workspace_with_a_huge_stored_cash_is_refused_clearly_and_the_reset_re
     finally:
         kept.close()
 
-    again = kestrel("run", "--workspace", workspace, "--for", "1h")
+    again = kestrel("run", "--workspace", workspace, "--for", "1h", "--speed", "1000000")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Balances: USD 10000. Equity 10000 USD" in again.stdout
     assert kestrel("reset-paper-account", "--workspace", workspace).stdout.strip() == (

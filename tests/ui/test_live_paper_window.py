@@ -18,6 +18,7 @@ from tests.helpers.eventually import eventually
 from tests.helpers.fake_exchange import FakeExchangeServer, Fault
 from tests.helpers.fake_exchange.__main__ import point_workspace
 from tests.helpers.fake_exchange.tape import wall_ms
+from tests.helpers.unreachable import no_retry_waits  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints", "does not support raise")
 
@@ -87,6 +88,7 @@ def test_the_status_bar_says_when_live_reads_fail_and_when_they_work_again(
     desk.run(scenario)
 
 
+@pytest.mark.usefixtures("no_retry_waits")
 def test_without_network_the_window_says_why_and_offers_retry_and_the_offline_replay(
     desk, tmp_path, qtbot
 ):
