@@ -20,8 +20,8 @@ SQLite archives, so the ``tool_calls`` and ``messages`` views (``app.store.db``)
 back for any reader: Kestrel's connections register the same function (``install``), and so
 does the shell.
 
-A text is looked for among the latest ``RECENT_TEXTS`` texts this process stored or found,
-kept in memory (a lookup in the database cost every text a query; an index over all texts would
+A text is looked for among the latest ``RECENT_TEXTS`` texts this process looked for, kept
+in memory (a lookup in the database cost every text a query; an index over all texts would
 cost every write a page at a random place in it): the copies of a text are written moments apart
 (the message that carries a result and its audit row). One found there is used only once the
 connection asking holds that very text under that id (a transaction rolled back may have given
@@ -53,7 +53,7 @@ TOOL_RESULT_CLOSE = "</tool_result>"
 # a text shorter than this stays in its row: a reference and its lookup would cost more
 MIN_SHARED_CHARS = 64
 
-RECENT_TEXTS = 128  # four bars of a backtest's texts; a text's copies come within one bar
+RECENT_TEXTS = 128  # a backtest's results of over ten bars; a text's copies come within one
 # what one block holds before compression. zlib refers back 32 KiB at most, and each block
 # starts with nothing to refer to; a larger block starts cold less often, and reading one text
 # inflates its whole block (the latest are kept inflated)
