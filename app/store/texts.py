@@ -70,26 +70,28 @@ _PENDING_RANGE = "SELECT id, body FROM text_pending WHERE id BETWEEN ? AND ? ORD
 _PENDING_SIZE = "SELECT total(size) FROM text_pending"
 
 
+# a packed text's block: the first whose range of ids reaches it; and its start there (0-based):
+# the size of the texts before it in that range (``t`` the text's row, ``b`` the block's)
+_BLOCK_OF = "b.last_id >= t.id ORDER BY b.last_id LIMIT 1"
+_START_IN_BLOCK = ("ifnull((SELECT sum(s.size) FROM texts AS s "
+                   "WHERE s.id >= b.first_id AND s.id < t.id), 0)")
+
+
 def text_sql(id_expr: str) -> str:
     """SQL for the text whose id ``id_expr`` gives: in its row (written before texts were
-    packed: no size), pending, or cut from the block whose range of ids holds it (its start
-    is the size of the texts before it there)."""
+    packed: no size), pending, or cut from the block whose range of ids holds it."""
     return ("(SELECT CASE WHEN t.size IS NULL THEN t.body ELSE coalesce("  # noqa: S608
             "(SELECT p.body FROM text_pending AS p WHERE p.id = t.id), "
-            "(SELECT CAST(substr(sqlar_uncompress(b.data, b.size), 1 + ifnull("
-            "(SELECT sum(s.size) FROM texts AS s WHERE s.id >= b.first_id AND s.id < t.id), 0), "
-            "t.size) AS TEXT) FROM text_blocks AS b WHERE b.last_id >= t.id "
-            "ORDER BY b.last_id LIMIT 1)) END "
+            f"(SELECT CAST(substr(sqlar_uncompress(b.data, b.size), 1 + {_START_IN_BLOCK}, "
+            f"t.size) AS TEXT) FROM text_blocks AS b WHERE {_BLOCK_OF})) END "
             f"FROM texts AS t WHERE t.id = {id_expr})")
 
 
 _HOLDS_PENDING = "SELECT 1 FROM text_pending WHERE id = ? AND body = ?"
-# where a packed text is: its start in its block, its size, and the block (as ``text_sql``)
-_PACKED = ("SELECT ifnull((SELECT sum(s.size) FROM texts AS s "
-           "WHERE s.id >= b.first_id AND s.id < t.id), 0), t.size, b.data, b.size "
-           "FROM texts AS t JOIN text_blocks AS b ON b.last_id = "
-           "(SELECT min(last_id) FROM text_blocks WHERE last_id >= t.id) "
-           "WHERE t.id = ? AND t.size IS NOT NULL")
+# a packed text's start in its block, its size, and the block's data and size
+_PACKED = (f"SELECT {_START_IN_BLOCK}, t.size, b.data, b.size "  # noqa: S608
+           "FROM texts AS t, text_blocks AS b "
+           f"WHERE t.id = ? AND t.size IS NOT NULL AND {_BLOCK_OF}")
 _READ = f"SELECT {text_sql('?')}"  # noqa: S608
 
 
