@@ -321,8 +321,10 @@ async def _run_world(
     if world.venue.end_ms is not None:
         end = min(end, world.venue.end_ms)
     world.venue.driver.set_speed(speed)
-    # a tick moves at most one candle of the finest data, so no close is skipped
-    await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms)
+    # a move is at most one candle of the finest data, so no close is skipped; at a speed the
+    # agents cannot follow, each candle waits for them, so the run goes as fast as they decide
+    await world.venue.driver.run_paced(end, max_step_ms=world.venue.bar_ms,
+                                       settle=world.team.manager.wait_idle)
     await world.team.manager.wait_idle()
     faults = await _print_summary(world)
     _print_warnings(world, start_ms, warned)  # a model that answered under another name

@@ -480,9 +480,11 @@ class BlindDriver:
         return int(self._inner.step_once(step_ms))
 
     async def run_paced(
-        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None
+        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None,
+        settle: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
-        await self._inner.run_paced(end_ms, tick_s=tick_s, max_step_ms=max_step_ms)
+        await self._inner.run_paced(end_ms, tick_s=tick_s, max_step_ms=max_step_ms,
+                                    settle=settle)
 
 
 class BlindMarket:

@@ -122,12 +122,12 @@ class LiveDriver:
 
     async def run_paced(
         self, end_ms: int | None = None, *, tick_s: float | None = None,
-        max_step_ms: int | None = None,
+        max_step_ms: int | None = None, settle: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """Run rounds until the clock reaches ``end_ms`` (None: until cancelled).
 
-        ``tick_s`` overrides the driver's own; ``max_step_ms`` is a replay's and means nothing
-        here (a live market has no candles to skip).
+        ``tick_s`` overrides the driver's own; ``max_step_ms`` and ``settle`` are a replay's and
+        mean nothing here (a live market has no candles to skip, and its time cannot be owed).
         """
         wait = self.tick_s if tick_s is None else tick_s
         while end_ms is None or self.clock.now_ms() < end_ms:

@@ -94,12 +94,17 @@ class ReplayDriver:
         self.speed = speed
 
     async def run_paced(
-        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None
+        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None,
+        settle: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """Let simulated time flow at ``speed`` x the wall clock until ``end_ms`` (default: the
         end of the data).
 
-        ``max_step_ms`` caps one tick's jump so a slow tick never skips a scheduled job's bar.
+        ``max_step_ms`` caps one move so a slow tick never skips a scheduled job's bar. Without
+        ``settle`` a tick makes one capped move and the rest of its time is dropped. With it, a
+        tick that owes more than the cap makes capped moves until it has caught up, awaiting
+        ``settle`` (the agents being idle) after each: at a speed the agents cannot follow, the
+        replay runs as fast as they decide, every bar seen, as a backtest steps.
         """
         end = self.end_ms if end_ms is None else end_ms
         if end is None:
@@ -112,10 +117,16 @@ class ReplayDriver:
             if self.paused:
                 continue
             jump = int(elapsed * 1000 * self.speed)
-            if max_step_ms is not None:
-                jump = min(jump, max_step_ms)
-            if jump > 0:
+            if max_step_ms is None or jump <= max_step_ms:
                 self.advance_to(min(end, self.clock.now_ms() + jump))
+                continue
+            if settle is None:
+                self.advance_to(min(end, self.clock.now_ms() + max_step_ms))
+                continue
+            target = min(end, self.clock.now_ms() + jump)
+            while self.clock.now_ms() < target and not self.paused:
+                self.advance_to(min(target, self.clock.now_ms() + max_step_ms))
+                await settle()
 
     def step_once(self, step_ms: int) -> int:
         """Advance one step by hand (the window's "step" button while paused)."""

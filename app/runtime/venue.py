@@ -92,9 +92,11 @@ class Driver(Protocol):
         ...
 
     async def run_paced(
-        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None
+        self, end_ms: int | None = None, *, tick_s: float = 0.1, max_step_ms: int | None = None,
+        settle: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
-        """Let time flow until ``end_ms`` (a replay's end; None: until cancelled)."""
+        """Let time flow until ``end_ms`` (a replay's end; None: until cancelled); ``settle``
+        is awaited between a replay's catching-up moves (see ``ReplayDriver.run_paced``)."""
         ...
 
 

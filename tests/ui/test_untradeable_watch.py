@@ -28,11 +28,13 @@ async def say(desk: Desk, window: MainWindow, qtbot, text: str) -> str:
     qtbot.keyClick(chat.composer.input, Qt.Key.Key_Return)
     await desk.settle(window)
 
-    def answers() -> list[AnswerBubble]:  # those after the message (earlier ones may come late)
+    def answers() -> list[AnswerBubble]:
+        """The answers of the task the message started: an earlier task's answer (the demo's
+        own set-up) may reach the chat after the message does."""
         cards = chat.transcript.cards
-        asked = max((i for i, c in enumerate(cards) if isinstance(c, PersonBubble)
-                     and c.entry.text == text), default=len(cards))
-        return [c for c in cards[asked:] if isinstance(c, AnswerBubble)]
+        tasks = {c.entry.task_id for c in cards
+                 if isinstance(c, PersonBubble) and c.entry.text == text}
+        return [c for c in cards if isinstance(c, AnswerBubble) and c.entry.task_id in tasks]
 
     await eventually(lambda: bool(answers()))
     return answers()[-1].text.text()
