@@ -12,6 +12,9 @@ from tests.helpers.paths import BTC_USD_1D, BTC_USD_1H
 HEADER = "timestamp_ms,open,high,low,close,volume\n"
 
 
+GOOD_ROWS = HEADER + "".join(f"{k * 3_600_000},1,2,0.5,1.5,1\n" for k in range(2500))
+
+
 def write(tmp_path: Path, body: str, name: str = "BTC-USDT_1h_test.csv") -> Path:
     path = tmp_path / name
     path.write_text(body, encoding="utf-8")
@@ -64,6 +67,11 @@ def test_gaps_in_real_data_are_counted_and_can_be_refused():
         (HEADER + "1000,1,1.2,0.5,1.5,1\n", "row 2: impossible candle"),
         (HEADER + "1000,1,2,0.5,1.5\n", "row 2: expected 6 cells, found 5"),
         (HEADER + "1e3,1,2,0.5,1.5,1\n", "row 2, field timestamp_ms"),
+        (HEADER + "-1000,1,2,0.5,1.5,1\n", "row 2, field timestamp_ms"),
+        (HEADER + "\u00b2,1,2,0.5,1.5,1\n", "row 2, field timestamp_ms"),  # a digit int() refuses
+        (HEADER + "99999999999999999999,1,2,0.5,1.5,1\n", "row 2, field timestamp_ms"),
+        (GOOD_ROWS + "9999999999999,1,2,0.5,inf,1\n", "row 2502, field close: 'inf' is not finite"),
+        (GOOD_ROWS + "9999999999999,1,2,1.6,1.5,1\n", "row 2502: impossible candle"),
     ],
 )
 def test_broken_files_are_refused_with_the_row_and_field(tmp_path, body, message):
@@ -88,3 +96,15 @@ def test_interval_is_inferred_when_the_name_does_not_say(tmp_path):
     loaded = load_csv(path, symbol="ABC/USDT")
     assert loaded.series.interval == "5m"
     assert np.array_equal(loaded.series.timestamp_ms, [0, 300000])
+
+
+def test_a_file_with_padded_cells_loads_exactly_as_the_clean_file(tmp_path):
+    lines = BTC_USD_1H.read_text(encoding="utf-8").splitlines()
+    # spaces around the cells of one row: the file is read row by row, not a column at a time,
+    # and must give the very same candles
+    lines[-1] = ",".join(f" {cell} " for cell in lines[-1].split(","))
+    padded = write(tmp_path, "\n".join(lines) + "\n", name=BTC_USD_1H.name)
+    clean, loaded = load_csv(BTC_USD_1H).series, load_csv(padded).series
+    for field in ("timestamp_ms", "open", "high", "low", "close", "volume"):
+        assert np.array_equal(getattr(clean, field), getattr(loaded, field)), field
+    assert load_csv(padded).price_decimals == load_csv(BTC_USD_1H).price_decimals
