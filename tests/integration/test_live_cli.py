@@ -1,18 +1,15 @@
 """``kestrel run --venue live --exchange binance`` as a person runs it, against the fake Binance.
 
-The workspace's settings point ccxt at the fake; the keys come from the environment variables the
-keyring falls back to (the subprocess has no keyring here). An open order on the exchange that the
-journal does not know stops the run before any agent starts until the person decides; with
-``--adopt-unknown`` it is followed as the person's. Without the confirmation naming the exchange
-nothing is opened.
+The workspace's settings point ccxt at the fake; the keys come from the environment variables
+(read before any keyring), and each command runs in this process as ``main`` runs it. An open
+order on the exchange that the journal does not know stops the run before any agent starts until
+the person decides; with ``--adopt-unknown`` it is followed as the person's. Without the
+confirmation naming the exchange nothing is opened.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,12 +18,11 @@ import pytest
 from app.ccxt.credentials import key_names
 from app.secrets import env_var_name
 from app.ui.settings_io import save_settings
+from tests.helpers.cli import Ran, run_cli
 from tests.helpers.fake_exchange import FakeExchangeServer
 from tests.helpers.fake_exchange.broker import DUMMY_KEYS
 from tests.helpers.fake_exchange.live import live_settings
 from tests.integration.ccxt_fixtures import START_MS
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(name="server")
@@ -35,16 +31,17 @@ def server_fixture():
         yield server
 
 
-def run(folder: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+@pytest.fixture(autouse=True)
+def _binance_keys_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys where a headless machine gives them: the environment, read before any keyring."""
     names = key_names("binance")
-    env = {**os.environ, env_var_name(names["api_key"]): DUMMY_KEYS.api_key,
-           env_var_name(names["secret"]): DUMMY_KEYS.secret, "PYTHON_KEYRING_BACKEND":
-           "keyring.backends.fail.Keyring"}
-    return subprocess.run(
-        [sys.executable, "-m", "app", "run", "--workspace", str(folder), "--venue", "live",
-         "--exchange", "binance", "--symbol", "BTC/USDT", "--for", "1s", *args],
-        cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=120,
-    )
+    monkeypatch.setenv(env_var_name(names["api_key"]), DUMMY_KEYS.api_key)
+    monkeypatch.setenv(env_var_name(names["secret"]), DUMMY_KEYS.secret)
+
+
+def run(folder: Path, *args: str, stdin: str = "") -> Ran:
+    return run_cli("run", "--workspace", folder, "--venue", "live", "--exchange", "binance",
+                   "--symbol", "BTC/USDT", "--for", "1s", *args, stdin=stdin)
 
 
 def place_on_exchange(server: FakeExchangeServer) -> int:
