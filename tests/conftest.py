@@ -30,7 +30,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the test modules loaded (every module, class and function of the app, its SDKs and
+    the tests) lives as long as the process: frozen, it is left out of every later collection,
+    so the full collections the Qt tests make at each set-up and tear-down walk only what the
+    tests made (0.23 s -> a few ms each)."""
+    gc.freeze()
     gc.enable()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files with a slow test run first. The workers are handed whole files in this order,
+    so a file of long tests handed out last keeps one worker busy while the others wait idle;
+    the many short files at the end fill the gaps instead. The order within a file is kept."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(autouse=True)
