@@ -313,7 +313,8 @@ MIGRATIONS: tuple[str, ...] = (
     # block (``text_blocks``) holding the texts of its range of ids in order (each text's
     # ``size`` in bytes says where it lies; its own ``body`` is empty). Texts written before
     # keep their body in their row and have no size: they are never packed. A new text's
-    # ``key`` is its CRC-32 (a filter before the texts are compared, as the hash before it). An
+    # ``key`` was its CRC-32 then, and is a 64-bit digest since (app.store.texts); the column
+    # is the same. An
     # audit row's parameters are a text too (``params_id``), and a message's long literal
     # pieces; the views read them back through ``sqlar_uncompress`` (registered by
     # ``app.store.texts.install``, and built into the ``sqlite3`` shell). A view's triggers go

@@ -25,9 +25,13 @@ in memory (a lookup in the database cost every text a query; an index over all t
 cost every write a page at a random place in it): the copies of a text are written moments apart
 (the message that carries a result and its audit row). One found there is used only once the
 connection asking holds that very text under that id (a transaction rolled back may have given
-the id to another text, and several workspaces may be open in one process). A text that comes
-back much later, or from another process, is stored again, which costs little once packed
-beside its neighbours.
+the id to another text, and several workspaces may be open in one process): its row there has
+the text's size and ``key``, the first eight bytes of the text's BLAKE2b digest (one lookup by
+primary key, where comparing the text itself meant cutting it from its inflated block once it
+was packed; two texts taken for each other would need equal 64-bit digests). Rows written before
+keys were digests hold a CRC-32 there, which no digest is taken for: their text is stored
+again. A text that comes back much later, or from another process, is stored again, which costs
+little once packed beside its neighbours.
 
 Crash safety: whoever writes a row writes the texts it refers to first, on the same connection,
 in the same transaction when there is one; a block and the deletion of its texts' pending
@@ -38,6 +42,7 @@ outside a transaction) is harmless: nothing refers to it, and it costs only its 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -87,11 +92,8 @@ def text_sql(id_expr: str) -> str:
             f"FROM texts AS t WHERE t.id = {id_expr})")
 
 
-_HOLDS_PENDING = "SELECT 1 FROM text_pending WHERE id = ? AND body = ?"
-# a packed text's start in its block, its size, and the block's data and size
-_PACKED = (f"SELECT {_START_IN_BLOCK}, t.size, b.data, b.size "  # noqa: S608
-           "FROM texts AS t, text_blocks AS b "
-           f"WHERE t.id = ? AND t.size IS NOT NULL AND {_BLOCK_OF}")
+# a remembered text is the one under its id when that row has its size and key
+_HOLDS = "SELECT 1 FROM texts WHERE id = ? AND key = ? AND size = ?"
 _READ = f"SELECT {text_sql('?')}"  # noqa: S608
 
 
@@ -138,11 +140,9 @@ def install(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 
 def text_key(data: bytes) -> int:
-    """The ``key`` of a text: the CRC-32 of its UTF-8, signed (four bytes in a row). Only a
-    filter, for a query that looks for a text by its content (``sqlite3`` has no CRC function:
-    the caller computes it): texts with equal keys must be compared whole."""
-    crc = zlib.crc32(data)
-    return crc - (1 << 32) if crc >= 1 << 31 else crc
+    """The ``key`` of a text: the first eight bytes of the BLAKE2b digest of its UTF-8, as a
+    signed 64-bit integer (what an SQLite integer holds)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
 
 
 def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
@@ -152,35 +152,22 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     ``look=False`` stores it without looking: for a text only its own row will hold (a call's
     parameters), where the lookup costs more than the few bytes a repeat costs once packed.
     """
+    data = text.encode("utf-8")
+    key = text_key(data)
     if look:
         with _recent_lock:
             found = _recent.get(text)
-        if found is not None and _holds(conn, found, text):
+        if found is not None and conn.execute(_HOLDS, (found, key, len(data))).fetchone():
             _remember(text, found)
             return found
-    data = text.encode("utf-8")
     with _own_transaction(conn):
-        text_id = int(conn.execute(_INSERT, (text_key(data), len(data))).lastrowid or 0)
+        text_id = int(conn.execute(_INSERT, (key, len(data))).lastrowid or 0)
         conn.execute(_INSERT_PENDING, (text_id, len(data), text))
         if text_id % PACK_EVERY == 0:
             _pack_when_full(conn)
     if look:
         _remember(text, text_id)
     return text_id
-
-
-def _holds(conn: sqlite3.Connection, text_id: int, text: str) -> bool:
-    """Whether ``conn``'s database holds ``text`` under ``text_id``: pending, as the latest
-    texts mostly are, or packed (compared here, not through ``text_sql``, which would hand the
-    whole inflated block to SQLite to cut one text from it)."""
-    if conn.execute(_HOLDS_PENDING, (text_id, text)).fetchone() is not None:
-        return True
-    row = conn.execute(_PACKED, (text_id,)).fetchone()
-    if row is None:
-        return False
-    start, size, data, block_size = row
-    block = sqlar_uncompress(data, block_size)
-    return block is not None and block[start:start + size] == text.encode("utf-8")
 
 
 def _remember(text: str, text_id: int) -> None:

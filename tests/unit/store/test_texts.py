@@ -275,3 +275,19 @@ def test_a_text_remembered_elsewhere_is_never_taken_for_another_text(tmp_path: P
     assert again != undone_id and read_text(first, again) == undone
     first.close()
     second.close()
+
+
+def test_a_text_whose_row_holds_an_older_kind_of_key_is_stored_anew(tmp_path: Path):
+    """Rows written when a text's key was its CRC-32 are never confirmed by a digest: a text
+    remembered under such a row is stored again, and both rows read back as that text."""
+    conn = db.connect(tmp_path / "kestrel.db")
+    text = candles(3, 60)
+    old_id = texts.put_text(conn, text)
+    crc = zlib.crc32(text.encode("utf-8"))
+    conn.execute("UPDATE texts SET key = ? WHERE id = ?",
+                 (crc - (1 << 32) if crc >= 1 << 31 else crc, old_id))
+    new_id = texts.put_text(conn, text)
+    assert new_id != old_id
+    assert read_text(conn, old_id) == read_text(conn, new_id) == text
+    assert texts.put_text(conn, text) == new_id  # and the new row is the one found from now on
+    conn.close()
