@@ -226,7 +226,7 @@ class Ledger:
             for agent, tool, params, status, code, result, started, duration in calls:
                 shared = len(params) >= MIN_SHARED_CHARS
                 rows.append((agent, tool, "" if shared else params,
-                             put_text(conn, params, look=False) if shared else None, status, code,
+                             put_text(conn, params) if shared else None, status, code,
                              put_text(conn, result), started, duration))
             conn.executemany(_INSERT_TOOL_CALL, rows)
         return len(calls), len(risk), len(points), bool(meta)

@@ -149,8 +149,8 @@ def put_text(conn: sqlite3.Connection, text: str, *, look: bool = True) -> int:
     """The id of ``text`` in ``texts``: one of the latest texts when it is there, else a new
     one stored now (and the plain texts packed when they fill a block).
 
-    ``look=False`` stores it without looking: for a text only its own row will hold (a call's
-    parameters), where the lookup costs more than the few bytes a repeat costs once packed.
+    ``look=False`` stores it without looking, and leaves the latest texts as they are: for a
+    text that is rarely seen twice (the words between a message's results).
     """
     data = text.encode("utf-8")
     key = text_key(data)
