@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sqlite3
 import sys
 from collections.abc import Callable
 from decimal import Decimal
@@ -59,6 +60,7 @@ from app.cli.live import (
 )
 from app.domain.agents import AgentInfo, AgentState
 from app.domain.clock import ms_to_iso, parse_time
+from app.domain.errors import OperationalError
 from app.domain.numbers import plain
 from app.events import (
     AgentStateChanged,
@@ -276,7 +278,7 @@ def _stop_for_full_disk(world: World) -> DiskFullError:
     if lost:
         world.disk.unrecorded(LOG_LINES, f"the lines for {log_file}", count=lost)
     return world.disk.error(
-        f"the run stopped at market time {ms_to_iso(world.venue.clock.now_ms())}, its agents "
+        f"the run stopped at market time {ms_to_iso(_stopped_ms(world))}, its agents "
         "stopped and the workspace closed; every order and fill committed before then is in "
         "the ledger"
     )
@@ -329,6 +331,20 @@ async def _run_world(
     faults = await _print_summary(world)
     _print_warnings(world, start_ms, warned)  # a model that answered under another name
     return faults
+
+
+def _stopped_ms(world: World) -> int:
+    """Where a closed world's run stopped. A replay continues, at the next run, from the last
+    settle its paper account committed, which the clock may be past: it moves to a candle
+    before the settle of that candle is written, and the disk may refuse that write."""
+    stopped = world.venue.clock.now_ms()
+    if not world.venue.offline or world.workspace is None:
+        return stopped
+    try:
+        committed = workspace_resume_ms(world.workspace)
+    except (OperationalError, sqlite3.Error):  # unreadable now: the clock is all there is
+        return stopped
+    return stopped if committed is None else min(stopped, committed)
 
 
 async def _start(world: World, args: argparse.Namespace, grants: LiveGrantsByName) -> None:

@@ -9,6 +9,7 @@ somewhere in the run, and the run must end the same way whichever comes first.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -21,9 +22,14 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+from app.cli.agents import _stop_for_full_disk
+from app.domain.clock import ms_to_iso
 from app.domain.trading import Side
+from app.runtime.desk import workspace_resume_ms
 from app.store.ledger import Ledger
 from app.store.texts import install
+from app.workspace import Workspace
+from tests.helpers.agents import HOUR_MS, START_MS, agent_world
 from tests.helpers.paths import REPO
 
 SETUP = "watch BTC/USDT on 1h every 1h with a trend analyst and a trader"
@@ -188,3 +194,22 @@ def test_what_the_full_disk_kept_from_being_written_is_named_call_by_call(tmp_pa
         assert "write_agent_memory_file at 2019-06-08 13:20 (Disk Test)" in said
     big = workspace / "memory" / "disk-test" / "notes" / "big.md"
     assert big.read_bytes() == b"x" * 10, "the file keeps its last whole content"
+
+
+def test_the_full_disk_message_names_where_the_next_run_continues_not_where_the_clock_got(
+    tmp_path,
+):
+    """The clock moves to a candle before that candle's settle is written: when the disk
+    refuses the write, the message must name the last committed settle, where the next run
+    starts, not the candle the clock had reached."""
+    async def scenario() -> str:
+        world = agent_world(tmp_path / "ws", agents=False)
+        settled = world.venue.clock.now_ms() + HOUR_MS
+        world.venue.driver.advance_to(settled)  # settled and committed
+        world.venue.clock.advance_to(settled + 2 * HOUR_MS)  # moved; its settle never written
+        await world.aclose()
+        return str(_stop_for_full_disk(world))
+
+    message = asyncio.run(scenario())
+    assert stopped_at(message) == ms_to_iso(START_MS + HOUR_MS), message
+    assert workspace_resume_ms(Workspace.at(tmp_path / "ws")) == START_MS + HOUR_MS
