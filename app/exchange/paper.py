@@ -185,8 +185,9 @@ class PaperBroker:
 
     @property
     def settled_ms(self) -> int:
-        """The clock time of the last committed settle (-1 before the first): where a resumed
-        loop continues."""
+        """The clock time of the last settle (-1 before the first): where a resumed loop
+        continues once the ledger has committed it (a settle whose commit the disk refused
+        leaves this ahead of the database, which is what a resumed run reads)."""
         return self._account.stats.settled_ms
 
     # -- costs ---------------------------------------------------------------------------------
