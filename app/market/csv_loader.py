@@ -196,7 +196,7 @@ def _parse_rows(path: Path, body: list[list[str]]) -> tuple[Times, Floats, int]:
         if len(row) != 6:
             raise DataFileError(f"{path.name}, row {line}: expected 6 cells, found {len(row)}.")
         stamp = row[0].strip()
-        if not (stamp.isascii() and stamp.isdigit()) or int(stamp) >= 2**63:
+        if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 19 or int(stamp) >= 2**63:
             raise DataFileError(
                 f"{path.name}, row {line}, field timestamp_ms: {stamp!r} is not a whole number of "
                 "milliseconds."

@@ -108,3 +108,9 @@ def test_a_file_with_padded_cells_loads_exactly_as_the_clean_file(tmp_path):
     for field in ("timestamp_ms", "open", "high", "low", "close", "volume"):
         assert np.array_equal(getattr(clean, field), getattr(loaded, field)), field
     assert load_csv(padded).price_decimals == load_csv(BTC_USD_1H).price_decimals
+
+
+def test_a_timestamp_too_long_for_a_number_is_named_not_raised(tmp_path):
+    # past the 4,300 digits Python's int() reads
+    with pytest.raises(DataFileError, match="row 2, field timestamp_ms"):
+        load_csv(write(tmp_path, HEADER + "9" * 5000 + ",1,2,0.5,1.5,1\n"))
