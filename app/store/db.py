@@ -570,7 +570,11 @@ class StoreDb:
         self._utils = _utils(self.conn)
 
     def close(self) -> None:
-        self.conn.close()
+        # under the store's lock: a read on another thread (a panel's refresh in an executor)
+        # finishes its statement first; closing a connection under a running statement crashes
+        # the process, where a read after the close gets an error it can report
+        with self.lock:
+            self.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,31 @@ def test_a_statement_ends_only_at_a_semicolon_sqlite_would_end_it_at():
     for statement in statements:
         conn.execute(statement)
     assert conn.execute("SELECT a FROM t").fetchall() == [("z;",)]
+
+
+def test_closing_a_store_waits_for_a_read_on_another_thread_to_finish(tmp_path: Path) -> None:
+    """A panel's refresh reads in an executor thread while the window closes the workspace:
+    the close waits for the read's statement (closing under it crashed the process)."""
+    store = StoreDb(tmp_path / "kestrel.db")
+    reading, release = threading.Event(), threading.Event()
+    answers: list[object] = []
+
+    def reader() -> None:
+        with store.lock:
+            reading.set()
+            release.wait(30)
+            answers.append(store.conn.execute("SELECT 1").fetchone())
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert reading.wait(30)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.05)
+    assert closer.is_alive()  # it cannot close while the read holds the store
+    release.set()
+    thread.join(30)
+    closer.join(30)
+    assert answers == [(1,)]
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.conn.execute("SELECT 1")
