@@ -9,12 +9,12 @@ Both are the *safe* variants: no YAML tag can construct a Python object.
 documents this module has just dumped, and each write is checked before it lands; the text of a
 recent ``dump`` (or of a recent successful check) is known to parse, so it is not parsed again.
 
-``dump`` builds the document's node tree itself for plain JSON-shaped data (dicts, lists, strings,
-ints, bools, None: what the agents' schemas dump to), the tree PyYAML's representer would build,
-and hands it to the same emitter. The representer's generic dispatch (type lookups, alias
-bookkeeping for every scalar) was half the cost of a dump, and an agent backtest dumps two
-documents a bar. Anything else (floats, other types, a list or dict appearing twice, which PyYAML
-writes as an anchor and alias) goes through the representer as before.
+``dump`` writes plain JSON-shaped data (dicts, lists, strings, ints, bools, None: what the agents'
+schemas dump to) itself when ``app.yamlblock`` can write it exactly as libyaml would: an agent
+backtest dumps two documents a bar. Other plain data gets the node tree PyYAML's representer
+would build, handed to the same emitter (the representer's generic dispatch was half the cost of
+a dump); anything else (floats, other types, a list or dict appearing twice, which PyYAML writes
+as an anchor and alias) goes through the representer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from app.yamlblock import block_yaml
 
 YAMLError = yaml.YAMLError
 _LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -65,15 +67,17 @@ def check(text: str) -> None:
 
 def dump(data: Any, *, width: int | None = None) -> str:  # noqa: ANN401 - any plain data
     """Serialise plain data (dicts, lists, strings, numbers) as block YAML, key order kept."""
-    try:
-        node = _plain_node(data, set())
-    except _NotPlain:
-        text: str = yaml.dump(
-            data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False,
-            width=width,
-        )
-    else:
-        text = _emit(node, width)
+    text = block_yaml(data, width)
+    if text is None:
+        try:
+            node = _plain_node(data, set())
+        except _NotPlain:
+            text = yaml.dump(
+                data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True,
+                default_flow_style=False, width=width,
+            )
+        else:
+            text = _emit(node, width)
     _remember_valid(text)
     return text
 
@@ -115,32 +119,9 @@ def _plain_node(data: Any, containers: set[int]) -> Node:  # noqa: ANN401 - any 
     raise _NotPlain
 
 
-_RESOLVED_SIZE = 4096
-_resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
-
-
-class _Dumper(_DUMPER):
-    """The dumper, remembering the tag each scalar resolves to. Serialising asks the resolver
-    twice for every scalar, and it tries its regular expressions each time; an agent's
-    documents repeat most of their scalars (keys, signals, dates) from one dump to the next.
-    The answer depends on the scalar's text and the flags alone, so it can be kept."""
-
-    def resolve(self, kind: type, value: Any, implicit: Any) -> str:  # noqa: ANN401 - PyYAML's
-        if kind is not ScalarNode:
-            return str(super().resolve(kind, value, implicit))
-        key = (value, implicit)
-        tag = _resolved.get(key)
-        if tag is None:
-            tag = str(super().resolve(kind, value, implicit))
-            if len(_resolved) >= _RESOLVED_SIZE:
-                _resolved.clear()
-            _resolved[key] = tag
-        return tag
-
-
 def _emit(node: Node, width: int | None) -> str:
     stream = io.StringIO()
-    dumper = _Dumper(stream, default_flow_style=False, width=width, allow_unicode=True,
+    dumper = _DUMPER(stream, default_flow_style=False, width=width, allow_unicode=True,
                      sort_keys=False)
     try:
         dumper.open()
