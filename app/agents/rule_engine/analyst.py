@@ -47,6 +47,7 @@ from app.agents.rule_engine.rollover import (
     refused_as_full,
 )
 from app.agents.rule_engine.signals import (
+    SWING_CANDLES,
     Assessment,
     Candle,
     Readings,
@@ -134,47 +135,26 @@ def _snapshot(t: Transcript, symbol: str, interval: str) -> Step | None:
     )
 
 
-def _points(result: Result) -> list[etree._Element]:
-    root = result.first()
-    return list(root) if root is not None else []
-
-
-def _complete(
-    points: Sequence[etree._Element], now_ms: int, interval_ms: int
-) -> list[dict[str, Decimal]]:
-    """The points of complete candles (open time + interval <= now), as decimals."""
-    rows = []
-    for point in points:
-        stamp = int(point.get("timestamp_ms", "0"))
-        if stamp + interval_ms > now_ms:
-            continue
-        row = {key: Decimal(value) for key, value in point.attrib.items() if key != "time_iso"}
-        rows.append(row)
-    return rows
-
-
 @lru_cache(maxsize=CACHED_RESULTS)
-def _complete_rows(result: Result, now_ms: int, interval_ms: int) -> tuple[dict[str, Decimal], ...]:
-    """``_complete`` of a result's points, cached: every turn of a task reads the same results
-    again (``parse_result`` hands back the same ``Result`` for the same text). The rows are
-    shared by the cache and only read."""
-    return tuple(_complete(_points(result), now_ms, interval_ms))
-
-
-@lru_cache(maxsize=CACHED_RESULTS)
-def _last_two_complete(
-    result: Result, now_ms: int, interval_ms: int
+def _last_complete(
+    result: Result, now_ms: int, interval_ms: int, count: int
 ) -> tuple[dict[str, Decimal], ...]:
-    """``_complete_rows(...)[-2:]`` without converting the points before them: an indicator's
-    result carries dozens of values and the rules read its last two."""
-    points = _points(result)
+    """The last ``count`` points of complete candles (open time + interval <= now) of a result,
+    oldest first, as decimals; the points before them are not converted. The rules read an
+    indicator's last two values and the last ``SWING_CANDLES`` candles, of the dozens a result
+    carries. Cached: every turn of a task reads the same results again (``parse_result`` hands
+    back the same ``Result`` for the same text); the rows are shared and only read."""
+    root = result.first()
     last: list[etree._Element] = []
-    for point in reversed(points):
+    for point in reversed(root if root is not None else ()):
         if int(point.get("timestamp_ms", "0")) + interval_ms <= now_ms:
             last.append(point)
-            if len(last) == 2:
+            if len(last) == count:
                 break
-    return tuple(_complete(last[::-1], now_ms, interval_ms))
+    return tuple(
+        {key: Decimal(value) for key, value in point.attrib.items() if key != "time_iso"}
+        for point in reversed(last)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +179,11 @@ def _judge(
     """The assessment from the candles and indicator results, once each has two complete
     values. A pure function of its arguments, cached for the task's later turns, which ask
     again with the same results."""
-    values = {key: _last_two_complete(result, now_ms, interval_ms) for key, result in results}
+    values = {key: _last_complete(result, now_ms, interval_ms, 2) for key, result in results}
     candles = [
         Candle(int(row["timestamp_ms"]), row["open"], row["high"], row["low"], row["close"],
                row["volume"])
-        for row in _complete_rows(klines, now_ms, interval_ms)
+        for row in _last_complete(klines, now_ms, interval_ms, SWING_CANDLES)
     ]
     if len(candles) < 2:
         return _Failed("get_historical_klines", Result(
@@ -474,7 +454,7 @@ class AnalystPolicy:
                 )
             if got.result is None or not got.result.ok:
                 return _Failed(f"{name}", got.result or Result("error"))
-            if len(_last_two_complete(got.result, now_ms, interval_ms)) < 2:
+            if len(_last_complete(got.result, now_ms, interval_ms, 2)) < 2:
                 return _Failed(name, Result(
                     "error", error_code="INSUFFICIENT_DATA",
                     message=f"fewer than two complete {name} values yet",

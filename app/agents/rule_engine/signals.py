@@ -52,7 +52,7 @@ class Candle:
 class Readings:
     """The previous and current value of each indicator on the last two complete candles."""
 
-    candles: Sequence[Candle]  # complete candles only, oldest first
+    candles: Sequence[Candle]  # the last complete candles (SWING_CANDLES is enough), oldest first
     rsi: tuple[Decimal, Decimal]
     macd: tuple[Mapping[str, Decimal], Mapping[str, Decimal]]  # macd, signal, histogram
     bbands: tuple[Mapping[str, Decimal], Mapping[str, Decimal]]  # lower, middle, upper, bandwidth
