@@ -6,7 +6,8 @@ same window is run again on the rule engine, so the model's decisions are compar
 with the engine's, and its P&L with the engine's and with buy-and-hold. Every request and
 response of the model is recorded (one JSON Lines recording per window), so a run replays exactly
 offline: ``run_eval`` with ``replay_from`` answers from the recordings and writes the identical
-report. What is measured is read from the run's own ledger and the recording (``eval_report``).
+report. What is measured is read from the run's own ledger and the recording (``eval_reading``)
+and reported by ``eval_report``.
 """
 
 from __future__ import annotations

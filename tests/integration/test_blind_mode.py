@@ -27,7 +27,7 @@ from app.market.csv_loader import load_csv
 from app.orchestration.ids import SeededIds
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
 from app.runtime.blind import PRICE_FACTOR
-from app.runtime.eval_report import Answers, read_answers, read_endings_of
+from app.runtime.eval_reading import Answers, read_answers, read_endings_of
 from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, EvalWindow, run_eval
 from app.runtime.venue import VenueSpec
 from app.runtime.world import World, WorldOptions, build_world

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.agents.answer_blocks import results_message
 from app.domain.errors import ErrorCode
-from app.runtime.eval_report import read_answers
+from app.runtime.eval_reading import read_answers
 from app.runtime.task_endings import Ending, TaskEnding
 from app.tools.protocol.render import el, render_error, render_success
 
