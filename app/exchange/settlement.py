@@ -162,7 +162,7 @@ class Settlement:
             if qty <= 0 or qty < rules.min_amount:
                 needed = _buy_cost(max(order.remaining, rules.min_amount), price, rate)
                 # the reason quotes no price of its own: a blind venue shows an order's reason
-                # with only the order's own prices rescaled (app.runtime.blind)
+                # with only the order's own prices rescaled (app.runtime.blind_map)
                 self._close(record, OrderStatus.EXPIRED,
                             f"not filled: at the fill price it needs {fmt(needed)} {quote} but "
                             f"only {fmt(budget)} is available")

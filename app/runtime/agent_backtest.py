@@ -106,7 +106,7 @@ class AgentBacktestResult:
     files: dict[str, Path] = field(default_factory=dict)
     rule_decisions: int = 0
     faults: list[Fault] = field(default_factory=list)
-    # a blind run's agents lived this much later than the market (``app.runtime.blind``): the
+    # a blind run's agents lived this much later than the market (``app.runtime.blind_map``): the
     # times in their stores (tasks, conversations, memory) are the real ones minus it
     blind_shift_ms: int = 0
 

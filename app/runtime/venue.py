@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from app.config import Settings
     from app.market.csv_loader import LoadedFile
     from app.market.replay import ReplayMarketData
-    from app.runtime.blind import BlindMap
+    from app.runtime.blind_map import BlindMap
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -199,7 +199,7 @@ class Venue:
         closers: what ``aclose`` awaits (a live market's connections); a replay has none.
         account: a blind venue's real broker, whose ledger and answers are in real terms (what
             lays out a backtest's result reads it); None: ``broker`` is real.
-        blind: a blind venue's disguise (``app.runtime.blind``); None: the agents see the market
+        blind: a blind venue's disguise (``app.runtime.blind_map``); None: the agents see the market
             as it is.
         before_agents: awaited by ``World.start`` before any agent runs, with the person's
             decision about orders the venue finds and does not know (a live account's

@@ -26,7 +26,7 @@ from app.domain.trading import Mode
 from app.market.csv_loader import load_csv
 from app.orchestration.ids import SeededIds
 from app.runtime.agent_backtest import AgentBacktestOptions, run_agent_backtest
-from app.runtime.blind import PRICE_FACTOR
+from app.runtime.blind_map import PRICE_FACTOR
 from app.runtime.eval_reading import Answers, read_answers, read_endings_of
 from app.runtime.evaluation import STANDARD_WINDOWS, EvalOptions, EvalWindow, run_eval
 from app.runtime.venue import VenueSpec

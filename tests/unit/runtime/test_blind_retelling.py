@@ -19,7 +19,8 @@ from app.domain.market_rules import MarketRules
 from app.domain.risk_view import RiskView
 from app.domain.trading import Order, OrderType, Side
 from app.risk.types import OrderIntent
-from app.runtime.blind import WEEK_MS, BlindGuard, BlindMap
+from app.runtime.blind import BlindGuard
+from app.runtime.blind_map import WEEK_MS, BlindMap
 
 SHIFT_MS = 2_500 * WEEK_MS
 
