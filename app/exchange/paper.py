@@ -186,8 +186,9 @@ class PaperBroker:
     @property
     def settled_ms(self) -> int:
         """The clock time of the last settle (-1 before the first): where a resumed loop
-        continues once the ledger has committed it (a settle whose commit the disk refused
-        leaves this ahead of the database, which is what a resumed run reads)."""
+        continues once the ledger has committed it. In a backtest a settle's point waits for
+        the next transaction, so this may be ahead of the database, which is what a resumed run
+        reads; a settle the ledger refused leaves the account, and this, as the ledger holds."""
         return self._account.stats.settled_ms
 
     # -- costs ---------------------------------------------------------------------------------

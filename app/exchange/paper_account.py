@@ -8,6 +8,7 @@ start-up (``restore``), because the ledger, not this object, is the record.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from app.exchange.book import ZERO, AccountBook
 from app.store.ledger import LedgerSnapshot, OrderRecord
 
 RESET_COMMAND = "kestrel reset-paper-account"
+_ORDER_FIELDS = tuple(field.name for field in fields(Order))
 
 
 def stored_money_problems(snap: LedgerSnapshot) -> list[str]:
@@ -120,6 +122,26 @@ class PaperAccount:
         for key, value in meta.items():
             if key.startswith("cursor:"):
                 self.cursor_ms[key[len("cursor:"):]] = int(value)
+
+    def reload(self, snap: LedgerSnapshot) -> None:
+        """Forget what is held here and rebuild it from ``snap``. After a write the ledger
+        refused, memory may be ahead of the record (an order filled here whose fill was not
+        committed); the record is what the account is, and a settle run again from it fills
+        that order once. An order known before keeps its object, given the stored values, so
+        whoever holds it (the caller that placed it) sees what becomes of it from then on."""
+        known = self.records
+        for record in snap.orders:
+            old = known.get(record.order.order_id)
+            if old is not None:
+                for name in _ORDER_FIELDS:
+                    setattr(old.order, name, getattr(record.order, name))
+                record.order = old.order
+        self.book = AccountBook(self.quote_currency)
+        self.records = {}
+        self.open.clear()
+        self.by_client.clear()
+        self.cursor_ms.clear()
+        self.restore(snap)
 
     # -- orders --------------------------------------------------------------------------------
 

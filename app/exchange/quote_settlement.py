@@ -47,7 +47,7 @@ class QuoteSettlement(Settlement):
         self._started_ms = clock.now_ms()
         self._seen: set[str] = set()  # orders matched against a quote without filling
 
-    def settle(self) -> list[Fill]:
+    def _settle(self) -> list[Fill]:
         account = self.account
         now = self.clock.now_ms()
         slippage = self.costs.slippage

@@ -4,14 +4,16 @@
 visible since the last settle, in time order across symbols, fills what the candle allows, and
 commits each fill with its balance change in one ledger transaction; then it commits the settle
 cursor and an equity point. Re-running a settle over candles already seen (after a crash between
-a fill and the cursor commit) gives the same result, because filled orders are no longer open and
-the rest match identically. Each fill, and each order it closes, is announced through the event
+a fill and the cursor commit, or after a write the ledger refused, when the account is read back
+from the ledger) gives the same result, because filled orders are no longer open and the rest
+match identically. Each fill, and each order it closes, is announced through the event
 sink after its commit.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,6 +29,8 @@ from app.exchange.matching import Bar, Match, match_order, priority
 from app.exchange.paper_account import PaperAccount
 from app.market.series import KlineSeries
 from app.store.ledger import Ledger, OrderRecord
+
+logger = logging.getLogger(__name__)
 
 BPS = Decimal("0.0001")
 _EXITS = (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS)
@@ -75,7 +79,26 @@ class Settlement:
         self.emit = emit
 
     def settle(self) -> list[Fill]:
-        """Process every candle visible since the last settle; return the fills it produced."""
+        """Process every candle visible since the last settle; return the fills it produced.
+
+        A settle that fails (the ledger refused a write: a full disk, a failing one) leaves
+        the account as the ledger last committed it, not as far as memory had got: an order
+        filled in memory whose fill was not committed is open again, and its settle cursor
+        where it was, so the next settle walks the same candles and fills it once. Fills
+        committed before the failure stay filled (they are in the ledger)."""
+        try:
+            return self._settle()
+        except Exception:
+            self._back_to_ledger()
+            raise
+
+    def _back_to_ledger(self) -> None:
+        try:
+            self.account.reload(self.ledger.committed())
+        except Exception:  # the ledger cannot be read either: the settle's own error is the one
+            logger.exception("the paper account could not be read back from its ledger")
+
+    def _settle(self) -> list[Fill]:
         account, window = self.account, self.window
         now = self.clock.now_ms()
         opened = account.open

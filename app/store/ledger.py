@@ -386,8 +386,20 @@ class Ledger:
     # -- reading -------------------------------------------------------------------------------
 
     def load(self) -> LedgerSnapshot:
-        """Read the whole account state back, as the last committed transaction left it."""
-        conn = self.connection
+        """Read the whole account state back, as the last committed transaction left it (what
+        is pending is committed first)."""
+        return self._read_state(self.connection)
+
+    def committed(self) -> LedgerSnapshot:
+        """The account state as committed, without writing what is pending first: what the
+        paper account goes back to after the ledger refused one of its writes (writing the
+        pending records could be refused the same way). Read under the store's lock, so no
+        other thread's transaction is half seen."""
+        with self._db.lock:
+            return self._read_state(self._conn)
+
+    @staticmethod
+    def _read_state(conn: sqlite3.Connection) -> LedgerSnapshot:
         snap = LedgerSnapshot()
         for row in conn.execute(_SELECT_ORDERS):
             snap.orders.append(_order_record(row))

@@ -235,3 +235,32 @@ async def test_per_exchange_ccxt_options_from_the_workspace_settings_reach_the_a
         assert world.venue.market.symbols() == ("BTC/USDT", "ETH/USDT")
     finally:
         await world.aclose()
+
+
+@live
+async def test_a_fill_the_ledger_refused_on_live_quotes_is_made_once_at_the_next_round(
+    tmp_path, server
+):
+    """The database refuses the fill (a trigger aborts it, as a failing disk would): the
+    account stays as the ledger holds it and the next round fills the order once."""
+    world = await live_world(tmp_path, server, agents=False)
+    try:
+        broker = world.venue.broker
+        conn = broker.ledger.connection  # type: ignore[attr-defined]
+        order = await broker.create_order(buy(OrderType.MARKET, "0.01"))
+        conn.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON fills "
+                     "BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+        with pytest.raises(Exception, match="disk I/O error"):
+            await tick(world, server)
+        assert order.status is OrderStatus.SUBMITTED
+        assert await broker.trades() == []
+        assert (await broker.account()).positions == ()
+
+        conn.execute("DROP TRIGGER refuse")
+        assert await tick(world, server) == 1
+        assert order.status is OrderStatus.FILLED
+        assert len(await broker.trades()) == 1
+        assert (await broker.account()).positions[0].size == Decimal("0.01")
+        assert await tick(world, server) == 0
+    finally:
+        await world.aclose()
