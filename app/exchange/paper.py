@@ -473,7 +473,11 @@ class PaperBroker:
             )
         self._account.close_order(record, OrderStatus.CANCELLED, "cancelled on request",
                                   self.clock.now_ms())
-        self.ledger.save_order(record)
+        try:
+            self.ledger.save_order(record)
+        except Exception:  # not cancelled: the order stays open, as the ledger holds it
+            self._account.back_to(self.ledger)
+            raise
         if self._events is not None:
             self._events(OrderCancelled(copy.copy(order)))
         return order

@@ -8,6 +8,7 @@ start-up (``restore``), because the ledger, not this object, is the record.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -19,7 +20,9 @@ from app.domain.numbers import MAX_MONEY, MONEY_LIMIT_REASON, plain
 from app.domain.trading import Order, OrderStatus, Side
 from app.exchange.account_stats import AccountStats
 from app.exchange.book import ZERO, AccountBook
-from app.store.ledger import LedgerSnapshot, OrderRecord
+from app.store.ledger import Ledger, LedgerSnapshot, OrderRecord
+
+logger = logging.getLogger(__name__)
 
 RESET_COMMAND = "kestrel reset-paper-account"
 _ORDER_FIELDS = tuple(field.name for field in fields(Order))
@@ -142,6 +145,15 @@ class PaperAccount:
         self.by_client.clear()
         self.cursor_ms.clear()
         self.restore(snap)
+
+    def back_to(self, ledger: Ledger) -> None:
+        """``reload`` from what ``ledger`` committed, after it refused a write; when it cannot
+        be read either, the write's own error is the one its caller reports, and this is
+        logged."""
+        try:
+            self.reload(ledger.committed())
+        except Exception:  # noqa: BLE001 - the refused write's error is the one raised
+            logger.exception("the paper account could not be read back from its ledger")
 
     # -- orders --------------------------------------------------------------------------------
 

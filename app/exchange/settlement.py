@@ -13,7 +13,6 @@ sink after its commit.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -29,8 +28,6 @@ from app.exchange.matching import Bar, Match, match_order, priority
 from app.exchange.paper_account import PaperAccount
 from app.market.series import KlineSeries
 from app.store.ledger import Ledger, OrderRecord
-
-logger = logging.getLogger(__name__)
 
 BPS = Decimal("0.0001")
 _EXITS = (ExitKind.TAKE_PROFIT, ExitKind.STOP_LOSS)
@@ -89,14 +86,8 @@ class Settlement:
         try:
             return self._settle()
         except Exception:
-            self._back_to_ledger()
+            self.account.back_to(self.ledger)
             raise
-
-    def _back_to_ledger(self) -> None:
-        try:
-            self.account.reload(self.ledger.committed())
-        except Exception:  # the ledger cannot be read either: the settle's own error is the one
-            logger.exception("the paper account could not be read back from its ledger")
 
     def _settle(self) -> list[Fill]:
         account, window = self.account, self.window

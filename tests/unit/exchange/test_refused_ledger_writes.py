@@ -1,8 +1,9 @@
-"""A settle whose write the ledger refuses loses no fill and doubles none.
+"""A write the paper account's ledger refuses loses no fill and doubles none.
 
-The database refuses for real here (a trigger aborts the insert of a fill, so the transaction
-rolls back as it would on a failing disk); the paper account must then be what the ledger holds,
-and the next settle must make the refused fill exactly once.
+The database refuses for real here (a trigger aborts the insert of a fill or a cancel's update,
+so the transaction rolls back as it would on a failing disk); the paper account must then be
+what the ledger holds: the next settle makes a refused fill exactly once, and an order whose
+cancel was refused is still open and still fills.
 """
 
 from __future__ import annotations
@@ -101,3 +102,25 @@ def test_fills_committed_before_a_refused_one_are_not_made_again(tmp_path: Path)
     spent = sum((f.quantity * f.price + f.fee for f in fills), D(0))
     assert asyncio.run(rig.broker.account()).cash == D("10000") - spent
     rig.ledger.close()
+
+
+def test_an_order_whose_cancel_the_ledger_refused_stays_open_and_fills(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    rig = make_rig(db, visible=1)
+    order = buy(rig, "a1")
+    rig.ledger.connection.execute(
+        "CREATE TEMP TRIGGER refuse_cancels BEFORE UPDATE ON orders "
+        "WHEN NEW.status = 'CANCELLED' BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+    with pytest.raises(sqlite3.DatabaseError, match="disk I/O error"):
+        asyncio.run(rig.broker.cancel_order("a1", SYMBOL, order.order_id))
+    assert order.status is OrderStatus.SUBMITTED  # as the ledger holds it
+    assert [o.order_id for o in asyncio.run(rig.broker.open_orders())] == [order.order_id]
+
+    (fill,) = rig.step()
+    assert fill.order_id == order.order_id
+    assert order.status is OrderStatus.FILLED
+    rig.ledger.close()
+    reopened = make_rig(db, visible=2)
+    assert asyncio.run(reopened.broker.open_orders()) == []
+    assert len(reopened.ledger.fills()) == 1
+    reopened.ledger.close()
