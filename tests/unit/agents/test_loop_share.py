@@ -1,30 +1,51 @@
-"""Agent steps leave the window its share of the event loop."""
+"""Agent steps leave the window its share of the event loop.
+
+Time here is a fake clock that only the steps' pretended work and the loop's sleeps move
+(``asyncio.sleep`` is replaced for each test), so what the share decides never depends on how
+busy the machine running the tests is.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Iterator
 
 import pytest
 
 from app.agents.loop_share import LoopShare, NoShare
 
+REAL_SLEEP = asyncio.sleep
+
 
 class WorkClock:
-    """Real time plus the CPU time the test's steps pretend to take."""
+    """Seconds of the steps' pretended CPU time and of the loop's sleeps."""
 
     def __init__(self) -> None:
-        self.offset = 0.0
+        self.now = 0.0
 
     def __call__(self) -> float:
-        return time.perf_counter() + self.offset
+        return self.now
 
     def work(self, seconds: float) -> None:
-        self.offset += seconds
+        self.now += seconds
 
 
-def test_steps_inside_a_slice_run_at_once_and_the_next_rests() -> None:
-    clock = WorkClock()
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkClock]:
+    """A fake clock that ``asyncio.sleep`` moves on by the time slept, once the sleeper has let
+    the loop run."""
+    fake = WorkClock()
+
+    async def sleep(delay: float, result: object = None) -> object:
+        await REAL_SLEEP(0)
+        fake.work(delay)
+        return result
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    yield fake
+
+
+def test_steps_inside_a_slice_run_at_once_and_the_next_rests(clock: WorkClock) -> None:
     share = LoopShare(slice_s=0.010, rest_s=0.003, clock=clock)
 
     async def run() -> float:
@@ -34,17 +55,16 @@ def test_steps_inside_a_slice_run_at_once_and_the_next_rests() -> None:
         assert share.rests == 0
         await share.turn()  # the slice is used up
         clock.work(0.0019)
-        started = time.perf_counter()
+        started = clock()
         await share.turn()
-        return time.perf_counter() - started
+        return clock() - started
 
     waited = asyncio.run(run())
     assert share.rests == 1
-    assert waited >= 0.003  # the loop was left alone for the rest
+    assert waited == pytest.approx(0.003)  # the loop was left alone for the rest
 
 
-def test_a_step_that_finds_the_loop_idle_starts_at_once() -> None:
-    clock = WorkClock()
+def test_a_step_that_finds_the_loop_idle_starts_at_once(clock: WorkClock) -> None:
     share = LoopShare(slice_s=0.010, rest_s=0.003, clock=clock)
 
     async def run() -> None:
@@ -57,8 +77,7 @@ def test_a_step_that_finds_the_loop_idle_starts_at_once() -> None:
     assert share.rests == 0
 
 
-def test_many_agents_share_slices_and_every_one_finishes() -> None:
-    clock = WorkClock()
+def test_many_agents_share_slices_and_every_one_finishes(clock: WorkClock) -> None:
     share = LoopShare(slice_s=0.010, rest_s=0.002, clock=clock)
     granted: list[tuple[float, int]] = []
 
@@ -86,11 +105,10 @@ def test_many_agents_share_slices_and_every_one_finishes() -> None:
 
 def test_headless_runs_only_yield_to_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    sleep = asyncio.sleep
 
     async def recorded(delay: float, result: object = None) -> object:
         slept.append(delay)
-        return await sleep(0, result)
+        return await REAL_SLEEP(0, result)
 
     monkeypatch.setattr(asyncio, "sleep", recorded)
 
@@ -110,18 +128,18 @@ def test_a_slice_or_rest_that_is_not_positive_is_refused() -> None:
 
 
 def test_no_step_starts_while_the_window_has_a_repaint_due() -> None:
-    quiet = [time.perf_counter() + 0.020]
-    share = LoopShare(quiet_until=lambda: quiet[0])
+    answers = [True, True]  # the window has a repaint due the first two times it is asked
+    asked: list[bool] = []
 
-    async def run() -> float:
-        started = time.perf_counter()
-        await share.turn()
-        return time.perf_counter() - started
+    def quiet_until() -> float:
+        due = answers.pop(0) if answers else False
+        asked.append(due)
+        return float("inf") if due else float("-inf")
 
-    waited = asyncio.run(run())
-    assert waited >= 0.019
-    assert share.rests >= 1
-    quiet[0] = float("-inf")  # nothing due: steps go at once, without a rest
+    share = LoopShare(quiet_until=quiet_until)
+    asyncio.run(share.turn())
+    assert asked == [True, True, False]  # the step started only once nothing was due
+    assert share.rests == 2
     rests = share.rests
-    asyncio.run(run())
+    asyncio.run(share.turn())  # nothing due: the step goes at once, without a rest
     assert share.rests == rests
