@@ -92,17 +92,30 @@ class PaperAccount:
     case its id is spelt in.
     """
 
+    book: AccountBook
+    records: dict[str, OrderRecord]
+    open: dict[str, OrderRecord]
+    by_client: dict[tuple[str, str], str]
+    cursor_ms: dict[str, int]  # per symbol, the open time of its last settled bar
+    order_seq: int
+    fill_seq: int
+    stats: AccountStats
+
     def __init__(self, quote_currency: str, initial_cash: Decimal) -> None:
         self.quote_currency = quote_currency
         self.initial_cash = initial_cash
-        self.book = AccountBook(quote_currency)
-        self.records: dict[str, OrderRecord] = {}
-        self.open: dict[str, OrderRecord] = {}
-        self.by_client: dict[tuple[str, str], str] = {}
-        self.cursor_ms: dict[str, int] = {}  # per symbol, the open time of its last settled bar
+        self._empty()
+
+    def _empty(self) -> None:
+        """No balances, orders, cursors or statistics yet: what ``restore`` or ``fund`` fill."""
+        self.book = AccountBook(self.quote_currency)
+        self.records = {}
+        self.open = {}
+        self.by_client = {}
+        self.cursor_ms = {}
         self.order_seq = 0
         self.fill_seq = 0
-        self.stats = AccountStats.fresh(initial_cash)
+        self.stats = AccountStats.fresh(self.initial_cash)
 
     def fund(self) -> None:
         """A new account: the initial cash, nothing else."""
@@ -139,11 +152,7 @@ class PaperAccount:
                 for name in _ORDER_FIELDS:
                     setattr(old.order, name, getattr(record.order, name))
                 record.order = old.order
-        self.book = AccountBook(self.quote_currency)
-        self.records = {}
-        self.open.clear()
-        self.by_client.clear()
-        self.cursor_ms.clear()
+        self._empty()
         self.restore(snap)
 
     def back_to(self, ledger: Ledger) -> None:
